@@ -1,0 +1,1 @@
+"""ctindex package."""
