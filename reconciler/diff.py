@@ -1,0 +1,227 @@
+"""reconcile(): compare the tree (or part of it) with the previous manifest."""
+
+from __future__ import annotations
+
+import os
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reconciler.hashing import DEFAULT_RETRIES, Outcome, read_stable
+from reconciler.manifest import DIRTY_SIZE, Manifest, RawEntry
+from reconciler.report import PassMetrics, WalkReport
+from reconciler.walk import DEFAULT_MAX_DEPTH, FsOps, PathFilter, StatFn, Walker
+
+Sink = Callable[[str, bytes], None]
+# FAT stores mtime in 2 s steps; anything finer (ext4, NTFS, HFS+ 1 s) is covered too.
+DEFAULT_GRANULARITY_NS = 2_000_000_000
+
+
+@dataclass
+class ReconcileResult:
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    renamed: list[tuple[str, str]] = field(default_factory=list)  # (old, new)
+    metadata_only: list[str] = field(default_factory=list)
+    dirty: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    manifest: Manifest = field(default_factory=Manifest)
+    report: WalkReport = field(default_factory=WalkReport)
+    metrics: PassMetrics = field(default_factory=PassMetrics)
+
+    @property
+    def has_changes(self) -> bool:
+        """True if the new manifest differs from the previous one in any way."""
+        return bool(self.added or self.changed or self.removed or self.renamed
+                    or self.metadata_only or self.dirty)
+
+
+def normalize_key(key: str) -> str:
+    key = key.strip("/")
+    return "" if key == "." else key
+
+
+def minimal_scopes(keys: Iterable[str]) -> list[str]:
+    """Drop duplicates and keys already covered by an ancestor key."""
+    uniq = sorted({normalize_key(k) for k in keys})
+    if "" in uniq:
+        return [""]
+    chosen: set[str] = set()
+    for k in uniq:  # sorted: an ancestor is always seen before its descendants
+        parts = k.split("/")
+        if not any("/".join(parts[:i]) in chosen for i in range(1, len(parts))):
+            chosen.add(k)
+    return sorted(chosen)
+
+
+def subtree(sorted_keys: list[str], key: str) -> list[str]:
+    """Keys equal to `key` or below it, from a sorted key list."""
+    if not key:
+        return list(sorted_keys)
+    out: list[str] = []
+    i = bisect_left(sorted_keys, key)
+    if i < len(sorted_keys) and sorted_keys[i] == key:
+        out.append(key)
+    # '0' follows '/' in code-point order, so [key/, key0) is exactly the subtree.
+    lo = bisect_left(sorted_keys, key + "/")
+    hi = bisect_left(sorted_keys, key + "0", lo)
+    out.extend(sorted_keys[lo:hi])
+    return out
+
+
+class _Pass:
+    def __init__(self, base: str, flt: PathFilter, previous: Manifest, sink: Sink | None,
+                 stat: StatFn, clock_ns: Callable[[], int], granularity_ns: int,
+                 max_depth: int, retries: int, ops: FsOps | None) -> None:
+        self.previous = previous
+        self.prev = previous.raw()
+        self.new: dict[str, RawEntry] = {}
+        self.kept: list[str] = []
+        self.fresh: list[str] = []  # hashed keys absent from the previous manifest
+        self.res = ReconcileResult()
+        self.sink = sink
+        self.stat = stat
+        self.injected_stat = None if stat is os.lstat else stat
+        self.clock_ns = clock_ns
+        self.gran = granularity_ns
+        self.retries = retries
+        self.ops = ops or FsOps()
+        self.base = base
+        self.walker = Walker(base, flt, stat, self.on_file, self.kept.append,
+                             self.res.report, self.res.metrics, max_depth, self.ops)
+
+    def on_file(self, dfd: int, name: str, key: str, st: os.stat_result) -> None:
+        """Hot path: one call per accepted regular file."""
+        if key in self.new:  # reached twice through overlapping roots
+            return
+        p = self.prev.get(key)
+        if (p is not None and p[0] == st.st_size and p[1] == st.st_mtime_ns
+                and p[2] == st.st_ctime_ns and p[3] == st.st_ino and p[4] == st.st_dev):
+            rec = p[6]
+            # git's racy-clean rule: trust the fingerprint only if both stamps are
+            # at least one granularity older than the moment the content was read.
+            if rec - p[1] >= self.gran and rec - p[2] >= self.gran:
+                self.new[key] = p
+                self.res.unchanged += 1
+                return
+            self.res.metrics.bump("racy_rehashed")
+        self._hash(dfd, name, key, st, p)
+
+    def _hash(self, dfd: int, name: str, key: str, st: os.stat_result,
+              p: RawEntry | None) -> None:
+        res = self.res
+        r = read_stable(dfd, name, f"{self.base}/{key}", st, self.injected_stat,
+                        self.clock_ns, self.retries, self.ops.open)
+        if r.outcome is Outcome.GONE:
+            res.report.vanished.add(key)
+            return
+        if r.outcome is Outcome.ERROR:
+            assert r.error is not None
+            self.walker.fail(key, r.error, is_dir=False)  # keeps the previous entry
+            return
+        if r.outcome is Outcome.DIRTY:
+            res.dirty.append(key)
+            if p is not None:  # keep the old digest, but make sure it is re-hashed next time
+                self.new[key] = (DIRTY_SIZE, *p[1:])
+            return
+        assert r.fp is not None
+        res.metrics.files_hashed += 1
+        res.metrics.bytes_hashed += len(r.data)
+        self.new[key] = (*r.fp, r.digest, r.recorded_ns)
+        if p is None:
+            self.fresh.append(key)
+        elif r.digest != p[5]:
+            res.changed.append(key)
+        elif r.fp != p[:5]:
+            res.metadata_only.append(key)
+            return
+        else:
+            res.unchanged += 1  # racily clean, re-hashed, same content
+            return
+        if self.sink is not None:
+            self.sink(key, r.data)
+
+    # -- assembling the result -----------------------------------------------------
+    def finish(self, scopes: list[str] | None) -> ReconcileResult:
+        prev, new, res = self.prev, self.new, self.res
+        sorted_prev = self.previous.sorted_keys() if (self.kept or scopes) else []
+        for k in self.kept:  # we could not look: carry what we knew
+            for pk in subtree(sorted_prev, k):
+                new.setdefault(pk, prev[pk])
+        if scopes is None:
+            gone = [k for k in prev if k not in new]
+        else:
+            gone = []
+            for s in scopes:
+                gone.extend(k for k in subtree(sorted_prev, s) if k not in new)
+            for k, e in prev.items():  # outside the narrowed scope: unchanged by definition
+                new.setdefault(k, e)
+        self._pair_renames(sorted(gone), sorted(self.fresh))
+        for lst in (res.changed, res.metadata_only, res.dirty):
+            lst.sort()
+        res.manifest = Manifest(new)
+        m = res.metrics
+        for kind in ("added", "changed", "removed", "renamed", "metadata_only", "dirty"):
+            m.counts[kind] = len(getattr(res, kind))
+        m.counts["unchanged"] = res.unchanged
+        return res
+
+    def _pair_renames(self, gone: list[str], fresh: list[str]) -> None:
+        """A removed path whose (dev, ino) or digest equals an added one's is a rename."""
+        prev, new, res = self.prev, self.new, self.res
+        by_inode: dict[tuple[int, int], str] = {}
+        by_digest: dict[bytes, str] = {}
+        for k in gone:
+            e = prev[k]
+            if e[3]:  # an inode number of 0 means "not provided"
+                by_inode.setdefault((e[3], e[4]), k)
+            by_digest.setdefault(e[5], k)
+        used: set[str] = set()
+        for k in fresh:
+            e = new[k]
+            old = by_inode.get((e[3], e[4])) if e[3] else None
+            if old is None or old in used:
+                old = by_digest.get(e[5])
+            if old is not None and old not in used:
+                used.add(old)
+                res.renamed.append((old, k))
+            else:
+                res.added.append(k)
+        res.removed = [k for k in gone if k not in used]
+
+
+def reconcile(base: Path | str, flt: PathFilter, previous: Manifest,
+              only: Iterable[str] | None = None, sink: Sink | None = None,
+              stat: StatFn = os.lstat, clock_ns: Callable[[], int] = time.time_ns, *,
+              granularity_ns: int = DEFAULT_GRANULARITY_NS,
+              max_depth: int = DEFAULT_MAX_DEPTH, retries: int = DEFAULT_RETRIES,
+              ops: FsOps | None = None) -> ReconcileResult:
+    """Diff the filtered tree under `base` against `previous` (see docs/architecture.md).
+
+    `only` narrows the pass to those keys (files, or folders meaning their
+    subtree); entries outside it are carried over unchanged.
+    """
+    t0 = time.perf_counter_ns()
+    p = _Pass(os.path.abspath(os.fspath(base)), flt, previous, sink, stat, clock_ns,
+              granularity_ns, max_depth, retries, ops)
+    # All roots, even nested ones: a nested root may sit under a pruned folder.
+    roots = sorted({normalize_key(r) for r in flt.roots()})
+    scopes = None if only is None else minimal_scopes(only)
+    if scopes == [""]:
+        scopes = None
+    if scopes is None:
+        for r in roots:
+            p.walker.walk_root(r)
+    else:
+        for s in scopes:
+            for r in roots:
+                if r == s or r.startswith(s + "/"):
+                    p.walker.walk_root(r)
+                elif not r or s.startswith(r + "/"):
+                    p.walker.walk_path(r, s)
+    res = p.finish(scopes)
+    res.metrics.duration_ms = (time.perf_counter_ns() - t0) / 1e6
+    return res

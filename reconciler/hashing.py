@@ -1,0 +1,106 @@
+"""Read a file completely and consistently, or say why not.
+
+A read is trusted only if the file did not change while we read it: fstat
+before and after the read must agree (size, mtime_ns, ctime_ns) and the byte
+count must equal the size; with an injected ``stat`` the injected view taken
+after the read must also equal the one the decision was based on, so the
+fingerprint stored next to the digest is the one the next pass will compare.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import stat as stat_mod
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from reconciler.oserr import GONE
+
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+DEFAULT_RETRIES = 3
+
+FpTuple = tuple[int, int, int, int, int]
+
+
+def fp_of(st: os.stat_result) -> FpTuple:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+class Outcome(enum.Enum):
+    OK = "ok"
+    GONE = "gone"  # vanished, replaced by a symlink / non-regular file
+    ERROR = "error"  # EACCES and friends: see `error`
+    DIRTY = "dirty"  # kept changing across every retry
+
+
+@dataclass
+class ReadResult:
+    outcome: Outcome
+    fp: FpTuple | None = None
+    digest: bytes = b""
+    data: bytes = b""
+    recorded_ns: int = 0
+    error: OSError | None = None
+    attempts: int = 0
+
+
+def _read_all(fd: int) -> bytes:
+    # FileIO.readall sizes its buffer from fstat and loops until EOF.
+    with open(fd, "rb", buffering=0, closefd=False) as f:
+        return f.readall()
+
+
+def read_stable(dir_fd: int, name: str, path: str, seen: os.stat_result,
+                stat: Callable[[str], os.stat_result] | None,
+                clock_ns: Callable[[], int], retries: int = DEFAULT_RETRIES,
+                opener: Callable[..., int] = os.open) -> ReadResult:
+    """Read `name` (relative to the open folder dir_fd) until two views agree.
+
+    `seen` is the stat the walk decided on. `stat` is the injected stat
+    callable, or None when the default lstat is in use (then the fd's own
+    fstat is the fingerprint: same inode, no extra syscall).
+    """
+    import xxhash
+
+    ref = fp_of(seen)
+    for attempt in range(1, retries + 2):
+        # Clock read *before* opening: a later edit stamped within the
+        # granularity of this instant is then always inside the racy window.
+        recorded = clock_ns()
+        try:
+            fd = opener(name, FILE_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            return _failed(exc, attempt)
+        try:
+            before = os.fstat(fd)
+            if not stat_mod.S_ISREG(before.st_mode):
+                return ReadResult(Outcome.GONE, attempts=attempt)
+            data = _read_all(fd)
+            after = os.fstat(fd)
+        except OSError as exc:
+            return _failed(exc, attempt)
+        finally:
+            os.close(fd)
+        stable = (before.st_size == after.st_size == len(data)
+                  and before.st_mtime_ns == after.st_mtime_ns
+                  and before.st_ctime_ns == after.st_ctime_ns)
+        if stat is None:
+            now = fp_of(after)
+        else:
+            try:
+                now = fp_of(stat(path))
+            except OSError as exc:
+                return _failed(exc, attempt)
+            stable = stable and now == ref
+        if stable:
+            return ReadResult(Outcome.OK, now, xxhash.xxh3_128_digest(data), data,
+                              recorded, attempts=attempt)
+        ref = now
+    return ReadResult(Outcome.DIRTY, attempts=retries + 1)
+
+
+def _failed(exc: OSError, attempt: int) -> ReadResult:
+    if exc.errno in GONE:
+        return ReadResult(Outcome.GONE, attempts=attempt)
+    return ReadResult(Outcome.ERROR, error=exc, attempts=attempt)

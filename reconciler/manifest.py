@@ -1,0 +1,182 @@
+"""The manifest: key -> (stat fingerprint, content digest, recorded-at time).
+
+On disk it is a compact binary table (layout below) so that loading 200k
+entries is a couple of C-level bulk operations rather than per-entry parsing:
+
+    header   MAGIC(8) version(u32) count(u32) keyblob_len(u64)
+    records  count x RECORD (fixed width, sorted by key)
+    keyblob  fsencoded keys joined by NUL (a file name can never hold NUL)
+    trailer  xxh3_128 of everything before it (16 bytes)
+
+In memory each entry is a plain tuple ``(size, mtime_ns, ctime_ns, ino, dev,
+digest, recorded_ns)`` -- exactly what ``struct.iter_unpack`` yields, so
+loading builds no Python objects per entry beyond that tuple; the public
+``Entry``/``Fingerprint`` named tuples are built on access.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+MAGIC = b"CTRMANI\x00"
+VERSION = 1
+_HEADER = struct.Struct("<8sIIQ")
+# size, mtime_ns, ctime_ns, ino, dev, digest, recorded_ns
+_RECORD = struct.Struct("<qqqQQ16sq")
+_TRAILER_LEN = 16
+_FS_ENCODING = sys.getfilesystemencoding()
+_FS_ERRORS = sys.getfilesystemencodeerrors()
+
+# A size no stat can report: marks an entry whose content must be re-hashed on
+# the next pass (its file was changing while we read it).
+DIRTY_SIZE = -1
+
+RawEntry = tuple[int, int, int, int, int, bytes, int]
+
+
+class ManifestCorrupt(Exception):
+    """The manifest file is truncated, damaged or of an unknown format."""
+
+
+class Fingerprint(NamedTuple):
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+    dev: int
+
+
+class Entry(NamedTuple):
+    fp: Fingerprint
+    digest: bytes  # 16-byte xxh3_128
+    recorded_ns: int  # clock reading taken just before the content was read
+
+
+def _xxh3_128(data: bytes | memoryview) -> bytes:
+    import xxhash  # lazy: the manifest module is imported on light paths too
+
+    return xxhash.xxh3_128_digest(data)
+
+
+class Manifest(Mapping[str, Entry]):
+    """Immutable mapping key -> Entry. Build new ones, never mutate."""
+
+    __slots__ = ("_raw", "_sorted")
+
+    def __init__(self, raw: dict[str, RawEntry] | None = None,
+                 _sorted_keys: list[str] | None = None) -> None:
+        self._raw: dict[str, RawEntry] = raw if raw is not None else {}
+        self._sorted: list[str] | None = _sorted_keys
+
+    @classmethod
+    def from_entries(cls, entries: Mapping[str, Entry] | Iterable[tuple[str, Entry]]) -> Manifest:
+        items = entries.items() if isinstance(entries, Mapping) else entries
+        return cls({k: (*e.fp, e.digest, e.recorded_ns) for k, e in items})
+
+    # -- Mapping ---------------------------------------------------------------
+    def __getitem__(self, key: str) -> Entry:
+        r = self._raw[key]
+        return Entry(Fingerprint(r[0], r[1], r[2], r[3], r[4]), r[5], r[6])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._raw
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Manifest):
+            return self._raw == other._raw
+        return NotImplemented
+
+    def __hash__(self) -> int:  # mappings are unhashable; keep Mapping semantics
+        raise TypeError("Manifest is unhashable")
+
+    def __repr__(self) -> str:
+        return f"Manifest({len(self._raw)} entries)"
+
+    # -- fast internal access (used by the differ) -----------------------------
+    def raw(self) -> dict[str, RawEntry]:
+        """The underlying key -> tuple table. Callers must not mutate it."""
+        return self._raw
+
+    def sorted_keys(self) -> list[str]:
+        if self._sorted is None:
+            self._sorted = sorted(self._raw)
+        return self._sorted
+
+    # -- serialisation -----------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        keys = self.sorted_keys()
+        raw = self._raw
+        blob = "\0".join(keys).encode(_FS_ENCODING, _FS_ERRORS)
+        parts = [_HEADER.pack(MAGIC, VERSION, len(keys), len(blob))]
+        pack = _RECORD.pack
+        parts.extend(pack(*raw[k]) for k in keys)
+        parts.append(blob)
+        body = b"".join(parts)
+        return body + _xxh3_128(body)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, origin: str = "<bytes>") -> Manifest:
+        if len(data) < _HEADER.size + _TRAILER_LEN:
+            raise ManifestCorrupt(f"{origin}: manifest truncated ({len(data)} bytes)")
+        body = memoryview(data)[:-_TRAILER_LEN]
+        if _xxh3_128(body) != data[-_TRAILER_LEN:]:
+            raise ManifestCorrupt(f"{origin}: manifest checksum mismatch (damaged or truncated)")
+        magic, version, count, blob_len = _HEADER.unpack_from(data, 0)
+        if magic != MAGIC or version != VERSION:
+            raise ManifestCorrupt(f"{origin}: not a reconciler manifest v{VERSION}")
+        rec_end = _HEADER.size + count * _RECORD.size
+        if rec_end + blob_len != len(body):
+            raise ManifestCorrupt(f"{origin}: manifest sizes inconsistent")
+        keys = bytes(body[rec_end:]).decode(_FS_ENCODING, _FS_ERRORS).split("\0") if count else []
+        if len(keys) != count:
+            raise ManifestCorrupt(f"{origin}: manifest key count mismatch")
+        records = _RECORD.iter_unpack(body[_HEADER.size:rec_end])
+        raw: dict[str, RawEntry] = dict(zip(keys, records, strict=True))
+        if len(raw) != count:
+            raise ManifestCorrupt(f"{origin}: manifest has duplicate keys")
+        return cls(raw, keys)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Manifest:
+        """Read a manifest; FileNotFoundError propagates, damage raises ManifestCorrupt."""
+        with open(path, "rb") as f:
+            data = f.read()
+        return cls.from_bytes(data, origin=os.fspath(path))
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Atomic replace: temp sibling, fsync, rename, fsync the folder."""
+        target = Path(path)
+        data = self.to_bytes()
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        dfd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)

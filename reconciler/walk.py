@@ -1,0 +1,262 @@
+"""Iterative, symlink-proof tree walk that hands accepted regular files to a callback.
+
+Every folder is opened relative to its already-open parent with
+O_DIRECTORY|O_NOFOLLOW, so a folder swapped for a symlink mid-walk fails to
+open instead of leading outside the root, and path length never limits depth.
+The open folders form an explicit stack (one fd per level), never Python
+recursion. Files are handed over together with their parent's fd so the
+hasher can open them relative to it as well.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat as stat_mod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from reconciler.oserr import DENIED, GONE
+from reconciler.report import PassMetrics, WalkReport
+
+StatFn = Callable[[str], os.stat_result]
+# on_file(parent_fd, name, key, st): an accepted regular file
+FileFn = Callable[[int, str, str, os.stat_result], None]
+# keep(key): previous entries at or under key must be carried over (we could not look)
+KeepFn = Callable[[str], None]
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DEFAULT_MAX_DEPTH = 512
+
+
+class PathFilter(Protocol):
+    def roots(self) -> Sequence[str]: ...  # base-relative keys of folders to walk ("" = base)
+    def descend(self, key: str) -> bool: ...  # False prunes the folder
+    def accept(self, key: str, st: os.stat_result) -> bool: ...  # regular file may enter
+
+
+@dataclass
+class FsOps:
+    """The listing/opening primitives; tests swap them to simulate EACCES as root."""
+
+    scandir: Callable[[int], Any] = os.scandir
+    open: Callable[..., int] = os.open
+
+
+def join_key(parent: str, name: str) -> str:
+    return f"{parent}/{name}" if parent else name
+
+
+class Walker:
+    def __init__(self, base: str, flt: PathFilter, stat: StatFn, on_file: FileFn,
+                 keep: KeepFn, report: WalkReport, metrics: PassMetrics,
+                 max_depth: int = DEFAULT_MAX_DEPTH, ops: FsOps | None = None) -> None:
+        self.base = base
+        self.flt = flt
+        self.stat = stat
+        # With the default lstat, DirEntry.stat / fstatat relative to the open folder is
+        # the same syscall without re-resolving the path; any injected stat gets the path.
+        self.fast_stat = stat is os.lstat
+        self.on_file = on_file
+        self.keep = keep
+        self.report = report
+        self.metrics = metrics
+        self.max_depth = max_depth
+        self.ops = ops or FsOps()
+        self.walked: set[str] = set()
+
+    # -- error triage ---------------------------------------------------------
+    def fail(self, key: str, exc: OSError, is_dir: bool, quiet_gone: bool = False) -> None:
+        code = exc.errno
+        if code in GONE:
+            if not quiet_gone:
+                self.report.vanished.add(key)
+            return  # gone is the truth: its previous entries will be removed
+        if code in DENIED:
+            (self.report.unreadable_dirs if is_dir else self.report.unreadable_files).add(key)
+        elif code == errno.ENAMETOOLONG:
+            self.report.too_deep.add(key)
+        else:
+            self.report.errors.add(f"{key}: {exc.strerror or exc}")
+        self.keep(key)
+
+    def abspath(self, key: str) -> str:
+        return os.path.join(self.base, key) if key else self.base
+
+    def _open_dir(self, parent_fd: int, name: str, key: str,
+                  quiet_gone: bool = False) -> int | None:
+        try:
+            return self.ops.open(name, DIR_FLAGS, dir_fd=parent_fd)
+        except OSError as exc:
+            self.fail(key, exc, is_dir=True, quiet_gone=quiet_gone)
+            return None
+
+    def _open_root(self, root: str) -> int | None:
+        """Open base, then each component of root without following symlinks."""
+        try:
+            fd = self.ops.open(self.base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            self._root_failed(root, exc)
+            return None
+        for comp in root.split("/") if root else ():
+            try:
+                nfd = self.ops.open(comp, DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                self._root_failed(root, exc)
+                return None
+            finally:
+                os.close(fd)
+            fd = nfd
+        return fd
+
+    def _root_failed(self, root: str, exc: OSError) -> None:
+        if exc.errno in GONE:  # missing, a symlink or not a folder
+            self.report.missing_roots.add(root or ".")
+        else:
+            self.fail(root, exc, is_dir=True)
+
+    # -- listing ----------------------------------------------------------------
+    def _scan(self, fd: int, key: str) -> list[str]:
+        """List one open folder: dispatch files, return the names of folders to descend."""
+        m = self.metrics
+        m.dirs_visited += 1
+        try:
+            with self.ops.scandir(fd) as it:
+                entries = list(it)
+        except OSError as exc:
+            self.fail(key, exc, is_dir=True)
+            return []
+        m.entries_visited += len(entries)
+        subdirs: list[str] = []
+        flt, on_file, fast = self.flt, self.on_file, self.fast_stat
+        prefix = f"{key}/" if key else ""
+        undecodable = self.report.undecodable
+        for entry in entries:
+            name = entry.name
+            ckey = prefix + name
+            if not name.isascii():
+                try:
+                    name.encode("utf-8")
+                except UnicodeEncodeError:
+                    undecodable.add(ckey)  # kept as surrogate escapes, only reported
+            try:
+                st = (entry.stat(follow_symlinks=False) if fast
+                      else self.stat(f"{self.base}/{ckey}"))
+            except OSError as exc:
+                self.fail(ckey, exc, is_dir=entry.is_dir(follow_symlinks=False))
+                continue
+            mode = st.st_mode
+            if stat_mod.S_ISREG(mode):
+                if flt.accept(ckey, st):
+                    on_file(fd, name, ckey, st)
+                else:
+                    m.bump("rejected")
+            elif stat_mod.S_ISDIR(mode):
+                if flt.descend(ckey):
+                    subdirs.append(name)
+                else:
+                    m.bump("pruned")
+            elif stat_mod.S_ISLNK(mode):
+                m.bump("symlinks")
+            else:
+                m.bump("other")
+        return subdirs
+
+    def _walk_open(self, fd: int, key: str, depth: int) -> None:
+        """Walk the subtree of the open folder fd (ownership of fd passes here)."""
+        if key in self.walked:
+            os.close(fd)
+            return
+        self.walked.add(key)
+        stack: list[tuple[int, str, int, list[str]]] = []
+        try:
+            subdirs = self._scan(fd, key)
+            stack.append((fd, key, depth, subdirs[::-1]))
+            while stack:
+                pfd, pkey, pdepth, todo = stack[-1]
+                if not todo:
+                    stack.pop()
+                    os.close(pfd)
+                    continue
+                name = todo.pop()
+                ckey = join_key(pkey, name)
+                if ckey in self.walked:
+                    continue
+                if pdepth + 1 > self.max_depth:
+                    self.report.too_deep.add(ckey)
+                    self.keep(ckey)
+                    continue
+                cfd = self._open_dir(pfd, name, ckey)
+                if cfd is None:
+                    continue
+                self.walked.add(ckey)
+                stack.append((cfd, ckey, pdepth + 1, self._scan(cfd, ckey)[::-1]))
+        finally:
+            for sfd, *_ in stack:
+                os.close(sfd)
+
+    # -- entry points -----------------------------------------------------------
+    def walk_root(self, root: str) -> None:
+        if root in self.walked:
+            return
+        fd = self._open_root(root)
+        if fd is not None:
+            self._walk_open(fd, root, 0)
+
+    def walk_path(self, root: str, key: str) -> None:
+        """Narrowed walk: only `key` (a file or a folder subtree) strictly under `root`.
+
+        Applies the same rules the full walk would have applied on the way down
+        (descend() on every folder, no symlinks, depth limit), so both agree.
+        """
+        fd = self._open_root(root)
+        if fd is None:
+            return
+        comps = key[len(root) + 1:].split("/") if root else key.split("/")
+        cur = root
+        try:
+            for depth, comp in enumerate(comps, start=1):
+                cur = join_key(cur, comp)
+                if depth < len(comps):  # an ancestor folder of key
+                    if not self.flt.descend(cur):
+                        return
+                    if depth > self.max_depth:
+                        self.report.too_deep.add(cur)
+                        self.keep(cur)
+                        return
+                    nfd = self._open_dir(fd, comp, cur, quiet_gone=True)
+                    os.close(fd)
+                    fd = nfd
+                    if fd is None:
+                        return
+                    continue
+                self._visit_last(fd, comp, cur, depth)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _visit_last(self, fd: int, name: str, key: str, depth: int) -> None:
+        self.metrics.entries_visited += 1
+        try:
+            if self.fast_stat:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            else:
+                st = self.stat(self.abspath(key))
+        except OSError as exc:
+            self.fail(key, exc, is_dir=False, quiet_gone=True)
+            return
+        mode = st.st_mode
+        if stat_mod.S_ISREG(mode):
+            if self.flt.accept(key, st):
+                self.on_file(fd, name, key, st)
+            else:
+                self.metrics.bump("rejected")
+        elif stat_mod.S_ISDIR(mode) and self.flt.descend(key):
+            if depth > self.max_depth:
+                self.report.too_deep.add(key)
+                self.keep(key)
+                return
+            cfd = self._open_dir(fd, name, key, quiet_gone=True)
+            if cfd is not None:
+                self._walk_open(cfd, key, depth)
