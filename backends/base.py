@@ -1,0 +1,117 @@
+"""The one narrow interface every watcher backend implements.
+
+Backends only *report*: which keys may have changed, which roots need a full
+reconcile and why, and which barrier cookies came back. They never decide what
+is indexed (the daemon filters every key through the effective plan) and never
+import ctindex or reconciler.
+
+Keys follow docs/architecture.md: base-relative, '/'-separated, decoded with
+os.fsdecode (surrogateescape). A key may name a file or a folder; a folder key
+means "this whole subtree may be dirty".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+Descend = Callable[[str], bool]
+
+EMPTY: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one read() observed. Every field may be empty."""
+
+    paths: frozenset[str] = EMPTY  # dirty keys (files or folder subtrees)
+    rescan: frozenset[str] = EMPTY  # root keys (or folders) needing a full reconcile
+    reason: str | None = None  # why rescan is non-empty: overflow, watch-limit, unmount, ...
+    cookies: frozenset[str] = EMPTY  # names of barrier cookie files seen in cookie_dir
+    events: int = field(default=0, compare=False)  # raw events translated (metrics only)
+
+    def __bool__(self) -> bool:
+        return bool(self.paths or self.rescan or self.cookies)
+
+    def merge(self, other: Batch) -> Batch:
+        """Union of two batches; the first non-empty reason wins."""
+        reason = self.reason if self.rescan else None
+        if other.rescan and reason is None:
+            reason = other.reason
+        return Batch(
+            self.paths | other.paths,
+            self.rescan | other.rescan,
+            reason,
+            self.cookies | other.cookies,
+            self.events + other.events,
+        )
+
+
+@runtime_checkable
+class Watcher(Protocol):
+    """A source of Batches for a fixed set of roots.
+
+    name:     "inotify", "poll", "fsevents" or "rdcw" (the backend now in use).
+    reason:   why this backend was chosen when it is not the native one
+              ("nfs: remote filesystem, no reliable events"), else None.
+    degraded: set when the backend lost coverage it cannot repair by itself
+              (watch limit hit); the daemon keeps reconciling, see docs/backends.md.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+    @property
+    def degraded(self) -> str | None: ...
+
+    def fileno(self) -> int | None:
+        """A readable fd to select on, or None (then call read() with a timeout).
+
+        May change between reads (a lane switch); ask again each loop."""
+        ...
+
+    def read(self, timeout: float | None = 0.0) -> Batch:
+        """Drain what is ready and translate it; wait at most `timeout` seconds
+        for something to arrive (None = until something arrives)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def join_key(parent: str, name: str) -> str:
+    """Child key of a folder key; the base itself is the empty key."""
+    return f"{parent}/{name}" if parent else name
+
+
+def key_path(base: os.PathLike[str] | str, key: str) -> str:
+    """Absolute filesystem path of a key (str; bytes round-trip via fsencode)."""
+    return os.path.join(os.fspath(base), key) if key else os.fspath(base)
+
+
+def under(key: str, folder: str) -> bool:
+    """True when `key` is `folder` itself or inside it."""
+    return not folder or key == folder or key.startswith(folder + "/")
+
+
+def root_of(key: str, roots: Iterable[str]) -> str | None:
+    """The longest root containing key, or None when outside every root."""
+    best: str | None = None
+    for root in roots:
+        if under(key, root) and (best is None or len(root) > len(best)):
+            best = root
+    return best
+
+
+def normalize_roots(roots: Sequence[str]) -> tuple[str, ...]:
+    """Drop duplicates and roots nested in another root (the outer walk covers them)."""
+    cleaned = sorted({r.strip("/") for r in roots})
+    kept: list[str] = []
+    for root in cleaned:
+        if not any(under(root, k) for k in kept):
+            kept.append(root)
+    return tuple(kept)

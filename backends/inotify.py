@@ -1,0 +1,335 @@
+"""Recursive inotify watcher: one watch per non-excluded folder, events to keys.
+
+Translation rules (docs/backends.md has the reasoning):
+* a new or moved-in folder gets its watches first and is then reported as a
+  dirty folder, so files created before its watch existed are still covered;
+* a folder moved inside the tree keeps its watches (they follow the inode) and
+  is re-keyed; old and new keys are both dirty;
+* a MOVED_FROM whose MOVED_TO never comes (moved out of the tree) is dirty at
+  once; its watches are dropped after `move_grace` seconds;
+* IN_Q_OVERFLOW, and the loss of a root (deleted, moved, unmounted), become
+  `rescan` with a reason; ENOSPC/EMFILE/ENOMEM while adding a watch set
+  `degraded` and ask for a rescan of every root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from backends import inotify_c as c
+from backends.base import Batch, Descend, join_key, key_path, normalize_roots, root_of, under
+
+WATCH_MASK = (
+    c.IN_CREATE
+    | c.IN_DELETE
+    | c.IN_MODIFY
+    | c.IN_CLOSE_WRITE
+    | c.IN_MOVED_FROM
+    | c.IN_MOVED_TO
+    | c.IN_ATTRIB
+    | c.IN_DELETE_SELF
+    | c.IN_MOVE_SELF
+    | c.IN_ONLYDIR
+    | c.IN_DONT_FOLLOW
+    | c.IN_EXCL_UNLINK
+)
+# The cookie folder only needs to see new names. IN_MASK_ADD keeps a content
+# watch intact should a misconfigured plan also watch that folder.
+COOKIE_MASK = (
+    c.IN_CREATE
+    | c.IN_MOVED_TO
+    | c.IN_DELETE_SELF
+    | c.IN_MOVE_SELF
+    | c.IN_ONLYDIR
+    | c.IN_DONT_FOLLOW
+    | c.IN_MASK_ADD
+)
+LIMIT_ERRNOS = {errno.ENOSPC, errno.EMFILE, errno.ENOMEM}
+# A folder that vanished or changed kind between the event and our add_watch:
+# its parent's events already report it.
+GONE_ERRNOS = {errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EACCES, errno.EPERM}
+LOST_RETRY_S = 1.0  # how often a lost root / cookie folder is looked for again
+
+
+class _Acc:
+    """Mutable accumulator for one read()."""
+
+    def __init__(self) -> None:
+        self.paths: set[str] = set()
+        self.rescan: set[str] = set()
+        self.reason: str | None = None
+        self.cookies: set[str] = set()
+        self.events = 0
+
+    def need(self, roots: Sequence[str], reason: str) -> None:
+        self.rescan.update(roots)
+        if self.reason is None:
+            self.reason = reason
+
+    def batch(self) -> Batch:
+        return Batch(
+            frozenset(self.paths),
+            frozenset(self.rescan),
+            self.reason if self.rescan else None,
+            frozenset(self.cookies),
+            self.events,
+        )
+
+
+class InotifyWatcher:
+    name = "inotify"
+
+    def __init__(
+        self,
+        base: Path | str,
+        roots: Sequence[str],
+        descend: Descend,
+        cookie_dir: str | None = None,
+        *,
+        binding: c.Libc | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        move_grace: float = 0.5,
+    ) -> None:
+        self.base = os.fspath(base)
+        self.roots = normalize_roots(roots)
+        self.descend = descend
+        self.cookie_dir = cookie_dir.strip("/") if cookie_dir is not None else None
+        self.reason: str | None = None
+        self.degraded: str | None = None
+        self._c = binding or c.libc()
+        self._clock = clock
+        self._grace = move_grace
+        self._dirs: dict[int, str] = {}  # wd -> folder key
+        self._root_wd: dict[str, int] = {}
+        self._lost: dict[str, float] = {}  # root key -> when to look for it again
+        self._cookie_wd: int | None = None
+        self._cookie_retry = 0.0
+        # MOVED_FROM of a folder waiting for its MOVED_TO: cookie -> (key, wds, seen)
+        self._moves: dict[int, tuple[str, list[int], float]] = {}
+        self._acc = _Acc()  # findings made outside read() (initial walk errors)
+        self._fd = self._c.init1(c.IN_NONBLOCK | c.IN_CLOEXEC)
+        try:
+            for root in self.roots:
+                self._watch_root(root, self._acc)
+            self._watch_cookies()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- public -----------------------------------------------------------
+    def fileno(self) -> int | None:
+        return self._fd if self._fd >= 0 else None
+
+    def watched(self) -> dict[str, int]:
+        """Folder key -> wd of every live content watch (for tests and status)."""
+        return {key: wd for wd, key in self._dirs.items()}
+
+    def read(self, timeout: float | None = 0.0) -> Batch:
+        if self._fd < 0:
+            raise ValueError("watcher is closed")
+        acc, self._acc = self._acc, _Acc()
+        self._look_for_lost(acc)
+        wait = timeout
+        if self._moves:  # wake up in time to settle a lone MOVED_FROM
+            due = min(seen for _, _, seen in self._moves.values()) + self._grace
+            left = max(0.0, due - self._clock())
+            wait = left if wait is None else min(wait, left)
+        if not (acc.paths or acc.rescan or acc.cookies) and wait != 0:
+            select.select([self._fd], [], [], wait)
+        overflow = False
+        for event in c.read_events(self._fd):
+            acc.events += 1
+            if event.wd == -1 or event.mask & c.IN_Q_OVERFLOW:
+                overflow = True
+            else:
+                self._translate(event, acc)
+        if overflow:
+            self._overflowed(acc)
+        self._settle_moves(acc)
+        return acc.batch()
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # drops every watch with it
+            self._fd = -1
+        self._dirs.clear()
+
+    # -- watches ----------------------------------------------------------
+    def _add(self, key: str, acc: _Acc) -> int | None:
+        if self.degraded:
+            return None
+        path = os.fsencode(key_path(self.base, key))
+        try:
+            wd = self._c.add_watch(self._fd, path, WATCH_MASK)
+        except OSError as e:
+            if e.errno in LIMIT_ERRNOS:
+                self.degraded = (
+                    f"watch-limit: {os.strerror(e.errno or 0)} after {len(self._dirs)} watches"
+                    " (fs.inotify.max_user_watches)"
+                )
+                acc.need(self.roots, "watch-limit")
+            elif e.errno not in GONE_ERRNOS:
+                acc.need([root_of(key, self.roots) or ""], f"error: {e}")
+            return None
+        self._dirs[wd] = key  # an inode already watched keeps its wd: this re-keys it
+        return wd
+
+    def _walk(self, top: str, acc: _Acc) -> None:
+        """Watch `top` and every non-excluded folder below it (never via symlinks)."""
+        stack = [top]
+        while stack and not self.degraded:
+            key = stack.pop()
+            if self._add(key, acc) is None:
+                continue
+            try:
+                with os.scandir(key_path(self.base, key)) as it:
+                    for entry in it:
+                        try:
+                            is_dir = entry.is_dir(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        if not is_dir:
+                            continue
+                        child = join_key(key, entry.name)
+                        if child != self.cookie_dir and self.descend(child):
+                            stack.append(child)
+            except OSError:
+                continue  # vanished or unreadable: its parent's events report it
+
+    def _watch_root(self, root: str, acc: _Acc) -> None:
+        self._walk(root, acc)
+        wd = next((w for w, k in self._dirs.items() if k == root), None)
+        if wd is None:
+            if not self.degraded:
+                self._lost[root] = self._clock() + LOST_RETRY_S
+        else:
+            self._root_wd[root] = wd
+            self._lost.pop(root, None)
+
+    def _watch_cookies(self) -> None:
+        if self.cookie_dir is None or self.degraded:
+            return
+        path = os.fsencode(key_path(self.base, self.cookie_dir))
+        try:
+            self._cookie_wd = self._c.add_watch(self._fd, path, COOKIE_MASK)
+        except OSError as e:
+            if e.errno in LIMIT_ERRNOS:
+                self.degraded = f"watch-limit: {os.strerror(e.errno or 0)} (cookie folder)"
+                self._acc.need(self.roots, "watch-limit")
+            self._cookie_wd = None
+            self._cookie_retry = self._clock() + LOST_RETRY_S
+
+    def _forget(self, wds: list[int]) -> None:
+        for wd in wds:
+            if self._dirs.pop(wd, None) is None:
+                continue
+            with contextlib.suppress(OSError):  # EINVAL: already gone with its folder
+                self._c.rm_watch(self._fd, wd)
+
+    def _subtree(self, key: str) -> list[int]:
+        return [wd for wd, k in self._dirs.items() if under(k, key)]
+
+    def _look_for_lost(self, acc: _Acc) -> None:
+        now = self._clock()
+        for root, when in list(self._lost.items()):
+            if now >= when:
+                self._watch_root(root, acc)
+                if root not in self._lost:
+                    acc.need([root], "root-restored")
+        if self.cookie_dir is not None and self._cookie_wd is None and now >= self._cookie_retry:
+            self._watch_cookies()
+
+    def _lose_root(self, root: str, reason: str, acc: _Acc) -> None:
+        self._forget(self._subtree(root))
+        self._root_wd.pop(root, None)
+        self._lost[root] = self._clock() + LOST_RETRY_S
+        acc.need([root], reason)
+
+    def _overflowed(self, acc: _Acc) -> None:
+        # Folders created while events were dropped have no watch yet: re-walk
+        # (add_watch on a watched folder just returns its wd).
+        acc.need(self.roots, "overflow")
+        self._moves.clear()
+        for root in self.roots:
+            if root not in self._lost:
+                self._walk(root, acc)
+
+    # -- translation ------------------------------------------------------
+    def _translate(self, ev: c.Event, acc: _Acc) -> None:
+        mask = ev.mask
+        if ev.wd == self._cookie_wd and ev.wd not in self._dirs:
+            if ev.name and mask & (c.IN_CREATE | c.IN_MOVED_TO):
+                acc.cookies.add(os.fsdecode(ev.name))
+            elif mask & (c.IN_IGNORED | c.IN_DELETE_SELF | c.IN_MOVE_SELF):
+                if mask & c.IN_MOVE_SELF:
+                    self._forget_cookie_watch()
+                self._cookie_wd = None
+                self._cookie_retry = self._clock() + LOST_RETRY_S
+            return
+        parent = self._dirs.get(ev.wd)
+        if parent is None:
+            return  # a watch we already dropped; its folder was reported then
+        if ev.wd == self._cookie_wd and ev.name and mask & (c.IN_CREATE | c.IN_MOVED_TO):
+            acc.cookies.add(os.fsdecode(ev.name))
+        if mask & (c.IN_IGNORED | c.IN_UNMOUNT | c.IN_DELETE_SELF | c.IN_MOVE_SELF):
+            self._self_event(ev.wd, parent, mask, acc)
+            return
+        if not ev.name:
+            return  # attribute change of a watched folder itself: not content
+        key = join_key(parent, os.fsdecode(ev.name))
+        if not mask & c.IN_ISDIR:
+            acc.paths.add(key)
+            return
+        excluded = key == self.cookie_dir or not self.descend(key)
+        if mask & c.IN_MOVED_FROM:
+            if not excluded:
+                acc.paths.add(key)
+                self._moves[ev.cookie] = (key, self._subtree(key), self._clock())
+        elif mask & c.IN_MOVED_TO:
+            moved = self._moves.pop(ev.cookie, None)
+            if excluded:
+                if moved:
+                    self._forget(moved[1])
+                return
+            self._walk(key, acc)  # re-keys the moved watches, adds any missing
+            if moved:
+                self._forget([wd for wd in moved[1] if under(self._dirs.get(wd, ""), moved[0])])
+            acc.paths.add(key)
+        elif not excluded:
+            if mask & c.IN_CREATE:
+                self._walk(key, acc)  # watch first, then report: the create-then-fill race
+            acc.paths.add(key)
+
+    def _self_event(self, wd: int, key: str, mask: int, acc: _Acc) -> None:
+        root = key if self._root_wd.get(key) == wd else None
+        if mask & c.IN_UNMOUNT:
+            acc.need([root_of(key, self.roots) or key], "unmount")
+        if root is None:
+            if mask & c.IN_IGNORED:
+                self._dirs.pop(wd, None)  # folder deleted: its parent reported it
+            return
+        if mask & c.IN_MOVE_SELF:
+            self._lose_root(root, "root-moved", acc)
+        elif mask & c.IN_DELETE_SELF:
+            self._lose_root(root, "root-deleted", acc)
+        elif mask & c.IN_IGNORED:
+            self._lose_root(root, "unmount" if mask & c.IN_UNMOUNT else "watch-removed", acc)
+
+    def _forget_cookie_watch(self) -> None:
+        if self._cookie_wd is not None and self._cookie_wd not in self._dirs:
+            with contextlib.suppress(OSError):
+                self._c.rm_watch(self._fd, self._cookie_wd)
+
+    def _settle_moves(self, acc: _Acc) -> None:
+        """A folder moved out of the tree: stop watching it where it went."""
+        now = self._clock()
+        for cookie, (_key, wds, seen) in list(self._moves.items()):
+            if now - seen >= self._grace:
+                del self._moves[cookie]
+                self._forget(wds)
