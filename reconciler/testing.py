@@ -1,0 +1,64 @@
+"""Small helpers for tests that drive the reconciler (filters, distorted stats).
+
+Kept in the package so other test suites (e.g. filesystem-quirk tests) can
+reuse the same injected views of the filesystem.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+StatFn = Callable[[str], os.stat_result]
+
+
+@dataclass
+class SimpleFilter:
+    """A PathFilter: walk `root_keys`, prune folders named in `skip_dirs`, cap file size."""
+
+    root_keys: Sequence[str] = ("",)
+    skip_dirs: frozenset[str] = field(default_factory=frozenset)
+    max_size: int | None = None
+
+    def roots(self) -> Sequence[str]:
+        return self.root_keys
+
+    def descend(self, key: str) -> bool:
+        return key.rsplit("/", 1)[-1] not in self.skip_dirs
+
+    def accept(self, key: str, st: os.stat_result) -> bool:
+        return self.max_size is None or st.st_size <= self.max_size
+
+
+def with_fields(st: os.stat_result, **ns_fields: int) -> os.stat_result:
+    """A copy of st with some of st_size/st_ino/st_dev/st_mtime_ns/st_ctime_ns replaced."""
+    seq = list(st[:10])
+    index = {"st_mode": 0, "st_ino": 1, "st_dev": 2, "st_size": 6}
+    extra = {"st_atime_ns": st.st_atime_ns, "st_mtime_ns": st.st_mtime_ns,
+             "st_ctime_ns": st.st_ctime_ns}
+    for name, value in ns_fields.items():
+        if name in index:
+            seq[index[name]] = value
+        else:
+            extra[name] = value
+    seq[8] = extra["st_mtime_ns"] // 1_000_000_000
+    seq[9] = extra["st_ctime_ns"] // 1_000_000_000
+    return os.stat_result(seq, extra)
+
+
+def rounding_stat(step_ns: int, base: StatFn = os.lstat, ctime_is_mtime: bool = False) -> StatFn:
+    """A stat that truncates mtime/ctime to `step_ns` (1 s: HFS+, 2 s: FAT).
+
+    With ctime_is_mtime the ctime mirrors the (rounded) mtime, as on
+    filesystems without a change time, so a same-size edit that restores the
+    mtime is invisible to the fingerprint: only the racy rule can catch it.
+    """
+
+    def stat(path: str) -> os.stat_result:
+        st = base(path)
+        m = st.st_mtime_ns // step_ns * step_ns
+        c = m if ctime_is_mtime else st.st_ctime_ns // step_ns * step_ns
+        return with_fields(st, st_mtime_ns=m, st_ctime_ns=c)
+
+    return stat
