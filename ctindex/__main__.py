@@ -1,0 +1,5 @@
+"""`python -m ctindex` runs the CLI."""
+
+from ctindex.cli import main
+
+raise SystemExit(main())

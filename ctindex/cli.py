@@ -1,0 +1,186 @@
+"""Command-line front end: `ctindex <command>`, and `ct okf index <command>` /
+`ct okf search QUERY` as aliases (PRODUCT.md §2).
+
+Parsing is argparse; each command lives in ``ctindex.commands.<name>`` and
+is imported only when run, so `why` and `scopes` never load index, search or
+daemon code. Exit codes: 0 success, 1 no hit / not included, 2 the policy
+cannot be honoured (or a usage error), 130 interrupted, 141 broken pipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import io
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from ctindex.errors import CtindexError
+
+PROG = "ctindex"
+COMMANDS = ("init", "scopes", "why", "status", "update", "rebuild", "search", "watch")
+
+
+def _global_flags() -> argparse.ArgumentParser:
+    # SUPPRESS defaults let the same flags appear before or after the
+    # subcommand without the subparser resetting what the main parser read.
+    flags = argparse.ArgumentParser(add_help=False)
+    flags.add_argument("-C", "--project", metavar="DIR", default=argparse.SUPPRESS,
+                       help="project folder (default: nearest folder above with .ct/ or .git)")
+    flags.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                       help="one JSON document on stdout")
+    flags.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                       help="no notes or progress on stderr; `why -q` prints nothing")
+    return flags
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    flags = _global_flags()
+    parser = argparse.ArgumentParser(
+        prog=PROG, parents=[flags],
+        description="Persistent full-text index of OKF concept documents, never silently stale.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[flags], help=text, description=text)
+
+    init = command("init", "print (default) or write the derived .ct/index.jsonc; never indexes")
+    mode = init.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the configuration (default)")
+    mode.add_argument("--write", action="store_true", help="write .ct/index.jsonc")
+
+    scopes = command("scopes", "show scopes, exclusions, origins, provider versions and limits")
+    scopes.add_argument("--effective", action="store_true",
+                        help="also every setting with its origin, hard rules and plan digest")
+
+    why = command("why", "decision trace per path; exit 0 only if every path is included")
+    why.add_argument("paths", nargs="+", metavar="PATH")
+
+    status = command("status", "index and watcher metrics")
+    status.add_argument("--verbose", action="store_true")
+
+    command("update", "full reconciliation; publishes a generation if something changed")
+    command("rebuild", "build a fresh index and publish it atomically")
+
+    search = command("search", "indexed query; exit 1 when nothing matches")
+    search.add_argument("query", nargs="+", metavar="QUERY")
+    search.add_argument("--direct", action="store_true",
+                        help="answer by reading the files, without the index")
+    search.add_argument("--limit", type=_positive, default=10, metavar="N")
+
+    watch = command("watch", "daemon control")
+    watch.add_argument("action", choices=("status", "start", "stop"))
+    return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ctindex")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
+         stderr: TextIO | None = None, cwd: str | os.PathLike[str] | None = None) -> int:
+    """Run one command; returns the exit code (the console script exits with it)."""
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+    if out is sys.stdout and isinstance(out, io.TextIOWrapper):
+        # Keys of undecodable names are surrogate-escaped: print their bytes.
+        out.reconfigure(errors="surrogateescape")
+    try:
+        return _run(sys.argv[1:] if argv is None else list(argv), out, err, cwd)
+    except CtindexError as exc:
+        err.write(f"{PROG}: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        _silence_stdout(out)
+        return 141
+
+
+def _run(argv: list[str], out: TextIO, err: TextIO,
+         cwd: str | os.PathLike[str] | None) -> int:
+    parser = build_parser()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help or a usage error already printed
+        return exc.code if isinstance(exc.code, int) else 2
+    if args.version:
+        out.write(f"{PROG} {_version()}\n")
+        return 0
+    if not args.command:
+        parser.print_usage(err)
+        err.write(f"{PROG}: a command is required ({', '.join(COMMANDS)})\n")
+        return 2
+
+    from ctindex.commands import Context
+    from ctindex.project import Project
+
+    here = Path(os.path.abspath(cwd if cwd is not None else os.getcwd()))
+    project = Project.discover(here, getattr(args, "project", None))
+    ctx = Context(project=project, json=getattr(args, "json", False),
+                  quiet=getattr(args, "quiet", False), out=out, err=err, cwd=here)
+    name = f"ctindex.commands.{args.command}"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+        err.write(f"{PROG}: '{args.command}' is not available in this build\n")
+        return 2
+    code: int = module.run(ctx, args)
+    out.flush()
+    return code
+
+
+def _silence_stdout(out: TextIO) -> None:
+    # Python's documented recipe: point stdout at devnull so the interpreter's
+    # final flush does not raise a second BrokenPipeError.
+    if out is sys.stdout:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+
+
+_GLOBAL_WITH_VALUE = ("-C", "--project")
+
+
+def ct_main(argv: list[str] | None = None) -> int:
+    """`ct okf index <cmd> ...` == `ctindex <cmd> ...`; `ct okf search Q` == `ctindex search Q`."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    positions: list[int] = []
+    i = 0
+    while i < len(args) and len(positions) < 2:
+        token = args[i]
+        if token in _GLOBAL_WITH_VALUE:
+            i += 2
+            continue
+        if not token.startswith("-"):
+            positions.append(i)
+        i += 1
+    words = [args[p] for p in positions]
+    if words == ["okf", "index"]:
+        return main([a for n, a in enumerate(args) if n not in positions])
+    if words == ["okf", "search"]:
+        return main([a for n, a in enumerate(args) if n != positions[0]])
+    if not positions and "--version" in args:
+        return main(args)
+    sys.stderr.write("usage: ct okf index COMMAND [...] | ct okf search QUERY [...]\n"
+                     "ct: only the 'okf index' and 'okf search' commands are provided here\n")
+    return 2

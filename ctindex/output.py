@@ -1,0 +1,74 @@
+"""Shared output helpers: one JSON document per command, human units in text.
+
+JSON keeps raw counts, bytes and milliseconds (spec §10); names that are not
+valid UTF-8 appear as ``\\udcXX`` escapes (``ensure_ascii``), which decode back
+to the same surrogate-escaped key. Text output uses human units.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def human_bytes(count: int | float) -> str:
+    """1536 -> '1.5 KiB'; exact bytes below 1 KiB."""
+    if abs(count) < 1024:
+        return f"{int(count)} B"
+    value = float(count)
+    for unit in _UNITS:
+        value /= 1024
+        if abs(value) < 1024 or unit == _UNITS[-1]:
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def human_ms(ms: int | float | None) -> str:
+    """Milliseconds for people: '0.4 ms', '12 ms', '3.2 s', '5 min 3 s', '2 h 5 min'."""
+    if ms is None:
+        return "-"
+    if ms < 10:
+        return f"{ms:.1f} ms"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def human_count(count: int, singular: str, plural: str | None = None) -> str:
+    """'1 document', '12,345 documents'."""
+    word = singular if count == 1 else (plural or singular + "s")
+    return f"{count:,} {word}"
+
+
+def write_json(stream: TextIO, document: Any) -> None:
+    """The command's single JSON document, newline-terminated."""
+    stream.write(json.dumps(document, indent=2, ensure_ascii=True))
+    stream.write("\n")
+
+
+def table(rows: Sequence[Sequence[str]], indent: str = "") -> str:
+    """Left-aligned columns separated by two spaces (last column unpadded)."""
+    if not rows:
+        return ""
+    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(widths[i]) if i < len(row) - 1 else cell
+                 for i, cell in enumerate(row)]
+        lines.append(indent + "  ".join(cells).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def show_key(key: str) -> str:
+    """A key as text: the project root is '.'."""
+    return key or "."

@@ -1,0 +1,171 @@
+"""Where a project is, and how filesystem paths become keys.
+
+A key is the project-relative, '/'-separated path of a file as a ``str``
+decoded with ``os.fsdecode`` (surrogateescape), so undecodable names survive:
+``os.fsencode(key)`` returns the original bytes. The project root itself is
+the key ``""``.
+
+``Project.root`` is ``os.path.abspath`` of the folder as it was named (the
+user's spelling, symlinks in it are not resolved), so reported paths look like
+what the user typed. ``key`` also accepts paths spelled through the root's
+real path, which is what ``os.getcwd()`` returns inside a symlinked checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat as stat_mod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ctindex.errors import UsageError
+
+StrPath = str | bytes | os.PathLike[str] | os.PathLike[bytes]
+
+CT_DIR = ".ct"
+CONFIG_NAME = "index.jsonc"
+INDEX_KEY = ".ct/okf"
+RUNTIME_KEY = ".ct/okf/runtime"
+
+
+def _text(path: StrPath) -> str:
+    return os.fsdecode(os.fspath(path))
+
+
+def _relative(path: str, base: str) -> str | None:
+    """`path` relative to `base` as a key, or None when it is not beneath it.
+
+    Both are absolute and normalised; this is string work on purpose (no
+    syscalls), the caller decides which spelling of the root to try.
+    """
+    if path == base:
+        return ""
+    prefix = base if base.endswith(os.sep) else base + os.sep
+    if not path.startswith(prefix):
+        return None
+    rel = path[len(prefix):]
+    return rel.replace(os.sep, "/") if os.sep != "/" else rel
+
+
+@dataclass(frozen=True)
+class Located:
+    """A filesystem path placed in the project (see ``Project.locate``)."""
+
+    display: str            # the absolute, normalised path (for paths outside the project)
+    key: str | None         # lexical key, None when outside the project
+    symlinked: str | None   # key of the first symlinked parent folder, if any
+    escapes: bool           # lexically inside, but the OS would resolve it elsewhere
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    _real_root: str = field(default="", compare=False, repr=False)
+
+    @classmethod
+    def at(cls, root: StrPath) -> Project:
+        text = os.path.abspath(_text(root))
+        return cls(Path(text), os.path.realpath(text))
+
+    @classmethod
+    def discover(cls, start: StrPath | None = None, explicit: StrPath | None = None) -> Project:
+        """`explicit` (the -C folder) if given, else the nearest folder at or
+        above `start` (default: cwd) holding `.ct/` or `.git`, else `start`."""
+        if explicit is not None:
+            base = os.path.abspath(os.path.join(_text(start or os.getcwd()), _text(explicit)))
+            if not os.path.isdir(base):
+                raise UsageError(f"{_text(explicit)}: project folder does not exist "
+                                 "or is not a folder")
+            return cls.at(base)
+        here = os.path.abspath(_text(start or os.getcwd()))
+        probe = here
+        while True:
+            if os.path.isdir(os.path.join(probe, CT_DIR)) or os.path.lexists(
+                os.path.join(probe, ".git")
+            ):
+                return cls.at(probe)
+            parent = os.path.dirname(probe)
+            if parent == probe:
+                return cls.at(here)
+            probe = parent
+
+    @property
+    def ct_dir(self) -> Path:
+        return self.root / CT_DIR
+
+    @property
+    def config_path(self) -> Path:
+        return self.ct_dir / CONFIG_NAME
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / INDEX_KEY
+
+    @property
+    def runtime_dir(self) -> Path:
+        return self.root / RUNTIME_KEY
+
+    @property
+    def real_root(self) -> str:
+        return self._real_root or os.path.realpath(self.root)
+
+    def path(self, key: str) -> Path:
+        """The filesystem path of a key (no checks)."""
+        return self.root / key if key else self.root
+
+    def key(self, path: StrPath) -> str | None:
+        """Lexical key of `path` (relative paths are taken from the project
+        root); None when it lies outside the project."""
+        text = _text(path)
+        absolute = os.path.normpath(os.path.join(str(self.root), text))
+        found = _relative(absolute, str(self.root))
+        if found is None:
+            found = _relative(absolute, self.real_root)
+        return found
+
+    def locate(self, path: StrPath, cwd: StrPath | None = None) -> Located:
+        """Place a user-given path (relative to `cwd`) in the project and tell
+        whether the OS would reach it through a symlinked folder.
+
+        The key is lexical, as the user sees it; the OS resolves parent folders
+        (never the last component, which is classified, not followed). When the
+        two disagree the path cannot be represented beneath its root.
+        """
+        raw = os.path.join(_text(cwd or os.getcwd()), _text(path))
+        absolute = os.path.normpath(raw)
+        key = self.key(absolute)
+        if key is None:
+            return Located(absolute, None, None, False)
+        symlinked = self.symlinked_parent(key)
+        # '..' after a symlinked folder goes where the link points, not back up
+        # lexically: compare the OS view of the parent with the lexical one.
+        real_parent = os.path.realpath(os.path.dirname(raw.rstrip(os.sep) or os.sep))
+        lexical_parent = os.path.realpath(os.path.dirname(absolute))
+        escapes = symlinked is None and real_parent != lexical_parent
+        return Located(absolute, key, symlinked, escapes)
+
+    def symlinked_parent(self, key: str) -> str | None:
+        """Key of the first folder between the root and `key` (exclusive) that
+        is a symlink, else None. One lstat per existing parent."""
+        parts = key.split("/")[:-1]
+        current = str(self.root)
+        for i, part in enumerate(parts):
+            current = os.path.join(current, part)
+            try:
+                st = os.lstat(current)
+            except OSError:
+                return None  # the rest does not exist: nothing to follow
+            if stat_mod.S_ISLNK(st.st_mode):
+                return "/".join(parts[: i + 1])
+        return None
+
+
+def is_normal_key(key: str) -> bool:
+    """True for a key in canonical form: relative, '/'-separated, no '.', '..'
+    or empty components (the project root is "")."""
+    if key == "":
+        return True
+    if key.startswith("/") or key in (".", "..") or key.startswith("../"):
+        return False
+    return posixpath.normpath(key) == key
