@@ -1,0 +1,295 @@
+"""The `okf-markdown` provider, v1 (PRODUCT.md §5): parse and tokenize.
+
+``parse(key, data)`` turns the exact bytes of one file into a ``Document`` or
+a ``ProviderError``; ``analyze(doc)`` turns a document into the token stream
+the index and the ``--direct`` oracle both match against, so the two can not
+disagree on what a word is.
+
+Tokens are maximal runs of Unicode letters/digits (``[^\\W_]+``: the
+underscore splits, so ``gross_margin`` is two words, as in prose), casefolded,
+then stemmed with the Snowball English stemmer (PyStemmer). Each distinct raw
+word is stemmed once per process (a dict cache), which is where most of the
+tokenizing time would otherwise go.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctindex.providers import PROVIDERS
+
+_INFO = PROVIDERS.get("okf-markdown")
+PROVIDER_ID = "okf-markdown"
+PROVIDER_VERSION: int = _INFO.version if _INFO else 1
+TOKENIZER_VERSION: int = _INFO.tokenizer_version if _INFO else 1
+
+# Frontmatter bigger than this is not handed to YAML at all (a warning, the
+# whole text is indexed as body): concept frontmatter is a few hundred bytes.
+MAX_FRONTMATTER_BYTES = 64 * 1024
+
+# Field order and BM25F-lite weights: a term in the title counts three times
+# a body occurrence (tags and description twice). Integers keep the weighted
+# term frequencies exact (they are stored as u16 in segments).
+FIELDS = ("title", "tags", "description", "body")
+WEIGHTS = (3, 2, 2, 1)
+
+# Separator between fields and between tags in the token stream: phrases never
+# match across it. NUL can not occur inside a word token.
+SEP = "\x00"
+FACET_TYPE = "\x00type:"
+FACET_TAG = "\x00tag:"
+
+WORD_RE = re.compile(r"[^\W_]+")
+_HEADING_RE = re.compile(r"^#[ \t]+(.+?)[ \t]*#*[ \t]*$")
+_FENCE_RE = re.compile(r"^[ \t]{0,3}(```|~~~)")
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True)
+class ProviderError:
+    """A file the provider claims but cannot read (never indexed; listed by status)."""
+
+    key: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Document:
+    key: str  # project-relative path
+    concept_id: str  # scope-relative path without `.md`
+    scope: str  # scope root key
+    title: str
+    type: str
+    description: str
+    tags: tuple[str, ...]
+    body: str
+    warning: str | None = None  # frontmatter problem (the document is still indexed)
+    size: int = 0  # source bytes
+
+
+@dataclass
+class Analysis:
+    """A document as the matcher sees it."""
+
+    tokens: list[str]  # the token stream: field tokens separated by SEP
+    tfw: dict[str, int] = field(default_factory=dict)  # weighted term frequency (incl. facets)
+    length: int = 0  # weighted document length (BM25 dl)
+
+
+# -- parsing -------------------------------------------------------------------
+
+def concept_id(key: str, scope_root: str) -> str:
+    rel = key[len(scope_root) + 1:] if scope_root and key.startswith(scope_root + "/") else key
+    return rel[:-3] if rel.endswith(".md") else rel
+
+
+def parse(key: str, data: bytes, scope_root: str = "") -> Document | ProviderError:
+    """Parse one file's exact bytes. Never raises for bad content."""
+    if b"\x00" in data:
+        return ProviderError(key, f"{key}: contains a NUL byte (not a text document)")
+    raw = data[3:] if data.startswith(_BOM) else data
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return ProviderError(key, f"{key}: invalid UTF-8 at byte {exc.start + len(data) - len(raw)}")
+    meta, body, warning = _split_frontmatter(text)
+    if warning:
+        warning = f"{key}: {warning}"
+    problems: list[str] = []
+    title = _scalar(meta, "title", problems) or _first_heading(body) or _stem(key)
+    doc_type = _scalar(meta, "type", problems)
+    description = _scalar(meta, "description", problems)
+    tags = _tags(meta, problems)
+    if problems and not warning:
+        warning = f"{key}: frontmatter " + "; ".join(problems)
+    return Document(key=key, concept_id=concept_id(key, scope_root), scope=scope_root,
+                    title=title, type=doc_type, description=description, tags=tags,
+                    body=body, warning=warning, size=len(data))
+
+
+def _split_frontmatter(text: str) -> tuple[dict[str, Any], str, str | None]:
+    """(frontmatter mapping, body, warning). Any problem: ({}, whole text, why)."""
+    if not (text.startswith("---\n") or text.startswith("---\r\n")):
+        return {}, text, None
+    start = text.index("\n") + 1
+    pos = start
+    end = -1
+    while pos <= len(text):
+        nl = text.find("\n", pos)
+        line_end = len(text) if nl < 0 else nl
+        if text[pos:line_end].rstrip("\r") in ("---", "..."):
+            end = pos
+            break
+        if nl < 0:
+            break
+        pos = nl + 1
+    if end < 0:
+        return {}, text, "frontmatter has no closing '---' line; indexed as plain text"
+    block = text[start:end]
+    body = text[line_end + 1:] if line_end < len(text) else ""
+    if len(block.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
+        return {}, text, (f"frontmatter larger than {MAX_FRONTMATTER_BYTES // 1024} KiB "
+                          "not parsed; indexed as plain text")
+    try:
+        meta = _load_yaml(block)
+    except _Refused as exc:
+        return {}, text, f"{exc}; indexed as plain text"
+    except Exception as exc:  # yaml.YAMLError and friends: never fatal for a document
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return {}, text, f"malformed YAML frontmatter ({first}); indexed as plain text"
+    if meta is None:
+        return {}, body, None
+    if not isinstance(meta, dict):
+        return {}, text, "frontmatter is not a mapping; indexed as plain text"
+    return meta, body, None
+
+
+class _Refused(Exception):
+    pass
+
+
+def _load_yaml(block: str) -> Any:
+    import yaml  # lazy: only writers and --direct parse documents
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    # Aliases are refused outright: expanding nested aliases ("billion laughs")
+    # builds exponentially large objects, and concept frontmatter has no use
+    # for them. An alias needs an anchor ('&'), so the event scan only runs
+    # when one could be present.
+    if "&" in block:
+        for event in yaml.parse(block, Loader=loader):
+            if isinstance(event, yaml.AliasEvent):
+                raise _Refused("frontmatter uses YAML aliases (refused: unbounded expansion)")
+    return yaml.load(block, Loader=loader)  # noqa: S506 - a safe loader
+
+
+def _scalar(meta: dict[str, Any], name: str, problems: list[str]) -> str:
+    value = meta.get(name)
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        problems.append(f"field '{name}' is not a scalar (ignored)")
+        return ""
+    return " ".join(str(value).split())
+
+
+def _tags(meta: dict[str, Any], problems: list[str]) -> tuple[str, ...]:
+    value = meta.get("tags")
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        items: Iterable[Any] = value.split(",")
+    elif isinstance(value, list):
+        items = value
+    else:
+        problems.append("field 'tags' is neither a list nor a comma-separated string (ignored)")
+        return ()
+    out: list[str] = []
+    for item in items:
+        if isinstance(item, (dict, list)) or item is None:
+            continue
+        text = " ".join(str(item).split())
+        if text and text not in out:
+            out.append(text)
+    return tuple(out)
+
+
+def _first_heading(body: str) -> str:
+    in_fence = False
+    for line in body.splitlines():
+        if _FENCE_RE.match(line):
+            in_fence = not in_fence
+            continue
+        if not in_fence:
+            m = _HEADING_RE.match(line)
+            if m:
+                return m.group(1)
+    return ""
+
+
+def _stem(key: str) -> str:
+    name = key.rsplit("/", 1)[-1]
+    return name[:-3] if name.endswith(".md") else name
+
+
+# -- tokenizing ------------------------------------------------------------------
+
+_CACHE: dict[str, str] = {}
+_CACHE_LIMIT = 1_000_000
+_stemmer: Any = None
+
+
+def _stem_words(words: Iterable[str]) -> None:
+    """Fill the cache for raw words not yet in it (one batched stemmer call)."""
+    global _stemmer
+    missing = [w for w in set(words) if w not in _CACHE]
+    if not missing:
+        return
+    if _stemmer is None:
+        import Stemmer  # lazy: PyStemmer is only needed when text is analysed
+
+        _stemmer = Stemmer.Stemmer("english")
+    if len(_CACHE) + len(missing) > _CACHE_LIMIT:
+        _CACHE.clear()
+    folded = [w.casefold() for w in missing]
+    _CACHE.update(zip(missing, _stemmer.stemWords(folded)))
+
+
+def words(text: str) -> list[str]:
+    """The raw word tokens of a text (not normalised)."""
+    return WORD_RE.findall(text)
+
+
+def terms(text: str) -> list[str]:
+    """Casefolded, stemmed terms of a text, in order."""
+    raw = WORD_RE.findall(text)
+    _stem_words(raw)
+    cache = _CACHE
+    return [cache[w] for w in raw]
+
+
+def term_spans(text: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, term) of every word in `text` (snippets mark these spans)."""
+    matches = list(WORD_RE.finditer(text))
+    _stem_words(m.group() for m in matches)
+    cache = _CACHE
+    for m in matches:
+        yield m.start(), m.end(), cache[m.group()]
+
+
+def normalize_term(word: str) -> str:
+    """The term a single query word stands for."""
+    found = terms(word)
+    return found[0] if len(found) == 1 else word.casefold()
+
+
+def facet(value: str) -> str:
+    """Normal form of a type/tag value: casefolded, inner whitespace collapsed."""
+    return " ".join(value.split()).casefold()
+
+
+def analyze(doc: Document) -> Analysis:
+    """The token stream and weighted statistics of a document."""
+    body = terms(doc.body)
+    tfw: dict[str, int] = Counter(body)  # the bulk of the tokens: counted in C
+    length = len(body)
+    tokens: list[str] = []
+    heads: list[tuple[int, list[str]]] = [(WEIGHTS[0], terms(doc.title))]
+    heads.extend((WEIGHTS[1], terms(tag)) for tag in doc.tags)
+    heads.append((WEIGHTS[2], terms(doc.description)))
+    for weight, toks in heads:
+        tokens.extend(toks)
+        tokens.append(SEP)
+        length += weight * len(toks)
+        for t in toks:
+            tfw[t] = tfw.get(t, 0) + weight
+    tokens.extend(body)
+    if doc.type:
+        tfw[FACET_TYPE + facet(doc.type)] = 1
+    for tag in doc.tags:
+        tfw[FACET_TAG + facet(tag)] = 1
+    return Analysis(tokens=tokens, tfw=dict(tfw), length=length)

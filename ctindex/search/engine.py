@@ -1,0 +1,88 @@
+"""Run a parsed query against the index or directly against the files."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ctindex.search import matcher
+from ctindex.search.query import Node
+from ctindex.search.snippet import make_snippet
+from ctindex.store.segment import StoredDoc
+
+
+@dataclass(frozen=True)
+class Result:
+    id: str
+    scope: str
+    path: str
+    title: str
+    type: str
+    tags: list[str]
+    score: float
+    snippet: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    results: list[Result]
+    total: int
+    generation: int | None  # None for --direct
+    keys: frozenset[str]  # every matching path (not only the shown ones)
+
+
+def _finish(hits: Sequence[matcher.Hit], parts: Sequence[matcher.Partition], node: Node,
+            limit: int, fetch: Any, key_of: Any,
+            want_keys: bool) -> tuple[list[Result], frozenset[str]]:
+    terms = set(matcher.scoring_terms(node, parts))
+    keys = frozenset(key_of(h) for h in hits) if want_keys else frozenset()
+    # Doc ids follow key order inside a partition: a cheap deterministic tie-break.
+    top = heapq.nsmallest(limit, hits, key=lambda h: (-h.score, h.part, h.doc))
+    results = []
+    for h in top:
+        d: StoredDoc = fetch(h)
+        results.append(Result(id=d.concept_id, scope=d.scope, path=d.key, title=d.title,
+                              type=d.type, tags=list(d.tags), score=round(h.score, 4),
+                              snippet=make_snippet(d.body, d.description, terms)))
+    results.sort(key=lambda r: (-r.score, r.path))
+    return results, keys
+
+
+def search_index(index_dir: Path, node: Node, limit: int, want_keys: bool = False) -> Outcome:
+    from ctindex.search.index_partition import SegmentPartition
+    from ctindex.store.snapshot import Snapshot, with_snapshot
+
+    def work(snap: Snapshot) -> Outcome:
+        parts = [SegmentPartition(v) for v in snap.views]
+        hits = matcher.search(node, parts)
+        results, keys = _finish(
+            hits, parts, node, limit,
+            fetch=lambda h: parts[h.part].seg.stored(h.doc),
+            key_of=lambda h: parts[h.part].seg.keys()[h.doc], want_keys=want_keys)
+        return Outcome(results, len(hits), snap.generation, keys)
+
+    return with_snapshot(index_dir, work)
+
+
+def search_direct(root: str, plan: Any, node: Node, limit: int,
+                  want_keys: bool = False) -> Outcome:
+    from ctindex.search.direct import MemoryPartition, read_documents
+
+    docs, _ = read_documents(root, plan)
+    part = MemoryPartition(docs)
+    hits = matcher.search(node, [part])
+
+    def fetch(h: matcher.Hit) -> StoredDoc:
+        d = part.docs[h.doc]
+        return StoredDoc(d.key, d.concept_id, d.scope, d.title, d.type, d.description,
+                         d.tags, d.body, d.size)
+
+    results, keys = _finish(hits, [part], node, limit, fetch=fetch,
+                            key_of=lambda h: part.docs[h.doc].key, want_keys=want_keys)
+    return Outcome(results, len(hits), None, keys)

@@ -1,0 +1,65 @@
+"""A segment of the published index seen as a matcher ``Partition``."""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left
+from typing import Any
+
+from ctindex.store.snapshot import SegmentView
+
+
+class SegmentPartition:
+    def __init__(self, view: SegmentView) -> None:
+        self.seg = view.segment
+        self.deleted = view.deleted
+        self.ref = view.ref
+        self._tf: dict[str, dict[int, int]] = {}
+        self._universe: set[int] | None = None
+
+    def universe(self) -> set[int]:
+        if self._universe is None:
+            self._universe = set(range(self.seg.ndocs)) - self.deleted
+        return self._universe
+
+    def size(self) -> int:
+        return self.seg.ndocs - len(self.deleted)
+
+    def tf(self, term: str) -> dict[int, int]:
+        got = self._tf.get(term)
+        if got is None:
+            post = self.seg.postings(term)
+            got = {} if post is None else dict(zip(post[0], post[1]))
+            for d in self.deleted.intersection(got) if got and self.deleted else ():
+                del got[d]
+            self._tf[term] = got
+        return got
+
+    def expand(self, prefix: str) -> list[str]:
+        return self.seg.terms_with_prefix(prefix)
+
+    def rank(self, term: str) -> int | None:
+        return self.seg.rank(term)
+
+    def sequence(self, doc: int) -> array[Any]:
+        return self.seg.sequence(doc)
+
+    def sep_rank(self) -> int:
+        return self.seg.sep_rank
+
+    def path_prefix(self, prefix: str) -> set[int]:
+        keys = self.seg.keys()  # sorted: the matches are one contiguous run
+        start = bisect_left(keys, prefix)
+        out: set[int] = set()
+        for d in range(start, len(keys)):
+            if not keys[d].startswith(prefix):
+                break
+            if d not in self.deleted:
+                out.add(d)
+        return out
+
+    def length(self, doc: int) -> int:
+        return int(self.seg.lengths()[doc])
+
+    def length_sum(self) -> int:
+        return self.ref.length_sum

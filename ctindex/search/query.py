@@ -1,0 +1,222 @@
+"""The query language (PRODUCT.md §6; docs/search.md).
+
+    query    := clause+                      all clauses must match (AND)
+    clause   := unary ("OR" unary)*          OR binds tighter than the implicit AND
+    unary    := "-" unary | primary
+    primary  := "(" query ")" | '"' words '"' | FIELD ":" value | word | word "*"
+    FIELD    := type | tag | path
+
+Words are analysed exactly like document text (casefold, stem), so a word that
+is several tokens (``gross-margin``) means the phrase of those tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctindex.errors import UsageError
+
+
+class QueryError(UsageError):
+    """A malformed query (exit 2, one line)."""
+
+
+@dataclass(frozen=True)
+class Term:
+    term: str
+
+
+@dataclass(frozen=True)
+class Phrase:
+    terms: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Prefix:
+    forms: tuple[str, ...]  # the casefolded prefix and, when different, its stem
+
+
+@dataclass(frozen=True)
+class Facet:
+    term: str  # the facet term (FACET_TYPE/FACET_TAG + normal form)
+
+
+@dataclass(frozen=True)
+class PathPrefix:
+    prefix: str
+
+
+@dataclass(frozen=True)
+class Not:
+    child: Node
+
+
+@dataclass(frozen=True)
+class Or:
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class And:
+    children: tuple[Node, ...]
+
+
+Node = Term | Phrase | Prefix | Facet | PathPrefix | Not | Or | And
+
+_SPECIAL = '()"'
+
+
+@dataclass(frozen=True)
+class _Tok:
+    kind: str  # word, phrase, lparen, rparen, or, neg
+    text: str
+    col: int
+    field: str = ""  # for field:value tokens
+
+
+def _lex(q: str) -> list[_Tok]:
+    toks: list[_Tok] = []
+    i, n = 0, len(q)
+    while i < n:
+        c = q[i]
+        if c.isspace():
+            i += 1
+        elif c == "(":
+            toks.append(_Tok("lparen", c, i + 1))
+            i += 1
+        elif c == ")":
+            toks.append(_Tok("rparen", c, i + 1))
+            i += 1
+        elif c == '"':
+            end = q.find('"', i + 1)
+            if end < 0:
+                raise QueryError(f"query: unterminated quote at column {i + 1}")
+            toks.append(_Tok("phrase", q[i + 1:end], i + 1))
+            i = end + 1
+        elif c == "-" and i + 1 < n and not q[i + 1].isspace():
+            toks.append(_Tok("neg", c, i + 1))
+            i += 1
+        else:
+            j = i
+            while j < n and not q[j].isspace() and q[j] not in _SPECIAL:
+                j += 1
+            word = q[i:j]
+            name, colon, rest = word.partition(":")
+            if colon and name in ("type", "tag", "path"):
+                if not rest and j < n and q[j] == '"':  # field:"quoted value"
+                    end = q.find('"', j + 1)
+                    if end < 0:
+                        raise QueryError(f"query: unterminated quote at column {j + 1}")
+                    rest, j = q[j + 1:end], end + 1
+                if not rest.strip():
+                    raise QueryError(f"query: '{name}:' needs a value (column {i + 1})")
+                toks.append(_Tok("field", rest, i + 1, field=name))
+            elif word == "OR":
+                toks.append(_Tok("or", word, i + 1))
+            elif word == "-":
+                raise QueryError(f"query: '-' must be followed by a term (column {i + 1})")
+            else:
+                toks.append(_Tok("word", word, i + 1))
+            i = j
+    return toks
+
+
+class _Parser:
+    def __init__(self, toks: list[_Tok]) -> None:
+        self.toks = toks
+        self.pos = 0
+
+    def peek(self) -> _Tok | None:
+        return self.toks[self.pos] if self.pos < len(self.toks) else None
+
+    def take(self) -> _Tok:
+        tok = self.toks[self.pos]
+        self.pos += 1
+        return tok
+
+    def query(self, closing: bool) -> Node:
+        clauses: list[Node] = []
+        while (tok := self.peek()) is not None and tok.kind != "rparen":
+            clauses.append(self.clause())
+        if not closing and self.peek() is not None:
+            raise QueryError(f"query: unmatched ')' at column {self.take().col}")
+        if not clauses:
+            raise QueryError("query: empty query" if not closing else "query: empty parentheses")
+        return clauses[0] if len(clauses) == 1 else And(tuple(clauses))
+
+    def clause(self) -> Node:
+        first = self.unary()
+        alts = [first]
+        while (tok := self.peek()) is not None and tok.kind == "or":
+            self.take()
+            nxt = self.peek()
+            if nxt is None or nxt.kind in ("rparen", "or"):
+                raise QueryError(f"query: 'OR' at column {tok.col} needs a term on both sides")
+            alts.append(self.unary())
+        return alts[0] if len(alts) == 1 else Or(tuple(alts))
+
+    def unary(self) -> Node:
+        tok = self.take()
+        if tok.kind == "neg":
+            if self.peek() is None or self.peek().kind in ("rparen", "or"):  # type: ignore[union-attr]
+                raise QueryError(f"query: '-' at column {tok.col} must be followed by a term")
+            return Not(self.unary())
+        if tok.kind == "or":
+            raise QueryError(f"query: 'OR' at column {tok.col} needs a term on both sides")
+        if tok.kind == "lparen":
+            inner = self.query(closing=True)
+            if self.peek() is None:
+                raise QueryError(f"query: '(' at column {tok.col} is never closed")
+            self.take()
+            return inner
+        if tok.kind == "rparen":
+            raise QueryError(f"query: unmatched ')' at column {tok.col}")
+        if tok.kind == "phrase":
+            return _words(tok.text, tok.col, quoted=True)
+        if tok.kind == "field":
+            return _field(tok)
+        return _word(tok)
+
+
+def _words(text: str, col: int, quoted: bool) -> Node:
+    from ctindex.providers.okf_markdown import terms
+
+    found = terms(text)
+    if not found:
+        what = f'"{text}"' if quoted else repr(text)
+        raise QueryError(f"query: {what} at column {col} holds no searchable word")
+    return Term(found[0]) if len(found) == 1 else Phrase(tuple(found))
+
+
+def _word(tok: _Tok) -> Node:
+    text = tok.text
+    if not text.endswith("*"):
+        return _words(text, tok.col, quoted=False)
+    from ctindex.providers.okf_markdown import normalize_term, words
+
+    stem = text.rstrip("*")
+    parts = words(stem)
+    if len(parts) != 1 or parts[0] != stem:
+        raise QueryError(f"query: prefix {text!r} at column {tok.col} must be one word "
+                         "followed by '*'")
+    folded = stem.casefold()
+    stemmed = normalize_term(stem)
+    forms = (folded,) if stemmed == folded else (folded, stemmed)
+    return Prefix(forms)
+
+
+def _field(tok: _Tok) -> Node:
+    from ctindex.providers.okf_markdown import FACET_TAG, FACET_TYPE, facet
+
+    if tok.field == "path":
+        prefix = tok.text.strip()
+        while prefix.startswith("./"):
+            prefix = prefix[2:]
+        return PathPrefix(prefix.lstrip("/"))
+    head = FACET_TYPE if tok.field == "type" else FACET_TAG
+    return Facet(head + facet(tok.text))
+
+
+def parse_query(q: str) -> Node:
+    """Parse a query string; QueryError (exit 2) names the column at fault."""
+    return _Parser(_lex(q)).query(closing=False)

@@ -1,0 +1,60 @@
+"""Snippets: a short window of the body around the matched words, marked.
+
+Matched words are wrapped in « and » (docs/search.md): rare in Markdown, one
+character each, and unambiguous in both text and JSON output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from ctindex.providers.okf_markdown import term_spans
+
+OPEN, CLOSE = "«", "»"
+WINDOW_WORDS = 24  # words considered per candidate window
+MAX_CHARS = 220
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def make_snippet(body: str, description: str, terms: Collection[str]) -> str:
+    """The best window of `body` (most distinct matched terms, earliest on a
+    tie), falling back to the description, then to the start of the body."""
+    for text in (body, description):
+        spans = list(term_spans(text))
+        hits = [i for i, (_, _, t) in enumerate(spans) if t in terms]
+        if hits:
+            return _window(text, spans, hits, terms)
+    return _clip(_flat(description or body))
+
+
+def _window(text: str, spans: list[tuple[int, int, str]], hits: list[int],
+            terms: Collection[str]) -> str:
+    best, best_score = hits[0], -1
+    for h in hits:
+        distinct = {spans[i][2] for i in hits if h <= i < h + WINDOW_WORDS}
+        if len(distinct) > best_score:
+            best, best_score = h, len(distinct)
+    first = max(best - 6, 0)
+    last = min(best + WINDOW_WORDS, len(spans)) - 1
+    start, end = spans[first][0], spans[last][1]
+    out: list[str] = ["…" if first > 0 else ""]
+    pos = start
+    for i in range(first, last + 1):
+        s, e, t = spans[i]
+        if t in terms:
+            out.append(text[pos:s])
+            out.append(OPEN + text[s:e] + CLOSE)
+            pos = e
+    out.append(text[pos:end])
+    out.append("…" if last < len(spans) - 1 else "")
+    return _clip(_flat("".join(out)))
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_CHARS:
+        return text
+    cut = text.rfind(" ", 0, MAX_CHARS)
+    return text[:cut if cut > 0 else MAX_CHARS] + "…"

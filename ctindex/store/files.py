@@ -1,0 +1,108 @@
+"""Durable file primitives shared by the store writer (and the fault hook).
+
+Every file the store publishes is written once under a fresh name, fsynced,
+and only then named by a manifest; the manifest itself goes through a temp
+sibling and an atomic rename followed by a folder fsync (spec §9).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import zlib
+from pathlib import Path
+
+from ctindex.errors import CtindexError, IndexWriteError
+
+FAULT_ENV = "CTINDEX_FAULT"
+
+
+class IndexCorrupt(CtindexError):
+    """The published index can not be read consistently (after retries)."""
+
+
+def crc(data: bytes | memoryview) -> int:
+    """CRC-32 of a block: zlib's C implementation, no import cost on the query path."""
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def fault(point: str) -> None:
+    """Test hook: die abruptly at a named point when CTINDEX_FAULT names it.
+
+    ``CTINDEX_FAULT=point`` or ``point:N`` (die the N-th time the point is
+    reached in this process). ``os._exit`` skips every cleanup, like SIGKILL.
+    """
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    name, _, count = spec.partition(":")
+    if name != point:
+        return
+    remaining = int(count or "1") - 1
+    if remaining <= 0:
+        os._exit(137)
+    os.environ[FAULT_ENV] = f"{name}:{remaining}"
+
+
+def unique_name(prefix: str, generation: int, suffix: str) -> str:
+    """A file name no earlier writer can have used (a crashed writer may have
+    left a file of the same generation behind)."""
+    return f"{prefix}-{generation:08d}-{secrets.token_hex(4)}{suffix}"
+
+
+def write_new(path: Path, chunks: list[bytes] | bytes, *, fault_point: str | None = None) -> int:
+    """Create `path` (must not exist), write every chunk, fsync. Returns the size."""
+    if isinstance(chunks, (bytes, bytearray)):
+        chunks = [bytes(chunks)]
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise IndexWriteError(f"{path}: cannot create index file ({exc.strerror})") from exc
+    size = 0
+    try:
+        for i, chunk in enumerate(chunks):
+            view = memoryview(chunk)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+                size += n
+            if fault_point and i == len(chunks) // 2:
+                fault(fault_point)  # a torn file on disk, never named by a manifest
+        os.fsync(fd)
+    except OSError as exc:
+        raise IndexWriteError(f"{path}: cannot write index file ({exc.strerror})") from exc
+    finally:
+        os.close(fd)
+    return size
+
+
+def fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return  # some filesystems do not let folders be opened; nothing more we can do
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # e.g. EINVAL on filesystems without folder fsync
+    finally:
+        os.close(fd)
+
+
+def replace_atomically(target: Path, data: bytes) -> None:
+    """Temp sibling, fsync, rename over `target`, fsync the folder."""
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.{secrets.token_hex(3)}.tmp")
+    write_new(tmp, data)
+    fault("before-manifest-rename")
+    try:
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise IndexWriteError(f"{target}: cannot publish ({exc.strerror})") from exc
+    fsync_dir(target.parent)
+    fault("after-manifest-rename")
+
+
+def read_all(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()

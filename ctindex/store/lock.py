@@ -1,0 +1,38 @@
+"""The update lock: every writer (update, rebuild, daemon, fallback) holds it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ctindex.errors import IndexWriteError
+
+LOCK_NAME = "update.lock"
+DEFAULT_TIMEOUT_S = 60.0
+
+
+@contextmanager
+def update_lock(index_dir: Path, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator[None]:
+    """Exclusive flock on `.ct/okf/update.lock` (portalocker), bounded wait."""
+    import portalocker  # lazy: ~25 ms, only writers pay it
+
+    path = index_dir / LOCK_NAME
+    try:
+        os.makedirs(index_dir, exist_ok=True)
+    except OSError as exc:
+        raise IndexWriteError(f"{index_dir}: cannot create index folder ({exc.strerror})") from exc
+    lock = portalocker.Lock(str(path), mode="a", timeout=timeout,
+                            flags=portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING)
+    try:
+        lock.acquire()
+    except portalocker.exceptions.LockException as exc:
+        raise IndexWriteError(f"{path}: another writer held the update lock for more than "
+                              f"{timeout:g} s") from exc
+    except OSError as exc:
+        raise IndexWriteError(f"{path}: cannot take the update lock ({exc.strerror})") from exc
+    try:
+        yield
+    finally:
+        lock.release()

@@ -1,0 +1,133 @@
+"""The store manifest (`.ct/okf/MANIFEST`) and the small immutable side files.
+
+MANIFEST is one JSON object followed by a line ``crc32:XXXXXXXX`` over the
+JSON bytes. It is the only mutable name in the store: a writer replaces it
+atomically, so a reader sees one complete generation or the previous one.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from array import array
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctindex.store.files import IndexCorrupt, crc, read_all, write_new
+
+MANIFEST_NAME = "MANIFEST"
+FORMAT = 1
+_DEL_MAGIC = b"CTDEL\x00\x01\x00"
+
+
+@dataclass
+class SegmentRef:
+    name: str
+    ndocs: int  # documents stored in the segment file
+    deleted: int = 0  # of them tombstoned
+    dels: str | None = None  # the .del file holding the tombstoned doc ids
+    length_sum: int = 0  # weighted length of the live documents (BM25 avgdl)
+    size: int = 0  # bytes of the segment file
+
+    @property
+    def live(self) -> int:
+        return self.ndocs - self.deleted
+
+
+@dataclass
+class StoreManifest:
+    generation: int = 0
+    created_ns: int = 0
+    provider: dict[str, Any] = field(default_factory=dict)  # id, version, tokenizer_version
+    scopes: dict[str, str] = field(default_factory=dict)  # scope root -> scope digest
+    plan_digest: str = ""
+    segments: list[SegmentRef] = field(default_factory=list)
+    files: str | None = None  # reconciler file table of this generation
+    diag: str | None = None  # provider errors and frontmatter warnings (JSON file)
+    errors: int = 0
+    warnings: int = 0
+    source_bytes: int = 0  # logical bytes of the indexed documents
+    reconcile: dict[str, Any] = field(default_factory=dict)  # last pass: ms, entries, kind
+    retired: list[list[Any]] = field(default_factory=list)  # [file name, retired_at_ns]
+
+    @property
+    def documents(self) -> int:
+        return sum(s.live for s in self.segments)
+
+    @property
+    def tombstones(self) -> int:
+        return sum(s.deleted for s in self.segments)
+
+    def referenced(self) -> set[str]:
+        names = {s.name for s in self.segments}
+        names.update(s.dels for s in self.segments if s.dels)
+        names.update(n for n in (self.files, self.diag) if n)
+        return names
+
+    def to_bytes(self) -> bytes:
+        body = json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True,
+                          separators=(",", ":")).encode()
+        return body + b"\ncrc32:%08x\n" % crc(body)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, origin: str) -> StoreManifest:
+        body, _, tail = data.rstrip(b"\n").rpartition(b"\n")
+        if not tail.startswith(b"crc32:") or tail[6:] != b"%08x" % crc(body):
+            raise IndexCorrupt(f"{origin}: manifest checksum mismatch (damaged or truncated)")
+        try:
+            raw = json.loads(body)
+            if raw.pop("format") != FORMAT:
+                raise IndexCorrupt(f"{origin}: unknown manifest format")
+            raw["segments"] = [SegmentRef(**s) for s in raw["segments"]]
+            return cls(**raw)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise IndexCorrupt(f"{origin}: manifest unreadable ({exc})") from exc
+
+
+def read_manifest(index_dir: Path) -> StoreManifest | None:
+    """The published manifest, None when there is none; IndexCorrupt if damaged."""
+    path = index_dir / MANIFEST_NAME
+    try:
+        data = read_all(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise IndexCorrupt(f"{path}: cannot read ({exc.strerror})") from exc
+    return StoreManifest.from_bytes(data, str(path))
+
+
+# -- tombstone files ----------------------------------------------------------------
+
+def write_dels(path: Path, docids: set[int]) -> None:
+    ids = array("I", sorted(docids))
+    body = _DEL_MAGIC + struct.pack("<I", len(ids)) + ids.tobytes()
+    write_new(path, body + struct.pack("<I", crc(body)))
+
+
+def read_dels(path: Path) -> frozenset[int]:
+    data = read_all(path)
+    body, tail = data[:-4], data[-4:]
+    if (len(data) < 16 or body[:8] != _DEL_MAGIC
+            or struct.unpack("<I", tail)[0] != crc(body)):
+        raise IndexCorrupt(f"{path}: tombstone file checksum mismatch (damaged index file)")
+    (n,) = struct.unpack_from("<I", body, 8)
+    ids = array("I")
+    ids.frombytes(body[12:12 + 4 * n])
+    return frozenset(ids)
+
+
+# -- diagnostics (provider errors, frontmatter warnings) ------------------------------
+
+def write_diag(path: Path, errors: dict[str, str], warnings: dict[str, str]) -> None:
+    body = json.dumps({"errors": errors, "warnings": warnings}, sort_keys=True).encode()
+    write_new(path, body + b"\ncrc32:%08x\n" % crc(body))
+
+
+def read_diag(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    data = read_all(path)
+    body, _, tail = data.rstrip(b"\n").rpartition(b"\n")
+    if tail != b"crc32:%08x" % crc(body):
+        raise IndexCorrupt(f"{path}: diagnostics checksum mismatch (damaged index file)")
+    raw = json.loads(body)
+    return dict(raw["errors"]), dict(raw["warnings"])

@@ -1,0 +1,351 @@
+"""Immutable segment files: build one from analysed documents, read one back.
+
+Layout (docs/format.md has the full description): a fixed header with a
+section table, then a two-level sorted term dictionary (a small top level of
+block-first terms, blocks of 64 terms each with its own CRC), postings as
+plain little-endian arrays (doc ids, weighted term frequencies) with a CRC per
+term, document lengths, and one zlib-compressed record per document (its
+token stream as term ranks, its stored fields and body text) with a CRC per
+record. A reader reads only the parts a query touches (``os.pread``, no mmap)
+and verifies the CRC of each part it reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+import zlib
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ctindex.store.files import IndexCorrupt, crc, write_new
+
+MAGIC = b"CTSEG\x00\x01\x00"
+FORMAT = 1
+BLOCK_TERMS = 64
+_HEAD = struct.Struct("<8sIIIIII")  # magic, format, ndocs, nterms, nblocks, flags, nsections
+_SECTION = struct.Struct("<QQI")  # offset, length, crc (0 for regions checked piecewise)
+_ENTRY = struct.Struct("<QII")  # postings offset, df, postings crc
+_DOCREF = struct.Struct("<QII")  # record offset, length, crc
+NSECTIONS = 7
+S_TOP, S_BLOCKS, S_POSTINGS, S_LENGTHS, S_DOCREFS, S_RECORDS, S_KEYS = range(NSECTIONS)
+FLAG_DOCS32 = 1  # doc ids are u32 (else u16)
+FLAG_SEQ32 = 2  # token-stream ranks are u32 (else u16)
+HEADER_SIZE = _HEAD.size + NSECTIONS * _SECTION.size + 4
+TF_MAX = 0xFFFF
+_LITTLE = sys.byteorder == "little"
+
+
+def _le(arr: array[Any]) -> bytes:
+    if not _LITTLE:  # pragma: no cover - the format is little-endian everywhere
+        arr = array(arr.typecode, arr)
+        arr.byteswap()
+    return arr.tobytes()
+
+
+def _arr(code: str, data: bytes | memoryview) -> array[Any]:
+    out = array(code)
+    out.frombytes(data)
+    if not _LITTLE:  # pragma: no cover
+        out.byteswap()
+    return out
+
+
+@dataclass(frozen=True)
+class StoredDoc:
+    """What a segment keeps per document besides its postings."""
+
+    key: str
+    concept_id: str
+    scope: str
+    title: str
+    type: str
+    description: str
+    tags: tuple[str, ...]
+    body: str
+    size: int
+
+
+@dataclass(frozen=True)
+class BuildInput:
+    doc: StoredDoc
+    tokens: list[str]  # analysis token stream (SEP between fields)
+    tfw: dict[str, int]
+    length: int
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    ndocs: int
+    length_sum: int
+    size: int
+
+
+def build_segment(path: Path, items: Sequence[BuildInput], sep: str,
+                  fault_point: str | None = None) -> SegmentInfo:
+    """Write a complete, fsynced segment for `items` (any order; stored by key)."""
+    items = sorted(items, key=lambda it: it.doc.key)
+    ndocs = len(items)
+    docs32 = ndocs > 0xFFFF
+    # Inverted lists: term -> (doc ids, weighted tfs); appended in doc order.
+    post: dict[str, tuple[list[int], list[int]]] = {}
+    for docid, it in enumerate(items):
+        for term, w in it.tfw.items():
+            p = post.get(term)
+            if p is None:
+                post[term] = ([docid], [w])
+            else:
+                p[0].append(docid)
+                p[1].append(w)
+    terms = sorted(post)  # code-point order == UTF-8 byte order
+    nterms = len(terms)
+    seq32 = nterms >= 0xFFFF
+    rank = {t: i for i, t in enumerate(terms)}
+    rank[sep] = 0xFFFFFFFF if seq32 else 0xFFFF
+    doc_code = "I" if docs32 else "H"
+
+    # Postings and the dictionary blocks.
+    postings: list[bytes] = []
+    entries: list[bytes] = []
+    off = 0
+    for t in terms:
+        ids, tfs = post[t]
+        try:
+            tf_arr = array("H", tfs)
+        except OverflowError:
+            tf_arr = array("H", [min(x, TF_MAX) for x in tfs])
+        chunk = _le(array(doc_code, ids)) + _le(tf_arr)
+        postings.append(chunk)
+        entries.append(_ENTRY.pack(off, len(ids), crc(chunk)))
+        off += len(chunk)
+    blocks: list[bytes] = []
+    first_terms: list[bytes] = []
+    for b in range(0, nterms, BLOCK_TERMS):
+        enc = [t.encode("utf-8", "surrogatepass") for t in terms[b:b + BLOCK_TERMS]]
+        offs = array("I", [0])
+        for e in enc:
+            offs.append(offs[-1] + len(e))
+        blocks.append(struct.pack("<I", len(enc)) + _le(offs) + b"".join(entries[b:b + len(enc)])
+                      + b"".join(enc))
+        first_terms.append(enc[0])
+    block_offs = array("Q", [0])
+    for blk in blocks:
+        block_offs.append(block_offs[-1] + len(blk))
+    ft_offs = array("I", [0])
+    for e in first_terms:
+        ft_offs.append(ft_offs[-1] + len(e))
+    top = (struct.pack("<I", len(blocks)) + _le(ft_offs) + _le(block_offs)
+           + _le(array("I", [crc(b) for b in blocks])) + b"".join(first_terms))
+
+    # Per-document records: token ranks + stored fields, compressed.
+    seq_code = "I" if seq32 else "H"
+    records: list[bytes] = []
+    refs: list[bytes] = []
+    lengths = array("I")
+    key_offs = array("I", [0])
+    key_blob: list[bytes] = []
+    roff = 0
+    length_sum = 0
+    for it in items:
+        d = it.doc
+        seq = _le(array(seq_code, [rank[t] for t in it.tokens]))
+        fields = json.dumps([d.key, d.concept_id, d.scope, d.title, d.type, d.description,
+                             list(d.tags), d.body, d.size], separators=(",", ":")).encode()
+        rec = zlib.compress(struct.pack("<I", len(seq)) + seq + fields, 1)
+        records.append(rec)
+        refs.append(_DOCREF.pack(roff, len(rec), crc(rec)))
+        roff += len(rec)
+        lengths.append(it.length)
+        length_sum += it.length
+        kb = d.key.encode("utf-8", "surrogateescape")
+        key_blob.append(kb)
+        key_offs.append(key_offs[-1] + len(kb))
+
+    sections = [top, b"".join(blocks), b"".join(postings), _le(lengths), b"".join(refs),
+                b"".join(records), _le(key_offs) + b"".join(key_blob)]
+    checked = {S_TOP, S_LENGTHS, S_KEYS}
+    table = b""
+    pos = HEADER_SIZE
+    for i, sec in enumerate(sections):
+        table += _SECTION.pack(pos, len(sec), crc(sec) if i in checked else 0)
+        pos += len(sec)
+    flags = (FLAG_DOCS32 if docs32 else 0) | (FLAG_SEQ32 if seq32 else 0)
+    head = _HEAD.pack(MAGIC, FORMAT, ndocs, nterms, len(blocks), flags, NSECTIONS) + table
+    head += struct.pack("<I", crc(head))
+    size = write_new(path, [head, *sections], fault_point=fault_point)
+    return SegmentInfo(ndocs=ndocs, length_sum=length_sum, size=size)
+
+
+class Segment:
+    """Read side of one segment file. Holds an fd; reads lazily with pread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = path.name
+        try:
+            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise IndexCorrupt(f"{path}: cannot open segment ({exc.strerror})") from exc
+        try:
+            self._open()
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._blocks: dict[int, tuple[list[str], memoryview]] = {}
+        self._lengths: array[Any] | None = None
+        self._keys: list[str] | None = None
+
+    def _corrupt(self, what: str) -> IndexCorrupt:
+        return IndexCorrupt(f"{self.path}: {what} checksum mismatch (damaged index file)")
+
+    def _read(self, off: int, length: int) -> bytes:
+        data = os.pread(self._fd, length, off)
+        if len(data) != length:
+            raise IndexCorrupt(f"{self.path}: truncated (wanted {length} bytes at {off})")
+        return data
+
+    def _open(self) -> None:
+        head = self._read(0, HEADER_SIZE)
+        if crc(head[:-4]) != struct.unpack_from("<I", head, HEADER_SIZE - 4)[0]:
+            raise self._corrupt("header")
+        magic, fmt, ndocs, nterms, nblocks, flags, nsec = _HEAD.unpack_from(head)
+        if magic != MAGIC or fmt != FORMAT or nsec != NSECTIONS:
+            raise IndexCorrupt(f"{self.path}: not a ctindex segment of format {FORMAT}")
+        self.ndocs, self.nterms, self.nblocks = ndocs, nterms, nblocks
+        self.doc_code = "I" if flags & FLAG_DOCS32 else "H"
+        self.doc_size = 4 if flags & FLAG_DOCS32 else 2
+        self.seq_code = "I" if flags & FLAG_SEQ32 else "H"
+        self.sep_rank = 0xFFFFFFFF if flags & FLAG_SEQ32 else 0xFFFF
+        self.sections = [_SECTION.unpack_from(head, _HEAD.size + i * _SECTION.size)
+                         for i in range(NSECTIONS)]
+        top = self._section(S_TOP)
+        nb = struct.unpack_from("<I", top)[0]
+        p = 4
+        ft_offs = _arr("I", top[p:p + 4 * (nb + 1)])
+        p += 4 * (nb + 1)
+        self._block_offs = _arr("Q", top[p:p + 8 * (nb + 1)])
+        p += 8 * (nb + 1)
+        self._block_crcs = _arr("I", top[p:p + 4 * nb])
+        p += 4 * nb
+        blob = top[p:]
+        self._first = [blob[ft_offs[i]:ft_offs[i + 1]] for i in range(nb)]
+
+    def _section(self, idx: int) -> bytes:
+        off, length, want = self.sections[idx]
+        data = self._read(off, length)
+        if crc(data) != want:
+            raise self._corrupt(f"section {idx}")
+        return data
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    # -- dictionary ------------------------------------------------------------
+    def _block(self, b: int) -> tuple[list[str], memoryview]:
+        got = self._blocks.get(b)
+        if got is not None:
+            return got
+        base = self.sections[S_BLOCKS][0]
+        start, end = self._block_offs[b], self._block_offs[b + 1]
+        data = self._read(base + start, end - start)
+        if crc(data) != self._block_crcs[b]:
+            raise self._corrupt(f"term block {b}")
+        n = struct.unpack_from("<I", data)[0]
+        offs = _arr("I", data[4:8 + 4 * n])
+        ent_start = 8 + 4 * n
+        blob_start = ent_start + n * _ENTRY.size
+        blob = data[blob_start:]
+        names = [blob[offs[i]:offs[i + 1]].decode("utf-8", "surrogatepass") for i in range(n)]
+        got = (names, memoryview(data)[ent_start:blob_start])
+        self._blocks[b] = got
+        return got
+
+    def _entry(self, b: int, i: int) -> tuple[int, int, int, int]:
+        names, ents = self._block(b)
+        off, df, ccrc = _ENTRY.unpack_from(ents, i * _ENTRY.size)
+        return off, df, ccrc, b * BLOCK_TERMS + i
+
+    def lookup(self, term: str) -> tuple[int, int, int, int] | None:
+        """(postings offset, df, crc, rank) of a term, or None."""
+        enc = term.encode("utf-8", "surrogatepass")
+        b = bisect_right(self._first, enc) - 1
+        if b < 0:
+            return None
+        names, _ = self._block(b)
+        i = bisect_left(names, term)
+        if i < len(names) and names[i] == term:
+            return self._entry(b, i)
+        return None
+
+    def terms_with_prefix(self, prefix: str) -> list[str]:
+        enc = prefix.encode("utf-8", "surrogatepass")
+        b = max(bisect_left(self._first, enc) - 1, 0)
+        out: list[str] = []
+        while b < self.nblocks:
+            names, _ = self._block(b)
+            for name in names[bisect_left(names, prefix):]:
+                if not name.startswith(prefix):
+                    return out
+                out.append(name)
+            b += 1
+        return out
+
+    def postings(self, term: str) -> tuple[array[Any], array[Any]] | None:
+        """(doc ids, weighted tfs) of a term, verified, or None when absent."""
+        found = self.lookup(term)
+        if found is None:
+            return None
+        off, df, want, _ = found
+        data = self._read(self.sections[S_POSTINGS][0] + off, df * (self.doc_size + 2))
+        if crc(data) != want:
+            raise self._corrupt(f"postings of {term!r}")
+        cut = df * self.doc_size
+        return _arr(self.doc_code, data[:cut]), _arr("H", data[cut:])
+
+    def rank(self, term: str) -> int | None:
+        found = self.lookup(term)
+        return None if found is None else found[3]
+
+    # -- documents ---------------------------------------------------------------
+    def lengths(self) -> array[Any]:
+        if self._lengths is None:
+            self._lengths = _arr("I", self._section(S_LENGTHS))
+        return self._lengths
+
+    def keys(self) -> list[str]:
+        if self._keys is None:
+            data = self._section(S_KEYS)
+            offs = _arr("I", data[:4 * (self.ndocs + 1)])
+            blob = data[4 * (self.ndocs + 1):]
+            self._keys = [blob[offs[i]:offs[i + 1]].decode("utf-8", "surrogateescape")
+                          for i in range(self.ndocs)]
+        return self._keys
+
+    def _record(self, docid: int) -> bytes:
+        ref = self._read(self.sections[S_DOCREFS][0] + docid * _DOCREF.size, _DOCREF.size)
+        off, length, want = _DOCREF.unpack(ref)
+        data = self._read(self.sections[S_RECORDS][0] + off, length)
+        if crc(data) != want:
+            raise self._corrupt(f"document {docid}")
+        return zlib.decompress(data)
+
+    def sequence(self, docid: int) -> array[Any]:
+        rec = self._record(docid)
+        n = struct.unpack_from("<I", rec)[0]
+        return _arr(self.seq_code, rec[4:4 + n])
+
+    def stored(self, docid: int) -> StoredDoc:
+        rec = self._record(docid)
+        n = struct.unpack_from("<I", rec)[0]
+        key, cid, scope, title, typ, desc, tags, body, size = json.loads(rec[4 + n:])
+        return StoredDoc(key, cid, scope, title, typ, desc, tuple(tags), body, size)

@@ -1,0 +1,112 @@
+"""Lock-free readers: open one complete generation, retrying across a swap.
+
+A reader reads MANIFEST, then opens every file it names. A writer may publish
+a newer generation and (after the grace period) remove files of older ones in
+between; the reader then finds a file missing or failing its checksum,
+re-reads MANIFEST and starts over on the newer generation. Only when the same
+generation fails twice is the index reported corrupt.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from ctindex.store.files import IndexCorrupt
+from ctindex.store.manifest import SegmentRef, StoreManifest, read_dels, read_manifest
+from ctindex.store.segment import Segment
+
+T = TypeVar("T")
+RETRIES = 6
+
+
+@dataclass
+class SegmentView:
+    segment: Segment
+    ref: SegmentRef
+    deleted: frozenset[int]
+
+    def live(self, docid: int) -> bool:
+        return docid not in self.deleted
+
+
+class Snapshot:
+    """One generation: its manifest and its open segments."""
+
+    def __init__(self, index_dir: Path, manifest: StoreManifest, views: list[SegmentView]) -> None:
+        self.index_dir = index_dir
+        self.manifest = manifest
+        self.views = views
+
+    @property
+    def generation(self) -> int:
+        return self.manifest.generation
+
+    def close(self) -> None:
+        for v in self.views:
+            v.segment.close()
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _open(index_dir: Path, manifest: StoreManifest) -> Snapshot:
+    views: list[SegmentView] = []
+    try:
+        for ref in manifest.segments:
+            seg = Segment(index_dir / ref.name)
+            views.append(SegmentView(seg, ref, frozenset()))
+            if seg.ndocs != ref.ndocs:
+                raise IndexCorrupt(f"{seg.path}: holds {seg.ndocs} documents, manifest says "
+                                   f"{ref.ndocs}")
+            if ref.dels:
+                views[-1].deleted = read_dels(index_dir / ref.dels)
+    except BaseException:
+        for v in views:
+            v.segment.close()
+        raise
+    return Snapshot(index_dir, manifest, views)
+
+
+def open_snapshot(index_dir: Path) -> Snapshot | None:
+    """The current generation, or None when nothing was ever published."""
+    return with_snapshot(index_dir, lambda snap: snap, close=False)
+
+
+def with_snapshot(index_dir: Path, work: Callable[[Snapshot], T], *, close: bool = True) -> T:
+    """Run `work` on the current generation; retry on the newer one if the
+    generation it opened was swapped out from under it (files gone/replaced).
+
+    Raises IndexCorrupt when one generation keeps failing. ``work`` receives
+    None-free snapshots; when no index exists FileNotFoundError is raised.
+    """
+    failed: dict[int, int] = {}
+    last: Exception | None = None
+    for attempt in range(RETRIES):
+        manifest = read_manifest(index_dir)
+        if manifest is None:
+            raise FileNotFoundError(str(index_dir / "MANIFEST"))
+        try:
+            snap = _open(index_dir, manifest)
+            try:
+                return work(snap)
+            finally:
+                if close:
+                    snap.close()
+        except (FileNotFoundError, IndexCorrupt, OSError) as exc:
+            last = exc
+            gen = manifest.generation
+            failed[gen] = failed.get(gen, 0) + 1
+            if failed[gen] >= 3:
+                break
+            time.sleep(0.002 * (attempt + 1))
+    if isinstance(last, IndexCorrupt):
+        raise last
+    raise IndexCorrupt(f"{index_dir}: index files missing or unreadable ({last}); "
+                       "run `ctindex rebuild`")

@@ -1,0 +1,213 @@
+"""One write transaction on the store: upserts, tombstones, merges, publish.
+
+The caller holds the update lock and hands in the manifest it re-read under
+that lock. ``commit`` writes every new file completely (fsync), then the new
+MANIFEST (temp sibling, rename, folder fsync), then removes files that
+generations older than the grace period retired.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ctindex.store.files import fault, fsync_dir, unique_name, write_new
+from ctindex.store.manifest import (
+    MANIFEST_NAME,
+    SegmentRef,
+    StoreManifest,
+    read_dels,
+    write_dels,
+    write_diag,
+)
+from ctindex.store.segment import BuildInput, Segment, StoredDoc, build_segment
+
+# Merge policy: at most MAX_SEGMENTS segments (merging the smallest down to
+# half that), and a segment with more than MAX_DELETED_RATIO of its documents
+# tombstoned is rewritten without them.
+MAX_SEGMENTS = 8
+MAX_DELETED_RATIO = 0.2
+# A retired file stays on disk this long, so a reader that read the previous
+# MANIFEST just before the swap can still open everything it names.
+GRACE_NS = 60 * 1_000_000_000
+_OURS = ("seg-", "del-", "files-", "diag-")
+
+Reanalyze = Callable[[StoredDoc], BuildInput]
+
+
+class StoreWriter:
+    def __init__(self, index_dir: Path, base: StoreManifest | None, *, fresh: bool,
+                 reanalyze: Reanalyze, sep: str) -> None:
+        self.dir = index_dir
+        self.base = base or StoreManifest()
+        self.fresh = fresh
+        self._reanalyze = reanalyze
+        self._sep = sep
+        self.refs = [] if fresh else [SegmentRef(**vars(r)) for r in self.base.segments]
+        self._deleted: list[set[int]] = []
+        self._locs: dict[str, tuple[int, int]] | None = None
+        self._segments: list[Segment] = []
+        self._dirty: set[int] = set()  # segments with new tombstones
+        self.added: dict[str, BuildInput] = {}
+        self.merged = 0
+
+    # -- locating current documents -------------------------------------------
+    def _load(self) -> dict[str, tuple[int, int]]:
+        if self._locs is None:
+            locs: dict[str, tuple[int, int]] = {}
+            for si, ref in enumerate(self.refs):
+                seg = Segment(self.dir / ref.name)
+                self._segments.append(seg)
+                dels = set(read_dels(self.dir / ref.dels)) if ref.dels else set()
+                self._deleted.append(dels)
+                for docid, key in enumerate(seg.keys()):
+                    if docid not in dels:
+                        locs[key] = (si, docid)
+            self._locs = locs
+        return self._locs
+
+    def contains(self, key: str) -> bool:
+        return key in self.added or key in self._load()
+
+    def remove(self, key: str) -> bool:
+        """Tombstone the live document of `key` (if any)."""
+        hit = self.added.pop(key, None) is not None
+        loc = self._load().pop(key, None)
+        if loc is None:
+            return hit
+        si, docid = loc
+        self._deleted[si].add(docid)
+        self._dirty.add(si)
+        ref = self.refs[si]
+        ref.deleted += 1
+        ref.length_sum -= self._segments[si].lengths()[docid]
+        return True
+
+    def add(self, item: BuildInput) -> None:
+        """Upsert: the caller removed the old version first (asserted)."""
+        key = item.doc.key
+        if key in self._load():
+            self.remove(key)
+        self.added[key] = item
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self._dirty or self.fresh)
+
+    # -- merge policy ------------------------------------------------------------
+    def _pick_merges(self) -> set[int]:
+        picked = {i for i, r in enumerate(self.refs)
+                  if r.ndocs == 0 or r.deleted / r.ndocs > MAX_DELETED_RATIO}
+        keep = [i for i in range(len(self.refs)) if i not in picked]
+        new = 1 if (self.added or picked) else 0
+        if len(keep) + new > MAX_SEGMENTS:
+            keep.sort(key=lambda i: self.refs[i].live)
+            while keep and len(keep) + 1 > MAX_SEGMENTS // 2:
+                picked.add(keep.pop(0))
+        return picked
+
+    # -- publish -------------------------------------------------------------------
+    def commit(self, *, files_table: bytes | None, meta: dict[str, Any],
+               diag: tuple[dict[str, str], dict[str, str]] | None,
+               progress: Callable[[int, int], None] | None = None) -> StoreManifest:
+        """Write the new generation and publish it. `meta` fills the manifest
+        fields provider/scopes/plan_digest/source_bytes/reconcile."""
+        self._load()
+        gen = self.base.generation + 1
+        merges = self._pick_merges()
+        items = list(self.added.values())
+        for si in sorted(merges):
+            seg, dels = self._segments[si], self._deleted[si]
+            for docid in range(seg.ndocs):
+                if docid not in dels:
+                    items.append(self._reanalyze(seg.stored(docid)))
+        self.merged = len(merges)
+        refs = [r for i, r in enumerate(self.refs) if i not in merges]
+        new_files: list[str] = []
+        if items:
+            name = unique_name("seg", gen, ".seg")
+            info = build_segment(self.dir / name, items, self._sep, fault_point="mid-segment")
+            new_files.append(name)
+            refs.append(SegmentRef(name=name, ndocs=info.ndocs, length_sum=info.length_sum,
+                                   size=info.size))
+            fault("after-segment")
+        for si in sorted(self._dirty - merges):
+            ref = self.refs[si]
+            name = unique_name("del", gen, ".del")
+            write_dels(self.dir / name, self._deleted[si])
+            ref.dels = name
+            new_files.append(name)
+        fault("after-dels")
+        m = StoreManifest(generation=gen, created_ns=time.time_ns(), segments=refs,
+                          files=self.base.files, diag=self.base.diag,
+                          errors=self.base.errors, warnings=self.base.warnings,
+                          provider=dict(meta["provider"]), scopes=dict(meta["scopes"]),
+                          plan_digest=meta["plan_digest"], source_bytes=meta["source_bytes"],
+                          reconcile=dict(meta["reconcile"]))
+        if files_table is not None:
+            m.files = unique_name("files", gen, ".bin")
+            write_new(self.dir / m.files, files_table)
+        if diag is not None:
+            m.diag = unique_name("diag", gen, ".json")
+            write_diag(self.dir / m.diag, *diag)
+            m.errors, m.warnings = len(diag[0]), len(diag[1])
+        fsync_dir(self.dir)
+        now = time.time_ns()
+        referenced = m.referenced()
+        retired = [r for r in self.base.retired if r[0] not in referenced]
+        retired += [[n, now] for n in sorted(self.base.referenced() - referenced)]
+        m.retired = retired
+        from ctindex.store.files import replace_atomically
+
+        replace_atomically(self.dir / MANIFEST_NAME, m.to_bytes())
+        self.close()
+        m.retired = collect_garbage(self.dir, m, now)
+        return m
+
+    def close(self) -> None:
+        for seg in self._segments:
+            seg.close()
+        self._segments = []
+
+
+def collect_garbage(index_dir: Path, m: StoreManifest, now: int) -> list[list[Any]]:
+    """Remove retired files past the grace period and stray leftovers of
+    writers that died before publishing. Returns the retired list still kept
+    (it is written with the next generation; a stale list only delays removal)."""
+    keep: list[list[Any]] = []
+    retired_names = set()
+    for name, at in m.retired:
+        if now - at >= GRACE_NS:
+            _unlink(index_dir / name)
+        else:
+            keep.append([name, at])
+            retired_names.add(name)
+    referenced = m.referenced()
+    for name in _listdir(index_dir):
+        if name in referenced or name in retired_names:
+            continue
+        if name.startswith(_OURS) or (name.startswith(MANIFEST_NAME) and name.endswith(".tmp")):
+            try:
+                age = now - os.stat(index_dir / name).st_mtime_ns
+            except OSError:
+                continue
+            if age >= GRACE_NS:
+                _unlink(index_dir / name)
+    return keep
+
+
+def _listdir(folder: Path) -> Iterable[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # already gone, or a read-only share: harmless, retried next time
