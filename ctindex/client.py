@@ -1,0 +1,328 @@
+"""Query-side half of the daemon: barrier, guarded lazy spawn, fallback.
+
+This module is on every indexed query, so it imports only the standard
+library at module level (no portalocker, no psutil). The contract:
+
+* A barrier is a bounded exchange over the daemon's Unix socket: connect
+  (CONNECT_TIMEOUT_S) and the whole exchange (plan.settings.barrier_timeout_ms)
+  are both capped. Any failure means the caller reconciles synchronously.
+* A spawn happens only when no daemon answers at all (no socket, or a stale
+  one), only after the runtime folder and the claim proved writable, at most
+  once per command, and never while a cached spawn failure is in its back-off
+  window. The query never waits for the daemon it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import socket
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ctindex import runtime as rt
+
+CONNECT_TIMEOUT_S = 0.1
+CLAIM_STALE_S = 10.0
+MAX_REPLY = 1 << 20
+_UCRED = struct.Struct("3i")
+
+# Failure reasons (shown in freshness.reason and `watch status`).
+NO_DAEMON = "no daemon"
+BARRIER_TIMEOUT = "barrier timeout"
+DAEMON_BUSY = "daemon busy"
+SPAWN_CACHED = "spawn failure cached"
+WRONG_OWNER = "daemon socket owned by another user"
+
+
+class BarrierFailed(Exception):
+    """No trustworthy answer; `spawnable` when nothing is listening at all."""
+
+    def __init__(self, reason: str, spawnable: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.spawnable = spawnable
+
+
+@dataclass(frozen=True)
+class BarrierResult:
+    generation: int
+    instance: str
+    lane: str
+    backend: str
+    backend_reason: str | None
+    degraded: str | None
+    reconciled: bool
+    reconcile_ms: float | None
+    barrier_ms: float
+
+    @property
+    def trusted_events(self) -> bool:
+        """True when events (not a full pass on every barrier) kept the index fresh."""
+        return self.backend != "poll" and not self.degraded
+
+
+# -- IPC -------------------------------------------------------------------------
+
+
+def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """One request/answer exchange; raises BarrierFailed with a reason."""
+    deadline = time.monotonic() + timeout
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(min(CONNECT_TIMEOUT_S, timeout))
+        try:
+            sock.connect(os.fspath(paths.socket))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise BarrierFailed(NO_DAEMON, spawnable=True) from exc
+        except TimeoutError as exc:  # backlog full: a daemon exists but is stuck
+            raise BarrierFailed(DAEMON_BUSY) from exc
+        except OSError as exc:
+            raise BarrierFailed(f"cannot connect: {exc.strerror or exc}") from exc
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+        if _UCRED.unpack(raw)[1] != os.getuid():
+            raise BarrierFailed(WRONG_OWNER)
+        data = (json.dumps(payload, separators=(",", ":")) + "\n").encode()
+        buf = bytearray()
+        try:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            sock.sendall(data)
+            while b"\n" not in buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                sock.settimeout(left)
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise BarrierFailed("daemon closed the connection")
+                buf += chunk
+                if len(buf) > MAX_REPLY:
+                    raise BarrierFailed("daemon error: reply too large")
+        except TimeoutError as exc:
+            raise BarrierFailed(BARRIER_TIMEOUT) from exc
+        except OSError as exc:
+            raise BarrierFailed(f"daemon connection failed: {exc.strerror or exc}") from exc
+    finally:
+        sock.close()
+    try:
+        reply = json.loads(buf.partition(b"\n")[0])
+    except ValueError as exc:
+        raise BarrierFailed("daemon error: malformed reply") from exc
+    if not isinstance(reply, dict):
+        raise BarrierFailed("daemon error: malformed reply")
+    return reply
+
+
+def barrier(paths: rt.RuntimePaths, plan_digest: str, timeout_ms: int) -> BarrierResult:
+    """Ask the daemon to prove it has applied every event queued before now."""
+    started = time.monotonic()
+    token = secrets.token_hex(8)
+    reply = request(paths, {"op": "barrier", "token": token, "plan": plan_digest,
+                            "timeout_ms": timeout_ms}, timeout_ms / 1000)
+    if reply.get("ok") is not True:
+        error = reply.get("error")
+        raise BarrierFailed(f"daemon: {error}" if isinstance(error, str) else "daemon error")
+    if reply.get("plan") != plan_digest:
+        raise BarrierFailed("daemon has a different plan")
+    try:
+        return BarrierResult(
+            generation=int(reply["generation"]),
+            instance=str(reply["instance"]),
+            lane=str(reply["lane"]),
+            backend=str(reply["backend"]),
+            backend_reason=_opt_str(reply.get("backend_reason")),
+            degraded=_opt_str(reply.get("degraded")),
+            reconciled=bool(reply.get("reconciled")),
+            reconcile_ms=_opt_float(reply.get("reconcile_ms")),
+            barrier_ms=round((time.monotonic() - started) * 1000, 3),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BarrierFailed("daemon error: malformed reply") from exc
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _opt_float(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+# -- spawn ------------------------------------------------------------------------
+
+
+def spawn(project_root: Path, paths: rt.RuntimePaths, *, ignore_cache: bool = False) -> str | None:
+    """Start a daemon unless that is known to fail or already under way.
+
+    Returns None when a daemon was launched, else why not (a freshness
+    reason). Every failure to persist the runtime folder or the claim is
+    cached so the next commands do not try again within the back-off window.
+    """
+    if not ignore_cache and rt.spawn_failure(paths) is not None:
+        return SPAWN_CACHED
+    try:
+        rt.ensure_private_dir(paths.dir)
+    except OSError as exc:
+        return _failed(paths, f"runtime folder {paths.dir}: {exc.strerror or exc}")
+    token = secrets.token_hex(8)
+    claimed = _claim(paths, token)
+    if claimed is not None:
+        return claimed
+    try:
+        subprocess.Popen(  # fixed argv, no shell
+            [sys.executable, "-m", "ctindex.daemon", "--project", os.fspath(project_root),
+             "--claim", token],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True, cwd="/",
+        )
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(paths.claim)
+        return _failed(paths, f"spawn: {exc.strerror or exc}")
+    return None
+
+
+def _claim(paths: rt.RuntimePaths, token: str) -> str | None:
+    """Create the startup claim atomically (O_EXCL); None when we hold it."""
+    record = json.dumps({"token": token, "time": time.time(), "pid": os.getpid()}).encode()
+    for _attempt in range(2):
+        try:
+            fd = os.open(paths.claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            if not _claim_stale(paths.claim):
+                return "daemon starting"
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(paths.claim)  # launcher died before its daemon took the lock
+            continue
+        except OSError as exc:
+            return _failed(paths, f"claim {paths.claim}: {exc.strerror or exc}")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(record)
+        except OSError as exc:  # ENOSPC, EIO: the claim is not persisted
+            with contextlib.suppress(OSError):
+                os.unlink(paths.claim)
+            return _failed(paths, f"claim {paths.claim}: {exc.strerror or exc}")
+        return None
+    return "daemon starting"
+
+
+def _claim_stale(path: Path) -> bool:
+    try:
+        age = time.time() - os.lstat(path).st_mtime
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return age > CLAIM_STALE_S or age < -CLAIM_STALE_S  # future mtime: clock moved back
+
+
+def _failed(paths: rt.RuntimePaths, error: str) -> str:
+    rt.record_spawn_failure(paths, error)
+    return f"spawn failed: {error}"
+
+
+# -- status (for `status` and `watch status`) --------------------------------------
+
+
+def lock_held(paths: rt.RuntimePaths) -> bool:
+    """True while some process holds the daemon lock (the only proof of life)."""
+    import portalocker
+
+    try:
+        fh = open(paths.lock, encoding="utf-8")  # noqa: SIM115 (closed below)
+    except OSError:
+        return False
+    try:
+        portalocker.lock(fh, portalocker.LOCK_SH | portalocker.LOCK_NB)
+    except portalocker.exceptions.LockException:
+        return True
+    finally:
+        fh.close()  # closing drops our probe lock, if we got it
+    return False
+
+
+def watcher_status(project: Any, timeout: float = 0.5) -> dict[str, Any]:
+    """The daemon's live status, else the last record on disk marked
+    `unavailable`; always with the cached spawn failure, if any."""
+    paths = rt.RuntimePaths.for_project(project)
+    status: dict[str, Any]
+    live = False
+    try:
+        reply = request(paths, {"op": "status"}, timeout)
+        status = dict(reply["status"]) if reply.get("ok") is True else {}
+        live = bool(status)
+    except (BarrierFailed, KeyError, TypeError, ValueError):
+        status = {}
+    if not live:
+        status = rt.read_json(paths.status) or {}
+        held = lock_held(paths)
+        if held:
+            status["lane"] = status.get("lane", "unavailable")
+            status["responsive"] = False
+        else:
+            status["lane"] = "unavailable"
+            status.setdefault("stop_reason", None)
+    status["running"] = live or bool(status.get("responsive") is False)
+    status["responsive"] = live
+    status["spawn_failure"] = rt.spawn_failure(paths)
+    status["socket"] = os.fspath(paths.socket)
+    status["runtime_dir"] = os.fspath(paths.dir)
+    return status
+
+
+def stop(project: Any, wait: float = 5.0) -> dict[str, Any]:
+    """Ask the daemon to stop over the socket; if it does not answer but the
+    lock is held, SIGTERM the holder after proving its identity (pid, start
+    time and instance token of the status record, see _verified_pid)."""
+    paths = rt.RuntimePaths.for_project(project)
+    how = "not running"
+    try:
+        reply = request(paths, {"op": "stop"}, 1.0)
+        if reply.get("ok") is True:
+            how = "stop request"
+    except BarrierFailed:
+        pass
+    if how == "not running" and lock_held(paths):
+        pid = _verified_pid(paths)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 15)
+                how = "SIGTERM"
+        else:
+            how = "unidentified lock holder"
+    deadline = time.monotonic() + wait
+    while lock_held(paths) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stopped = not lock_held(paths)
+    return {"stopped": stopped, "how": how}
+
+
+def _verified_pid(paths: rt.RuntimePaths) -> int | None:
+    """The pid from status.json, only if that process started when the record
+    says and its lock file names the same instance token."""
+    import psutil
+
+    status = rt.read_json(paths.status) or {}
+    pid, started, instance = status.get("pid"), status.get("started"), status.get("instance")
+    if not isinstance(pid, int) or not isinstance(started, (int, float)):
+        return None
+    try:
+        created = psutil.Process(pid).create_time()
+        holder = paths.lock.read_text(encoding="utf-8").split()
+    except (psutil.Error, OSError):
+        return None
+    if abs(created - started) > 2.0 or holder[1:2] != [instance]:
+        return None
+    return pid
+
+
+__all__ = ["BarrierFailed", "BarrierResult", "barrier", "request", "spawn", "stop",
+           "watcher_status"]

@@ -1,0 +1,32 @@
+"""Entry point of the daemon process, started by ctindex.client without a shell,
+with no inherited standard streams, in its own session."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ctindex.daemon")
+    parser.add_argument("--project", required=True, help="project root folder")
+    parser.add_argument("--claim", default=None, help="token of the launcher's startup claim")
+    args = parser.parse_args(argv)
+
+    from ctindex import runtime as rt
+    from ctindex.daemon.engine import RealEngine
+    from ctindex.daemon.lifecycle import Daemon
+    from ctindex.project import Project
+
+    project = Project.at(args.project)
+    paths = rt.RuntimePaths.for_project(project)
+    try:
+        Daemon(project, paths, RealEngine(project), args.claim).run()
+    except Exception as exc:  # before the lock/log exist: all we can do is back clients off
+        rt.record_spawn_failure(paths, f"daemon start: {type(exc).__name__}: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""The daemon's view of the layers below it: plan, watcher, indexer.
+
+Kept in one small adapter so the lifecycle loop can be driven by a fake in
+unit tests, and so the calls into teammates' modules live in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from backends.base import Watcher
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What one reconciliation (full or narrowed) did."""
+
+    generation: int
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    entries_visited: int = 0
+    duration_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """The parts of the effective plan the daemon acts on."""
+
+    plan: Any
+    digest: str
+    debounce_ms: int
+    audit_seconds: int
+    idle_seconds: int
+    memory_ceiling: int
+    barrier_timeout_ms: int
+
+
+class Engine(Protocol):
+    def load_plan(self) -> PlanView: ...
+
+    def open_watcher(self, view: PlanView, cookie_key: str) -> Watcher: ...
+
+    def reconcile(self, view: PlanView) -> Applied: ...
+
+    def reconcile_paths(self, view: PlanView, keys: list[str]) -> Applied: ...
+
+    def generation(self) -> int: ...
+
+    def config_stamp(self) -> tuple[int, int, int] | None: ...
+
+    def indexed(self, key: str) -> bool | None: ...
+
+
+class RealEngine:
+    """ctindex.plan + backends.open_watcher + ctindex.indexer."""
+
+    def __init__(self, project: Any) -> None:
+        self.project = project
+
+    def load_plan(self) -> PlanView:
+        from ctindex.plan import load_plan
+
+        plan = load_plan(self.project)
+        s = plan.settings
+        return PlanView(plan, plan.digest(), s.debounce_ms, s.audit_seconds, s.idle_seconds,
+                        s.max_daemon_memory_bytes, s.barrier_timeout_ms)
+
+    def open_watcher(self, view: PlanView, cookie_key: str) -> Watcher:
+        from backends import open_watcher
+
+        flt = view.plan.path_filter()
+        return open_watcher(self.project.root, list(flt.roots()), flt.descend, cookie_key)
+
+    def reconcile(self, view: PlanView) -> Applied:
+        from ctindex import indexer
+
+        return _applied(indexer.update(self.project, view.plan))
+
+    def reconcile_paths(self, view: PlanView, keys: list[str]) -> Applied:
+        from ctindex import indexer
+
+        return _applied(indexer.update_paths(self.project, view.plan, keys))
+
+    def generation(self) -> int:
+        from ctindex import indexer
+
+        return int(indexer.current_generation(self.project))
+
+    def config_stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = self.project.config_path.stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def indexed(self, key: str) -> bool | None:
+        return None
+
+
+def _applied(result: Any) -> Applied:
+    metrics = result.metrics
+    return Applied(
+        generation=int(result.generation),
+        added=len(result.added),
+        changed=len(result.changed),
+        removed=len(result.removed),
+        entries_visited=int(metrics.entries_visited),
+        duration_ms=float(metrics.duration_ms),
+    )

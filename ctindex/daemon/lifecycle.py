@@ -1,0 +1,597 @@
+"""The watcher daemon: one process per project, one selector loop, no threads.
+
+Everything happens on one thread on purpose: the watcher fd, the listening
+socket, client sockets and a signal wake-up socket all go through one
+selector, so there is no locking between "events read" and "barrier answered"
+(the order of those two is the whole point of the barrier).
+
+Order of startup (spec §8): take the lock (the only authority), open the
+watcher *before* the initial full reconciliation (so nothing that changes
+during it is missed), bind the socket, then drop the launcher's claim.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import secrets
+import selectors
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from ctindex import runtime as rt
+from ctindex.daemon.dirtyset import DirtySet, Pending
+from ctindex.daemon.engine import Applied, Engine, PlanView
+from ctindex.daemon.log import LifecycleLog
+from ctindex.daemon.server import Connection, IpcServer
+from ctindex.project import INDEX_KEY
+
+HEARTBEAT_S = 1.0
+LOCK_ATTEMPTS = 5  # a `watch status` probe can hold the lock for an instant
+LOCK_RETRY_S = 0.02
+GAP_SKEW_S = 2.0  # wall clock moved this much more than the monotonic one: suspend/jump
+GAP_LATE_S = 10.0  # a heartbeat this late: the process was stopped or starved
+ERROR_RETRY_S = 5.0  # after an indexing error, wait before trying again
+BARRIER_SHARE = 0.8  # answer within this share of the client's budget
+POLL_WAIT_S = 0.05  # poll-lane watcher has no fd: how often to look for cookies
+AUDIT_JITTER = 0.25
+
+
+@dataclass
+class Waiter:
+    conn: Connection
+    started: float
+    deadline: float
+    seen: bool = False
+
+
+@dataclass
+class Stats:
+    generation: int = 0
+    reconciles: int = 0
+    entries_visited_total: int = 0
+    last_reconcile: dict[str, Any] | None = None
+    batches: int = 0
+    last_batch: dict[str, Any] | None = None
+    barriers: int = 0
+    barrier_failures: int = 0
+    last_error: str | None = None
+
+
+class Daemon:
+    def __init__(self, project: Any, paths: rt.RuntimePaths, engine: Engine,
+                 claim_token: str | None = None, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.project = project
+        self.paths = paths
+        self.engine = engine
+        self.claim_token = claim_token
+        self.clock = clock
+        self.wall = wall
+        self.stop_reason: str | None = None
+        self.stats = Stats()
+        self.instance = secrets.token_hex(8)  # identity: a PID alone is not
+        self.pid = os.getpid()
+        self.started_wall = wall()
+        self.log: LifecycleLog | None = None
+        self.sel = selectors.DefaultSelector()
+        self.watcher: Any = None
+        self.server: IpcServer | None = None
+        self.view: PlanView | None = None
+        self.dirty = DirtySet(0.15)
+        self.waiters: dict[str, Waiter] = {}
+        self.seq = 0
+        self.last_activity = clock()
+        self.error_until = 0.0
+        self.next_audit = float("inf")
+        self.config_stamp: tuple[int, int, int] | None = None
+        self.rss: int | None = None
+        self.cookie_key = ""
+        self._watch_fd: int | None = None
+        self._wake: tuple[socket.socket, socket.socket] | None = None
+        self._last_beat = (clock(), self.started_wall)
+
+    @property
+    def plan(self) -> PlanView:
+        assert self.view is not None, "plan used before load"
+        return self.view
+
+    def run(self) -> str | None:
+        """Serve until a stop condition; return the stop reason, or None when
+        another process holds the lock (then nothing was touched)."""
+        os.umask(0o077)
+        rt.ensure_private_dir(self.paths.dir)
+        lock = _acquire(self.paths.lock)
+        if lock is None:
+            self._drop_claim()  # the holder is alive: this claim served its purpose
+            return None
+        self.log = LifecycleLog(self.paths.log, f"pid={self.pid} instance={self.instance}")
+        try:
+            lock.write(f"{self.pid} {self.instance}\n")
+            lock.flush()
+            self._serve()
+        except BaseException as exc:  # exceptional exit: log detail, never content
+            self.stop_reason = self.stop_reason or "error"
+            self._log("exit", error=f"{type(exc).__name__}: {exc}", where=_where(exc))
+            if self.server is None:  # failed before serving: make clients back off
+                rt.record_spawn_failure(self.paths, f"daemon start: {type(exc).__name__}: {exc}")
+        finally:
+            self._shutdown()
+            lock.close()  # releases the OS lock last: status is final by now
+        return self.stop_reason
+
+    # -- startup and loop ------------------------------------------------------
+
+    def _serve(self) -> None:
+        wake_r, wake_w = socket.socketpair()
+        wake_r.setblocking(False)
+        wake_w.setblocking(False)
+        self._wake = (wake_r, wake_w)
+        self._wake_r = wake_r
+        signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, self._on_signal)
+        self.sel.register(wake_r, selectors.EVENT_READ, "wake")
+
+        self.view = self.engine.load_plan()
+        self.dirty.debounce_s = self.view.debounce_ms / 1000
+        self.config_stamp = self.engine.config_stamp()
+        self.next_audit = self._audit_due(self.clock())
+        self.last_activity = self.clock()
+        cookies = os.path.relpath(self.paths.cookies, self.project.root)
+        self.cookie_key = cookies.replace(os.sep, "/")
+        rt.ensure_private_dir(self.paths.cookies)
+        _clear_folder(self.paths.cookies)
+        self._open_watcher()
+        if self.paths.socket_is_fallback:
+            rt.ensure_fallback_dir(self.paths)
+        server = IpcServer(self.paths.socket, self.sel, self._on_request, self.clock)
+        server.start()
+        self.server = server
+        self._drop_claim()
+        self._log("start", backend=self.watcher.name, socket=self.paths.socket)
+        self.dirty.request_rescan("startup")
+        self._write_status("reconcile")
+        self._apply(self.dirty.take())
+        self._last_beat = (self.clock(), self.wall())
+        self._heartbeat()
+        while self.stop_reason is None:
+            self._tick()
+
+    def _tick(self) -> None:
+        now = self.clock()
+        timeout = max(0.0, self._next_wakeup(now) - now)
+        for key, mask in self.sel.select(timeout):
+            if key.data == "watcher":
+                self._drain_watcher()
+            elif key.data == "wake":
+                with contextlib.suppress(OSError):
+                    while self._wake_r.recv(256):
+                        pass
+            elif self.server is not None:
+                self.server.on_event(key.data, mask)
+        if self.stop_reason is not None:
+            return
+        now = self.clock()
+        if self.waiters and self.watcher.fileno() is None:
+            self._drain_watcher()
+        self._expire_waiters(now)
+        self._answer_barriers()
+        if self.server is not None:
+            self.server.expire(now)
+        if self.dirty.ready(now) and now >= self.error_until:
+            self._apply(self.dirty.take())
+        if now >= self._last_beat[0] + HEARTBEAT_S:
+            self._heartbeat()
+
+    def _next_wakeup(self, now: float) -> float:
+        times = [self._last_beat[0] + HEARTBEAT_S]
+        deadline = self.dirty.deadline()
+        if deadline is not None:
+            times.append(max(deadline, self.error_until))
+        if self.server is not None and self.server.next_deadline() is not None:
+            times.append(self.server.next_deadline() or now)
+        if self.waiters:
+            times.append(min(w.deadline for w in self.waiters.values()))
+            if self.watcher.fileno() is None:
+                times.append(now + POLL_WAIT_S)
+        return min(times)
+
+    # -- watcher ---------------------------------------------------------------
+
+    def _open_watcher(self) -> None:
+        self.watcher = self.engine.open_watcher(self.plan, self.cookie_key)
+        self._watch_fd = None
+        self._sync_watcher_fd()
+
+    def _sync_watcher_fd(self) -> None:
+        """The watcher's fd can change (a lane switch): keep the selector current."""
+        fd = self.watcher.fileno()
+        if fd == self._watch_fd:
+            return
+        if self._watch_fd is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.sel.unregister(self._watch_fd)
+        if fd is not None:
+            self.sel.register(fd, selectors.EVENT_READ, "watcher")
+        self._watch_fd = fd
+
+    def _drain_watcher(self) -> None:
+        batch = self.watcher.read(0.0)
+        self._sync_watcher_fd()
+        now = self.clock()
+        if batch.rescan:
+            self.dirty.request_rescan(batch.reason or "rescan", now)
+        if batch.paths:
+            # Our own index writes must never feed back as content changes.
+            self.dirty.add((k for k in batch.paths if not _is_ours(k)), now)
+        for name in batch.cookies:
+            waiter = self.waiters.get(name)
+            if waiter is not None:
+                waiter.seen = True
+            with contextlib.suppress(OSError):
+                os.unlink(self.paths.cookies / name)
+
+    def _replan(self) -> None:
+        """Reload the plan; a changed digest means new roots and a full pass."""
+        view = self.engine.load_plan()
+        changed = view.digest != self.plan.digest
+        self.view = view
+        self.dirty.debounce_s = view.debounce_ms / 1000
+        self.config_stamp = self.engine.config_stamp()
+        if changed:
+            if self._watch_fd is not None:
+                with contextlib.suppress(KeyError, ValueError):
+                    self.sel.unregister(self._watch_fd)
+            self.watcher.close()
+            self._open_watcher()
+            self.dirty.request_rescan("plan-changed", self.clock())
+
+    # -- requests and barriers -------------------------------------------------
+
+    def _on_request(self, conn: Connection, request: dict[str, Any]) -> None:
+        assert self.server is not None
+        op = request["op"]
+        now = self.clock()
+        if op == "barrier":
+            self.last_activity = now
+            self._start_barrier(conn, request, now)
+        elif op == "status":
+            self.server.reply(conn, {"ok": True, "status": self._status_record(self._lane())})
+        elif op == "ping":
+            self.server.reply(conn, {"ok": True, "instance": self.instance, "pid": self.pid})
+        elif op == "stop":
+            self.server.reply(conn, {"ok": True, "instance": self.instance})
+            self.stop_reason = "stop-request"
+        else:
+            self.server.reply(conn, {"ok": False, "error": "unknown op"})
+
+    def _start_barrier(self, conn: Connection, request: dict[str, Any], now: float) -> None:
+        assert self.server is not None
+        self.stats.barriers += 1
+        digest = request.get("plan")
+        if isinstance(digest, str) and digest != self.plan.digest:
+            self._replan()  # the client sees a different plan: ours may be stale
+        budget_ms = request.get("timeout_ms")
+        if not isinstance(budget_ms, int) or isinstance(budget_ms, bool):
+            budget_ms = self.plan.barrier_timeout_ms
+        budget = min(max(budget_ms, 10), 10_000) / 1000
+        self.seq += 1
+        name = f"{self.instance}-{self.seq}"
+        try:
+            fd = os.open(self.paths.cookies / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.close(fd)
+        except OSError as exc:
+            self._fail_barrier(conn, f"cookie: {exc.strerror or exc}")
+            return
+        waiter = Waiter(conn, now, now + budget * BARRIER_SHARE)
+        self.waiters[name] = waiter
+        self.server.extend(conn, now + budget + 0.5)
+        if self.watcher.fileno() is None:
+            self._drain_watcher()
+
+    def _expire_waiters(self, now: float) -> None:
+        for name, waiter in list(self.waiters.items()):
+            if not waiter.seen and waiter.deadline <= now:
+                del self.waiters[name]
+                with contextlib.suppress(OSError):
+                    os.unlink(self.paths.cookies / name)
+                self._fail_barrier(waiter.conn, "cookie not seen in time")
+                # The watcher did not deliver our own event: distrust it.
+                self.dirty.request_rescan("cookie-timeout", now)
+
+    def _answer_barriers(self) -> None:
+        ready = [n for n, w in self.waiters.items() if w.seen]
+        if not ready:
+            return
+        waiters = [self.waiters.pop(n) for n in ready]
+        now = self.clock()
+        pending = self.dirty.take()  # no debounce wait for a barrier
+        full = pending.rescan
+        if full:
+            remaining = min(w.deadline for w in waiters) - now
+            last = self.stats.last_reconcile
+            expected = (last or {}).get("duration_ms", 0.0) / 1000
+            if expected > remaining:
+                # Cannot finish in time: let the clients reconcile themselves now
+                # rather than time out, then do the full pass anyway.
+                for w in waiters:
+                    self._fail_barrier(w.conn, "reconcile pending")
+                self._apply(pending)
+                return
+        ok = self._apply(pending) if (pending.rescan or pending.paths) else True
+        lane = self._lane()
+        for w in waiters:
+            if not ok:
+                self._fail_barrier(w.conn, "daemon error")
+                continue
+            assert self.server is not None
+            self.server.reply(w.conn, {
+                "ok": True,
+                "generation": self.stats.generation,
+                "instance": self.instance,
+                "lane": lane,
+                "backend": self.watcher.name,
+                "backend_reason": self.watcher.reason,
+                "degraded": self.watcher.degraded,
+                "plan": self.plan.digest,
+                "reconciled": full,
+                "reconcile_ms": (self.stats.last_reconcile or {}).get("duration_ms") if full
+                else None,
+                "barrier_ms": round((self.clock() - w.started) * 1000, 3),
+            })
+
+    def _fail_barrier(self, conn: Connection, reason: str) -> None:
+        self.stats.barrier_failures += 1
+        if self.server is not None:
+            self.server.reply(conn, {"ok": False, "error": reason, "instance": self.instance})
+
+    # -- applying changes ------------------------------------------------------
+
+    def _apply(self, pending: Pending) -> bool:
+        """Run the narrowed or full reconciliation for `pending`; on failure
+        put it back and wait ERROR_RETRY_S (never a busy loop)."""
+        if not pending.rescan and not pending.paths:
+            return True
+        started = self.clock()
+        if not pending.rescan:
+            self._write_status("dirty")
+        try:
+            if pending.rescan:
+                applied = self.engine.reconcile(self.plan)
+            else:
+                applied = self.engine.reconcile_paths(self.plan, pending.paths)
+        except Exception as exc:
+            from ctindex.errors import PolicyError
+
+            if isinstance(exc, PolicyError):
+                self.stop_reason = "policy-error"
+                self._log("policy-error", detail=str(exc))
+                return False
+            self.stats.last_error = f"{type(exc).__name__}: {exc}"
+            self.dirty.restore(pending, self.clock())
+            self.error_until = self.clock() + ERROR_RETRY_S
+            return False
+        done = self.clock()
+        self._record(pending, applied, started, done)
+        self.stats.last_error = None
+        self._write_status(self._lane())
+        return True
+
+    def _record(self, pending: Pending, applied: Applied, started: float, done: float) -> None:
+        self.stats.generation = applied.generation
+        elapsed = round((done - started) * 1000, 3)
+        if pending.rescan:
+            self.stats.reconciles += 1
+            self.stats.entries_visited_total += applied.entries_visited
+            self.stats.last_reconcile = {
+                "reason": pending.reason, "duration_ms": elapsed,
+                "entries_visited": applied.entries_visited, "at": self.wall(),
+            }
+            self.next_audit = self._audit_due(done)
+        else:
+            self.stats.batches += 1
+            latency = None
+            if pending.first_event is not None:
+                latency = round((done - pending.first_event) * 1000, 3)
+            self.stats.last_batch = {
+                "duration_ms": elapsed, "paths": len(pending.paths),
+                "added": applied.added, "changed": applied.changed,
+                "removed": applied.removed, "latency_ms": latency, "at": self.wall(),
+            }
+
+    # -- heartbeat -------------------------------------------------------------
+
+    def _heartbeat(self) -> None:
+        mono, wall = self.clock(), self.wall()
+        last_mono, last_wall = self._last_beat
+        self._last_beat = (mono, wall)
+        if abs((wall - last_wall) - (mono - last_mono)) > GAP_SKEW_S or \
+                mono - last_mono > GAP_LATE_S:
+            # Suspend/resume or a clock jump: events may have been missed.
+            self.dirty.request_rescan("heartbeat-gap", mono)
+        if mono >= self.next_audit:
+            self.dirty.request_rescan("audit", mono)
+            self.next_audit = self._audit_due(mono)
+        stamp = self.engine.config_stamp()
+        if stamp != self.config_stamp:
+            self._replan()
+        self.rss = _rss()
+        if self.rss > self.plan.memory_ceiling:
+            self.stop_reason = "memory-limit"
+        elif mono - self.last_activity > self.plan.idle_seconds:
+            self.stop_reason = "idle"
+        self._write_status(self._lane())
+
+    def _audit_due(self, now: float) -> float:
+        audit = self.view.audit_seconds if self.view is not None else 300
+        return now + audit * random.uniform(1 - AUDIT_JITTER, 1 + AUDIT_JITTER)
+
+    # -- status ----------------------------------------------------------------
+
+    def _lane(self) -> str:
+        if self.stop_reason is not None:
+            return "unavailable"
+        if self.dirty.rescan_reason is not None or self.watcher.name == "poll":
+            return "reconcile"
+        if len(self.dirty):
+            return "dirty"
+        return "clean"
+
+    def _status_record(self, lane: str) -> dict[str, Any]:
+        mono, wall = self.clock(), self.wall()
+        view = self.view
+        pending = _classify(self.dirty.paths(), self.project.root, self.engine.indexed)
+        return {
+            "version": 1,
+            "pid": self.pid,
+            "instance": self.instance,
+            "started": self.started_wall,
+            "lane": lane,
+            "backend": self.watcher.name if self.watcher else None,
+            "backend_reason": self.watcher.reason if self.watcher else None,
+            "degraded": self.watcher.degraded if self.watcher else None,
+            "generation": self.stats.generation,
+            "plan": view.digest if view else None,
+            "heartbeat": {"wall": wall, "monotonic": mono},
+            "dirty_paths": len(self.dirty),
+            "rescan_reason": self.dirty.rescan_reason,
+            "pending": pending,
+            "reconciles": self.stats.reconciles,
+            "entries_visited_total": self.stats.entries_visited_total,
+            "last_reconcile": self.stats.last_reconcile,
+            "batches": self.stats.batches,
+            "last_batch": self.stats.last_batch,
+            "barriers": self.stats.barriers,
+            "barrier_failures": self.stats.barrier_failures,
+            "refused_peers": self.server.refused if self.server else 0,
+            "last_error": self.stats.last_error,
+            "rss_bytes": getattr(self, "rss", None),
+            "physical_memory_bytes": _physical_memory(),
+            "memory_ceiling_bytes": view.memory_ceiling if view else None,
+            "idle_seconds": view.idle_seconds if view else None,
+            "socket": os.fspath(self.paths.socket),
+            "stop_reason": self.stop_reason,
+            "stopped": wall if self.stop_reason else None,
+        }
+
+    def _write_status(self, lane: str) -> None:
+        with contextlib.suppress(OSError):
+            rt.write_json(self.paths.status, self._status_record(lane))
+
+    # -- shutdown --------------------------------------------------------------
+
+    def _log(self, event: str, **fields: object) -> None:
+        if self.log is not None:
+            self.log.line(event, **fields)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = f"signal {signal.Signals(signum).name}"
+
+    def _drop_claim(self) -> None:
+        """Remove the launcher's claim, but only the one naming our token."""
+        if self.claim_token is None:
+            return
+        record = rt.read_json(self.paths.claim)
+        if record is not None and record.get("token") == self.claim_token:
+            with contextlib.suppress(OSError):
+                os.unlink(self.paths.claim)
+
+    def _shutdown(self) -> None:
+        reason = self.stop_reason or "error"
+        self.stop_reason = reason
+        for waiter in self.waiters.values():
+            self._fail_barrier(waiter.conn, "daemon stopping")
+        if self.server is not None:
+            self.server.close()
+        if self.watcher is not None:
+            with contextlib.suppress(Exception):
+                self.watcher.close()
+        with contextlib.suppress(OSError):
+            _clear_folder(self.paths.cookies)
+        self._write_status("unavailable")
+        self._log("stop", reason=reason)
+        if self.log is not None:
+            self.log.close()
+        with contextlib.suppress(ValueError, OSError):
+            signal.set_wakeup_fd(-1)
+        for sock in self._wake or ():
+            sock.close()
+        self.sel.close()
+
+
+def _acquire(path: Path) -> IO[str] | None:
+    """The singleton lock, non-blocking (a few quick retries, see LOCK_ATTEMPTS)."""
+    import portalocker
+
+    fh = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the daemon's life)
+    for attempt in range(LOCK_ATTEMPTS):
+        try:
+            portalocker.lock(fh, portalocker.LOCK_EX | portalocker.LOCK_NB)
+        except portalocker.exceptions.LockException:
+            if attempt + 1 < LOCK_ATTEMPTS:
+                time.sleep(LOCK_RETRY_S)
+            continue
+        fh.seek(0)
+        fh.truncate()
+        return fh
+    fh.close()
+    return None
+
+
+def _is_ours(key: str) -> bool:
+    return key == INDEX_KEY or key.startswith(INDEX_KEY + "/")
+
+
+def _clear_folder(folder: Path) -> None:
+    with os.scandir(folder) as it:
+        for entry in it:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+
+
+def _classify(keys: list[str], root: Path,
+              indexed: Callable[[str], bool | None]) -> dict[str, int]:
+    """Pending add/change/remove counts: gone -> remove; present and already
+    indexed (when the engine can tell) -> change; otherwise add."""
+    counts = {"add": 0, "change": 0, "remove": 0}
+    for key in keys:
+        if not os.path.lexists(os.path.join(root, key)):
+            counts["remove"] += 1
+        elif indexed(key) is False:
+            counts["add"] += 1
+        else:
+            counts["change"] += 1
+    return counts
+
+
+def _rss() -> int:
+    import psutil
+
+    return int(psutil.Process().memory_info().rss)
+
+
+def _physical_memory() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except Exception:  # psutil can fail in odd containers; the figure is informational
+        return None
+
+
+def _where(exc: BaseException) -> str:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "?"
+    return f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"

@@ -1,0 +1,46 @@
+"""daemon.log: lifecycle lines only (spec §8).
+
+Start, stop reason and exceptional-exit detail; never query text, file
+content or per-event activity. Rotation at 32 KiB keeping two older files is
+exactly what the standard library's RotatingFileHandler does, so it is used
+rather than re-implemented.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import time
+from pathlib import Path
+
+MAX_BYTES = 32 * 1024
+BACKUPS = 2
+
+
+class LifecycleLog:
+    def __init__(self, path: Path, prefix: str = "") -> None:
+        self._logger = logging.getLogger(f"ctindex.daemon.{path}")
+        self._logger.propagate = False
+        self._logger.setLevel(logging.INFO)
+        self._handler = logging.handlers.RotatingFileHandler(
+            path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8", delay=True
+        )
+        self._handler.setFormatter(logging.Formatter("%(message)s"))
+        self._logger.addHandler(self._handler)
+        self._prefix = prefix
+
+    def line(self, event: str, **fields: object) -> None:
+        """One line: UTC time, prefix (pid/instance), event, key=value fields."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        extra = " ".join(f"{k}={_clean(v)}" for k, v in fields.items())
+        self._logger.info(" ".join(p for p in (stamp, self._prefix, event, extra) if p))
+
+    def close(self) -> None:
+        self._logger.removeHandler(self._handler)
+        self._handler.close()
+
+
+def _clean(value: object) -> str:
+    """Single-line, bounded field value (exception text can be long or multi-line)."""
+    text = str(value).replace("\n", " ").replace("\r", " ")
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -1,0 +1,211 @@
+"""The daemon's IPC endpoint: a Unix socket served from the selector loop.
+
+One request per connection: a single JSON line of at most MAX_REQUEST bytes,
+answered with a single JSON line. Sockets are non-blocking with a buffer and
+a deadline per connection, so a half-written, oversized or malformed request
+or a client that never reads only costs its own connection. Only the owning
+user is served: the folder is 0700 and every peer's SO_PEERCRED uid is
+checked (the kernel records it at connect time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import socket
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAX_REQUEST = 4096
+READ_DEADLINE_S = 1.0  # to deliver a complete request line
+WRITE_DEADLINE_S = 1.0  # to take the reply once it is ready
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end (Linux SO_PEERCRED)."""
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    except OSError:
+        return None
+    return _UCRED.unpack(raw)[1]
+
+
+@dataclass(eq=False)
+class Connection:
+    sock: socket.socket
+    deadline: float
+    inbuf: bytearray = field(default_factory=bytearray)
+    outbuf: bytes = b""
+    request: dict[str, Any] | None = None  # set once a full line parsed
+    closed: bool = False
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+
+Handler = Callable[[Connection, dict[str, Any]], None]
+
+
+class IpcServer:
+    """Owns the listening socket and its connections; the lifecycle loop
+    dispatches selector events here and answers requests through reply()."""
+
+    def __init__(self, path: Path, selector: selectors.BaseSelector, handler: Handler,
+                 clock: Callable[[], float]) -> None:
+        self.path = path
+        self._sel = selector
+        self._handler = handler
+        self._clock = clock
+        self._conns: set[Connection] = set()
+        self._listener: socket.socket | None = None
+        self._ident: tuple[int, int] | None = None
+        self.refused = 0  # peers turned away by the uid check (status metric)
+
+    # -- listening -----------------------------------------------------------
+
+    def start(self) -> None:
+        """Bind, replacing a stale socket file: only the lock holder gets here,
+        so whatever is at the path was left by a dead daemon."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(os.fspath(self.path))
+            os.chmod(self.path, 0o600)
+            sock.listen(64)
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        st = os.lstat(self.path)
+        self._ident = (st.st_dev, st.st_ino)
+        self._listener = sock
+        self._sel.register(sock, selectors.EVENT_READ, self)
+
+    def close(self) -> None:
+        for conn in list(self._conns):
+            self._drop(conn)
+        if self._listener is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._sel.unregister(self._listener)
+            self._listener.close()
+            self._listener = None
+        # Remove the path only if it is still our socket (never a successor's).
+        with contextlib.suppress(OSError):
+            st = os.lstat(self.path)
+            if (st.st_dev, st.st_ino) == self._ident:
+                os.unlink(self.path)
+
+    # -- selector callbacks --------------------------------------------------
+
+    def on_event(self, obj: object, mask: int) -> None:
+        if obj is self:
+            self._accept()
+        elif isinstance(obj, Connection):
+            if mask & selectors.EVENT_READ:
+                self._read(obj)
+            if mask & selectors.EVENT_WRITE and not obj.closed:
+                self._flush(obj)
+
+    def expire(self, now: float) -> None:
+        """Drop connections past their deadline (slow or silent clients)."""
+        for conn in [c for c in self._conns if c.deadline <= now]:
+            self._drop(conn)
+
+    def next_deadline(self) -> float | None:
+        return min((c.deadline for c in self._conns), default=None)
+
+    def reply(self, conn: Connection, answer: dict[str, Any]) -> None:
+        """Queue one answer line; the connection closes once it is sent."""
+        if conn.closed:
+            return
+        conn.outbuf = (json.dumps(answer, separators=(",", ":")) + "\n").encode()
+        conn.deadline = self._clock() + WRITE_DEADLINE_S
+        self._flush(conn)
+
+    def extend(self, conn: Connection, deadline: float) -> None:
+        """Let a handler keep a connection open until `deadline` (a barrier)."""
+        conn.deadline = deadline
+
+    @property
+    def connections(self) -> int:
+        return len(self._conns)
+
+    # -- internals -----------------------------------------------------------
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # EMFILE and friends: try again on the next wakeup
+                return
+            if peer_uid(sock) != os.getuid():
+                self.refused += 1
+                sock.close()
+                continue
+            sock.setblocking(False)
+            conn = Connection(sock, self._clock() + READ_DEADLINE_S)
+            self._conns.add(conn)
+            self._sel.register(sock, selectors.EVENT_READ, conn)
+
+    def _read(self, conn: Connection) -> None:
+        try:
+            chunk = conn.sock.recv(MAX_REQUEST + 1 - len(conn.inbuf))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._drop(conn)
+            return
+        if not chunk:  # peer went away (before or after asking)
+            self._drop(conn)
+            return
+        if conn.request is not None:
+            return  # one request per connection; ignore trailing bytes
+        conn.inbuf += chunk
+        line, sep, _ = conn.inbuf.partition(b"\n")
+        if not sep:
+            if len(conn.inbuf) > MAX_REQUEST:
+                self.reply(conn, {"ok": False, "error": "request too large"})
+            return
+        try:
+            request = json.loads(line)
+        except ValueError:
+            request = None
+        if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+            self.reply(conn, {"ok": False, "error": "malformed request"})
+            return
+        conn.request = request
+        conn.inbuf.clear()
+        self._handler(conn, request)
+
+    def _flush(self, conn: Connection) -> None:
+        try:
+            sent = conn.sock.send(conn.outbuf)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self._drop(conn)
+            return
+        conn.outbuf = conn.outbuf[sent:]
+        if conn.outbuf:
+            self._sel.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+        else:
+            self._drop(conn)
+
+    def _drop(self, conn: Connection) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        self._conns.discard(conn)
+        with contextlib.suppress(KeyError, ValueError):
+            self._sel.unregister(conn.sock)
+        conn.sock.close()

@@ -1,0 +1,215 @@
+"""Where the daemon's runtime files live, and how they are created safely.
+
+Everything here is on the query path (the client computes the socket path on
+every indexed search), so it imports only the standard library.
+
+Layout (spec §8, PRODUCT.md §3), all beneath the hard-excluded `.ct/okf/runtime/`:
+
+    daemon.lock     portalocker lock held for the daemon's whole life
+    spawn.claim     startup claim, created O_EXCL by the launching client
+    spawn.failed    cached spawn failure (time, error, count) for back-off
+    status.json     heartbeat + status record, replaced atomically
+    daemon.sock     the IPC endpoint (or a short per-user fallback, below)
+    daemon.log      lifecycle lines only, rotated at 32 KiB (.1, .2)
+    cookies/c/      barrier cookies, nested two levels like git's fsmonitor so
+                    creating one never changes the mtime of anything but `c`
+
+Folders are 0700 and files 0600: the daemon sets umask 077, the client passes
+explicit modes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# sockaddr_un.sun_path is 108 bytes on Linux including the terminating NUL.
+SUN_PATH_MAX = 107
+FALLBACK_BASE = Path("/tmp")
+
+
+class UnsafeRuntimeDir(OSError):
+    """A runtime folder exists but is not safe to use (wrong owner, symlink, mode)."""
+
+
+@dataclass(frozen=True)
+class RuntimePaths:
+    root: Path  # the project root (identity for the short-path hash)
+    dir: Path  # .ct/okf/runtime
+
+    @classmethod
+    def for_project(cls, project: Any) -> RuntimePaths:
+        """Paths for a ctindex.project.Project (or anything with `.root`)."""
+        root = Path(project.root)
+        runtime = getattr(project, "runtime_dir", None)
+        return cls(root, Path(runtime) if runtime else root / ".ct" / "okf" / "runtime")
+
+    @property
+    def lock(self) -> Path:
+        return self.dir / "daemon.lock"
+
+    @property
+    def claim(self) -> Path:
+        return self.dir / "spawn.claim"
+
+    @property
+    def failed(self) -> Path:
+        return self.dir / "spawn.failed"
+
+    @property
+    def status(self) -> Path:
+        return self.dir / "status.json"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "daemon.log"
+
+    @property
+    def cookies(self) -> Path:
+        return self.dir / "cookies" / "c"
+
+    @property
+    def fallback_dir(self) -> Path:
+        """Short per-user folder for what cannot live in `dir` (long socket
+        paths, a spawn failure when `dir` itself is unwritable)."""
+        digest = hashlib.sha256(os.fsencode(self.root)).hexdigest()[:16]
+        return FALLBACK_BASE / f"ctindex-{os.getuid()}" / digest
+
+    @property
+    def fallback_failed(self) -> Path:
+        return self.fallback_dir / "spawn.failed"
+
+    @property
+    def socket(self) -> Path:
+        """The IPC endpoint: in `dir` when it fits in sun_path, else the fallback."""
+        local = self.dir / "daemon.sock"
+        if len(os.fsencode(local)) <= SUN_PATH_MAX:
+            return local
+        return self.fallback_dir / "daemon.sock"
+
+    @property
+    def socket_is_fallback(self) -> bool:
+        return self.socket != self.dir / "daemon.sock"
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create `path` (and parents) as 0700 folders; refuse one that is not ours.
+
+    A pre-existing folder must be a real directory (not a symlink) owned by us;
+    its group/other bits are cleared. Raises OSError (errno set) when the folder
+    cannot be created or is unsafe, so callers can tell EACCES/EROFS/ENOSPC.
+    """
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except FileExistsError as exc:  # the path is a file (or a dangling symlink)
+        raise UnsafeRuntimeDir(errno.ENOTDIR, "not a folder", os.fspath(path)) from exc
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise UnsafeRuntimeDir(errno.ENOTDIR, "not a real folder", os.fspath(path))
+    if st.st_uid != os.getuid():
+        raise UnsafeRuntimeDir(errno.EPERM, "folder owned by another user", os.fspath(path))
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def ensure_fallback_dir(paths: RuntimePaths) -> Path:
+    """The per-user short folder: /tmp/ctindex-<uid> must be ours and private
+    (it is shared /tmp, so someone could have pre-created it to spy on us)."""
+    ensure_private_dir(paths.fallback_dir.parent)
+    return ensure_private_dir(paths.fallback_dir)
+
+
+def write_atomic(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """Replace `path` with `data` via a 0600 temp sibling and rename, so a
+    reader sees the old or the new record, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: Path, record: dict[str, Any]) -> None:
+    write_atomic(path, (json.dumps(record, sort_keys=True) + "\n").encode())
+
+
+def read_json(path: Path, limit: int = 1 << 20) -> dict[str, Any] | None:
+    """A JSON object from `path`, or None when missing, unreadable or corrupt
+    (runtime files are hints: a bad one is treated as absent, never trusted)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit)
+        value = json.loads(data)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# -- spawn-failure cache (spec §8: a failed spawn is cached where possible) --
+
+BACKOFF_FIRST_S = 60.0
+BACKOFF_MAX_S = 3600.0
+
+
+def record_spawn_failure(paths: RuntimePaths, error: str, now: float | None = None) -> bool:
+    """Remember a failed spawn so later commands back off (60 s doubling to an
+    hour). Written in the runtime folder, or, when that is what failed, in the
+    per-user fallback folder. False when neither can be written."""
+    import time
+
+    now = time.time() if now is None else now
+    previous = _read_failure(paths)
+    count = int(previous.get("count", 0)) + 1 if previous else 1
+    window = min(BACKOFF_FIRST_S * 2 ** (count - 1), BACKOFF_MAX_S)
+    record = {"time": now, "error": error, "count": count, "retry_after": now + window}
+    with contextlib.suppress(OSError):
+        write_json(paths.failed, record)
+        return True
+    with contextlib.suppress(OSError):
+        ensure_fallback_dir(paths)
+        write_json(paths.fallback_failed, record)
+        return True
+    return False
+
+
+def spawn_failure(paths: RuntimePaths, now: float | None = None) -> dict[str, Any] | None:
+    """The cached failure while its back-off window is open, else None."""
+    import time
+
+    now = time.time() if now is None else now
+    record = _read_failure(paths)
+    if record is None:
+        return None
+    retry_after = record.get("retry_after")
+    if not isinstance(retry_after, (int, float)) or now >= retry_after:
+        return None
+    return record
+
+
+def clear_spawn_failure(paths: RuntimePaths) -> None:
+    for path in (paths.failed, paths.fallback_failed):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def _read_failure(paths: RuntimePaths) -> dict[str, Any] | None:
+    """The newest of the two possible records (a corrupt one counts as absent)."""
+    found = [r for r in (read_json(paths.failed), read_json(paths.fallback_failed))
+             if r is not None and isinstance(r.get("time"), (int, float))]
+    return max(found, key=lambda r: r["time"]) if found else None

@@ -1,0 +1,113 @@
+"""Helpers for the daemon tests: a fake engine (real watcher, recorded
+reconciliations, no index) and a forked daemon runner that always cleans up."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from backends import open_watcher
+from ctindex import runtime as rt
+from ctindex.daemon.engine import Applied, PlanView
+from ctindex.project import Project
+
+
+class FakeEngine:
+    """Records every reconciliation as a JSON line in `journal`."""
+
+    def __init__(self, root: Path, journal: Path, *, digest: str = "plan-1",
+                 idle_seconds: int = 60, ceiling: int = 1 << 40, debounce_ms: int = 30,
+                 roots: tuple[str, ...] = ("docs",), fail_paths: bool = False) -> None:
+        self.root = root
+        self.journal = journal
+        self.digest = digest
+        self.idle_seconds = idle_seconds
+        self.ceiling = ceiling
+        self.debounce_ms = debounce_ms
+        self.roots = roots
+        self.fail_paths = fail_paths
+        self.gen = 0
+
+    def load_plan(self) -> PlanView:
+        return PlanView(None, self.digest, self.debounce_ms, 300, self.idle_seconds,
+                        self.ceiling, 500)
+
+    def open_watcher(self, view: PlanView, cookie_key: str) -> Any:
+        return open_watcher(self.root, list(self.roots), lambda key: True, cookie_key)
+
+    def _note(self, record: dict[str, Any]) -> None:
+        with open(self.journal, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+
+    def reconcile(self, view: PlanView) -> Applied:
+        self.gen += 1
+        self._note({"full": True, "generation": self.gen})
+        return Applied(self.gen, entries_visited=7)
+
+    def reconcile_paths(self, view: PlanView, keys: list[str]) -> Applied:
+        if self.fail_paths:
+            raise OSError(5, "injected failure")
+        self.gen += 1
+        self._note({"full": False, "keys": keys, "generation": self.gen})
+        return Applied(self.gen, changed=len(keys))
+
+    def generation(self) -> int:
+        return self.gen
+
+    def config_stamp(self) -> tuple[int, int, int] | None:
+        return None
+
+    def indexed(self, key: str) -> bool | None:
+        return None
+
+
+def journal(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def fork_daemon(root: Path, make_engine: Callable[[], Any]) -> int:
+    """Run a Daemon with a fake engine in a forked child; returns its pid."""
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        code = 0
+        try:
+            from ctindex.daemon.lifecycle import Daemon
+
+            project = Project.at(root)
+            Daemon(project, rt.RuntimePaths.for_project(project), make_engine()).run()
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    return pid
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, step: float = 0.02) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(step)
+
+
+def reap(pid: int, timeout: float = 10.0) -> int | None:
+    """Wait for a forked child; SIGKILL it if it does not exit in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
