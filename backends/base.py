@@ -115,3 +115,17 @@ def normalize_roots(roots: Sequence[str]) -> tuple[str, ...]:
         if not any(under(root, k) for k in kept):
             kept.append(root)
     return tuple(kept)
+
+
+def excluded(key: str, root: str, descend: Descend) -> bool:
+    """True when a folder between `root` (exclusive) and `key` (exclusive) is
+    pruned by the plan. Recursive native watches (FSEvents, RDCW) cannot skip
+    excluded folders in the kernel, so their events are dropped here."""
+    rest = key[len(root) + 1 :] if root else key
+    parts = rest.split("/")[:-1]
+    folder = root
+    for part in parts:
+        folder = join_key(folder, part)
+        if not descend(folder):
+            return True
+    return False
