@@ -99,13 +99,25 @@ class RuntimePaths:
         return self.socket != self.dir / "daemon.sock"
 
 
-def ensure_private_dir(path: Path) -> Path:
-    """Create `path` (and parents) as 0700 folders; refuse one that is not ours.
+def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:
+    """Create `path` (and parents) and make it a private 0700 folder.
 
-    A pre-existing folder must be a real directory (not a symlink) owned by us;
-    its group/other bits are cleared. Raises OSError (errno set) when the folder
-    cannot be created or is unsafe, so callers can tell EACCES/EROFS/ENOSPC.
+    With `within`, every folder from `within` down to `path` is made private
+    too (the runtime folder and its cookie subfolders); folders above are
+    created with default modes (they belong to the index, not the daemon).
+    A folder must be a real directory (not a symlink) owned by us. Raises
+    OSError (errno set) so callers can tell EACCES/EROFS/ENOSPC apart.
     """
+    levels = [path]
+    if within is not None and path != within:
+        rel = path.relative_to(within)
+        levels = [within / Path(*rel.parts[:i]) for i in range(len(rel.parts) + 1)]
+    for level in levels:
+        _private_level(level)
+    return path
+
+
+def _private_level(path: Path) -> None:
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except FileExistsError as exc:  # the path is a file (or a dangling symlink)
@@ -117,14 +129,12 @@ def ensure_private_dir(path: Path) -> Path:
         raise UnsafeRuntimeDir(errno.EPERM, "folder owned by another user", os.fspath(path))
     if st.st_mode & 0o077:
         os.chmod(path, 0o700)
-    return path
 
 
 def ensure_fallback_dir(paths: RuntimePaths) -> Path:
     """The per-user short folder: /tmp/ctindex-<uid> must be ours and private
     (it is shared /tmp, so someone could have pre-created it to spy on us)."""
-    ensure_private_dir(paths.fallback_dir.parent)
-    return ensure_private_dir(paths.fallback_dir)
+    return ensure_private_dir(paths.fallback_dir, within=paths.fallback_dir.parent)
 
 
 def write_atomic(path: Path, data: bytes, *, durable: bool = False) -> None:

@@ -3,6 +3,7 @@ reconciliations, no index) and a forked daemon runner that always cleans up."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -101,13 +102,21 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, step: float = 
 
 
 def reap(pid: int, timeout: float = 10.0) -> int | None:
-    """Wait for a forked child; SIGKILL it if it does not exit in time."""
+    """Wait for a forked child; SIGKILL it if it does not exit in time.
+    Returns its wait status, or None when it had to be killed (or was gone)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
         if done:
             return status
+        if time.monotonic() >= deadline:
+            break
         time.sleep(0.02)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
     return None

@@ -147,7 +147,7 @@ class Daemon:
         self.last_activity = self.clock()
         cookies = os.path.relpath(self.paths.cookies, self.project.root)
         self.cookie_key = cookies.replace(os.sep, "/")
-        rt.ensure_private_dir(self.paths.cookies)
+        rt.ensure_private_dir(self.paths.cookies, within=self.paths.dir)
         _clear_folder(self.paths.cookies)
         self._open_watcher()
         if self.paths.socket_is_fallback:
