@@ -29,7 +29,8 @@ def _global_flags() -> argparse.ArgumentParser:
     # subcommand without the subparser resetting what the main parser read.
     flags = argparse.ArgumentParser(add_help=False)
     flags.add_argument("-C", "--project", metavar="DIR", default=argparse.SUPPRESS,
-                       help="project folder (default: nearest folder above with .ct/ or .git)")
+                       help="project folder; relative PATHs are taken from it, as with `git -C` "
+                            "(default: nearest folder above with .ct/ or .git)")
     flags.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                        help="one JSON document on stdout")
     flags.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
@@ -134,6 +135,8 @@ def _run(argv: list[str], out: TextIO, err: TextIO,
 
     here = Path(os.path.abspath(cwd if cwd is not None else os.getcwd()))
     project = Project.discover(here, getattr(args, "project", None))
+    if getattr(args, "project", None) is not None:
+        here = project.root  # like `git -C`: run as if started in DIR
     ctx = Context(project=project, json=getattr(args, "json", False),
                   quiet=getattr(args, "quiet", False), out=out, err=err, cwd=here)
     name = f"ctindex.commands.{args.command}"

@@ -140,9 +140,13 @@ class Project:
         symlinked = self.symlinked_parent(key)
         # '..' after a symlinked folder goes where the link points, not back up
         # lexically: compare the OS view of the parent with the lexical one.
-        real_parent = os.path.realpath(os.path.dirname(raw.rstrip(os.sep) or os.sep))
-        lexical_parent = os.path.realpath(os.path.dirname(absolute))
-        escapes = symlinked is None and real_parent != lexical_parent
+        stripped = raw.rstrip(os.sep) or os.sep
+        if os.path.basename(stripped) in (".", ".."):  # names a folder: resolve it all
+            real, lexical = os.path.realpath(stripped), os.path.realpath(absolute)
+        else:
+            real = os.path.realpath(os.path.dirname(stripped))
+            lexical = os.path.realpath(os.path.dirname(absolute))
+        escapes = symlinked is None and real != lexical
         return Located(absolute, key, symlinked, escapes)
 
     def symlinked_parent(self, key: str) -> str | None:

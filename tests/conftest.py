@@ -1,0 +1,96 @@
+"""Shared fixtures.
+
+* ``corpus`` — the four OKF bundles shipped in ``fixtures/okf-bundles`` (read-only).
+* ``bundles_project`` — a temporary project ``tmp_path/project`` holding all four
+  bundles at ``okf/bundles/<name>/`` and an empty ``.git`` folder.
+* ``make_project(*bundles, git=True)`` — the same with a chosen set of bundles.
+* ``run_cli(*args, cwd=None)`` — ctindex in-process: ``CliResult(code, out, err)``.
+* ``run_cli_subprocess(*args, cwd=None, env=None, program="ctindex")`` — a real
+  process (``python -m ctindex``, or ``ct`` via ``ctindex.cli:ct_main``), text
+  decoded with surrogateescape.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / "fixtures" / "okf-bundles"
+BUNDLES = ("acme_retail", "crypto_bitcoin", "ga4", "stackoverflow")
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    return CORPUS
+
+
+def copy_bundles(project: Path, bundles: tuple[str, ...] = BUNDLES, git: bool = True) -> Path:
+    target = project / "okf" / "bundles"
+    target.mkdir(parents=True, exist_ok=True)
+    for name in bundles:
+        shutil.copytree(CORPUS / name, target / name)
+    if git:
+        (project / ".git").mkdir(exist_ok=True)
+    return project
+
+
+@pytest.fixture
+def make_project(tmp_path: Path) -> Callable[..., Path]:
+    counter = iter(range(1_000))
+
+    def make(*bundles: str, git: bool = True) -> Path:
+        project = tmp_path / f"project{next(counter) or ''}"
+        project.mkdir()
+        return copy_bundles(project, bundles, git)
+
+    return make
+
+
+@pytest.fixture
+def bundles_project(make_project: Callable[..., Path]) -> Path:
+    return make_project(*BUNDLES)
+
+
+@pytest.fixture
+def run_cli() -> Callable[..., CliResult]:
+    from ctindex.cli import main
+
+    def run(*args: str, cwd: str | os.PathLike[str] | None = None) -> CliResult:
+        out, err = io.StringIO(), io.StringIO()
+        code = main(list(args), stdout=out, stderr=err, cwd=cwd)
+        return CliResult(code, out.getvalue(), err.getvalue())
+
+    return run
+
+
+@pytest.fixture
+def run_cli_subprocess() -> Callable[..., subprocess.CompletedProcess[str]]:
+    def run(*args: str, cwd: str | os.PathLike[str] | None = None,
+            env: dict[str, str] | None = None,
+            program: str = "ctindex") -> subprocess.CompletedProcess[str]:
+        if program == "ct":
+            command = [sys.executable, "-c",
+                       "import sys; from ctindex.cli import ct_main; sys.exit(ct_main())"]
+        else:
+            command = [sys.executable, "-m", "ctindex"]
+        return subprocess.run(
+            [*command, *args], cwd=cwd, env=env, capture_output=True, text=True,
+            encoding="utf-8", errors="surrogateescape", timeout=120, check=False)
+
+    return run
