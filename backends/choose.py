@@ -93,12 +93,15 @@ class Supervised:
         if isinstance(self._current, PollWatcher) and self._clock() >= self._retry_at:
             native = self._try_native()
             if native is not None:
+                # A cookie written before the native watches existed is only
+                # visible to the poll lane: give it one last look.
+                last = self._current.read(0.0)
                 self._current.close()
                 self._current = native
                 self._backoff = BACKOFF_FIRST_S
                 # Events between the last poll and the new watches are unknown.
                 restored = Batch(rescan=self._roots, reason="native-restored")
-                self._pending = self._pending.merge(restored)
+                self._pending = self._pending.merge(last).merge(restored)
         if self._pending:
             timeout = 0.0
         batch = self._pending.merge(self._current.read(timeout))

@@ -54,7 +54,7 @@ LIMIT_ERRNOS = {errno.ENOSPC, errno.EMFILE, errno.ENOMEM}
 # A folder that vanished or changed kind between the event and our add_watch:
 # its parent's events already report it.
 GONE_ERRNOS = {errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EACCES, errno.EPERM}
-LOST_RETRY_S = 1.0  # how often a lost root / cookie folder is looked for again
+LOST_RETRY_S = 1.0  # how often a lost root is looked for again (a walk)
 
 
 class _Acc:
@@ -109,7 +109,6 @@ class InotifyWatcher:
         self._root_wd: dict[str, int] = {}
         self._lost: dict[str, float] = {}  # root key -> when to look for it again
         self._cookie_wd: int | None = None
-        self._cookie_retry = 0.0
         # MOVED_FROM of a folder waiting for its MOVED_TO: cookie -> (key, wds, seen)
         self._moves: dict[int, tuple[str, list[int], float]] = {}
         self._acc = _Acc()  # findings made outside read() (initial walk errors)
@@ -223,7 +222,6 @@ class InotifyWatcher:
                 self.degraded = f"watch-limit: {os.strerror(e.errno or 0)} (cookie folder)"
                 self._acc.need(self.roots, "watch-limit")
             self._cookie_wd = None
-            self._cookie_retry = self._clock() + LOST_RETRY_S
 
     def _forget(self, wds: list[int]) -> None:
         for wd in wds:
@@ -242,7 +240,9 @@ class InotifyWatcher:
                 self._watch_root(root, acc)
                 if root not in self._lost:
                     acc.need([root], "root-restored")
-        if self.cookie_dir is not None and self._cookie_wd is None and now >= self._cookie_retry:
+        # A lost cookie folder is retried on every read: one cheap failing
+        # syscall, and a recreated folder answers barriers again at once.
+        if self.cookie_dir is not None and self._cookie_wd is None:
             self._watch_cookies()
 
     def _lose_root(self, root: str, reason: str, acc: _Acc) -> None:
@@ -270,8 +270,7 @@ class InotifyWatcher:
                 if mask & c.IN_MOVE_SELF:
                     self._forget_cookie_watch()
                 self._cookie_wd = None
-                self._cookie_retry = self._clock() + LOST_RETRY_S
-            return
+                return
         parent = self._dirs.get(ev.wd)
         if parent is None:
             return  # a watch we already dropped; its folder was reported then

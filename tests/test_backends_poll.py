@@ -134,9 +134,11 @@ def test_supervisor_backs_off_when_native_is_degraded(tree: Path) -> None:
     assert len(opened) == 2
     outcome["degraded"] = None
     clock.now += BACKOFF_FIRST_S
+    (tree / COOKIES / "in-flight").write_text("")  # a barrier written on the poll lane
     batch = s.read(0)
     assert len(opened) == 3 and s.name == "fake" and s.fileno() == 99
-    assert batch.reason == "native-restored" and "kb/p" in batch.paths
+    assert batch.rescan == {"kb"} and "kb/p" in batch.paths
+    assert batch.cookies == {"in-flight"}  # not lost in the switch
 
 
 def test_supervisor_switches_when_native_degrades_later(tree: Path) -> None:
