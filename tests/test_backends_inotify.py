@@ -248,3 +248,111 @@ def test_parse_buffer() -> None:
         inotify_c.Event(3, inotify_c.IN_CREATE, 0, b"name.md"),
         inotify_c.Event(-1, inotify_c.IN_Q_OVERFLOW, 0, b""),
     ]
+
+
+class ScriptedLibc(inotify_c.Libc):
+    """Kernel stand-in for events a test cannot cause without root (unmount,
+    a split move): a pipe carries hand-made inotify records; watches are
+    per inode like the kernel's."""
+
+    def __init__(self) -> None:
+        self.r, self.w = os.pipe()
+        os.set_blocking(self.r, False)
+        self.by_inode: dict[int, int] = {}
+        self.removed: list[int] = []
+
+    def init1(self, flags: int = 0) -> int:
+        return self.r
+
+    def add_watch(self, fd: int, path: bytes, mask: int) -> int:
+        st = os.stat(path)
+        if not (st.st_mode & 0o170000) == 0o040000:
+            raise OSError(errno.ENOTDIR, "not a folder")
+        return self.by_inode.setdefault(st.st_ino, len(self.by_inode) + 1)
+
+    def rm_watch(self, fd: int, wd: int) -> None:
+        self.removed.append(wd)
+
+    def emit(self, wd: int, mask: int, cookie: int = 0, name: bytes = b"") -> None:
+        import struct
+
+        padded = name.ljust((len(name) // 16 + 1) * 16, b"\0") if name else b""
+        os.write(self.w, struct.pack("iIII", wd, mask, cookie, len(padded)) + padded)
+
+
+@pytest.fixture
+def scripted(tree: Path, clock: Clock) -> Iterator[tuple[InotifyWatcher, ScriptedLibc]]:
+    lib = ScriptedLibc()
+    w = InotifyWatcher(
+        tree, ["kb"], lambda k: not k.endswith("skip"), COOKIES, binding=lib, clock=clock
+    )
+    yield w, lib
+    w.close()
+    os.close(lib.w)
+
+
+def test_root_unmounted_then_back(
+    scripted: tuple[InotifyWatcher, ScriptedLibc], clock: Clock
+) -> None:
+    w, lib = scripted
+    root_wd = w.watched()["kb"]
+    lib.emit(root_wd, inotify_c.IN_UNMOUNT)
+    lib.emit(root_wd, inotify_c.IN_IGNORED)
+    batch = w.read(0)
+    assert batch.rescan == {"kb"} and batch.reason == "unmount"
+    assert w.watched() == {}
+    assert w.read(0) == Batch()  # not looked for again before the retry delay
+    clock.now += 2
+    batch = w.read(0)
+    assert batch.rescan == {"kb"} and batch.reason == "root-restored"
+    assert set(w.watched()) == {"kb", "kb/a"}
+
+
+def test_root_moved_away_drops_its_watches(scripted: tuple[InotifyWatcher, ScriptedLibc]) -> None:
+    w, lib = scripted
+    wds = set(w.watched().values())
+    lib.emit(w.watched()["kb"], inotify_c.IN_MOVE_SELF)
+    batch = w.read(0)
+    assert batch.rescan == {"kb"} and batch.reason == "root-moved"
+    assert set(lib.removed) == wds and w.watched() == {}
+
+
+def test_move_pair_split_across_reads(
+    scripted: tuple[InotifyWatcher, ScriptedLibc], tree: Path, clock: Clock
+) -> None:
+    w, lib = scripted
+    kb, a = w.watched()["kb"], w.watched()["kb/a"]
+    (tree / "kb/a").rename(tree / "kb/b")
+    lib.emit(kb, inotify_c.IN_MOVED_FROM | inotify_c.IN_ISDIR, 7, b"a")
+    assert w.read(0).paths == {"kb/a"}
+    clock.now += 0.1  # within the grace: still waiting for the partner
+    lib.emit(kb, inotify_c.IN_MOVED_TO | inotify_c.IN_ISDIR, 7, b"b")
+    assert w.read(0).paths == {"kb/b"}
+    assert w.watched()["kb/b"] == a and lib.removed == []
+    lib.emit(a, inotify_c.IN_CREATE, 0, b"new.md")
+    assert w.read(0).paths == {"kb/b/new.md"}
+
+
+def test_folder_moved_to_excluded_name_loses_watches(
+    scripted: tuple[InotifyWatcher, ScriptedLibc], tree: Path
+) -> None:
+    w, lib = scripted
+    kb, a = w.watched()["kb"], w.watched()["kb/a"]
+    (tree / "kb/a").rename(tree / "kb/oldskip")
+    lib.emit(kb, inotify_c.IN_MOVED_FROM | inotify_c.IN_ISDIR, 9, b"a")
+    lib.emit(kb, inotify_c.IN_MOVED_TO | inotify_c.IN_ISDIR, 9, b"oldskip")
+    assert w.read(0).paths == {"kb/a"}
+    assert lib.removed == [a] and set(w.watched()) == {"kb"}
+
+
+def test_stale_and_foreign_watch_descriptors_are_ignored(
+    scripted: tuple[InotifyWatcher, ScriptedLibc],
+) -> None:
+    w, lib = scripted
+    a = w.watched()["kb/a"]
+    lib.emit(a, inotify_c.IN_DELETE_SELF)
+    lib.emit(a, inotify_c.IN_IGNORED)
+    lib.emit(a, inotify_c.IN_CREATE, 0, b"late.md")  # after IN_IGNORED: stale
+    lib.emit(4242, inotify_c.IN_CREATE, 0, b"x.md")
+    assert w.read(0) == Batch()
+    assert set(w.watched()) == {"kb"}
