@@ -157,8 +157,10 @@ class _Pass:
             gone = []
             for s in scopes:
                 gone.extend(k for k in subtree(sorted_prev, s) if k not in new)
+            gone_set = set(gone)
             for k, e in prev.items():  # outside the narrowed scope: unchanged by definition
-                new.setdefault(k, e)
+                if k not in gone_set:
+                    new.setdefault(k, e)
         self._pair_renames(sorted(gone), sorted(self.fresh))
         for lst in (res.changed, res.metadata_only, res.dirty):
             lst.sort()

@@ -21,12 +21,10 @@ def write(p: Path, data: bytes) -> Path:
     return p
 
 
-def settled(base: Path, previous: Manifest | None = None, **kw: object) -> Manifest:
+def settled(base: Path) -> Manifest:
     """A manifest recorded long after the files were written (nothing racy)."""
-    far = max(os.lstat(p).st_ctime_ns for p in base.rglob("*")) + 100 * SEC if any(
-        base.rglob("*")) else 0
-    res = reconcile(base, ALL, previous or Manifest(), clock_ns=lambda: far, **kw)  # type: ignore[arg-type]
-    return res.manifest
+    far = max(os.lstat(p).st_ctime_ns for p in base.rglob("*")) + 100 * SEC
+    return reconcile(base, ALL, Manifest(), clock_ns=lambda: far).manifest
 
 
 def test_added_changed_removed_unchanged(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ def test_corruption_raises_manifest_corrupt_naming_the_file(tmp_path: Path, dama
     else:
         data = bytearray()
     target.write_bytes(bytes(data))
-    with pytest.raises(ManifestCorrupt, match="m.bin"):
+    with pytest.raises(ManifestCorrupt, match=r"m\.bin"):
         Manifest.load(target)
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
+import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from reconciler import FsOps, Manifest, reconcile
 from reconciler.testing import SimpleFilter
@@ -139,16 +141,53 @@ def test_unreadable_file_keeps_previous_entry(tmp_path: Path) -> None:
     assert sorted(res.report.unreadable_files.sample) == ["f", "g"]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores mode 000; simulated above via FsOps")
-def test_real_chmod_000_folder(tmp_path: Path) -> None:
-    write(tmp_path / "locked/a")
-    m = reconcile(tmp_path, ALL, Manifest()).manifest
-    (tmp_path / "locked").chmod(0)
+def _as_unprivileged(fn: Callable[[], list[str]]) -> list[str]:
+    """Run fn in a forked child that dropped root (so mode 000 really denies); return its list."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        code = 1
+        try:
+            os.close(r)
+            if os.geteuid() == 0:
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(65534, 65534, 65534)
+            os.write(w, json.dumps(fn()).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return list(json.loads(out))
+
+
+def test_real_chmod_000_folder_and_file() -> None:
+    base = Path(tempfile.mkdtemp(prefix="ctrecon-"))
     try:
-        res = reconcile(tmp_path, ALL, m)
+        write(base / "locked/a", b"a")
+        write(base / "secret", b"s")
+        write(base / "open", b"o")
+        m = reconcile(base, ALL, Manifest()).manifest
+        for dirpath, dirs, files in os.walk(base):  # readable by the dropped-privilege child
+            for n in dirs + files:
+                os.chmod(os.path.join(dirpath, n), 0o777 if n in dirs else 0o666)
+        base.chmod(0o777)
+        (base / "locked").chmod(0)
+        (base / "secret").chmod(0)
+
+        def look() -> list[str]:
+            res = reconcile(base, ALL, m)
+            return [*res.removed, "|", *res.report.unreadable_dirs.sample, "|",
+                    *res.report.unreadable_files.sample, "|", *sorted(res.manifest)]
+
+        got = _as_unprivileged(look)
     finally:
-        (tmp_path / "locked").chmod(0o755)
-    assert res.removed == [] and res.report.unreadable_dirs.sample == ["locked"]
+        (base / "locked").chmod(0o755)
+        shutil.rmtree(base)
+    assert got == ["|", "locked", "|", "secret", "|", "locked/a", "open", "secret"]
 
 
 def test_entry_vanishing_mid_walk_is_reported(tmp_path: Path) -> None:
