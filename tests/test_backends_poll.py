@@ -190,3 +190,41 @@ def test_open_watcher_remote_fs_gets_poll(tree: Path, monkeypatch: pytest.Monkey
     w = open_watcher(tree, ["kb"], lambda k: True, COOKIES)
     assert w.name == "poll"
     assert w.reason is not None and w.reason.startswith("nfs4: remote filesystem")
+
+
+REAL_LIMIT_SCRIPT = """
+import sys
+from pathlib import Path
+from backends import open_watcher
+Path("/proc/sys/user/max_inotify_watches").write_text("3")
+w = open_watcher(Path(sys.argv[1]), ["kb"], lambda k: True, "ck")
+batch = w.read(0)
+print(w.name, sorted(batch.rescan), batch.reason, w.reason, sep="|")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux")
+def test_real_watch_limit_in_user_namespace(tree: Path) -> None:
+    """ENOSPC from the kernel itself: a user namespace allows 3 watches."""
+    import shutil
+    import subprocess
+
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no unshare")
+    for i in range(6):
+        (tree / "kb" / f"d{i}").mkdir()
+    (tree / "ck").mkdir()
+    proc = subprocess.run(
+        [unshare, "-Ur", sys.executable, "-c", REAL_LIMIT_SCRIPT, str(tree)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if proc.returncode != 0 and "max_inotify_watches" in proc.stderr + proc.stdout:
+        pytest.skip("user namespaces unavailable here")
+    if proc.returncode != 0 and "unshare" in proc.stderr:
+        pytest.skip(proc.stderr.strip())
+    name, rescan, reason, why = proc.stdout.strip().split("|")
+    assert (name, rescan, reason) == ("poll", "['kb']", "watch-limit")
+    assert why.startswith("watch-limit: No space left on device")
