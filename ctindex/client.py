@@ -229,6 +229,44 @@ def _failed(paths: rt.RuntimePaths, error: str) -> str:
     return f"spawn failed: {error}"
 
 
+# -- freshness (what search calls) --------------------------------------------------
+
+
+def ensure_fresh(project: Any, plan: Any) -> Any:
+    """Make the index reflect the filesystem before a query; say how (PRODUCT.md §6).
+
+    watch off -> reconcile-on-query; a barrier answered over native events ->
+    watcher-clean; a barrier answered by a full pass (poll lane, degraded
+    watcher) -> fallback "unreliable filesystem"; anything else -> at most one
+    guarded daemon start, then synchronous reconciliation, fallback + reason.
+    Returns a ctindex.search.freshness.Freshness.
+    """
+    from ctindex.search.freshness import Freshness
+    from ctindex.search.freshness import ensure_fresh as reconcile_now
+
+    settings = plan.settings
+    if not settings.watch:
+        return reconcile_now(project, plan, mode="reconcile-on-query", reason="watch disabled")
+    paths = rt.RuntimePaths.for_project(project)
+    try:
+        result = barrier(paths, plan.digest(), settings.barrier_timeout_ms)
+    except BarrierFailed as failed:
+        reason = failed.reason
+        if failed.spawnable:
+            why_not = spawn(project.root, paths)  # never waited for: the next query uses it
+            if why_not is not None and why_not != "daemon starting":
+                reason = why_not
+        return reconcile_now(project, plan, mode="fallback", reason=reason)
+    if not result.trusted_events:
+        why = result.degraded or result.backend_reason or f"{result.backend} lane"
+        if result.reconciled:
+            return Freshness("fallback", f"unreliable filesystem: {why}", result.generation,
+                             barrier_ms=result.barrier_ms, reconcile_ms=result.reconcile_ms)
+        return reconcile_now(project, plan, mode="fallback",
+                             reason=f"unreliable filesystem: {why}")
+    return Freshness("watcher-clean", None, result.generation, barrier_ms=result.barrier_ms)
+
+
 # -- status (for `status` and `watch status`) --------------------------------------
 
 
@@ -249,33 +287,57 @@ def lock_held(paths: rt.RuntimePaths) -> bool:
     return False
 
 
-def watcher_status(project: Any, timeout: float = 0.5) -> dict[str, Any]:
-    """The daemon's live status, else the last record on disk marked
-    `unavailable`; always with the cached spawn failure, if any."""
+# Fields of the daemon's status record that `status` / `watch status` expose.
+STATUS_FIELDS = (
+    "pid", "instance", "started", "generation", "backend", "backend_reason", "degraded",
+    "dirty_paths", "rescan_reason", "pending", "last_batch", "last_reconcile", "reconciles",
+    "entries_visited_total", "batches", "barriers", "barrier_failures", "refused_peers",
+    "last_error", "rss_bytes", "physical_memory_bytes", "memory_ceiling_bytes", "stop_reason",
+    "stopped",
+)
+
+
+def watcher_status(project: Any, plan: Any = None, timeout: float = 0.5) -> dict[str, Any]:
+    """Watcher facts of spec §10 for `status` and `watch status` (stable keys).
+
+    Live from the daemon when it answers; else the last record on disk with
+    lane `unavailable` (or the recorded lane with `responsive: false` while a
+    process still holds the lock). `plan`, when given, supplies the memory
+    ceiling and watch setting if no daemon runs.
+    """
     paths = rt.RuntimePaths.for_project(project)
-    status: dict[str, Any]
-    live = False
+    record: dict[str, Any] = {}
+    responsive = False
     try:
         reply = request(paths, {"op": "status"}, timeout)
-        status = dict(reply["status"]) if reply.get("ok") is True else {}
-        live = bool(status)
-    except (BarrierFailed, KeyError, TypeError, ValueError):
-        status = {}
-    if not live:
-        status = rt.read_json(paths.status) or {}
-        held = lock_held(paths)
-        if held:
-            status["lane"] = status.get("lane", "unavailable")
-            status["responsive"] = False
-        else:
-            status["lane"] = "unavailable"
-            status.setdefault("stop_reason", None)
-    status["running"] = live or bool(status.get("responsive") is False)
-    status["responsive"] = live
-    status["spawn_failure"] = rt.spawn_failure(paths)
-    status["socket"] = os.fspath(paths.socket)
-    status["runtime_dir"] = os.fspath(paths.dir)
-    return status
+        if reply.get("ok") is True and isinstance(reply.get("status"), dict):
+            record, responsive = reply["status"], True
+    except BarrierFailed:
+        pass
+    running = responsive or lock_held(paths)
+    if not responsive:
+        record = rt.read_json(paths.status) or {}
+    doc: dict[str, Any] = {key: record.get(key) for key in STATUS_FIELDS}
+    lane = record.get("lane") if running else "unavailable"
+    doc["lane"] = lane if isinstance(lane, str) else "unavailable"
+    doc["running"] = running
+    doc["responsive"] = responsive
+    heartbeat = record.get("heartbeat")
+    doc["last_heartbeat"] = heartbeat.get("wall") if isinstance(heartbeat, dict) else None
+    doc["spawn_failure"] = rt.spawn_failure(paths)
+    doc["socket"] = os.fspath(paths.socket)
+    doc["runtime_dir"] = os.fspath(paths.dir)
+    if plan is not None:
+        doc["watch"] = bool(plan.settings.watch)
+        if doc["memory_ceiling_bytes"] is None or not running:
+            doc["memory_ceiling_bytes"] = plan.settings.max_daemon_memory_bytes
+    if doc["physical_memory_bytes"] is None:
+        import psutil
+
+        doc["physical_memory_bytes"] = int(psutil.virtual_memory().total)
+    if not running:
+        doc["rss_bytes"] = None
+    return doc
 
 
 def stop(project: Any, wait: float = 5.0) -> dict[str, Any]:
@@ -324,5 +386,5 @@ def _verified_pid(paths: rt.RuntimePaths) -> int | None:
     return pid
 
 
-__all__ = ["BarrierFailed", "BarrierResult", "barrier", "request", "spawn", "stop",
-           "watcher_status"]
+__all__ = ["BarrierFailed", "BarrierResult", "barrier", "ensure_fresh", "request", "spawn",
+           "stop", "watcher_status"]

@@ -57,13 +57,10 @@ class FakeEngine:
         self._note({"full": False, "keys": keys, "generation": self.gen})
         return Applied(self.gen, changed=len(keys))
 
-    def generation(self) -> int:
-        return self.gen
-
     def config_stamp(self) -> tuple[int, int, int] | None:
         return None
 
-    def indexed(self, key: str) -> bool | None:
+    def indexed_keys(self) -> None:
         return None
 
 

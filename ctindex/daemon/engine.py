@@ -6,6 +6,7 @@ unit tests, and so the calls into teammates' modules live in one place.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -22,6 +23,7 @@ class Applied:
     removed: int = 0
     entries_visited: int = 0
     duration_ms: float = 0.0
+    dirty: int = 0  # files that changed while being read: not indexed yet
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,14 @@ class Engine(Protocol):
 
     def reconcile_paths(self, view: PlanView, keys: list[str]) -> Applied: ...
 
-    def generation(self) -> int: ...
-
     def config_stamp(self) -> tuple[int, int, int] | None: ...
 
-    def indexed(self, key: str) -> bool | None: ...
+    def indexed_keys(self) -> Container[str] | None: ...
+
+
+# A writer (`rebuild`, a fallback) can hold the update lock; the daemon's loop
+# must not stall behind it for long: it fails, keeps the work, retries later.
+LOCK_TIMEOUT_S = 2.0
 
 
 class RealEngine:
@@ -76,17 +81,13 @@ class RealEngine:
     def reconcile(self, view: PlanView) -> Applied:
         from ctindex import indexer
 
-        return _applied(indexer.update(self.project, view.plan))
+        return _applied(indexer.update(self.project, view.plan, lock_timeout=LOCK_TIMEOUT_S))
 
     def reconcile_paths(self, view: PlanView, keys: list[str]) -> Applied:
         from ctindex import indexer
 
-        return _applied(indexer.update_paths(self.project, view.plan, keys))
-
-    def generation(self) -> int:
-        from ctindex import indexer
-
-        return int(indexer.current_generation(self.project))
+        return _applied(indexer.update_paths(self.project, view.plan, keys,
+                                             lock_timeout=LOCK_TIMEOUT_S))
 
     def config_stamp(self) -> tuple[int, int, int] | None:
         try:
@@ -95,17 +96,26 @@ class RealEngine:
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
-    def indexed(self, key: str) -> bool | None:
-        return None
+    def indexed_keys(self) -> Container[str] | None:
+        """The file table of the published generation (loaded on demand only:
+        the daemon does not keep a copy, its RSS per file stays small)."""
+        from ctindex.indexer import _load_files
+        from ctindex.store.manifest import read_manifest
+
+        try:
+            m = read_manifest(self.project.index_dir)
+            return _load_files(self.project.index_dir, m) if m is not None else None
+        except Exception:  # status detail only: a damaged table just means "unknown"
+            return None
 
 
-def _applied(result: Any) -> Applied:
-    metrics = result.metrics
+def _applied(report: Any) -> Applied:
     return Applied(
-        generation=int(result.generation),
-        added=len(result.added),
-        changed=len(result.changed),
-        removed=len(result.removed),
-        entries_visited=int(metrics.entries_visited),
-        duration_ms=float(metrics.duration_ms),
+        generation=int(report.generation),
+        added=int(report.added) + int(report.renamed),
+        changed=int(report.changed),
+        removed=int(report.removed),
+        entries_visited=int(report.entries_visited),
+        duration_ms=float(report.duration_ms),
+        dirty=int(report.dirty),
     )

@@ -326,7 +326,9 @@ class Daemon:
                     self._fail_barrier(w.conn, "reconcile pending")
                 self._apply(pending)
                 return
-        ok = self._apply(pending) if (pending.rescan or pending.paths) else True
+        ok = self._apply(pending)
+        if ok and self.dirty.rescan_reason == "changed-while-read":
+            ok = self._apply(self.dirty.take())  # one retry; a file still changing is live
         lane = self._lane()
         for w in waiters:
             if not ok:
@@ -361,8 +363,6 @@ class Daemon:
         if not pending.rescan and not pending.paths:
             return True
         started = self.clock()
-        if not pending.rescan:
-            self._write_status("dirty")
         try:
             if pending.rescan:
                 applied = self.engine.reconcile(self.plan)
@@ -381,6 +381,8 @@ class Daemon:
             return False
         done = self.clock()
         self._record(pending, applied, started, done)
+        if applied.dirty:
+            self.dirty.request_rescan("changed-while-read", done)
         self.stats.last_error = None
         self._write_status(self._lane())
         return True
@@ -448,7 +450,7 @@ class Daemon:
     def _status_record(self, lane: str) -> dict[str, Any]:
         mono, wall = self.clock(), self.wall()
         view = self.view
-        pending = _classify(self.dirty.paths(), self.project.root, self.engine.indexed)
+        pending = _classify(self.dirty.paths(), self.project.root, self.engine)
         return {
             "version": 1,
             "pid": self.pid,
@@ -558,18 +560,20 @@ def _clear_folder(folder: Path) -> None:
                 os.unlink(entry.path)
 
 
-def _classify(keys: list[str], root: Path,
-              indexed: Callable[[str], bool | None]) -> dict[str, int]:
-    """Pending add/change/remove counts: gone -> remove; present and already
-    indexed (when the engine can tell) -> change; otherwise add."""
+def _classify(keys: list[str], root: Path, engine: Engine) -> dict[str, int]:
+    """Pending add/change/remove counts: gone -> remove; present and in the
+    published file table -> change; otherwise add (a folder key counts once)."""
     counts = {"add": 0, "change": 0, "remove": 0}
+    if not keys:
+        return counts
+    known = engine.indexed_keys()
     for key in keys:
         if not os.path.lexists(os.path.join(root, key)):
             counts["remove"] += 1
-        elif indexed(key) is False:
-            counts["add"] += 1
-        else:
+        elif known is None or key in known:
             counts["change"] += 1
+        else:
+            counts["add"] += 1
     return counts
 
 
