@@ -95,7 +95,8 @@ def parse(key: str, data: bytes, scope_root: str = "") -> Document | ProviderErr
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return ProviderError(key, f"{key}: invalid UTF-8 at byte {exc.start + len(data) - len(raw)}")
+        where = exc.start + len(data) - len(raw)
+        return ProviderError(key, f"{key}: invalid UTF-8 at byte {where}")
     meta, body, warning = _split_frontmatter(text)
     if warning:
         warning = f"{key}: {warning}"
@@ -164,7 +165,7 @@ def _load_yaml(block: str) -> Any:
         for event in yaml.parse(block, Loader=loader):
             if isinstance(event, yaml.AliasEvent):
                 raise _Refused("frontmatter uses YAML aliases (refused: unbounded expansion)")
-    return yaml.load(block, Loader=loader)  # noqa: S506 - a safe loader
+    return yaml.load(block, Loader=loader)
 
 
 def _scalar(meta: dict[str, Any], name: str, problems: list[str]) -> str:
@@ -236,7 +237,7 @@ def _stem_words(words: Iterable[str]) -> None:
     if len(_CACHE) + len(missing) > _CACHE_LIMIT:
         _CACHE.clear()
     folded = [w.casefold() for w in missing]
-    _CACHE.update(zip(missing, _stemmer.stemWords(folded)))
+    _CACHE.update(zip(missing, _stemmer.stemWords(folded), strict=True))
 
 
 def words(text: str) -> list[str]:

@@ -29,7 +29,7 @@ class SegmentPartition:
         got = self._tf.get(term)
         if got is None:
             post = self.seg.postings(term)
-            got = {} if post is None else dict(zip(post[0], post[1]))
+            got = {} if post is None else dict(zip(post[0], post[1], strict=True))
             for d in self.deleted.intersection(got) if got and self.deleted else ():
                 del got[d]
             self._tf[term] = got

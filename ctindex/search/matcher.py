@@ -89,9 +89,10 @@ def evaluate(node: Node, part: Partition) -> set[int]:
             out |= evaluate(child, part)
         return out
     # And: positives narrow first, negations subtract; all-negative starts from everything.
-    positives = [c for c in node.children if not isinstance(c, Not)]
     result: set[int] | None = None
-    for c in positives:
+    for c in node.children:
+        if isinstance(c, Not):
+            continue
         got = evaluate(c, part)
         result = got if result is None else result & got
         if not result:
@@ -157,7 +158,7 @@ def search(node: Node, parts: Sequence[Partition]) -> list[Hit]:
     weights = [idf(n_docs, sum(len(tfs[i][j]) for i in range(len(parts))))
                for j in range(len(terms))]
     hits: list[Hit] = []
-    for i, (p, docs) in enumerate(zip(parts, matched)):
+    for i, (p, docs) in enumerate(zip(parts, matched, strict=True)):
         for d in docs:
             norm = K1 * (1 - B + B * p.length(d) / avgdl)
             score = 0.0

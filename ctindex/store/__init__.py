@@ -6,7 +6,7 @@ Writers: ``update_lock`` + ``read_manifest`` + ``StoreWriter``. Readers:
 
 from ctindex.store.files import IndexCorrupt
 from ctindex.store.manifest import SegmentRef, StoreManifest, read_manifest
-from ctindex.store.snapshot import Snapshot, SegmentView, open_snapshot, with_snapshot
+from ctindex.store.snapshot import SegmentView, Snapshot, open_snapshot, with_snapshot
 
 __all__ = ["IndexCorrupt", "SegmentRef", "SegmentView", "Snapshot", "StoreManifest",
            "open_snapshot", "read_manifest", "with_snapshot"]

@@ -23,8 +23,8 @@ def update_lock(index_dir: Path, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator
         os.makedirs(index_dir, exist_ok=True)
     except OSError as exc:
         raise IndexWriteError(f"{index_dir}: cannot create index folder ({exc.strerror})") from exc
-    lock = portalocker.Lock(str(path), mode="a", timeout=timeout,
-                            flags=portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING)
+    flags = portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
+    lock = portalocker.Lock(str(path), mode="a", timeout=timeout, flags=flags)
     try:
         lock.acquire()
     except portalocker.exceptions.LockException as exc:

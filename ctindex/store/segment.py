@@ -271,7 +271,7 @@ class Segment:
         return got
 
     def _entry(self, b: int, i: int) -> tuple[int, int, int, int]:
-        names, ents = self._block(b)
+        _, ents = self._block(b)
         off, df, ccrc = _ENTRY.unpack_from(ents, i * _ENTRY.size)
         return off, df, ccrc, b * BLOCK_TERMS + i
 

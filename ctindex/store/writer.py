@@ -8,6 +8,7 @@ generations older than the grace period retired.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -207,7 +208,6 @@ def _listdir(folder: Path) -> Iterable[str]:
 
 
 def _unlink(path: Path) -> None:
-    try:
+    # Already gone, or a read-only share: harmless, retried next time.
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass  # already gone, or a read-only share: harmless, retried next time

@@ -1,0 +1,55 @@
+"""`ctindex search QUERY`: the indexed query (PRODUCT.md §6, docs/search.md)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ctindex.commands import Context
+
+
+def run(ctx: Context, args: argparse.Namespace) -> int:
+    from ctindex.plan import load_plan
+    from ctindex.search.query import parse_query
+
+    text = " ".join(args.query)
+    node = parse_query(text)  # a malformed query is a usage error (exit 2)
+    plan = load_plan(ctx.project)
+    if args.direct:
+        from ctindex.search.engine import search_direct
+        from ctindex.search.freshness import Freshness
+
+        fresh = Freshness("direct", "answered from the files, without the index", None)
+        outcome = search_direct(str(ctx.project.root), plan, node, args.limit)
+    else:
+        from ctindex.search.engine import search_index
+        from ctindex.search.freshness import ensure_fresh
+
+        fresh = ensure_fresh(ctx.project, plan)
+        outcome = search_index(ctx.project.index_dir, node, args.limit)
+    if ctx.json:
+        ctx.emit_json({"query": text, "results": [r.to_json() for r in outcome.results],
+                       "total": outcome.total, "freshness": fresh.to_json()})
+    else:
+        _text(ctx, outcome, fresh)
+    return 0 if outcome.total else 1
+
+
+def _text(ctx: Context, outcome: Any, fresh: Any) -> None:
+    for r in outcome.results:
+        tags = f"  [{', '.join(r.tags)}]" if r.tags else ""
+        kind = f"  ({r.type})" if r.type else ""
+        ctx.echo(f"{r.score:7.3f}  {r.id}  —  {r.title}{kind}{tags}")
+        ctx.echo(f"         {r.path}")
+        if r.snippet:
+            ctx.echo(f"         {r.snippet}")
+    shown = len(outcome.results)
+    where = (f"generation {fresh.generation}" if fresh.generation is not None else "no index")
+    how = fresh.mode + (f" ({fresh.reason})" if fresh.reason else "")
+    timing = (f", reconciled in {fresh.reconcile_ms:.1f} ms"
+              if fresh.reconcile_ms is not None else "")
+    ctx.echo(f"{shown} of {outcome.total} matches · {where} · {how}{timing}")
+    if fresh.rebuilt:
+        ctx.note(f"index rebuilt before answering: {fresh.rebuilt}")
+    for note in fresh.notes:
+        ctx.note(note)

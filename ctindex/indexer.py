@@ -1,0 +1,311 @@
+"""reconcile -> parse -> write a segment -> publish a generation.
+
+Every entry point takes the update lock, re-reads the published manifest
+under it and builds on exactly that (spec §9). The reconciler hands over the
+bytes it hashed (``sink``), so what is indexed is what the new file table
+records, never a second, possibly torn, read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from ctindex.providers import okf_markdown as okf
+from ctindex.store.files import IndexCorrupt, read_all
+from ctindex.store.manifest import StoreManifest, read_diag, read_manifest
+from ctindex.store.segment import BuildInput, StoredDoc
+
+STATUS_NAME = "last-reconcile.json"  # best-effort record of passes that published nothing
+
+
+@dataclass
+class UpdateReport:
+    generation: int = 0
+    published: bool = False
+    rebuilt: bool = False
+    reason: str | None = None  # why a rebuild happened
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    renamed: int = 0
+    metadata_only: int = 0
+    dirty: int = 0
+    documents: int = 0
+    errors: int = 0
+    warnings: int = 0
+    merged_segments: int = 0
+    entries_visited: int = 0
+    reconcile_ms: float = 0.0
+    duration_ms: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def content_changed(self) -> bool:
+        return bool(self.added or self.changed or self.removed or self.renamed)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def scope_root_of(plan: Any, key: str) -> str:
+    found = plan.find_scope(key)
+    return found[0].root if found else ""
+
+
+def provider_versions() -> dict[str, Any]:
+    return {"id": okf.PROVIDER_ID, "version": okf.PROVIDER_VERSION,
+            "tokenizer_version": okf.TOKENIZER_VERSION}
+
+
+def scope_digests(plan: Any) -> dict[str, str]:
+    return {s.root: plan.scope_digest(s) for s in plan.scopes}
+
+
+def rebuild_reason(m: StoreManifest | None, plan: Any) -> str | None:
+    """Why the published index can not serve this plan as is (None: it can)."""
+    if m is None:
+        return "no index yet"
+    if m.provider != provider_versions():
+        old = m.provider
+        return (f"provider {old.get('id')} v{old.get('version')} tokenizer "
+                f"v{old.get('tokenizer_version')} -> v{okf.PROVIDER_VERSION} tokenizer "
+                f"v{okf.TOKENIZER_VERSION}")
+    now = scope_digests(plan)
+    if now != m.scopes:
+        changed = sorted(set(now) ^ set(m.scopes)
+                         | {r for r in now if r in m.scopes and now[r] != m.scopes[r]})
+        return "plan changed for scope " + ", ".join(repr(r) for r in changed)
+    return None
+
+
+def build_input(doc: okf.Document) -> BuildInput:
+    a = okf.analyze(doc)
+    stored = StoredDoc(doc.key, doc.concept_id, doc.scope, doc.title, doc.type,
+                       doc.description, doc.tags, doc.body, doc.size)
+    return BuildInput(stored, a.tokens, a.tfw, a.length)
+
+
+def _reanalyze(s: StoredDoc) -> BuildInput:
+    doc = okf.Document(key=s.key, concept_id=s.concept_id, scope=s.scope, title=s.title,
+                       type=s.type, description=s.description, tags=s.tags, body=s.body,
+                       size=s.size)
+    return build_input(doc)
+
+
+class Progress:
+    """A one-line progress bar on stderr, only when it is a terminal."""
+
+    def __init__(self, stream: TextIO | None, label: str) -> None:
+        self.stream = stream if stream is not None and _isatty(stream) else None
+        self.label = label
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, done: int, total: int | None) -> None:
+        if self.stream is None:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.1 and (total is None or done < total):
+            return
+        self._last = now
+        if total:
+            width = 30
+            fill = width * done // max(total, 1)
+            line = f"{self.label} [{'#' * fill}{'.' * (width - fill)}] {done}/{total}"
+        else:
+            line = f"{self.label}: {done} files read"
+        self.stream.write("\r" + line + "\x1b[K")
+        self.stream.flush()
+        self._shown = True
+
+    def done(self) -> None:
+        if self.stream is not None and self._shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+# -- entry points --------------------------------------------------------------------
+
+def update(project: Any, plan: Any, *, progress: TextIO | None = None,
+           lock_timeout: float | None = None) -> UpdateReport:
+    """Full reconciliation, then upserts and tombstones; a rebuild instead when
+    the index is missing, damaged or built for another provider/plan."""
+    return _locked(project, plan, None, fresh=False, progress=progress, timeout=lock_timeout)
+
+
+def update_paths(project: Any, plan: Any, dirty_keys: Iterable[str], *,
+                 lock_timeout: float | None = None) -> UpdateReport:
+    """Reconcile only `dirty_keys` (files, or folders meaning their subtree)."""
+    return _locked(project, plan, list(dirty_keys), fresh=False, progress=None,
+                   timeout=lock_timeout)
+
+
+def rebuild(project: Any, plan: Any, *, progress: TextIO | None = None,
+            lock_timeout: float | None = None, reason: str = "requested") -> UpdateReport:
+    """A fresh index from every eligible file, published in one manifest swap."""
+    return _locked(project, plan, None, fresh=True, progress=progress, timeout=lock_timeout,
+                   reason=reason)
+
+
+def _locked(project: Any, plan: Any, only: list[str] | None, *, fresh: bool,
+            progress: TextIO | None, timeout: float | None,
+            reason: str | None = None) -> UpdateReport:
+    from ctindex.store.lock import DEFAULT_TIMEOUT_S, update_lock
+
+    index_dir = Path(project.index_dir)
+    with update_lock(index_dir, DEFAULT_TIMEOUT_S if timeout is None else timeout):
+        notes: list[str] = []
+        try:
+            base = read_manifest(index_dir)
+        except IndexCorrupt as exc:
+            base = None
+            notes.append(f"{exc}; rebuilding")
+            reason = reason or "index manifest damaged"
+        previous = None
+        if not fresh:
+            reason = rebuild_reason(base, plan) if base is not None else (reason or "no index yet")
+            if reason is None and base is not None:
+                try:
+                    previous = _load_files(index_dir, base)
+                except (IndexCorrupt, OSError, ValueError) as exc:
+                    notes.append(f"{exc}; rebuilding")
+                    reason = "file table damaged"
+            fresh = reason is not None
+        report = _apply(project, plan, index_dir, base, previous, only if not fresh else None,
+                        fresh=fresh, progress=progress)
+        report.reason = reason if fresh else None
+        report.notes[:0] = notes
+        return report
+
+
+def _load_files(index_dir: Path, m: StoreManifest) -> Any:
+    from reconciler import Manifest, ManifestCorrupt
+
+    if m.files is None:
+        return Manifest()
+    try:
+        return Manifest.load(index_dir / m.files)
+    except ManifestCorrupt as exc:
+        raise IndexCorrupt(str(exc)) from exc
+
+
+def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
+           previous: Any, only: list[str] | None, *, fresh: bool,
+           progress: TextIO | None) -> UpdateReport:
+    from ctindex.store.writer import StoreWriter
+    from reconciler import Manifest, reconcile
+
+    t0 = time.perf_counter()
+    contents: dict[str, bytes] = {}
+    bar = Progress(progress, "reading")
+
+    def sink(key: str, data: bytes) -> None:
+        contents[key] = data
+        bar(len(contents), None)
+
+    res = reconcile(project.root, plan.path_filter(), Manifest() if fresh else previous,
+                    only=only, sink=sink)
+    bar.done()
+    report = UpdateReport(added=len(res.added), changed=len(res.changed),
+                          removed=len(res.removed), renamed=len(res.renamed),
+                          metadata_only=len(res.metadata_only), dirty=len(res.dirty),
+                          entries_visited=res.metrics.entries_visited,
+                          reconcile_ms=round(res.metrics.duration_ms, 3), rebuilt=fresh)
+    pass_info = {"kind": "rebuild" if fresh else ("narrowed" if only is not None else "full"),
+                 "duration_ms": report.reconcile_ms, "entries_visited": report.entries_visited,
+                 "files_hashed": res.metrics.files_hashed, "at_ns": time.time_ns()}
+    if base is not None and not fresh and not (report.content_changed or report.metadata_only):
+        report.generation = base.generation
+        report.documents = base.documents
+        report.errors, report.warnings = base.errors, base.warnings
+        _record_pass(index_dir, pass_info)
+        report.duration_ms = round((time.perf_counter() - t0) * 1000, 3)
+        return report
+
+    errors: dict[str, str] = {}
+    warnings: dict[str, str] = {}
+    if base is not None and base.diag and not fresh:
+        errors, warnings = read_diag(index_dir / base.diag)
+    before = (dict(errors), dict(warnings))
+    writer = StoreWriter(index_dir, base, fresh=fresh, reanalyze=_reanalyze, sep=okf.SEP)
+    try:
+        def forget(key: str) -> None:
+            writer.remove(key)
+            errors.pop(key, None)
+            warnings.pop(key, None)
+
+        for key in res.removed:
+            forget(key)
+        for old, _ in res.renamed:
+            forget(old)
+        todo = [*res.changed, *res.added, *(new for _, new in res.renamed)]
+        bar = Progress(progress, "indexing")
+        for n, key in enumerate(todo, 1):
+            forget(key)
+            data = contents.get(key)
+            if data is None:  # not handed over (should not happen): index nothing torn
+                report.notes.append(f"{key}: content not captured; will be retried")
+                continue
+            got = okf.parse(key, data, scope_root_of(plan, key))
+            if isinstance(got, okf.ProviderError):
+                errors[key] = got.message
+            else:
+                if got.warning:
+                    warnings[key] = got.warning
+                writer.add(build_input(got))
+            bar(n, len(todo))
+        bar.done()
+        diag = (errors, warnings) if fresh or (errors, warnings) != before else None
+        meta = {"provider": provider_versions(), "scopes": scope_digests(plan),
+                "plan_digest": plan.digest(),
+                "source_bytes": sum(e[0] for e in res.manifest.raw().values() if e[0] > 0),
+                "reconcile": pass_info}
+        m = writer.commit(files_table=res.manifest.to_bytes(), meta=meta, diag=diag)
+    finally:
+        writer.close()
+    report.published = True
+    report.generation = m.generation
+    report.documents = m.documents
+    report.errors, report.warnings = m.errors, m.warnings
+    report.merged_segments = writer.merged
+    if not report.content_changed and not fresh:
+        report.notes.append("only file metadata changed: published a new file table")
+    _record_pass(index_dir, pass_info)
+    report.duration_ms = round((time.perf_counter() - t0) * 1000, 3)
+    return report
+
+
+def _record_pass(index_dir: Path, info: dict[str, Any]) -> None:
+    """Remember the last pass for `status` (best effort: a read-only share skips it)."""
+    target = index_dir / STATUS_NAME
+    tmp = index_dir / f"{STATUS_NAME}.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(json.dumps(info))
+        os.replace(tmp, target)
+    except OSError:
+        pass
+
+
+def last_pass(index_dir: Path, m: StoreManifest | None) -> dict[str, Any]:
+    """The most recent reconciliation recorded (manifest or status file)."""
+    best: dict[str, Any] = dict(m.reconcile) if m is not None else {}
+    try:
+        got = json.loads(read_all(index_dir / STATUS_NAME))
+        if isinstance(got, dict) and got.get("at_ns", 0) > best.get("at_ns", 0):
+            best = got
+    except (OSError, ValueError):
+        pass
+    return best

@@ -1,0 +1,1 @@
+"""Query language, BM25 ranking, snippets and the --direct oracle."""

@@ -1,0 +1,55 @@
+"""How fresh an answer is, and the step that makes it so before a query.
+
+``ensure_fresh`` is the one call the search command makes before reading the
+index; the watcher daemon later puts its barrier in front of it. Without a
+daemon it reconciles synchronously (``reconcile-on-query``): a lock-free
+comparison first, and only when something changed the locked update.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Freshness:
+    mode: str  # watcher-clean | fallback | reconcile-on-query | direct
+    reason: str | None
+    generation: int | None
+    barrier_ms: float | None = None
+    reconcile_ms: float | None = None
+    rebuilt: str | None = None  # why the index was rebuilt before answering
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def ensure_fresh(project: Any, plan: Any, *, mode: str = "reconcile-on-query",
+                 reason: str | None = None) -> Freshness:
+    """Bring the index up to date with the files, synchronously."""
+    from ctindex.indexer import _load_files, rebuild_reason, update
+    from ctindex.store.files import IndexCorrupt
+    from ctindex.store.manifest import read_manifest
+    from reconciler import reconcile
+
+    if reason is None:
+        reason = "watch disabled" if not plan.settings.watch else "no daemon"
+    index_dir = Path(project.index_dir)
+    t0 = time.perf_counter()
+    try:
+        m = read_manifest(index_dir)
+        if m is not None and rebuild_reason(m, plan) is None:
+            res = reconcile(project.root, plan.path_filter(), _load_files(index_dir, m))
+            if not res.has_changes:
+                return Freshness(mode, reason, m.generation,
+                                 reconcile_ms=round(res.metrics.duration_ms, 3))
+    except (IndexCorrupt, OSError):
+        pass  # the locked update below repairs or reports it
+    report = update(project, plan)
+    return Freshness(mode, reason, report.generation,
+                     reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
+                     rebuilt=report.reason if report.rebuilt else None, notes=report.notes)
