@@ -179,7 +179,7 @@ def _locked(project: Any, plan: Any, only: list[str] | None, *, fresh: bool,
             reason = rebuild_reason(base, plan) if base is not None else (reason or "no index yet")
             if reason is None and base is not None:
                 try:
-                    previous = _load_files(index_dir, base)
+                    previous = load_file_table(index_dir, base)
                 except (IndexCorrupt, OSError, ValueError) as exc:
                     notes.append(f"{exc}; rebuilding")
                     reason = "file table damaged"
@@ -191,7 +191,8 @@ def _locked(project: Any, plan: Any, only: list[str] | None, *, fresh: bool,
         return report
 
 
-def _load_files(index_dir: Path, m: StoreManifest) -> Any:
+def load_file_table(index_dir: Path, m: StoreManifest) -> Any:
+    """The reconciler file table a generation names (empty when it names none)."""
     from reconciler import Manifest, ManifestCorrupt
 
     if m.files is None:
@@ -200,6 +201,9 @@ def _load_files(index_dir: Path, m: StoreManifest) -> Any:
         return Manifest.load(index_dir / m.files)
     except ManifestCorrupt as exc:
         raise IndexCorrupt(str(exc)) from exc
+
+
+_load_files = load_file_table  # the daemon engine's name for it
 
 
 def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,

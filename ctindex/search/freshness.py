@@ -31,7 +31,7 @@ class Freshness:
 def ensure_fresh(project: Any, plan: Any, *, mode: str = "reconcile-on-query",
                  reason: str | None = None) -> Freshness:
     """Bring the index up to date with the files, synchronously."""
-    from ctindex.indexer import _load_files, rebuild_reason, update
+    from ctindex.indexer import load_file_table, rebuild_reason, update
     from ctindex.store.files import IndexCorrupt
     from ctindex.store.manifest import read_manifest
     from reconciler import reconcile
@@ -43,7 +43,7 @@ def ensure_fresh(project: Any, plan: Any, *, mode: str = "reconcile-on-query",
     try:
         m = read_manifest(index_dir)
         if m is not None and rebuild_reason(m, plan) is None:
-            res = reconcile(project.root, plan.path_filter(), _load_files(index_dir, m))
+            res = reconcile(project.root, plan.path_filter(), load_file_table(index_dir, m))
             if not res.has_changes:
                 return Freshness(mode, reason, m.generation,
                                  reconcile_ms=round(res.metrics.duration_ms, 3))
