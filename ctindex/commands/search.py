@@ -22,8 +22,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         fresh = Freshness("direct", "answered from the files, without the index", None)
         outcome = search_direct(str(ctx.project.root), plan, node, args.limit)
     else:
+        from ctindex.client import ensure_fresh
         from ctindex.search.engine import search_index
-        from ctindex.search.freshness import ensure_fresh
 
         fresh = ensure_fresh(ctx.project, plan)
         outcome = search_index(ctx.project.index_dir, node, args.limit)
