@@ -229,7 +229,7 @@ def pattern_problem(pattern: str) -> str | None:
     import pathspec  # compiled here so a bad bracket expression fails early
 
     try:
-        compiled = pathspec.PathSpec.from_lines("gitwildmatch", [pattern])
+        compiled = pathspec.PathSpec.from_lines("gitignore", [pattern])
     except Exception as exc:  # pathspec raises several types for bad syntax
         return f"invalid ({exc})"
     if not compiled.patterns or compiled.patterns[0].include is None:
