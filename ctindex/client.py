@@ -59,7 +59,8 @@ class BarrierResult:
     backend: str
     backend_reason: str | None
     degraded: str | None
-    reconciled: bool
+    reconciled: bool  # the daemon ran a full pass to answer (overflow, audit, ...)
+    reconcile_reason: str | None
     reconcile_ms: float | None
     barrier_ms: float
 
@@ -140,6 +141,7 @@ def barrier(paths: rt.RuntimePaths, plan_digest: str, timeout_ms: int) -> Barrie
             backend_reason=_opt_str(reply.get("backend_reason")),
             degraded=_opt_str(reply.get("degraded")),
             reconciled=bool(reply.get("reconciled")),
+            reconcile_reason=_opt_str(reply.get("reconcile_reason")),
             reconcile_ms=_opt_float(reply.get("reconcile_ms")),
             barrier_ms=round((time.monotonic() - started) * 1000, 3),
         )
@@ -264,6 +266,10 @@ def ensure_fresh(project: Any, plan: Any) -> Any:
                              barrier_ms=result.barrier_ms, reconcile_ms=result.reconcile_ms)
         return reconcile_now(project, plan, mode="fallback",
                              reason=f"unreliable filesystem: {why}")
+    if result.reconciled:  # fresh, and the daemon says it had to reconcile fully
+        return Freshness("watcher-clean", f"reconciled by the daemon: {result.reconcile_reason}",
+                         result.generation, barrier_ms=result.barrier_ms,
+                         reconcile_ms=result.reconcile_ms)
     return Freshness("watcher-clean", None, result.generation, barrier_ms=result.barrier_ms)
 
 

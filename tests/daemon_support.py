@@ -117,3 +117,95 @@ def reap(pid: int, timeout: float = 10.0) -> int | None:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
     return None
+
+
+# -- real CLI projects (acceptance tests) ---------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+CORPUS = REPO / "fixtures" / "okf-bundles"
+# Short lifecycle settings for tests; the fixture teardown kills leftovers anyway.
+TEST_CONFIG = {"version": 1, "idle_seconds": 60, "debounce_ms": 50}
+
+
+class CliProject:
+    """A temporary project with copied bundles, driven through `python -m ctindex`."""
+
+    def __init__(self, root: Path, bundles: tuple[str, ...] = ("acme_retail", "ga4"),
+                 config: dict[str, Any] | None = None) -> None:
+        import shutil
+
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        (root / ".git").mkdir(exist_ok=True)
+        for name in bundles:
+            shutil.copytree(CORPUS / name, root / name)
+        self.write_config({**TEST_CONFIG, **(config or {})})
+        self.paths = rt.RuntimePaths.for_project(Project.at(root))
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        (self.root / ".ct").mkdir(exist_ok=True)
+        (self.root / ".ct" / "index.jsonc").write_text(json.dumps(config))
+
+    def cli(self, *args: str, env: dict[str, str] | None = None) -> Any:
+        import subprocess
+        import sys
+
+        done = subprocess.run([sys.executable, "-m", "ctindex", "-C", str(self.root), *args],
+                              capture_output=True, text=True, timeout=120, check=False,
+                              env=env)
+        assert done.returncode in (0, 1), done.stderr
+        return done
+
+    def search(self, query: str, *, direct: bool = False) -> dict[str, Any]:
+        args = ["--json", "search", query, "--limit", "1000"]
+        doc: dict[str, Any] = json.loads(self.cli(*args, *(["--direct"] if direct else [])).stdout)
+        return doc
+
+    def hits(self, doc: dict[str, Any]) -> list[str]:
+        return sorted(r["path"] for r in doc["results"])
+
+    def check(self, query: str) -> dict[str, Any]:
+        """Indexed search whose results equal --direct's; returns its freshness."""
+        indexed = self.search(query)
+        assert self.hits(indexed) == self.hits(self.search(query, direct=True)), query
+        fresh: dict[str, Any] = indexed["freshness"]
+        return fresh
+
+    def status(self) -> dict[str, Any]:
+        from ctindex import client
+
+        return client.watcher_status(Project.at(self.root))
+
+    def daemon_pids(self) -> list[int]:
+        """Live daemon processes for this project (zombies excluded)."""
+        import psutil
+
+        found = []
+        for proc in psutil.process_iter(["cmdline", "status"]):
+            cmd = proc.info["cmdline"] or []
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if "ctindex.daemon" in cmd and str(self.root) in cmd:
+                found.append(proc.pid)
+        return found
+
+    def wait_daemon(self, timeout: float = 20.0) -> dict[str, Any]:
+        """Wait until a daemon answers and has finished its startup pass."""
+        def ready() -> dict[str, Any] | None:
+            doc = self.status()
+            return doc if doc["responsive"] and doc["reconciles"] else None
+        found: dict[str, Any] = wait_for(ready, timeout)
+        return found
+
+    def wait_gone(self, timeout: float = 20.0) -> None:
+        wait_for(lambda: not self.daemon_pids(), timeout)
+
+    def log_lines(self) -> list[str]:
+        return self.paths.log.read_text().splitlines() if self.paths.log.exists() else []
+
+    def kill_daemons(self) -> None:
+        for pid in self.daemon_pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGKILL)
+        rt.clear_spawn_failure(self.paths)

@@ -99,12 +99,12 @@ class RealEngine:
     def indexed_keys(self) -> Container[str] | None:
         """The file table of the published generation (loaded on demand only:
         the daemon does not keep a copy, its RSS per file stays small)."""
-        from ctindex.indexer import _load_files
+        from ctindex.indexer import load_file_table
         from ctindex.store.manifest import read_manifest
 
         try:
             m = read_manifest(self.project.index_dir)
-            return _load_files(self.project.index_dir, m) if m is not None else None
+            return load_file_table(self.project.index_dir, m) if m is not None else None
         except Exception:  # status detail only: a damaged table just means "unknown"
             return None
 

@@ -97,6 +97,8 @@ class Daemon:
         self._watch_fd: int | None = None
         self._wake: tuple[socket.socket, socket.socket] | None = None
         self._last_beat = (clock(), self.started_wall)
+        self._lock: IO[str] | None = None
+        self.owner = True  # False once our lock file was deleted or replaced
 
     @property
     def plan(self) -> PlanView:
@@ -113,6 +115,7 @@ class Daemon:
             self._drop_claim()  # the holder is alive: this claim served its purpose
             return None
         self.log = LifecycleLog(self.paths.log, f"pid={self.pid} instance={self.instance}")
+        self._lock = lock
         try:
             lock.write(f"{self.pid} {self.instance}\n")
             lock.flush()
@@ -286,8 +289,15 @@ class Daemon:
         self.seq += 1
         name = f"{self.instance}-{self.seq}"
         try:
-            fd = os.open(self.paths.cookies / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            os.close(fd)
+            _touch(self.paths.cookies / name)
+        except FileNotFoundError:  # someone removed the cookie folder: recreate it;
+            # the watcher re-watches it by itself, until then cookies time out
+            try:
+                rt.ensure_private_dir(self.paths.cookies, within=self.paths.dir)
+                _touch(self.paths.cookies / name)
+            except OSError as exc:
+                self._fail_barrier(conn, f"cookie: {exc.strerror or exc}")
+                return
         except OSError as exc:
             self._fail_barrier(conn, f"cookie: {exc.strerror or exc}")
             return
@@ -315,6 +325,7 @@ class Daemon:
         now = self.clock()
         pending = self.dirty.take()  # no debounce wait for a barrier
         full = pending.rescan
+        full_reason = pending.reason
         if full:
             remaining = min(w.deadline for w in waiters) - now
             last = self.stats.last_reconcile
@@ -345,6 +356,7 @@ class Daemon:
                 "degraded": self.watcher.degraded,
                 "plan": self.plan.digest,
                 "reconciled": full,
+                "reconcile_reason": full_reason,
                 "reconcile_ms": (self.stats.last_reconcile or {}).get("duration_ms") if full
                 else None,
                 "barrier_ms": round((self.clock() - w.started) * 1000, 3),
@@ -411,7 +423,37 @@ class Daemon:
 
     # -- heartbeat -------------------------------------------------------------
 
+    def _check_ownership(self) -> None:
+        """Runtime files can be deleted under us. A lock on an unlinked file
+        no longer excludes a successor, so stop at once; a lost socket is
+        simply bound again (we still hold the lock)."""
+        assert self._lock is not None
+        try:
+            here = os.stat(self.paths.lock)
+            held = os.fstat(self._lock.fileno())
+            lost = (here.st_dev, here.st_ino) != (held.st_dev, held.st_ino)
+        except OSError:
+            lost = True
+        if lost:
+            self.owner = False
+            self.stop_reason = "lock-file-lost"
+            return
+        if self.server is not None and not self.server.intact():
+            self.server.close()
+            try:
+                if self.paths.socket_is_fallback:
+                    rt.ensure_fallback_dir(self.paths)
+                else:
+                    rt.ensure_private_dir(self.paths.dir)
+                self.server.start()
+            except OSError as exc:
+                self.stop_reason = "socket-lost"
+                self._log("socket-lost", error=f"{type(exc).__name__}: {exc}")
+
     def _heartbeat(self) -> None:
+        self._check_ownership()
+        if self.stop_reason is not None:
+            return
         mono, wall = self.clock(), self.wall()
         last_mono, last_wall = self._last_beat
         self._last_beat = (mono, wall)
@@ -485,6 +527,8 @@ class Daemon:
         }
 
     def _write_status(self, lane: str) -> None:
+        if not self.owner:  # a successor owns status.json now
+            return
         with contextlib.suppress(OSError):
             rt.write_json(self.paths.status, self._status_record(lane))
 
@@ -547,6 +591,10 @@ def _acquire(path: Path) -> IO[str] | None:
         return fh
     fh.close()
     return None
+
+
+def _touch(path: Path) -> None:
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _is_ours(key: str) -> bool:

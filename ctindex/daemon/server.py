@@ -88,6 +88,14 @@ class IpcServer:
         self._listener = sock
         self._sel.register(sock, selectors.EVENT_READ, self)
 
+    def intact(self) -> bool:
+        """True while the socket path is still the socket we bound."""
+        try:
+            st = os.lstat(self.path)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self._ident
+
     def close(self) -> None:
         for conn in list(self._conns):
             self._drop(conn)
