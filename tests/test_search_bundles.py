@@ -47,6 +47,8 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> tuple[Pro
     from tests.conftest import copy_bundles
 
     root = copy_bundles(tmp_path_factory.mktemp("bundles"))
+    (root / ".ct").mkdir()
+    (root / ".ct" / "index.jsonc").write_text('{"version": 1, "watch": false}')
     project = Project.at(root)
     plan = load_plan(project)
     report = update(project, plan)
