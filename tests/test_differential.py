@@ -146,7 +146,8 @@ POINTS = ["mid-segment", "after-segment", "after-dels", "before-manifest-rename"
           "after-manifest-rename"]
 
 
-def cli(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def cli(root: Path, *args: str,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ctindex", "-C", str(root), *args],
                           capture_output=True, text=True, env=env, timeout=120, check=False)
 
