@@ -36,6 +36,7 @@ REASONS = (INCLUDED, EXCLUDED, HARD_EXCLUDED, OUTSIDE_SCOPE,
 
 HARD = "hard"
 INDEX_PATTERN = INDEX_KEY + "/**"
+_INDEX_PREFIX = INDEX_KEY + "/"
 MISSING = "does not exist"
 
 
@@ -170,12 +171,19 @@ class PlanPathFilter:
     """The reconciler's PathFilter over a plan (docs/architecture.md).
 
     The walker must not follow symlinked folders: accept() trusts that the
-    key was reached through real folders and makes no system calls.
+    key was reached through real folders and makes no system calls. accept()
+    is the hot path (every file of every pass), so it repeats classify()'s
+    rules without building Decision objects and remembers the deciding scope
+    per folder; test_plan checks that both always agree.
     """
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
         self._roots = plan.walk_roots()
+        self._exclude = plan.exclude_set
+        self._exclude_match = plan.exclude_set.bound_match()
+        self._limit = plan.settings.max_file_bytes
+        self._folders: dict[str, Any] = {}
 
     def roots(self) -> Sequence[str]:
         return self._roots
@@ -185,7 +193,7 @@ class PlanPathFilter:
         storage, folders matching a global or scope exclude ('archive/**')."""
         if key == INDEX_KEY or key.startswith(INDEX_KEY + "/"):
             return False
-        if key and self.plan.exclude_set.matches(key + "/"):
+        if key and self._exclude.matches(key + "/"):
             return False
         found = self.plan.find_scope(key)
         if found is None:
@@ -196,6 +204,33 @@ class PlanPathFilter:
         return not (rel and exclude.matches(rel + "/"))
 
     def accept(self, key: str, st: os.stat_result) -> bool:
-        if key == INDEX_KEY or key.startswith(INDEX_KEY + "/"):
+        if not stat_mod.S_ISREG(st.st_mode) or st.st_size > self._limit:
             return False
-        return classify(self.plan, key, st).reason == INCLUDED
+        if key.startswith(_INDEX_PREFIX) or self._exclude_match(key):
+            return False
+        folder, _slash, name = key.rpartition("/")
+        rules = self._folders.get(folder)
+        if rules is None:
+            rules = self._folder_rules(key)
+        if not rules:
+            return False
+        cut, include, exclude, extensions, reserved = rules
+        rel = key[cut:]
+        if (exclude is not None and exclude(rel)) or include(rel) is None:
+            return False
+        return name.endswith(extensions) and name not in reserved
+
+    def _folder_rules(self, key: str) -> tuple[Any, ...]:
+        """What accept() needs for every file of `key`'s folder, bound once."""
+        if len(self._folders) > 4096:
+            self._folders.clear()
+        found = self.plan.find_scope(key)
+        rules: tuple[Any, ...] = ()
+        if found is not None:
+            scope, include, exclude = found
+            provider = PROVIDERS[scope.provider]
+            rules = (len(scope.root) + 1 if scope.root else 0,
+                     include.bound_match(), exclude.bound_match() if exclude.patterns else None,
+                     provider.extensions, frozenset(provider.reserved_names))
+        self._folders[key.rpartition("/")[0]] = rules
+        return rules

@@ -14,7 +14,7 @@ import os
 import re
 import stat as stat_mod
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -79,11 +79,19 @@ class PatternSet:
     def matches(self, path: str) -> bool:
         return self._any is not None and self._any.match(path) is not None
 
+    def bound_match(self) -> Callable[[str], object]:
+        """A `match(path)` returning None when nothing matches (hot loops)."""
+        return self._any.match if self._any is not None else _never
+
     def first(self, path: str) -> str | None:
         for pattern, compiled in zip(self.patterns, self._spec.patterns, strict=True):
             if compiled.include and compiled.regex is not None and compiled.regex.match(path):
                 return pattern
         return None
+
+
+def _never(_path: str) -> None:
+    return None
 
 
 @lru_cache(maxsize=64)
