@@ -19,6 +19,7 @@ import secrets
 import selectors
 import signal
 import socket
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ ERROR_RETRY_S = 5.0  # after an indexing error, wait before trying again
 BARRIER_SHARE = 0.8  # answer within this share of the client's budget
 POLL_WAIT_S = 0.05  # poll-lane watcher has no fd: how often to look for cookies
 AUDIT_JITTER = 0.25
+ROUTINE_PASSES = ("startup", "audit")  # full passes not caused by lost events
 
 
 @dataclass
@@ -99,6 +101,7 @@ class Daemon:
         self._last_beat = (clock(), self.started_wall)
         self._lock: IO[str] | None = None
         self.owner = True  # False once our lock file was deleted or replaced
+        self.unreported: dict[str, Any] | None = None  # full pass not yet told to a client
 
     @property
     def plan(self) -> PlanView:
@@ -150,7 +153,7 @@ class Daemon:
         self.last_activity = self.clock()
         cookies = os.path.relpath(self.paths.cookies, self.project.root)
         self.cookie_key = cookies.replace(os.sep, "/")
-        rt.ensure_private_dir(self.paths.cookies, within=self.paths.dir)
+        _repair_folder(self.paths.cookies, self.paths.dir)
         _clear_folder(self.paths.cookies)
         self._open_watcher()
         if self.paths.socket_is_fallback:
@@ -286,14 +289,19 @@ class Daemon:
         if not isinstance(budget_ms, int) or isinstance(budget_ms, bool):
             budget_ms = self.plan.barrier_timeout_ms
         budget = min(max(budget_ms, 10), 10_000) / 1000
+        # Read first: the backend re-watches a lost cookie folder (or root) on
+        # each read, and that must happen before our cookie is created.
+        self._drain_watcher()
         self.seq += 1
         name = f"{self.instance}-{self.seq}"
         try:
             _touch(self.paths.cookies / name)
-        except FileNotFoundError:  # someone removed the cookie folder: recreate it;
-            # the watcher re-watches it by itself, until then cookies time out
+        except (FileNotFoundError, NotADirectoryError):
+            # Someone removed or replaced the cookie folder: repair it. The
+            # watcher re-watches it by itself; until then cookies time out.
             try:
-                rt.ensure_private_dir(self.paths.cookies, within=self.paths.dir)
+                _repair_folder(self.paths.cookies, self.paths.dir)
+                self._drain_watcher()  # re-watches the folder before the cookie
                 _touch(self.paths.cookies / name)
             except OSError as exc:
                 self._fail_barrier(conn, f"cookie: {exc.strerror or exc}")
@@ -305,7 +313,7 @@ class Daemon:
         self.waiters[name] = waiter
         self.server.extend(conn, now + budget + 0.5)
         if self.watcher.fileno() is None:
-            self._drain_watcher()
+            self._drain_watcher()  # poll lane: it notices the cookie by listing
 
     def _expire_waiters(self, now: float) -> None:
         for name, waiter in list(self.waiters.items()):
@@ -324,9 +332,7 @@ class Daemon:
         waiters = [self.waiters.pop(n) for n in ready]
         now = self.clock()
         pending = self.dirty.take()  # no debounce wait for a barrier
-        full = pending.rescan
-        full_reason = pending.reason
-        if full:
+        if pending.rescan:
             remaining = min(w.deadline for w in waiters) - now
             last = self.stats.last_reconcile
             expected = (last or {}).get("duration_ms", 0.0) / 1000
@@ -341,6 +347,9 @@ class Daemon:
         if ok and self.dirty.rescan_reason == "changed-while-read":
             ok = self._apply(self.dirty.take())  # one retry; a file still changing is live
         lane = self._lane()
+        # A full pass forced by lost events since the last answer is reported
+        # (once), so a query can say it was reconciled rather than just clean.
+        full, self.unreported = self.unreported, None
         for w in waiters:
             if not ok:
                 self._fail_barrier(w.conn, "daemon error")
@@ -355,10 +364,9 @@ class Daemon:
                 "backend_reason": self.watcher.reason,
                 "degraded": self.watcher.degraded,
                 "plan": self.plan.digest,
-                "reconciled": full,
-                "reconcile_reason": full_reason,
-                "reconcile_ms": (self.stats.last_reconcile or {}).get("duration_ms") if full
-                else None,
+                "reconciled": full is not None,
+                "reconcile_reason": full["reason"] if full else None,
+                "reconcile_ms": full["duration_ms"] if full else None,
                 "barrier_ms": round((self.clock() - w.started) * 1000, 3),
             })
 
@@ -410,6 +418,8 @@ class Daemon:
                 "entries_visited": applied.entries_visited, "at": self.wall(),
             }
             self.next_audit = self._audit_due(done)
+            if pending.reason not in ROUTINE_PASSES:
+                self.unreported = self.stats.last_reconcile
         else:
             self.stats.batches += 1
             latency = None
@@ -454,6 +464,7 @@ class Daemon:
         self._check_ownership()
         if self.stop_reason is not None:
             return
+        self._drain_watcher()  # lets the backend retry lost roots / cookie folder
         mono, wall = self.clock(), self.wall()
         last_mono, last_wall = self._last_beat
         self._last_beat = (mono, wall)
@@ -561,8 +572,9 @@ class Daemon:
         if self.watcher is not None:
             with contextlib.suppress(Exception):
                 self.watcher.close()
-        with contextlib.suppress(OSError):
-            _clear_folder(self.paths.cookies)
+        if self.owner:  # after losing the lock file these belong to a successor
+            with contextlib.suppress(OSError):
+                _clear_folder(self.paths.cookies)
         self._write_status("unavailable")
         self._log("stop", reason=reason)
         if self.log is not None:
@@ -591,6 +603,18 @@ def _acquire(path: Path) -> IO[str] | None:
         return fh
     fh.close()
     return None
+
+
+def _repair_folder(folder: Path, within: Path) -> None:
+    """Make every level from `within` to `folder` a private folder again,
+    removing whatever non-folder took a level's place (runtime files only)."""
+    level = within
+    for part in (None, *folder.relative_to(within).parts):
+        level = level if part is None else level / part
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISDIR(os.lstat(level).st_mode):
+                os.unlink(level)
+    rt.ensure_private_dir(folder, within=within)
 
 
 def _touch(path: Path) -> None:
