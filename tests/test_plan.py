@@ -291,16 +291,35 @@ def test_scope_digest_changes_only_for_the_affected_scope(bundles_project: Path)
 
 # --- the reconciler's PathFilter ------------------------------------------------
 
-def test_path_filter_agrees_with_decide(bundles_project: Path) -> None:
+FILTER_CONFIGS = [
+    None,
+    """{scopes: [{root: "okf/bundles/ga4", provider: "okf-markdown", include: ["tables/**"]},
+                {root: "okf", provider: "okf-markdown", include: ["**/*"],
+                 exclude: ["bundles/acme_retail/skills/**", "**/blocks.md"]}],
+       exclude: ["**/stackoverflow/tables/", "**/*.db"], max_file_bytes: 4000}""",
+    """{scopes: [{root: ".", provider: "okf-markdown", include: ["**/*.md", "**/*.html"]}]}""",
+]
+
+
+@pytest.mark.parametrize("config", FILTER_CONFIGS, ids=["derived", "nested", "project-root"])
+def test_path_filter_agrees_with_decide(bundles_project: Path, config: str | None) -> None:
     (bundles_project / "okf/bundles/ga4/big.md").write_bytes(b"x" * (2 * 1024 * 1024 + 1))
+    (bundles_project / "okf/bundles/ga4/state.db").write_bytes(b"x")
+    (bundles_project / "okf/bundles/ga4/tables/notes.md").write_bytes(b"x" * 5000)
     os.mkfifo(bundles_project / "okf/bundles/ga4/pipe.md")
+    os.symlink("tables/events_.md", bundles_project / "okf/bundles/ga4/alias.md")
+    if config:
+        write_config(bundles_project, config)
     plan = plan_of(bundles_project)
     flt = plan.path_filter()
-    assert list(flt.roots()) == [f"okf/bundles/{b}" for b in BUNDLES]
-    for key in all_files(bundles_project / "okf"):
-        key = f"okf/{key}"
+    if config is None:
+        assert list(flt.roots()) == [f"okf/bundles/{b}" for b in BUNDLES]
+    accepted = 0
+    for key in all_files(bundles_project):
         st = os.lstat(bundles_project / key)
         assert flt.accept(key, st) == plan.decide(key).included, key
+        accepted += flt.accept(key, st)
+    assert accepted > 10
 
 
 def test_path_filter_prunes_excluded_folders(bundles_project: Path) -> None:
