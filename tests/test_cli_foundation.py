@@ -163,3 +163,15 @@ def test_readme_sample_project(run_cli: Callable[..., CliResult]) -> None:
                      "okf/bundles/crypto_bitcoin/viz.html")
     assert result.code == 1
     assert "transactions.md: included" in result.out and "viz.html: outside-scope" in result.out
+
+
+def test_human_units() -> None:
+    from ctindex.output import human_bytes, human_count, human_ms, table
+
+    assert [human_bytes(n) for n in (0, 1023, 1536, 2 * 1024 * 1024, 3 << 40)] == [
+        "0 B", "1023 B", "1.5 KiB", "2.0 MiB", "3.0 TiB"]
+    assert [human_ms(v) for v in (None, 0.42, 12.4, 3200, 303_000, 7_500_000)] == [
+        "-", "0.4 ms", "12 ms", "3.2 s", "5 min 3 s", "2 h 5 min"]
+    assert (human_count(1, "document"), human_count(12345, "document")) == (
+        "1 document", "12,345 documents")
+    assert table([["a", "bb", "c"], ["ddd", "e", "f"]]) == "a    bb  c\nddd  e   f\n"
