@@ -81,7 +81,7 @@ def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> 
         sock.settimeout(min(CONNECT_TIMEOUT_S, timeout))
         try:
             sock.connect(os.fspath(paths.socket))
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
+        except (FileNotFoundError, NotADirectoryError, ConnectionRefusedError) as exc:
             raise BarrierFailed(NO_DAEMON, spawnable=True) from exc
         except TimeoutError as exc:  # backlog full: a daemon exists but is stuck
             raise BarrierFailed(DAEMON_BUSY) from exc
