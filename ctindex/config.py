@@ -229,12 +229,20 @@ def pattern_problem(pattern: str) -> str | None:
     import pathspec  # compiled here so a bad bracket expression fails early
 
     try:
-        compiled = pathspec.PathSpec.from_lines("gitignore", [pattern])
+        compiled = pathspec.PathSpec.from_lines(pattern_factory(), [pattern])
     except Exception as exc:  # pathspec raises several types for bad syntax
         return f"invalid ({exc})"
     if not compiled.patterns or compiled.patterns[0].include is None:
         return "matches nothing (invalid wildcard syntax)"
     return None
+
+
+def pattern_factory() -> str:
+    """pathspec's gitignore pattern name: 1.x calls it "gitignore" and
+    deprecates "gitwildmatch"; 0.12 is the other way round."""
+    import pathspec
+
+    return "gitignore" if int(pathspec.__version__.split(".")[0]) >= 1 else "gitwildmatch"
 
 
 def display_root(root: str) -> str:

@@ -26,6 +26,7 @@ from ctindex.config import (
     INT_SETTINGS,
     Config,
     load_config,
+    pattern_factory,
 )
 from ctindex.project import INDEX_KEY, Project, StrPath
 from ctindex.providers import OKF_MARKDOWN, PROVIDERS
@@ -40,6 +41,7 @@ POLICY_VERSION = 1
 ROOT_DEPTH = 3                 # PRODUCT.md §4: okf/bundles/<name>/index.md
 ROOTS_CACHE = "roots.json"
 _RACY_NS = 2_000_000_000       # FAT's 2 s: a folder newer than this may change unseen
+_NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_]\w*>")
 
 
 @dataclass(frozen=True)
@@ -71,9 +73,17 @@ class PatternSet:
         import pathspec
 
         self.patterns = tuple(patterns)
-        self._spec = pathspec.PathSpec.from_lines("gitignore", self.patterns)
-        parts = [p.regex.pattern for p in self._spec.patterns
-                 if p.include and p.regex is not None]
+        spec = pathspec.PathSpec.from_lines(pattern_factory(), self.patterns)
+        # (text, regex) of every positive pattern; pathspec's RegexPattern has
+        # `.regex`, the base Pattern type does not declare it.
+        self._regexes: list[tuple[str, re.Pattern[str]]] = []
+        for text, compiled in zip(self.patterns, spec.patterns, strict=True):
+            regex = getattr(compiled, "regex", None)
+            if compiled.include and regex is not None:
+                self._regexes.append((text, regex))
+        # Older pathspec releases put a named group in every regex; names may
+        # not repeat in one alternation, so turn them into plain groups.
+        parts = [_NAMED_GROUP.sub("(?:", regex.pattern) for _text, regex in self._regexes]
         self._any = re.compile("|".join(f"(?:{part})" for part in parts)) if parts else None
 
     def matches(self, path: str) -> bool:
@@ -84,9 +94,9 @@ class PatternSet:
         return self._any.match if self._any is not None else _never
 
     def first(self, path: str) -> str | None:
-        for pattern, compiled in zip(self.patterns, self._spec.patterns, strict=True):
-            if compiled.include and compiled.regex is not None and compiled.regex.match(path):
-                return pattern
+        for text, regex in self._regexes:
+            if regex.match(path):
+                return text
         return None
 
 
