@@ -37,7 +37,7 @@ def test_acceptance_12_8_concurrent_first_searches_start_one_daemon(project: Cli
              for _ in range(20)]
     outputs = [p.communicate(timeout=300) for p in procs]
     direct = project.hits(project.search("margin", direct=True))
-    for proc, (out, err) in zip(procs, outputs):
+    for proc, (out, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err
         assert project.hits(json.loads(out)) == direct
     first = project.wait_daemon()
