@@ -23,7 +23,9 @@ class FakeEngine:
 
     def __init__(self, root: Path, journal: Path, *, digest: str = "plan-1",
                  idle_seconds: int = 60, ceiling: int = 1 << 40, debounce_ms: int = 30,
-                 roots: tuple[str, ...] = ("docs",), fail_paths: bool = False) -> None:
+                 roots: tuple[str, ...] = ("docs",), fail_paths: bool = False,
+                 audit_seconds: int = 300, poll: bool = False,
+                 plan_file: Path | None = None) -> None:
         self.root = root
         self.journal = journal
         self.digest = digest
@@ -32,14 +34,22 @@ class FakeEngine:
         self.debounce_ms = debounce_ms
         self.roots = roots
         self.fail_paths = fail_paths
+        self.audit_seconds = audit_seconds
+        self.poll = poll
+        self.plan_file = plan_file  # "<digest> <watch 0|1>" read on every load
         self.gen = 0
 
     def load_plan(self) -> PlanView:
-        return PlanView(None, self.digest, self.debounce_ms, 300, self.idle_seconds,
-                        self.ceiling, 500)
+        digest, watch = self.digest, True
+        if self.plan_file is not None:
+            text, flag = self.plan_file.read_text().split()
+            digest, watch = text, flag == "1"
+        return PlanView(None, digest, self.debounce_ms, self.audit_seconds, self.idle_seconds,
+                        self.ceiling, 500, watch)
 
     def open_watcher(self, view: PlanView, cookie_key: str) -> Any:
-        return open_watcher(self.root, list(self.roots), lambda key: True, cookie_key)
+        return open_watcher(self.root, list(self.roots), lambda key: True, cookie_key,
+                            force_poll="test: poll lane" if self.poll else None)
 
     def _note(self, record: dict[str, Any]) -> None:
         with open(self.journal, "a", encoding="utf-8") as fh:
@@ -58,7 +68,10 @@ class FakeEngine:
         return Applied(self.gen, changed=len(keys))
 
     def config_stamp(self) -> tuple[int, int, int] | None:
-        return None
+        if self.plan_file is None:
+            return None
+        st = self.plan_file.stat()
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
 
     def indexed_keys(self) -> None:
         return None
@@ -70,7 +83,7 @@ def journal(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
-def fork_daemon(root: Path, make_engine: Callable[[], Any]) -> int:
+def fork_daemon(root: Path, make_engine: Callable[[], Any], **daemon_kwargs: Any) -> int:
     """Run a Daemon with a fake engine in a forked child; returns its pid."""
     pid = os.fork()
     if pid == 0:  # child: never return into pytest
@@ -79,7 +92,8 @@ def fork_daemon(root: Path, make_engine: Callable[[], Any]) -> int:
             from ctindex.daemon.lifecycle import Daemon
 
             project = Project.at(root)
-            Daemon(project, rt.RuntimePaths.for_project(project), make_engine()).run()
+            Daemon(project, rt.RuntimePaths.for_project(project), make_engine(),
+                   **daemon_kwargs).run()
         except BaseException:
             code = 1
         finally:

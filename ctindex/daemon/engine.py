@@ -37,6 +37,7 @@ class PlanView:
     idle_seconds: int
     memory_ceiling: int
     barrier_timeout_ms: int
+    watch: bool = True
 
 
 class Engine(Protocol):
@@ -70,7 +71,7 @@ class RealEngine:
         plan = load_plan(self.project)
         s = plan.settings
         return PlanView(plan, plan.digest(), s.debounce_ms, s.audit_seconds, s.idle_seconds,
-                        s.max_daemon_memory_bytes, s.barrier_timeout_ms)
+                        s.max_daemon_memory_bytes, s.barrier_timeout_ms, s.watch)
 
     def open_watcher(self, view: PlanView, cookie_key: str) -> Watcher:
         from backends import open_watcher

@@ -247,7 +247,17 @@ class Daemon:
 
     def _replan(self) -> None:
         """Reload the plan; a changed digest means new roots and a full pass."""
-        view = self.engine.load_plan()
+        from ctindex.errors import PolicyError
+
+        try:
+            view = self.engine.load_plan()
+        except PolicyError as exc:  # clients report it themselves (exit 2)
+            self.stop_reason = "policy-error"
+            self._log("policy-error", detail=str(exc))
+            return
+        if not view.watch:  # the user turned watching off: nothing to do here
+            self.stop_reason = "watch-disabled"
+            return
         changed = view.digest != self.plan.digest
         self.view = view
         self.dirty.debounce_s = view.debounce_ms / 1000
@@ -285,6 +295,9 @@ class Daemon:
         digest = request.get("plan")
         if isinstance(digest, str) and digest != self.plan.digest:
             self._replan()  # the client sees a different plan: ours may be stale
+            if self.stop_reason is not None:
+                self._fail_barrier(conn, f"daemon stopping: {self.stop_reason}")
+                return
         budget_ms = request.get("timeout_ms")
         if not isinstance(budget_ms, int) or isinstance(budget_ms, bool):
             budget_ms = self.plan.barrier_timeout_ms
