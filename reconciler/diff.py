@@ -12,7 +12,7 @@ from pathlib import Path
 from reconciler.hashing import DEFAULT_RETRIES, Outcome, read_stable
 from reconciler.manifest import DIRTY_SIZE, Manifest, RawEntry
 from reconciler.report import PassMetrics, WalkReport
-from reconciler.walk import DEFAULT_MAX_DEPTH, FsOps, PathFilter, StatFn, Walker
+from reconciler.walk import DEFAULT_MAX_DEPTH, FileBatch, FsOps, PathFilter, StatFn, Walker
 
 Sink = Callable[[str, bytes], None]
 # FAT stores mtime in 2 s steps; anything finer (ext4, NTFS, HFS+ 1 s) is covered too.
@@ -78,7 +78,10 @@ class _Pass:
                  max_depth: int, retries: int, ops: FsOps | None) -> None:
         self.previous = previous
         self.prev = previous.raw()
-        self.new: dict[str, RawEntry] = {}
+        # Unchanged entries are only noted in `seen` (cheap append); the new table is
+        # the previous one copied in C plus `updates`, minus what is gone.
+        self.updates: dict[str, RawEntry] = {}
+        self.seen: list[str] = []
         self.kept: list[str] = []
         self.fresh: list[str] = []  # hashed keys absent from the previous manifest
         self.res = ReconcileResult()
@@ -90,25 +93,27 @@ class _Pass:
         self.retries = retries
         self.ops = ops or FsOps()
         self.base = base
-        self.walker = Walker(base, flt, stat, self.on_file, self.kept.append,
+        self.walker = Walker(base, flt, stat, self.on_files, self.kept.append,
                              self.res.report, self.res.metrics, max_depth, self.ops)
 
-    def on_file(self, dfd: int, name: str, key: str, st: os.stat_result) -> None:
-        """Hot path: one call per accepted regular file."""
-        if key in self.new:  # reached twice through overlapping roots
-            return
-        p = self.prev.get(key)
-        if (p is not None and p[0] == st.st_size and p[1] == st.st_mtime_ns
-                and p[2] == st.st_ctime_ns and p[3] == st.st_ino and p[4] == st.st_dev):
-            rec = p[6]
-            # git's racy-clean rule: trust the fingerprint only if both stamps are
-            # at least one granularity older than the moment the content was read.
-            if rec - p[1] >= self.gran and rec - p[2] >= self.gran:
-                self.new[key] = p
-                self.res.unchanged += 1
-                return
-            self.res.metrics.bump("racy_rehashed")
-        self._hash(dfd, name, key, st, p)
+    def on_files(self, dfd: int, files: FileBatch) -> None:
+        """Hot path: one call per folder; a full fingerprint match costs no read."""
+        res, gran = self.res, self.gran
+        prev_get = self.prev.get
+        seen = self.seen.append
+        for name, key, st in files:
+            p = prev_get(key)
+            if (p is not None and p[0] == st.st_size and p[1] == st.st_mtime_ns
+                    and p[2] == st.st_ctime_ns and p[3] == st.st_ino and p[4] == st.st_dev):
+                rec = p[6]
+                # git's racy-clean rule: trust the fingerprint only if both stamps are
+                # at least one granularity older than the moment the content was read.
+                if rec - p[1] >= gran and rec - p[2] >= gran:
+                    seen(key)
+                    res.unchanged += 1
+                    continue
+                res.metrics.bump("racy_rehashed")
+            self._hash(dfd, name, key, st, p)
 
     def _hash(self, dfd: int, name: str, key: str, st: os.stat_result,
               p: RawEntry | None) -> None:
@@ -125,12 +130,12 @@ class _Pass:
         if r.outcome is Outcome.DIRTY:
             res.dirty.append(key)
             if p is not None:  # keep the old digest, but make sure it is re-hashed next time
-                self.new[key] = (DIRTY_SIZE, *p[1:])
+                self.updates[key] = (DIRTY_SIZE, *p[1:])
             return
         assert r.fp is not None
         res.metrics.files_hashed += 1
         res.metrics.bytes_hashed += len(r.data)
-        self.new[key] = (*r.fp, r.digest, r.recorded_ns)
+        self.updates[key] = (*r.fp, r.digest, r.recorded_ns)
         if p is None:
             self.fresh.append(key)
         elif r.digest != p[5]:
@@ -146,21 +151,24 @@ class _Pass:
 
     # -- assembling the result -----------------------------------------------------
     def finish(self, scopes: list[str] | None) -> ReconcileResult:
-        prev, new, res = self.prev, self.new, self.res
-        sorted_prev = self.previous.sorted_keys() if (self.kept or scopes) else []
-        for k in self.kept:  # we could not look: carry what we knew
-            for pk in subtree(sorted_prev, k):
-                new.setdefault(pk, prev[pk])
-        if scopes is None:
-            gone = [k for k in prev if k not in new]
+        prev, updates, res = self.prev, self.updates, self.res
+        new = dict(prev)
+        new.update(updates)
+        # Every key met in prev was either noted in `seen` or updated (fresh keys were not in prev).
+        met_prev = len(self.seen) + len(updates) - len(self.fresh)
+        if scopes is None and met_prev == len(prev):
+            gone: list[str] = []  # the common case: no set of 200k keys to build
         else:
-            gone = []
-            for s in scopes:
-                gone.extend(k for k in subtree(sorted_prev, s) if k not in new)
-            gone_set = set(gone)
-            for k, e in prev.items():  # outside the narrowed scope: unchanged by definition
-                if k not in gone_set:
-                    new.setdefault(k, e)
+            sorted_prev = self.previous.sorted_keys()
+            known = set(self.seen)
+            known.update(updates)
+            for k in self.kept:  # we could not look: carry what we knew
+                known.update(subtree(sorted_prev, k))
+            candidates = prev if scopes is None else (
+                k for s in scopes for k in subtree(sorted_prev, s))
+            gone = [k for k in candidates if k not in known]
+            for k in gone:
+                del new[k]
         self._pair_renames(sorted(gone), sorted(self.fresh))
         for lst in (res.changed, res.metadata_only, res.dirty):
             lst.sort()
@@ -173,7 +181,7 @@ class _Pass:
 
     def _pair_renames(self, gone: list[str], fresh: list[str]) -> None:
         """A removed path whose (dev, ino) or digest equals an added one's is a rename."""
-        prev, new, res = self.prev, self.new, self.res
+        prev, new, res = self.prev, self.updates, self.res
         by_inode: dict[tuple[int, int], str] = {}
         by_digest: dict[bytes, str] = {}
         for k in gone:

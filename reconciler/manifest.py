@@ -16,10 +16,12 @@ loading builds no Python objects per entry beyond that tuple; the public
 
 from __future__ import annotations
 
+import gc
 import os
 import struct
 import sys
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -55,6 +57,20 @@ class Entry(NamedTuple):
     fp: Fingerprint
     digest: bytes  # 16-byte xxh3_128
     recorded_ns: int  # clock reading taken just before the content was read
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Building 200k tuples would trigger repeated collections that rescan the
+    half-built table (about a third of the load time); nothing built here
+    can form a reference cycle, so collection is simply deferred."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _xxh3_128(data: bytes | memoryview) -> bytes:
@@ -141,8 +157,9 @@ class Manifest(Mapping[str, Entry]):
         keys = bytes(body[rec_end:]).decode(_FS_ENCODING, _FS_ERRORS).split("\0") if count else []
         if len(keys) != count:
             raise ManifestCorrupt(f"{origin}: manifest key count mismatch")
-        records = _RECORD.iter_unpack(body[_HEADER.size:rec_end])
-        raw: dict[str, RawEntry] = dict(zip(keys, records, strict=True))
+        with _gc_paused():
+            records = _RECORD.iter_unpack(body[_HEADER.size:rec_end])
+            raw: dict[str, RawEntry] = dict(zip(keys, records, strict=True))
         if len(raw) != count:
             raise ManifestCorrupt(f"{origin}: manifest has duplicate keys")
         return cls(raw, keys)

@@ -21,11 +21,15 @@ from reconciler.oserr import DENIED, GONE
 from reconciler.report import PassMetrics, WalkReport
 
 StatFn = Callable[[str], os.stat_result]
-# on_file(parent_fd, name, key, st): an accepted regular file
-FileFn = Callable[[int, str, str, os.stat_result], None]
+# on_files(parent_fd, [(name, key, st), ...]): the accepted regular files of one folder,
+# handed over in one batch while the folder is open (one call per folder, not per file).
+FileBatch = list[tuple[str, str, os.stat_result]]
+FilesFn = Callable[[int, FileBatch], None]
 # keep(key): previous entries at or under key must be carried over (we could not look)
 KeepFn = Callable[[str], None]
 
+S_IFMT = 0o170000  # inline mode tests: the hot loop runs once per entry
+S_IFREG, S_IFDIR, S_IFLNK = stat_mod.S_IFREG, stat_mod.S_IFDIR, stat_mod.S_IFLNK
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 DEFAULT_MAX_DEPTH = 512
 
@@ -49,7 +53,7 @@ def join_key(parent: str, name: str) -> str:
 
 
 class Walker:
-    def __init__(self, base: str, flt: PathFilter, stat: StatFn, on_file: FileFn,
+    def __init__(self, base: str, flt: PathFilter, stat: StatFn, on_files: FilesFn,
                  keep: KeepFn, report: WalkReport, metrics: PassMetrics,
                  max_depth: int = DEFAULT_MAX_DEPTH, ops: FsOps | None = None) -> None:
         self.base = base
@@ -58,13 +62,14 @@ class Walker:
         # With the default lstat, DirEntry.stat / fstatat relative to the open folder is
         # the same syscall without re-resolving the path; any injected stat gets the path.
         self.fast_stat = stat is os.lstat
-        self.on_file = on_file
+        self.on_files = on_files
         self.keep = keep
         self.report = report
         self.metrics = metrics
         self.max_depth = max_depth
         self.ops = ops or FsOps()
         self.walked: set[str] = set()
+        self.visited_files: set[str] = set()  # narrowed walks may reach a file via two roots
 
     # -- error triage ---------------------------------------------------------
     def fail(self, key: str, exc: OSError, is_dir: bool, quiet_gone: bool = False) -> None:
@@ -129,7 +134,8 @@ class Walker:
             return []
         m.entries_visited += len(entries)
         subdirs: list[str] = []
-        flt, on_file, fast = self.flt, self.on_file, self.fast_stat
+        files: FileBatch = []
+        flt, fast = self.flt, self.fast_stat
         prefix = f"{key}/" if key else ""
         undecodable = self.report.undecodable
         for entry in entries:
@@ -146,21 +152,23 @@ class Walker:
             except OSError as exc:
                 self.fail(ckey, exc, is_dir=entry.is_dir(follow_symlinks=False))
                 continue
-            mode = st.st_mode
-            if stat_mod.S_ISREG(mode):
+            fmt = st.st_mode & S_IFMT
+            if fmt == S_IFREG:
                 if flt.accept(ckey, st):
-                    on_file(fd, name, ckey, st)
+                    files.append((name, ckey, st))
                 else:
                     m.bump("rejected")
-            elif stat_mod.S_ISDIR(mode):
+            elif fmt == S_IFDIR:
                 if flt.descend(ckey):
                     subdirs.append(name)
                 else:
                     m.bump("pruned")
-            elif stat_mod.S_ISLNK(mode):
+            elif fmt == S_IFLNK:
                 m.bump("symlinks")
             else:
                 m.bump("other")
+        if files:
+            self.on_files(fd, files)
         return subdirs
 
     def _walk_open(self, fd: int, key: str, depth: int) -> None:
@@ -248,8 +256,11 @@ class Walker:
             return
         mode = st.st_mode
         if stat_mod.S_ISREG(mode):
+            if key in self.visited_files:
+                return
+            self.visited_files.add(key)
             if self.flt.accept(key, st):
-                self.on_file(fd, name, key, st)
+                self.on_files(fd, [(name, key, st)])
             else:
                 self.metrics.bump("rejected")
         elif stat_mod.S_ISDIR(mode) and self.flt.descend(key):
