@@ -103,7 +103,7 @@ def decide_key(plan: Plan, key: str, st: os.stat_result | None = None,
                         "cannot be represented beneath the project root ('..', '.' or '//')")
     if key == INDEX_KEY or key.startswith(INDEX_KEY + "/"):
         return Decision(key, HARD_EXCLUDED, None, INDEX_PATTERN, HARD, None, "index storage")
-    exists = True
+    absent = MISSING
     if st is None:
         if check_parents:
             linked = plan.project.symlinked_parent(key)
@@ -113,23 +113,24 @@ def decide_key(plan: Plan, key: str, st: os.stat_result | None = None,
                                 f"parent folder {linked!r} is a symbolic link")
         try:
             st = os.lstat(plan.project.path(key))
-        except FileNotFoundError:
-            exists = False
-        except NotADirectoryError:
-            exists = False
-    return classify(plan, key, st if exists else None)
+        except (FileNotFoundError, NotADirectoryError):
+            st = None
+        except OSError as exc:  # e.g. an unsearchable parent: decide on the path alone
+            st, absent = None, f"cannot be inspected ({exc.strerror or exc})"
+    return classify(plan, key, st, absent)
 
 
-def classify(plan: Plan, key: str, st: os.stat_result | None) -> Decision:
-    """Steps after the path-shape checks; `st` None means "does not exist".
-    Makes no system calls (the reconciler's accept() relies on that)."""
-    missing = st is None
+def classify(plan: Plan, key: str, st: os.stat_result | None,
+             absent: str = MISSING) -> Decision:
+    """Steps after the path-shape checks; `st` None means the path could not
+    be stat'ed (`absent` says why, appended to the detail). Makes no system
+    calls."""
 
     def made(reason: str, scope: str | None = None, pattern: str | None = None,
              origin: str | None = None, provider: str | None = None,
              detail: str = "") -> Decision:
-        if missing:
-            detail = f"{detail}; {MISSING}" if detail else MISSING
+        if st is None:
+            detail = f"{detail}; {absent}" if detail else absent
         return Decision(key, reason, scope, pattern, origin, provider, detail)
 
     if st is not None and not stat_mod.S_ISREG(st.st_mode):

@@ -352,3 +352,20 @@ def test_pattern_names_the_first_match() -> None:
     assert patterns.first("docs/a.md") == "docs/**"
     assert patterns.first("x/y.md") == "**/*.md"
     assert patterns.first("x/y.rst") is None and not patterns.matches("x/y.rst")
+
+
+def test_uninspectable_path_is_decided_on_its_path(bundles_project: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Root ignores permission bits, so an unsearchable folder is simulated
+    # for this one path; every other lstat is real.
+    target = str(bundles_project / "okf/bundles/ga4/tables/events_.md")
+    real_lstat = os.lstat
+
+    def lstat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if os.fspath(path) == target:  # type: ignore[call-overload]
+            raise PermissionError(13, "Permission denied")
+        return real_lstat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    d = plan_of(bundles_project).decide("okf/bundles/ga4/tables/events_.md")
+    assert (d.reason, d.detail) == ("included", "cannot be inspected (Permission denied)")
