@@ -213,3 +213,34 @@ def test_size_limit_decided_by_filter(tmp_path: Path) -> None:
     write(tmp_path / "big", b"1" * 100)
     res = reconcile(tmp_path, SimpleFilter(max_size=10), Manifest())
     assert res.added == ["small"] and res.metrics.counts["rejected"] == 1
+
+
+def test_nested_root_under_pruned_folder_full_and_narrowed_agree(tmp_path: Path) -> None:
+    write(tmp_path / "top/f", b"1")
+    write(tmp_path / "top/skip/g", b"2")  # pruned for root "top", but a root of its own
+    write(tmp_path / "top/skip/sub/h", b"3")
+    flt = SimpleFilter(root_keys=("top", "top/skip/sub"), skip_dirs=frozenset({"skip"}))
+    full = reconcile(tmp_path, flt, Manifest())
+    assert sorted(full.manifest) == ["top/f", "top/skip/sub/h"]
+    narrow = reconcile(tmp_path, flt, Manifest(), only=["top/skip", "top/f/", "top/f"])
+    assert sorted(narrow.manifest) == ["top/f", "top/skip/sub/h"]
+    assert narrow.added == full.added
+
+
+def test_only_base_is_a_full_pass(tmp_path: Path) -> None:
+    write(tmp_path / "a/b", b"1")
+    m = settled(tmp_path)
+    (tmp_path / "a/b").unlink()
+    res = reconcile(str(tmp_path), ALL, m, only=[".", "a/b"])
+    assert res.removed == ["a/b"] and len(res.manifest) == 0
+
+
+def test_metrics_and_report_are_plain_data(tmp_path: Path) -> None:
+    for i in range(25):
+        os.symlink("/nonexistent", tmp_path / f"l{i}")
+    write(tmp_path / "f", b"abc")
+    res = reconcile(tmp_path, ALL, Manifest())
+    d = res.metrics.as_dict()
+    assert d["entries_visited"] == 26 and d["files_hashed"] == 1 and d["bytes_hashed"] == 3
+    assert d["counts"]["symlinks"] == 25 and d["counts"]["added"] == 1
+    assert res.report.as_dict()["vanished"] == {"count": 0, "sample": []}

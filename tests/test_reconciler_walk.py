@@ -224,3 +224,12 @@ def test_fifo_and_sockets_are_not_files(tmp_path: Path) -> None:
     write(tmp_path / "f")
     res = reconcile(tmp_path, ALL, Manifest())
     assert res.added == ["f"] and res.metrics.counts["other"] == 1
+
+
+def test_report_samples_are_capped_but_counts_are_complete(tmp_path: Path) -> None:
+    for i in range(30):
+        write(tmp_path / f"f{i:02d}", b"x")
+    res = reconcile(tmp_path, ALL, Manifest(), ops=_deny({f"f{i:02d}" for i in range(30)}))
+    assert res.report.unreadable_files.count == 30
+    assert len(res.report.unreadable_files.sample) == 20
+    assert not res.report.is_clean()
