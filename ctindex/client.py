@@ -17,15 +17,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import socket
 import struct
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctindex import runtime as rt
 
@@ -51,8 +48,11 @@ class BarrierFailed(Exception):
         self.spawnable = spawnable
 
 
-@dataclass(frozen=True)
-class BarrierResult:
+def _token() -> str:
+    return os.urandom(8).hex()  # identity, not a secret: `secrets` would cost imports
+
+
+class BarrierResult(NamedTuple):
     generation: int
     instance: str
     lane: str
@@ -124,7 +124,7 @@ def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> 
 def barrier(paths: rt.RuntimePaths, plan_digest: str, timeout_ms: int) -> BarrierResult:
     """Ask the daemon to prove it has applied every event queued before now."""
     started = time.monotonic()
-    token = secrets.token_hex(8)
+    token = _token()
     reply = request(paths, {"op": "barrier", "token": token, "plan": plan_digest,
                             "timeout_ms": timeout_ms}, timeout_ms / 1000)
     if reply.get("ok") is not True:
@@ -173,10 +173,12 @@ def spawn(project_root: Path, paths: rt.RuntimePaths, *, ignore_cache: bool = Fa
         rt.ensure_private_dir(paths.dir)
     except OSError as exc:
         return _failed(paths, f"runtime folder {paths.dir}: {exc.strerror or exc}")
-    token = secrets.token_hex(8)
+    token = _token()
     claimed = _claim(paths, token)
     if claimed is not None:
         return claimed
+    import subprocess  # only a launching client pays this import
+
     try:
         subprocess.Popen(  # fixed argv, no shell
             [sys.executable, "-m", "ctindex.daemon", "--project", os.fspath(project_root),

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +37,18 @@ class UnsafeRuntimeDir(OSError):
     """A runtime folder exists but is not safe to use (wrong owner, symlink, mode)."""
 
 
-@dataclass(frozen=True)
 class RuntimePaths:
-    root: Path  # the project root (identity for the short-path hash)
-    dir: Path  # .ct/okf/runtime
+    """File names of one project's runtime folder (a plain class, not a
+    dataclass: this module is imported by every indexed query)."""
+
+    __slots__ = ("dir", "root")
+
+    def __init__(self, root: Path, runtime_dir: Path) -> None:
+        self.root = root  # the project root (identity for the short-path hash)
+        self.dir = runtime_dir  # .ct/okf/runtime
+
+    def __repr__(self) -> str:
+        return f"RuntimePaths(root={self.root!r}, dir={self.dir!r})"
 
     @classmethod
     def for_project(cls, project: Any) -> RuntimePaths:
@@ -79,6 +85,8 @@ class RuntimePaths:
     def fallback_dir(self) -> Path:
         """Short per-user folder for what cannot live in `dir` (long socket
         paths, a spawn failure when `dir` itself is unwritable)."""
+        import hashlib
+
         digest = hashlib.sha256(os.fsencode(self.root)).hexdigest()[:16]
         return FALLBACK_BASE / f"ctindex-{os.getuid()}" / digest
 

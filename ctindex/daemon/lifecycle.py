@@ -42,6 +42,7 @@ ERROR_RETRY_S = 5.0  # after an indexing error, wait before trying again
 BARRIER_SHARE = 0.8  # answer within this share of the client's budget
 POLL_WAIT_S = 0.05  # poll-lane watcher has no fd: how often to look for cookies
 AUDIT_JITTER = 0.25
+TRIM_DELAY_S = 0.2  # quiet time after indexing work before memory is released
 ROUTINE_PASSES = ("startup", "audit")  # full passes not caused by lost events
 
 
@@ -102,6 +103,7 @@ class Daemon:
         self._lock: IO[str] | None = None
         self.owner = True  # False once our lock file was deleted or replaced
         self.unreported: dict[str, Any] | None = None  # full pass not yet told to a client
+        self.trim_due: float | None = None  # when to hand freed memory back (after work)
 
     @property
     def plan(self) -> PlanView:
@@ -194,11 +196,16 @@ class Daemon:
             self.server.expire(now)
         if self.dirty.ready(now) and now >= self.error_until:
             self._apply(self.dirty.take())
+        if self.trim_due is not None and now >= self.trim_due and not self.waiters:
+            self.trim_due = None
+            _release_memory()
         if now >= self._last_beat[0] + HEARTBEAT_S:
             self._heartbeat()
 
     def _next_wakeup(self, now: float) -> float:
         times = [self._last_beat[0] + HEARTBEAT_S]
+        if self.trim_due is not None:
+            times.append(self.trim_due)
         deadline = self.dirty.deadline()
         if deadline is not None:
             times.append(max(deadline, self.error_until))
@@ -413,6 +420,7 @@ class Daemon:
             self.error_until = self.clock() + ERROR_RETRY_S
             return False
         done = self.clock()
+        self.trim_due = done + TRIM_DELAY_S  # not now: a barrier may be waiting on us
         self._record(pending, applied, started, done)
         if applied.dirty:
             self.dirty.request_rescan("changed-while-read", done)
@@ -660,6 +668,21 @@ def _classify(keys: list[str], root: Path, engine: Engine) -> dict[str, int]:
         else:
             counts["add"] += 1
     return counts
+
+
+def _release_memory() -> None:
+    """Give the indexer's transient working set back to the OS.
+
+    Reference cycles keep a pass's tables alive until the collector runs, and
+    glibc keeps freed heap pages; RSS is what the memory ceiling and the
+    per-file figure measure, so both are released after each batch of work.
+    """
+    import ctypes
+    import gc
+
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: gc alone still helps
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _rss() -> int:
