@@ -256,22 +256,32 @@ def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
         for old, _ in res.renamed:
             forget(old)
         todo = [*res.changed, *res.added, *(new for _, new in res.renamed)]
-        bar = Progress(progress, "indexing")
-        for n, key in enumerate(todo, 1):
+        for key in todo:
             forget(key)
-            data = contents.get(key)
-            if data is None:  # not handed over (should not happen): index nothing torn
-                report.notes.append(f"{key}: content not captured; will be retried")
-                continue
-            got = okf.parse(key, data, scope_root_of(plan, key))
-            if isinstance(got, okf.ProviderError):
-                errors[key] = got.message
-            else:
-                if got.warning:
-                    warnings[key] = got.warning
-                writer.add(build_input(got))
-            bar(n, len(todo))
-        bar.done()
+        missing = [k for k in todo if k not in contents]
+        for key in missing:  # not handed over (should not happen): index nothing torn
+            report.notes.append(f"{key}: content not captured; will be retried")
+        todo = sorted(k for k in todo if k in contents)
+        roots = {k: scope_root_of(plan, k) for k in todo}
+        workers = _workers(len(todo))
+        if workers > 1:
+            for name, info, errs, warns in _parallel(todo, contents, roots, index_dir,
+                                                     writer.generation, workers, progress):
+                writer.adopt(name, info)
+                errors.update(errs)
+                warnings.update(warns)
+        else:
+            bar = Progress(progress, "indexing")
+            for n, key in enumerate(todo, 1):
+                got = okf.parse(key, contents[key], roots[key])
+                if isinstance(got, okf.ProviderError):
+                    errors[key] = got.message
+                else:
+                    if got.warning:
+                        warnings[key] = got.warning
+                    writer.add(build_input(got))
+                bar(n, len(todo))
+            bar.done()
         diag = (errors, warnings) if fresh or (errors, warnings) != before else None
         meta = {"provider": provider_versions(), "scopes": scope_digests(plan),
                 "plan_digest": plan.digest(),
@@ -290,6 +300,81 @@ def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
     _record_pass(index_dir, pass_info)
     report.duration_ms = round((time.perf_counter() - t0) * 1000, 3)
     return report
+
+
+# -- parallel indexing (large batches) -------------------------------------------------
+
+PARALLEL_MIN_DOCS = 4000  # below this, forking costs more than it saves
+MAX_WORKERS = 4
+_JOB: tuple[dict[str, bytes], dict[str, str], Path] | None = None  # inherited by fork
+
+
+def _workers(docs: int) -> int:
+    """How many processes to parse and build segments with (1 = in process)."""
+    import multiprocessing
+
+    if docs < PARALLEL_MIN_DOCS or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_WORKERS, docs // (PARALLEL_MIN_DOCS // 2)))
+
+
+def _parallel(keys: list[str], contents: dict[str, bytes], roots: dict[str, str],
+              index_dir: Path, generation: int, workers: int,
+              progress: TextIO | None) -> list[tuple[str, Any, dict[str, str], dict[str, str]]]:
+    """Parse, analyse and write one segment per worker (forked: the file
+    contents are shared, not pickled); key ranges are contiguous."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    from ctindex.errors import IndexWriteError
+    from ctindex.store.files import unique_name
+
+    global _JOB
+    size = -(-len(keys) // workers)
+    parts = [(unique_name("seg", generation, ".seg"), keys[i:i + size])
+             for i in range(0, len(keys), size)]
+    bar = Progress(progress, f"indexing ({workers} processes)")
+    bar(0, len(keys))
+    _JOB = (contents, roots, index_dir)
+    out = []
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            for got in pool.map(_build_part, parts):
+                out.append(got)
+                bar(sum(len(p[1]) for p in parts[:len(out)]), len(keys))
+    except BrokenProcessPool as exc:
+        raise IndexWriteError(f"{index_dir}: an indexing process died; nothing was "
+                              "published") from exc
+    finally:
+        _JOB = None
+        bar.done()
+    return out
+
+
+def _build_part(part: tuple[str, list[str]]) -> tuple[str, Any, dict[str, str], dict[str, str]]:
+    from ctindex.store.segment import build_segment
+
+    assert _JOB is not None
+    contents, roots, index_dir = _JOB
+    name, keys = part
+    items: list[BuildInput] = []
+    errors: dict[str, str] = {}
+    warnings: dict[str, str] = {}
+    for key in keys:
+        got = okf.parse(key, contents[key], roots[key])
+        if isinstance(got, okf.ProviderError):
+            errors[key] = got.message
+        else:
+            if got.warning:
+                warnings[key] = got.warning
+            items.append(build_input(got))
+    info = build_segment(index_dir / name, items, okf.SEP, fault_point="mid-segment")
+    return name, info, errors, warnings
 
 
 def _record_pass(index_dir: Path, info: dict[str, Any]) -> None:

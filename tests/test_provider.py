@@ -51,13 +51,26 @@ def test_no_frontmatter_whole_text_is_body() -> None:
     (b"---\ntitle: [unclosed\n---\nbody", "malformed YAML"),
     (b"---\n- a list\n---\nbody", "not a mapping"),
     (b"---\ntitle: x\nno closing line\n", "no closing"),
-    (b"---\na: &x [1, 2]\nb: *x\n---\nbody", "aliases"),
 ])
 def test_bad_frontmatter_is_a_warning_and_text_is_indexed(data: bytes, fragment: str) -> None:
     d = doc(data)
     assert d.warning is not None and fragment in d.warning
     assert d.warning.startswith("kb/notes/thing.md: ")
     assert d.body == data.decode()  # the whole text, frontmatter included
+
+
+def test_alias_bombs_cost_nothing() -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 12)]
+    data = ("---\n" + "\n".join(lines) + "\ntags: *a11\ntitle: *a0\n---\nbody").encode()
+    d = doc(data)  # 10**12 leaves if expanded: must return at once
+    assert d.tags == () and d.title == "thing"
+    assert d.warning is not None and "'title' is not a scalar" in d.warning
+
+
+def test_scalars_keep_their_text() -> None:
+    d = doc(b"---\ntitle: 2026\ntype: yes\ndescription: ~\ntags: [1.0, null, x]\n---\n")
+    assert (d.title, d.type, d.description, d.tags) == ("2026", "yes", "", ("1.0", "x"))
 
 
 def test_huge_frontmatter_is_not_parsed() -> None:

@@ -137,8 +137,6 @@ def _split_frontmatter(text: str) -> tuple[dict[str, Any], str, str | None]:
                           "not parsed; indexed as plain text")
     try:
         meta = _load_yaml(block)
-    except _Refused as exc:
-        return {}, text, f"{exc}; indexed as plain text"
     except Exception as exc:  # yaml.YAMLError and friends: never fatal for a document
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return {}, text, f"malformed YAML frontmatter ({first}); indexed as plain text"
@@ -149,30 +147,50 @@ def _split_frontmatter(text: str) -> tuple[dict[str, Any], str, str | None]:
     return meta, body, None
 
 
-class _Refused(Exception):
-    pass
+_WANTED = ("title", "type", "description", "tags")
+
+
+class _NotScalar:
+    """Stands for a mapping (or a nested collection) where a scalar was expected."""
 
 
 def _load_yaml(block: str) -> Any:
+    """The frontmatter's top-level fields ctindex uses, as plain values.
+
+    PyYAML composes the node graph (in C with libyaml); only the four fields
+    are converted, at most two levels deep. Scalars keep their text as
+    written (`title: 2026` is "2026", `yes` stays "yes"). An alias is the very
+    node its anchor names, never a copy, and nothing is walked beyond two
+    levels, so alias bombs cost nothing here.
+    """
     import yaml  # lazy: only writers and --direct parse documents
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    # Aliases are refused outright: expanding nested aliases ("billion laughs")
-    # builds exponentially large objects, and concept frontmatter has no use
-    # for them. An alias needs an anchor ('&'), so the event scan only runs
-    # when one could be present.
-    if "&" in block:
-        for event in yaml.parse(block, Loader=loader):
-            if isinstance(event, yaml.AliasEvent):
-                raise _Refused("frontmatter uses YAML aliases (refused: unbounded expansion)")
-    return yaml.load(block, Loader=loader)
+    node = yaml.compose(block, Loader=loader)
+    if node is None:
+        return None
+    if not isinstance(node, yaml.MappingNode):
+        return []  # "not a mapping"
+    meta: dict[str, Any] = {}
+    for key, value in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.value in _WANTED:
+            meta[key.value] = _plain(value, yaml, nested=False)
+    return meta
+
+
+def _plain(node: Any, yaml: Any, nested: bool) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        return None if node.tag.endswith(":null") else node.value
+    if isinstance(node, yaml.SequenceNode) and not nested:
+        return [_plain(item, yaml, nested=True) for item in node.value]
+    return _NotScalar()
 
 
 def _scalar(meta: dict[str, Any], name: str, problems: list[str]) -> str:
     value = meta.get(name)
     if value is None:
         return ""
-    if isinstance(value, (dict, list)):
+    if isinstance(value, (_NotScalar, list)):
         problems.append(f"field '{name}' is not a scalar (ignored)")
         return ""
     return " ".join(str(value).split())
@@ -191,7 +209,7 @@ def _tags(meta: dict[str, Any], problems: list[str]) -> tuple[str, ...]:
         return ()
     out: list[str] = []
     for item in items:
-        if isinstance(item, (dict, list)) or item is None:
+        if isinstance(item, _NotScalar) or item is None:
             continue
         text = " ".join(str(item).split())
         if text and text not in out:
@@ -227,17 +245,18 @@ _stemmer: Any = None
 def _stem_words(words: Iterable[str]) -> None:
     """Fill the cache for raw words not yet in it (one batched stemmer call)."""
     global _stemmer
-    missing = [w for w in set(words) if w not in _CACHE]
+    cache = _CACHE
+    missing = list((words if isinstance(words, set) else set(words)).difference(cache))
     if not missing:
         return
     if _stemmer is None:
         import Stemmer  # lazy: PyStemmer is only needed when text is analysed
 
         _stemmer = Stemmer.Stemmer("english")
-    if len(_CACHE) + len(missing) > _CACHE_LIMIT:
-        _CACHE.clear()
-    folded = [w.casefold() for w in missing]
-    _CACHE.update(zip(missing, _stemmer.stemWords(folded), strict=True))
+        _stemmer.maxCacheSize = 0  # our cache is in front of it
+    if len(cache) + len(missing) > _CACHE_LIMIT:
+        cache.clear()
+    cache.update(zip(missing, _stemmer.stemWords([w.casefold() for w in missing]), strict=True))
 
 
 def words(text: str) -> list[str]:
@@ -248,9 +267,11 @@ def words(text: str) -> list[str]:
 def terms(text: str) -> list[str]:
     """Casefolded, stemmed terms of a text, in order."""
     raw = WORD_RE.findall(text)
-    _stem_words(raw)
-    cache = _CACHE
-    return [cache[w] for w in raw]
+    try:  # the common case: every word seen before
+        return list(map(_CACHE.__getitem__, raw))
+    except KeyError:
+        _stem_words(raw)
+        return list(map(_CACHE.__getitem__, raw))
 
 
 def term_spans(text: str) -> Iterator[tuple[int, int, str]]:
@@ -275,14 +296,19 @@ def facet(value: str) -> str:
 
 def analyze(doc: Document) -> Analysis:
     """The token stream and weighted statistics of a document."""
-    body = terms(doc.body)
+    raws = [WORD_RE.findall(text) for text in (doc.body, doc.title, *doc.tags, doc.description)]
+    get = _CACHE.__getitem__
+    try:  # one cache miss per document at most: new words are stemmed in one batch
+        fields = [list(map(get, raw)) for raw in raws]
+    except KeyError:
+        _stem_words(set().union(*raws))
+        fields = [list(map(get, raw)) for raw in raws]
+    body = fields[0]
     tfw: dict[str, int] = Counter(body)  # the bulk of the tokens: counted in C
     length = len(body)
     tokens: list[str] = []
-    heads: list[tuple[int, list[str]]] = [(WEIGHTS[0], terms(doc.title))]
-    heads.extend((WEIGHTS[1], terms(tag)) for tag in doc.tags)
-    heads.append((WEIGHTS[2], terms(doc.description)))
-    for weight, toks in heads:
+    weights = [WEIGHTS[0], *([WEIGHTS[1]] * len(doc.tags)), WEIGHTS[2]]
+    for weight, toks in zip(weights, fields[1:], strict=True):
         tokens.extend(toks)
         tokens.append(SEP)
         length += weight * len(toks)
@@ -293,4 +319,4 @@ def analyze(doc: Document) -> Analysis:
         tfw[FACET_TYPE + facet(doc.type)] = 1
     for tag in doc.tags:
         tfw[FACET_TAG + facet(tag)] = 1
-    return Analysis(tokens=tokens, tfw=dict(tfw), length=length)
+    return Analysis(tokens=tokens, tfw=tfw, length=length)

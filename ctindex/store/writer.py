@@ -24,7 +24,7 @@ from ctindex.store.manifest import (
     write_dels,
     write_diag,
 )
-from ctindex.store.segment import BuildInput, Segment, StoredDoc, build_segment
+from ctindex.store.segment import BuildInput, Segment, SegmentInfo, StoredDoc, build_segment
 
 # Merge policy: at most MAX_SEGMENTS segments (merging the smallest down to
 # half that), and a segment with more than MAX_DELETED_RATIO of its documents
@@ -53,6 +53,7 @@ class StoreWriter:
         self._segments: list[Segment] = []
         self._dirty: set[int] = set()  # segments with new tombstones
         self.added: dict[str, BuildInput] = {}
+        self._adopted: list[SegmentRef] = []
         self.merged = 0
 
     # -- locating current documents -------------------------------------------
@@ -94,19 +95,30 @@ class StoreWriter:
             self.remove(key)
         self.added[key] = item
 
+    def adopt(self, name: str, info: SegmentInfo) -> None:
+        """Take a segment built elsewhere (a worker process) for this
+        generation; its keys must have been removed from the rest first."""
+        self._adopted.append(SegmentRef(name=name, ndocs=info.ndocs,
+                                        length_sum=info.length_sum, size=info.size))
+
+    @property
+    def generation(self) -> int:
+        """The generation this transaction will publish."""
+        return self.base.generation + 1
+
     @property
     def changed(self) -> bool:
-        return bool(self.added or self._dirty or self.fresh)
+        return bool(self.added or self._adopted or self._dirty or self.fresh)
 
     # -- merge policy ------------------------------------------------------------
     def _pick_merges(self) -> set[int]:
         picked = {i for i, r in enumerate(self.refs)
                   if r.ndocs == 0 or r.deleted / r.ndocs > MAX_DELETED_RATIO}
         keep = [i for i in range(len(self.refs)) if i not in picked]
-        new = 1 if (self.added or picked) else 0
+        new = (1 if (self.added or picked) else 0) + len(self._adopted)
         if len(keep) + new > MAX_SEGMENTS:
             keep.sort(key=lambda i: self.refs[i].live)
-            while keep and len(keep) + 1 > MAX_SEGMENTS // 2:
+            while keep and len(keep) + new > MAX_SEGMENTS // 2:
                 picked.add(keep.pop(0))
         return picked
 
@@ -127,7 +139,8 @@ class StoreWriter:
                     items.append(self._reanalyze(seg.stored(docid)))
         self.merged = len(merges)
         refs = [r for i, r in enumerate(self.refs) if i not in merges]
-        new_files: list[str] = []
+        refs += self._adopted
+        new_files: list[str] = [r.name for r in self._adopted]
         if items:
             name = unique_name("seg", gen, ".seg")
             info = build_segment(self.dir / name, items, self._sep, fault_point="mid-segment")

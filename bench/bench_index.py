@@ -1,0 +1,237 @@
+"""Benchmark: the index engine versus SQLite FTS5 and ripgrep (PRODUCT.md §9).
+
+On a generated corpus of ~40k small OKF documents with a Zipf vocabulary:
+
+* `rebuild` (in process) versus an FTS5 (porter tokenizer) build of the same
+  documents through Python's sqlite3 module, reading the same files;
+* index bytes versus the FTS5 database;
+* a cold `ctindex search` process (watch disabled: it reconciles first and
+  finds nothing changed; and, when the daemon can run, with a clean daemon)
+  versus `rg -l -i` over the same files; plus the query alone in a fresh
+  process (open the generation, answer) to show the segment format's cost.
+
+`run()` returns the Markdown section. The corpus is generated once into the
+temp folder and reused (a marker file records that it is complete).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+DOCS = 40_000
+PER_FOLDER = 100
+VOCAB = 60_000
+ZIPF_S = 1.07
+RUNS = 3
+SEARCH_RUNS = 7
+ROOT = Path(tempfile.gettempdir()) / f"ctindex-bench-index-{DOCS}"
+MARKER = ROOT.with_name(ROOT.name + ".complete")
+TYPES = ["Metric", "Table", "Policy", "Reference", "Skill", "Dataset"]
+
+
+def _vocabulary(rng: random.Random) -> list[str]:
+    syllables = ["ka", "ri", "to", "men", "sel", "dor", "an", "ve", "lu", "pra", "qui", "zo",
+                 "ter", "nal", "bi", "os", "cha", "ment", "ing", "ed", "tion", "er", "ly", "ble"]
+    words: dict[str, None] = {}
+    while len(words) < VOCAB:
+        words["".join(rng.choices(syllables, k=rng.choice((1, 2, 2, 3, 3, 4))))] = None
+    return list(words)
+
+
+def make_corpus(root: Path = ROOT) -> Path:
+    """~40k Markdown concept documents under root/kb (index.md at the top)."""
+    if MARKER.exists():
+        return root
+    if root.exists():
+        shutil.rmtree(root)
+    rng = random.Random(20261129)
+    vocab = _vocabulary(rng)
+    weights = [1.0 / (r + 1) ** ZIPF_S for r in range(len(vocab))]
+    cum: list[float] = []
+    total = 0.0
+    for w in weights:
+        total += w
+        cum.append(total)
+    kb = root / "kb"
+    kb.mkdir(parents=True)
+    (kb / "index.md").write_text("# Benchmark bundle\n")
+    (root / ".git").mkdir()
+    (root / ".ct").mkdir()
+    (root / ".ct" / "index.jsonc").write_text('{"version": 1, "watch": false}\n')
+    tags = vocab[100:400]
+    for i in range(DOCS):
+        folder = kb / f"d{i // PER_FOLDER:03d}"
+        if i % PER_FOLDER == 0:
+            folder.mkdir()
+        words = rng.choices(vocab, cum_weights=cum, k=rng.randint(40, 160))
+        title = " ".join(rng.choices(vocab, cum_weights=cum, k=3)).title()
+        paras = [" ".join(words[j:j + 40]) + "." for j in range(0, len(words), 40)]
+        text = (f"---\ntitle: {title}\ntype: {rng.choice(TYPES)}\n"
+                f"description: {' '.join(words[:8])}\n"
+                f"tags: [{', '.join(rng.sample(tags, 3))}]\n---\n\n# {title}\n\n"
+                + "\n\n".join(paras) + "\n")
+        (folder / f"doc{i:05d}.md").write_text(text)
+    MARKER.write_text(json.dumps({"vocab_top": vocab[:2000]}))
+    return root
+
+
+def _median_ms(fn: Callable[[], object], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def _docs(root: Path) -> list[Path]:
+    return sorted(p for p in (root / "kb").rglob("*.md") if p.name != "index.md")
+
+
+def fts5_build(root: Path, db: Path) -> None:
+    """The peer: read every file, split frontmatter like a minimal indexer, FTS5 insert."""
+    if db.exists():
+        db.unlink()
+    con = sqlite3.connect(db)
+    con.execute("CREATE VIRTUAL TABLE docs USING fts5(path UNINDEXED, title, body, "
+                "tokenize='porter unicode61')")
+    rows = []
+    for p in _docs(root):
+        text = p.read_text("utf-8")
+        head, _, body = text.partition("\n---\n")
+        title = next((ln[7:] for ln in head.splitlines() if ln.startswith("title: ")), p.stem)
+        rows.append((str(p.relative_to(root)), title, body))
+    con.executemany("INSERT INTO docs VALUES (?, ?, ?)", rows)
+    con.commit()
+    con.close()
+
+
+def _index_bytes(root: Path) -> int:
+    from ctindex.store.manifest import read_manifest
+
+    index = root / ".ct" / "okf"
+    m = read_manifest(index)
+    assert m is not None
+    return sum((index / n).stat().st_size for n in m.referenced()) + (index / "MANIFEST").stat(
+    ).st_size
+
+
+def _ctindex(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "ctindex", "-C", str(root), *args],
+                          capture_output=True, check=False)
+
+
+def _query_only(root: Path, query: str) -> None:
+    code = ("import sys; from ctindex.search.engine import search_index; "
+            "from ctindex.search.query import parse_query; "
+            f"o = search_index(sys.argv[1] + '/.ct/okf', parse_query({query!r}), 10); "
+            "print(o.total)")
+    subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, check=True)
+
+
+def run() -> str:
+    from ctindex.indexer import rebuild
+    from ctindex.plan import load_plan
+    from ctindex.project import Project
+
+    root = make_corpus()
+    top = json.loads(MARKER.read_text())["vocab_top"]
+    project = Project.at(root)
+    plan = load_plan(project)
+    db = Path(tempfile.gettempdir()) / "ctindex-bench-fts5.db"
+    docs = len(_docs(root))
+    source = sum(p.stat().st_size for p in _docs(root))
+
+    rebuild_ms = _median_ms(lambda: rebuild(project, plan), RUNS)
+    fts_ms = _median_ms(lambda: fts5_build(root, db), RUNS)
+    ours_bytes, fts_bytes = _index_bytes(root), db.stat().st_size
+
+    queries = [top[40], top[400], f"{top[30]} {top[300]}", f'"{top[3]} {top[5]}"',
+               f"{top[60][:3]}*"]
+    _ctindex(root, "search", "warmup")
+    search_ms = {q: _median_ms(lambda q=q: _ctindex(root, "search", q), SEARCH_RUNS)
+                 for q in queries}
+    query_ms = {q: _median_ms(lambda q=q: _query_only(root, q), SEARCH_RUNS) for q in queries}
+    rg = shutil.which("rg")
+    rg_ms: dict[str, float] = {}
+    if rg:
+        for q in queries[:2]:
+            rg_ms[q] = _median_ms(lambda q=q: subprocess.run(
+                [rg, "-l", "-i", q, str(root / "kb")], capture_output=True, check=False),
+                SEARCH_RUNS)
+    bare_ms = _median_ms(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True),
+                         SEARCH_RUNS)
+    daemon_ms = _daemon_search(root, queries[0])
+
+    lines = [
+        "## Index engine (`bench/bench_index.py`)",
+        "",
+        f"Generated corpus: {docs:,} documents, {source / 1e6:.1f} MB, Zipf vocabulary "
+        f"({VOCAB:,} words, s = {ZIPF_S}). Medians of {RUNS} builds / {SEARCH_RUNS} searches.",
+        "",
+        "| figure | ctindex | peer | ratio | target |",
+        "| --- | --- | --- | --- | --- |",
+        f"| rebuild vs FTS5 (porter) build | {rebuild_ms:,.0f} ms | {fts_ms:,.0f} ms | "
+        f"{rebuild_ms / fts_ms:.2f}x | ≤ 2.0x |",
+        f"| index bytes vs FTS5 database | {ours_bytes / 1e6:.1f} MB | {fts_bytes / 1e6:.1f} MB | "
+        f"{ours_bytes / fts_bytes:.2f}x | ≤ 1.0x |",
+    ]
+    for q in queries[:2]:
+        if q in rg_ms:
+            lines.append(f"| cold `search {q}` (watch off, nothing changed) vs `rg -l -i` | "
+                         f"{search_ms[q]:.0f} ms | {rg_ms[q]:.0f} ms | "
+                         f"{search_ms[q] / rg_ms[q]:.2f}x | (≤ 0.25x with a clean daemon) |")
+    if daemon_ms is not None and queries[0] in rg_ms:
+        lines.append(f"| cold `search {queries[0]}` with a clean daemon vs `rg -l -i` | "
+                     f"{daemon_ms:.0f} ms | {rg_ms[queries[0]]:.0f} ms | "
+                     f"{daemon_ms / rg_ms[queries[0]]:.2f}x | ≤ 0.25x |")
+    if not rg:
+        lines.append("| `rg` not installed: ripgrep comparison skipped | | | | |")
+    lines += ["", "Per query, in a fresh process each time:", "",
+              "| query | `ctindex search` (reconcile-on-query) | open generation + answer only |",
+              "| --- | --- | --- |"]
+    for q in queries:
+        lines.append(f"| `{q}` | {search_ms[q]:.0f} ms | {query_ms[q]:.0f} ms |")
+    lines += ["", f"Bare `python -c pass` start: {bare_ms:.0f} ms. "
+              "With watching off every search walks and stats the corpus first "
+              "(the reconciler); with a clean daemon that walk is replaced by the barrier.", ""]
+    return "\n".join(lines)
+
+
+def _daemon_search(root: Path, query: str) -> float | None:
+    """Median cold search with watching on and a clean daemon, or None if the
+    daemon can not run here (then only the reconcile-on-query figure stands)."""
+    cfg = root / ".ct" / "index.jsonc"
+    try:
+        cfg.write_text('{"version": 1, "watch": true}\n')
+        _ctindex(root, "watch", "start")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            out = _ctindex(root, "--json", "search", query)
+            try:
+                mode = json.loads(out.stdout)["freshness"]["mode"]
+            except (ValueError, KeyError):
+                return None
+            if mode == "watcher-clean":
+                return _median_ms(lambda: _ctindex(root, "search", query), SEARCH_RUNS)
+            time.sleep(0.5)
+        return None
+    finally:
+        _ctindex(root, "watch", "stop")
+        cfg.write_text('{"version": 1, "watch": false}\n')
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    print(run())
