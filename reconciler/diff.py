@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +17,8 @@ from reconciler.walk import DEFAULT_MAX_DEPTH, FileBatch, FsOps, PathFilter, Sta
 Sink = Callable[[str, bytes], None]
 # FAT stores mtime in 2 s steps; anything finer (ext4, NTFS, HFS+ 1 s) is covered too.
 DEFAULT_GRANULARITY_NS = 2_000_000_000
+# Beyond this many added+removed keys a fresh sort (lazily, if ever needed) is cheaper.
+CARRY_SORTED_LIMIT = 2_000
 
 
 @dataclass
@@ -169,15 +171,31 @@ class _Pass:
             gone = [k for k in candidates if k not in known]
             for k in gone:
                 del new[k]
-        self._pair_renames(sorted(gone), sorted(self.fresh))
+        fresh = sorted(self.fresh)
+        self._pair_renames(sorted(gone), fresh)
         for lst in (res.changed, res.metadata_only, res.dirty):
             lst.sort()
-        res.manifest = Manifest(new)
+        res.manifest = Manifest(new, self._carry_sorted(gone, fresh))
         m = res.metrics
         for kind in ("added", "changed", "removed", "renamed", "metadata_only", "dirty"):
             m.counts[kind] = len(getattr(res, kind))
         m.counts["unchanged"] = res.unchanged
         return res
+
+    def _carry_sorted(self, gone: list[str], fresh: list[str]) -> list[str] | None:
+        """Derive the new sorted key list from the previous one when that is cheap,
+        so chained narrowed passes (the daemon) never re-sort the whole table."""
+        old = self.previous.known_sorted_keys()
+        if old is None or len(gone) + len(fresh) > CARRY_SORTED_LIMIT:
+            return None
+        if gone:
+            dropped = set(gone)
+            keys = [k for k in old if k not in dropped]
+        else:
+            keys = list(old)
+        for k in fresh:
+            insort(keys, k)
+        return keys
 
     def _pair_renames(self, gone: list[str], fresh: list[str]) -> None:
         """A removed path whose (dev, ino) or digest equals an added one's is a rename."""

@@ -27,6 +27,8 @@ def test_round_trip_bytes_and_mapping_api() -> None:
     assert e.fp == Fingerprint(3, 10**18 + 3, 10**18 + 6, 2**63 + 3, 69)
     assert e.digest == b"\x03" * 16
     assert Manifest.from_bytes(Manifest().to_bytes()) == Manifest()
+    assert list(back) == list(m)  # table order (the walk order) survives the round trip
+    assert back.sorted_keys() == sorted(m)
 
 
 def test_save_is_atomic_and_leaves_no_temp(tmp_path: Path) -> None:

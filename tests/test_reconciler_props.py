@@ -175,6 +175,7 @@ def check(res: ReconcileResult, prev: Manifest, truth: dict[str, bytes],
     t = {k: v for k, v in truth.items() if covered(k)}
     p = {k: e.digest for k, e in prev.items() if covered(k)}
     new = res.manifest
+    assert new.sorted_keys() == sorted(new)  # a carried-over sorted list must stay exact
     assert {k: new[k].digest for k in new if covered(k)} == t
     if scopes is not None:  # everything outside the narrowed scope is carried over verbatim
         assert {k: new[k] for k in new if not covered(k)} == {
