@@ -103,6 +103,7 @@ class _Pass:
         res, gran = self.res, self.gran
         prev_get = self.prev.get
         seen = self.seen.append
+        trusted = 0
         for name, key, st in files:
             p = prev_get(key)
             if (p is not None and p[0] == st.st_size and p[1] == st.st_mtime_ns
@@ -112,10 +113,11 @@ class _Pass:
                 # at least one granularity older than the moment the content was read.
                 if rec - p[1] >= gran and rec - p[2] >= gran:
                     seen(key)
-                    res.unchanged += 1
+                    trusted += 1
                     continue
                 res.metrics.bump("racy_rehashed")
             self._hash(dfd, name, key, st, p)
+        res.unchanged += trusted
 
     def _hash(self, dfd: int, name: str, key: str, st: os.stat_result,
               p: RawEntry | None) -> None:
