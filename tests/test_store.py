@@ -24,6 +24,7 @@ from ctindex.store.segment import (
     S_LENGTHS,
     S_POSTINGS,
     S_RECORDS,
+    S_SEQS,
     S_TOP,
     Segment,
     build_segment,
@@ -96,7 +97,7 @@ def test_wide_segments_switch_to_32_bit_arrays(tmp_path: Path) -> None:
     assert seg.sequence(0)[-1] == seg.rank("w69999x")
 
 
-@pytest.mark.parametrize("section", [S_POSTINGS, S_LENGTHS, S_RECORDS, S_KEYS])
+@pytest.mark.parametrize("section", [S_POSTINGS, S_LENGTHS, S_RECORDS, S_KEYS, S_SEQS])
 def test_every_part_read_is_checksummed(tmp_path: Path, docs: list[okf.Document],
                                         section: int) -> None:
     path = tmp_path / "s.seg"
@@ -115,6 +116,8 @@ def test_every_part_read_is_checksummed(tmp_path: Path, docs: list[okf.Document]
         elif section == S_RECORDS:
             for i in range(seg.ndocs):
                 seg.stored(i)
+        elif section == S_SEQS:
+            list(seg.sequences(range(seg.ndocs)))
         else:
             seg.keys()
 

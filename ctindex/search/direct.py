@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ctindex.providers.okf_markdown import SEP, Analysis, Document, analyze, parse
@@ -42,14 +42,19 @@ class MemoryPartition:
     def tf(self, term: str) -> dict[int, int]:
         return self._post.get(term, {})
 
-    def expand(self, prefix: str) -> list[str]:
-        return [t for t in self._post if t.startswith(prefix)]
+    def prefix_docs(self, prefix: str) -> set[int]:
+        out: set[int] = set()
+        for t, docs in self._post.items():
+            if t.startswith(prefix):
+                out.update(docs)
+        return out
 
     def rank(self, term: str) -> int | None:
         return self._rank.get(term) if term in self._post else None
 
-    def sequence(self, doc: int) -> array[Any]:
-        return array("I", [self._rank[t] for t in self.analyses[doc].tokens])
+    def sequences(self, docs: Iterable[int]) -> Iterator[tuple[int, array[Any]]]:
+        for d in docs:
+            yield d, array("I", [self._rank[t] for t in self.analyses[d].tokens])
 
     def sep_rank(self) -> int:
         return _SEP_RANK
@@ -57,8 +62,8 @@ class MemoryPartition:
     def path_prefix(self, prefix: str) -> set[int]:
         return {i for i, d in enumerate(self.docs) if path_matches(d.key, prefix)}
 
-    def length(self, doc: int) -> int:
-        return self.analyses[doc].length
+    def lengths(self) -> list[int]:
+        return [a.length for a in self.analyses]
 
     def length_sum(self) -> int:
         return sum(a.length for a in self.analyses)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,37 +38,42 @@ class Outcome:
     keys: frozenset[str]  # every matching path (not only the shown ones)
 
 
-def _finish(hits: Sequence[matcher.Hit], parts: Sequence[matcher.Partition], node: Node,
+def _finish(scores: Sequence[dict[int, float]], parts: Sequence[matcher.Partition], node: Node,
             limit: int, fetch: Any, key_of: Any,
-            want_keys: bool) -> tuple[list[Result], frozenset[str]]:
-    terms = set(matcher.scoring_terms(node, parts))
-    keys = frozenset(key_of(h) for h in hits) if want_keys else frozenset()
+            want_keys: bool) -> tuple[list[Result], frozenset[str], int]:
+    terms = set(matcher.scoring_terms(node))
+    prefixes = tuple(f for c in matcher.prefix_clauses(node) for f in c.forms)
+    keys = frozenset(key_of(matcher.Hit(i, d, 0.0)) for i, sc in enumerate(scores)
+                     for d in sc) if want_keys else frozenset()
     # Doc ids follow key order inside a partition: a cheap deterministic tie-break.
-    top = heapq.nsmallest(limit, hits, key=lambda h: (-h.score, h.part, h.doc))
+    best = heapq.nsmallest(limit, ((-s, i, d) for i, sc in enumerate(scores)
+                                   for d, s in sc.items()))
+    top = [matcher.Hit(i, d, -neg) for neg, i, d in best]
     results = []
     for h in top:
         d: StoredDoc = fetch(h)
         results.append(Result(id=d.concept_id, scope=d.scope, path=d.key, title=d.title,
                               type=d.type, tags=list(d.tags), score=round(h.score, 4),
-                              snippet=make_snippet(d.body, d.description, terms)))
+                              snippet=make_snippet(d.body, d.description, terms, prefixes)))
     results.sort(key=lambda r: (-r.score, r.path))
-    return results, keys
+    return results, keys, sum(map(len, scores))
 
 
-def search_index(index_dir: Path, node: Node, limit: int, want_keys: bool = False) -> Outcome:
+def search_index(index_dir: str | os.PathLike[str], node: Node, limit: int,
+                 want_keys: bool = False) -> Outcome:
     from ctindex.search.index_partition import SegmentPartition
     from ctindex.store.snapshot import Snapshot, with_snapshot
 
     def work(snap: Snapshot) -> Outcome:
         parts = [SegmentPartition(v) for v in snap.views]
-        hits = matcher.search(node, parts)
-        results, keys = _finish(
-            hits, parts, node, limit,
+        scores = matcher.search(node, parts)
+        results, keys, total = _finish(
+            scores, parts, node, limit,
             fetch=lambda h: parts[h.part].seg.stored(h.doc),
             key_of=lambda h: parts[h.part].seg.keys()[h.doc], want_keys=want_keys)
-        return Outcome(results, len(hits), snap.generation, keys)
+        return Outcome(results, total, snap.generation, keys)
 
-    return with_snapshot(index_dir, work)
+    return with_snapshot(Path(index_dir), work)
 
 
 def search_direct(root: str, plan: Any, node: Node, limit: int,
@@ -76,13 +82,13 @@ def search_direct(root: str, plan: Any, node: Node, limit: int,
 
     docs, _ = read_documents(root, plan)
     part = MemoryPartition(docs)
-    hits = matcher.search(node, [part])
+    scores = matcher.search(node, [part])
 
     def fetch(h: matcher.Hit) -> StoredDoc:
         d = part.docs[h.doc]
         return StoredDoc(d.key, d.concept_id, d.scope, d.title, d.type, d.description,
                          d.tags, d.body, d.size)
 
-    results, keys = _finish(hits, [part], node, limit, fetch=fetch,
-                            key_of=lambda h: part.docs[h.doc].key, want_keys=want_keys)
-    return Outcome(results, len(hits), None, keys)
+    results, keys, total = _finish(scores, [part], node, limit, fetch=fetch,
+                                   key_of=lambda h: part.docs[h.doc].key, want_keys=want_keys)
+    return Outcome(results, total, None, keys)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ctindex.store.snapshot import SegmentView
@@ -16,6 +17,7 @@ class SegmentPartition:
         self.ref = view.ref
         self._tf: dict[str, dict[int, int]] = {}
         self._universe: set[int] | None = None
+        self._prefix: dict[str, set[int]] = {}
 
     def universe(self) -> set[int]:
         if self._universe is None:
@@ -35,14 +37,19 @@ class SegmentPartition:
             self._tf[term] = got
         return got
 
-    def expand(self, prefix: str) -> list[str]:
-        return self.seg.terms_with_prefix(prefix)
+    def prefix_docs(self, prefix: str) -> set[int]:
+        got = self._prefix.get(prefix)
+        if got is None:
+            got = self.seg.prefix_doc_ids(prefix)
+            got.difference_update(self.deleted)
+            self._prefix[prefix] = got
+        return got
 
     def rank(self, term: str) -> int | None:
         return self.seg.rank(term)
 
-    def sequence(self, doc: int) -> array[Any]:
-        return self.seg.sequence(doc)
+    def sequences(self, docs: Iterable[int]) -> Iterator[tuple[int, array[Any]]]:
+        return self.seg.sequences(docs)
 
     def sep_rank(self) -> int:
         return self.seg.sep_rank
@@ -58,8 +65,8 @@ class SegmentPartition:
                 out.add(d)
         return out
 
-    def length(self, doc: int) -> int:
-        return int(self.seg.lengths()[doc])
+    def lengths(self) -> array[Any]:
+        return self.seg.lengths()
 
     def length_sum(self) -> int:
         return self.ref.length_sum

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NamedTuple, Protocol
 
 from ctindex.search.query import And, Facet, Node, Not, Or, PathPrefix, Phrase, Prefix, Term
 
 K1 = 1.2
 B = 0.75
+PREFIX_SCORE = 1.0
 
 
 class Partition(Protocol):
@@ -26,12 +26,14 @@ class Partition(Protocol):
     def universe(self) -> set[int]: ...
     def size(self) -> int: ...  # number of live documents
     def tf(self, term: str) -> dict[int, int]: ...  # live doc id -> weighted tf
-    def expand(self, prefix: str) -> list[str]: ...  # word terms starting with prefix
+    def prefix_docs(self, prefix: str) -> set[int]: ...  # live docs with a word term
+    #                                                        starting with prefix
     def rank(self, term: str) -> int | None: ...  # id of a term in token streams
-    def sequence(self, doc: int) -> array[Any]: ...  # token stream as term ranks
+    def sequences(self, docs: Iterable[int]) -> Iterator[tuple[int, array[Any]]]: ...
+    #                                               (doc, token stream as term ranks)
     def sep_rank(self) -> int: ...
     def path_prefix(self, prefix: str) -> set[int]: ...  # docs whose key starts with prefix
-    def length(self, doc: int) -> int: ...  # weighted length
+    def lengths(self) -> Sequence[int]: ...  # weighted length per doc id
     def length_sum(self) -> int: ...  # over live docs
 
 
@@ -73,11 +75,11 @@ def evaluate(node: Node, part: Partition) -> set[int]:
         if cands is None or any(r is None for r in ranks):
             return set()
         want = [r for r in ranks if r is not None]
-        return {d for d in cands if has_run(part.sequence(d), want)}
+        return {d for d, seq in part.sequences(sorted(cands)) if has_run(seq, want)}
     if isinstance(node, Prefix):
         out: set[int] = set()
-        for t in expand(node, part):
-            out |= part.tf(t).keys()
+        for form in node.forms:
+            out |= part.prefix_docs(form)
         return out
     if isinstance(node, PathPrefix):
         return part.path_prefix(node.prefix)
@@ -105,37 +107,35 @@ def evaluate(node: Node, part: Partition) -> set[int]:
     return result
 
 
-def expand(node: Prefix, part: Partition) -> list[str]:
-    seen: dict[str, None] = {}
-    for form in node.forms:
-        seen.update(dict.fromkeys(part.expand(form)))
-    return list(seen)
-
-
-def scoring_terms(node: Node, parts: Iterable[Partition]) -> list[str]:
-    """Terms that contribute to the score: every word of the query outside a
-    negation (prefixes expanded over all partitions); filters do not score."""
-    parts = list(parts)
+def scoring_terms(node: Node) -> list[str]:
+    """Terms that contribute BM25 to the score: every word and phrase word of
+    the query outside a negation. Filters do not score; prefixes score a
+    constant (``prefix_clauses``)."""
     out: dict[str, None] = {}
-
-    def walk(n: Node) -> None:
+    for n in _positive(node):
         if isinstance(n, Term):
             out[n.term] = None
         elif isinstance(n, Phrase):
             out.update(dict.fromkeys(n.terms))
-        elif isinstance(n, Prefix):
-            for p in parts:
-                out.update(dict.fromkeys(expand(n, p)))
-        elif isinstance(n, (Or, And)):
-            for c in n.children:
-                walk(c)
-
-    walk(node)
     return list(out)
 
 
-@dataclass(frozen=True)
-class Hit:
+def prefix_clauses(node: Node) -> list[Prefix]:
+    """Prefix clauses outside a negation. Like Lucene's constant-score rewrite
+    of multi-term queries, a prefix adds PREFIX_SCORE to each document it
+    matches instead of BM25 over its (possibly thousands of) expansions."""
+    return [n for n in _positive(node) if isinstance(n, Prefix)]
+
+
+def _positive(node: Node) -> Iterator[Node]:
+    if isinstance(node, (Or, And)):
+        for c in node.children:
+            yield from _positive(c)
+    elif not isinstance(node, Not):
+        yield node
+
+
+class Hit(NamedTuple):
     part: int  # index of the partition
     doc: int
     score: float
@@ -146,25 +146,35 @@ def idf(n_docs: int, df: int) -> float:
     return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
 
 
-def search(node: Node, parts: Sequence[Partition]) -> list[Hit]:
-    """Every match with its BM25 score, statistics summed over all partitions."""
+def search(node: Node, parts: Sequence[Partition]) -> list[dict[int, float]]:
+    """BM25 score of every match, per partition (doc -> score), with
+    statistics summed over all partitions."""
     matched = [evaluate(node, p) for p in parts]
     if not any(matched):
-        return []
+        return [{} for _ in parts]
     n_docs = sum(p.size() for p in parts)
     avgdl = max(sum(p.length_sum() for p in parts) / max(n_docs, 1), 1e-9)
-    terms = scoring_terms(node, parts)
+    terms = scoring_terms(node)
+    prefixes = prefix_clauses(node)
     tfs = [[p.tf(t) for t in terms] for p in parts]
     weights = [idf(n_docs, sum(len(tfs[i][j]) for i in range(len(parts))))
                for j in range(len(terms))]
-    hits: list[Hit] = []
+    # Term at a time over each partition's matches; norm = k1 (1 - b + b dl / avgdl).
+    norm_a, norm_b = K1 * (1 - B), K1 * B / avgdl
+    k1p = K1 + 1
+    out: list[dict[int, float]] = []
     for i, (p, docs) in enumerate(zip(parts, matched, strict=True)):
-        for d in docs:
-            norm = K1 * (1 - B + B * p.length(d) / avgdl)
-            score = 0.0
+        scores = dict.fromkeys(docs, 0.0)
+        if docs:
+            lengths = p.lengths()
             for j, w in enumerate(weights):
-                f = tfs[i][j].get(d)
-                if f:
-                    score += w * f * (K1 + 1) / (f + norm)
-            hits.append(Hit(i, d, score))
-    return hits
+                tf = tfs[i][j]
+                for d in docs.intersection(tf) if len(tf) > len(docs) else (
+                        d for d in tf if d in scores):
+                    f = tf[d]
+                    scores[d] += w * f * k1p / (f + norm_a + norm_b * lengths[d])
+            for clause in prefixes:
+                for d in evaluate(clause, p).intersection(docs):
+                    scores[d] += PREFIX_SCORE
+        out.append(scores)
+    return out

@@ -19,14 +19,18 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def make_snippet(body: str, description: str, terms: Collection[str]) -> str:
+def make_snippet(body: str, description: str, terms: Collection[str],
+                 prefixes: tuple[str, ...] = ()) -> str:
     """The best window of `body` (most distinct matched terms, earliest on a
-    tie), falling back to the description, then to the start of the body."""
+    tie), falling back to the description, then to the start of the body.
+    A word is marked when its term is one of `terms` or starts with one of
+    `prefixes`."""
     for text in (body, description):
         spans = list(term_spans(text))
-        hits = [i for i, (_, _, t) in enumerate(spans) if t in terms]
+        marked = {t for _, _, t in spans if t in terms or (prefixes and t.startswith(prefixes))}
+        hits = [i for i, (_, _, t) in enumerate(spans) if t in marked]
         if hits:
-            return _window(text, spans, hits, terms)
+            return _window(text, spans, hits, marked)
     return _clip(_flat(description or body))
 
 

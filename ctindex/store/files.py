@@ -8,7 +8,6 @@ sibling and an atomic rename followed by a folder fsync (spec §9).
 from __future__ import annotations
 
 import os
-import secrets
 import zlib
 from pathlib import Path
 
@@ -47,7 +46,7 @@ def fault(point: str) -> None:
 def unique_name(prefix: str, generation: int, suffix: str) -> str:
     """A file name no earlier writer can have used (a crashed writer may have
     left a file of the same generation behind)."""
-    return f"{prefix}-{generation:08d}-{secrets.token_hex(4)}{suffix}"
+    return f"{prefix}-{generation:08d}-{os.urandom(4).hex()}{suffix}"
 
 
 def write_new(path: Path, chunks: list[bytes] | bytes, *, fault_point: str | None = None) -> int:
@@ -91,7 +90,7 @@ def fsync_dir(folder: Path) -> None:
 
 def replace_atomically(target: Path, data: bytes) -> None:
     """Temp sibling, fsync, rename over `target`, fsync the folder."""
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.{secrets.token_hex(3)}.tmp")
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.{os.urandom(3).hex()}.tmp")
     write_new(tmp, data)
     fault("before-manifest-rename")
     try:

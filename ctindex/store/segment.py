@@ -20,7 +20,7 @@ import zlib
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
@@ -36,9 +36,10 @@ _SECTION = struct.Struct("<QQI")  # offset, length, crc (0 for regions checked p
 _ENTRY = struct.Struct("<QII")  # postings offset, df, postings crc
 _DOCREF = struct.Struct("<IIII")  # record block, offset in it, length, crc of the record
 _RBLOCK = struct.Struct("<QII")  # record block offset, length, crc
-NSECTIONS = 8
+NSECTIONS = 10
 (S_TOP, S_BLOCKS, S_POSTINGS, S_LENGTHS, S_DOCREFS, S_RTABLE, S_RECORDS,
- S_KEYS) = range(NSECTIONS)
+ S_KEYS, S_SEQOFFS, S_SEQS) = range(NSECTIONS)
+SEQ_BLOCK_DOCS = 64  # token streams are checksummed per run of this many documents
 RECORD_BLOCK_DOCS = 32
 RECORD_BLOCK_BYTES = 64 * 1024
 FLAG_DOCS32 = 1  # doc ids are u32 (else u16)
@@ -147,9 +148,10 @@ def build_segment(path: Path, items: Sequence[BuildInput], sep: str,
     top = (struct.pack("<I", len(blocks)) + _le(ft_offs) + _le(block_offs)
            + _le(array("I", [crc(b) for b in blocks])) + b"".join(first_terms))
 
-    # Per-document records (token ranks + stored fields), compressed in blocks
+    # Per-document token streams (term ranks, uncompressed: phrase queries read
+    # many of them) and stored fields (compressed in blocks
     # of RECORD_BLOCK_DOCS: one zlib stream per document costs a compressor
-    # set-up each and compresses worse.
+    # set-up each and compresses worse).
     seq_code = "I" if seq32 else "H"
     rblocks: list[bytes] = []
     rtable: list[bytes] = []
@@ -169,12 +171,15 @@ def build_segment(path: Path, items: Sequence[BuildInput], sep: str,
         pending.clear()
         pending_len = 0
 
+    seq_offs = array("Q", [0])
+    seqs: list[bytes] = []
     for it in items:
         d = it.doc
         seq = _le(array(seq_code, map(get_rank, it.tokens)))
-        fields = dumps([d.key, d.concept_id, d.scope, d.title, d.type, d.description,
-                        list(d.tags), d.body, d.size], separators=(",", ":")).encode()
-        rec = struct.pack("<I", len(seq)) + seq + fields
+        seqs.append(seq)
+        seq_offs.append(seq_offs[-1] + len(seq))
+        rec = dumps([d.key, d.concept_id, d.scope, d.title, d.type, d.description,
+                     list(d.tags), d.body, d.size], separators=(",", ":")).encode()
         refs.append(_DOCREF.pack(len(rblocks), pending_len, len(rec), crc(rec)))
         pending.append(rec)
         pending_len += len(rec)
@@ -182,6 +187,8 @@ def build_segment(path: Path, items: Sequence[BuildInput], sep: str,
             flush()
     if pending:
         flush()
+    seq_crcs = array("I", [crc(b"".join(seqs[i:i + SEQ_BLOCK_DOCS]))
+                           for i in range(0, ndocs, SEQ_BLOCK_DOCS)])
     lengths = array("I", [it.length for it in items])
     length_sum = sum(lengths)
     keys = [it.doc.key.encode("utf-8", "surrogateescape") for it in items]
@@ -189,8 +196,9 @@ def build_segment(path: Path, items: Sequence[BuildInput], sep: str,
     key_offs.extend(accumulate(map(len, keys)))
 
     sections = [top, b"".join(blocks), b"".join(postings), _le(lengths), b"".join(refs),
-                b"".join(rtable), b"".join(rblocks), _le(key_offs) + b"".join(keys)]
-    checked = {S_TOP, S_LENGTHS, S_RTABLE, S_KEYS}
+                b"".join(rtable), b"".join(rblocks), _le(key_offs) + b"".join(keys),
+                _le(seq_offs) + _le(seq_crcs), b"".join(seqs)]
+    checked = {S_TOP, S_LENGTHS, S_DOCREFS, S_RTABLE, S_KEYS, S_SEQOFFS}
     table = b""
     pos = HEADER_SIZE
     for i, sec in enumerate(sections):
@@ -224,6 +232,8 @@ class Segment:
         self._lengths: array[Any] | None = None
         self._keys: list[str] | None = None
         self._rtable: bytes | None = None
+        self._seq_offs: array[Any] | None = None
+        self._seq_crcs: array[Any] = array("I")
         self._rblock: tuple[int, bytes] | None = None  # the last record block read
 
     def _corrupt(self, what: str) -> IndexCorrupt:
@@ -335,6 +345,38 @@ class Segment:
         cut = df * self.doc_size
         return _arr(self.doc_code, data[:cut]), _arr("H", data[cut:])
 
+    def prefix_doc_ids(self, prefix: str) -> set[int]:
+        """Doc ids (tombstones included) of every term starting with `prefix`.
+
+        Those terms are adjacent in the dictionary and so are their postings:
+        one read covers them all; each term's CRC is still checked."""
+        enc = prefix.encode("utf-8", "surrogatepass")
+        b = max(bisect_left(self._first, enc) - 1, 0)
+        entries: list[tuple[int, int, int]] = []
+        while b < self.nblocks:
+            names, ents = self._block(b)
+            start = bisect_left(names, prefix)
+            stop = start
+            while stop < len(names) and names[stop].startswith(prefix):
+                stop += 1
+            entries.extend(_ENTRY.unpack_from(ents, i * _ENTRY.size) for i in range(start, stop))
+            if stop < len(names):
+                break
+            b += 1
+        out: set[int] = set()
+        if not entries:
+            return out
+        width = self.doc_size + 2
+        first = entries[0][0]
+        data = self._read(self.sections[S_POSTINGS][0] + first,
+                          entries[-1][0] + entries[-1][1] * width - first)
+        for off, df, want in entries:
+            chunk = data[off - first:off - first + df * width]
+            if crc(chunk) != want:
+                raise self._corrupt("postings")
+            out.update(_arr(self.doc_code, chunk[:df * self.doc_size]))
+        return out
+
     def rank(self, term: str) -> int | None:
         found = self.lookup(term)
         return None if found is None else found[3]
@@ -355,6 +397,7 @@ class Segment:
         return self._keys
 
     def _record(self, docid: int) -> bytes:
+        # One document: read its reference alone (checked via the record CRC).
         ref = self._read(self.sections[S_DOCREFS][0] + docid * _DOCREF.size, _DOCREF.size)
         block, start, length, want = _DOCREF.unpack(ref)
         if self._rblock is None or self._rblock[0] != block:
@@ -373,12 +416,32 @@ class Segment:
         return rec
 
     def sequence(self, docid: int) -> array[Any]:
-        rec = self._record(docid)
-        n = struct.unpack_from("<I", rec)[0]
-        return _arr(self.seq_code, rec[4:4 + n])
+        return next(self.sequences([docid]))[1]
+
+    def sequences(self, docids: Iterable[int]) -> Iterator[tuple[int, array[Any]]]:
+        """Token streams (term ranks) of documents. Streams are read and
+        CRC-checked in runs of SEQ_BLOCK_DOCS documents; give ids in
+        increasing order so each run is read once."""
+        if self._seq_offs is None:
+            data = self._section(S_SEQOFFS)
+            cut = 8 * (self.ndocs + 1)
+            self._seq_offs = _arr("Q", data[:cut])
+            self._seq_crcs = _arr("I", data[cut:])
+        offs, crcs = self._seq_offs, self._seq_crcs
+        base = self.sections[S_SEQS][0]
+        run, data, start = -1, b"", 0
+        for docid in docids:
+            r = docid // SEQ_BLOCK_DOCS
+            if r != run:
+                first = r * SEQ_BLOCK_DOCS
+                start = offs[first]
+                end = offs[min(first + SEQ_BLOCK_DOCS, self.ndocs)]
+                data = self._read(base + start, end - start)
+                if crc(data) != crcs[r]:
+                    raise self._corrupt(f"token streams of documents {first}+")
+                run = r
+            yield docid, _arr(self.seq_code, data[offs[docid] - start:offs[docid + 1] - start])
 
     def stored(self, docid: int) -> StoredDoc:
-        rec = self._record(docid)
-        n = struct.unpack_from("<I", rec)[0]
-        key, cid, scope, title, typ, desc, tags, body, size = json.loads(rec[4 + n:])
+        key, cid, scope, title, typ, desc, tags, body, size = json.loads(self._record(docid))
         return StoredDoc(key, cid, scope, title, typ, desc, tuple(tags), body, size)
