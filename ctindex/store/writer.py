@@ -43,7 +43,9 @@ class StoreWriter:
     def __init__(self, index_dir: Path, base: StoreManifest | None, *, fresh: bool,
                  reanalyze: Reanalyze, sep: str) -> None:
         self.dir = index_dir
-        self.base = base or StoreManifest()
+        # Without a readable manifest, continue above every generation whose
+        # files are still here: generations never go backwards for readers.
+        self.base = base or StoreManifest(generation=highest_generation(index_dir))
         self.fresh = fresh
         self._reanalyze = reanalyze
         self._sep = sep
@@ -211,6 +213,17 @@ def collect_garbage(index_dir: Path, m: StoreManifest, now: int) -> list[list[An
             if age >= GRACE_NS:
                 _unlink(index_dir / name)
     return keep
+
+
+def highest_generation(index_dir: Path) -> int:
+    """The largest generation number in the store's file names (0 if none)."""
+    best = 0
+    for name in _listdir(index_dir):
+        if name.startswith(_OURS):
+            part = name.split("-")[1:2]
+            if part and part[0].isdigit():
+                best = max(best, int(part[0]))
+    return best
 
 
 def _listdir(folder: Path) -> Iterable[str]:
