@@ -76,12 +76,22 @@ def rebuild_reason(m: StoreManifest | None, plan: Any) -> str | None:
         return (f"provider {old.get('id')} v{old.get('version')} tokenizer "
                 f"v{old.get('tokenizer_version')} -> v{okf.PROVIDER_VERSION} tokenizer "
                 f"v{okf.TOKENIZER_VERSION}")
-    now = scope_digests(plan)
-    if now != m.scopes:
-        changed = sorted(set(now) ^ set(m.scopes)
-                         | {r for r in now if r in m.scopes and now[r] != m.scopes[r]})
-        return "plan changed for scope " + ", ".join(repr(r) for r in changed)
+    stale = stale_scopes(m, plan)
+    if stale:
+        return "plan changed for scope " + ", ".join(repr(r) for r in stale)
     return None
+
+
+def stale_scopes(m: StoreManifest, plan: Any) -> list[str]:
+    """Scope roots whose documents the index holds under another policy:
+    scopes added, removed or changed since the manifest was written."""
+    now = scope_digests(plan)
+    return sorted(set(now) ^ set(m.scopes)
+                  | {r for r in now if r in m.scopes and now[r] != m.scopes[r]})
+
+
+def _under(key: str, roots: list[str]) -> bool:
+    return any(not r or key == r or key.startswith(r + "/") for r in roots)
 
 
 def build_input(doc: okf.Document) -> BuildInput:
@@ -175,18 +185,22 @@ def _locked(project: Any, plan: Any, only: list[str] | None, *, fresh: bool,
             notes.append(f"{exc}; rebuilding")
             reason = reason or "index manifest damaged"
         previous = None
+        stale: list[str] = []
         if not fresh:
             reason = rebuild_reason(base, plan) if base is not None else (reason or "no index yet")
-            if reason is None and base is not None:
+            if base is not None and (reason is None or reason.startswith("plan changed")):
                 try:
                     previous = load_file_table(index_dir, base)
                 except (IndexCorrupt, OSError, ValueError) as exc:
                     notes.append(f"{exc}; rebuilding")
                     reason = "file table damaged"
-            fresh = reason is not None
-        report = _apply(project, plan, index_dir, base, previous, only if not fresh else None,
-                        fresh=fresh, progress=progress)
-        report.reason = reason if fresh else None
+                else:
+                    stale = stale_scopes(base, plan) if reason else []
+            fresh = reason is not None and not stale
+        report = _apply(project, plan, index_dir, base, previous,
+                        only if not (fresh or stale) else None, fresh=fresh, stale=stale,
+                        progress=progress)
+        report.reason = reason if (fresh or stale) else None
         report.notes[:0] = notes
         return report
 
@@ -207,8 +221,11 @@ _load_files = load_file_table  # the daemon engine's name for it
 
 
 def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
-           previous: Any, only: list[str] | None, *, fresh: bool,
+           previous: Any, only: list[str] | None, *, fresh: bool, stale: list[str],
            progress: TextIO | None) -> UpdateReport:
+    """Reconcile and publish. `fresh`: index everything anew. `stale`: scope
+    roots whose documents are re-indexed from scratch (plan change), the
+    rest of the index is updated incrementally."""
     from ctindex.store.writer import StoreWriter
     from reconciler import Manifest, reconcile
 
@@ -220,6 +237,8 @@ def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
         contents[key] = data
         bar(len(contents), None)
 
+    if stale:  # forget what is known under stale scopes: all of it comes back as added
+        previous = Manifest({k: e for k, e in previous.raw().items() if not _under(k, stale)})
     res = reconcile(project.root, plan.path_filter(), Manifest() if fresh else previous,
                     only=only, sink=sink)
     bar.done()
@@ -227,11 +246,13 @@ def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
                           removed=len(res.removed), renamed=len(res.renamed),
                           metadata_only=len(res.metadata_only), dirty=len(res.dirty),
                           entries_visited=res.metrics.entries_visited,
-                          reconcile_ms=round(res.metrics.duration_ms, 3), rebuilt=fresh)
+                          reconcile_ms=round(res.metrics.duration_ms, 3),
+                          rebuilt=fresh or bool(stale))
     pass_info = {"kind": "rebuild" if fresh else ("narrowed" if only is not None else "full"),
                  "duration_ms": report.reconcile_ms, "entries_visited": report.entries_visited,
                  "files_hashed": res.metrics.files_hashed, "at_ns": time.time_ns()}
-    if base is not None and not fresh and not (report.content_changed or report.metadata_only):
+    if (base is not None and not fresh and not stale
+            and not (report.content_changed or report.metadata_only)):
         report.generation = base.generation
         report.documents = base.documents
         report.errors, report.warnings = base.errors, base.warnings
@@ -251,6 +272,12 @@ def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
             errors.pop(key, None)
             warnings.pop(key, None)
 
+        if stale:
+            for key in [k for k in writer.live_keys() if _under(k, stale)]:
+                forget(key)
+            for key in [k for k in {**errors, **warnings} if _under(k, stale)]:
+                forget(key)
+            report.notes.append("re-indexed scope " + ", ".join(repr(r) for r in stale))
         for key in res.removed:
             forget(key)
         for old, _ in res.renamed:

@@ -129,6 +129,28 @@ def test_version_or_plan_change_rebuilds_before_answering(
     agree(run_cli, root, "bitcoin OR event")
 
 
+def test_a_changed_scope_is_reindexed_alone(project: Path, run_cli: Run) -> None:
+    root = project
+    bundles = ["acme_retail", "crypto_bitcoin", "ga4", "stackoverflow"]
+
+    def scopes(ga4_exclude: list[str]) -> dict[str, Any]:
+        return {"scopes": [{"root": f"okf/bundles/{b}", "provider": "okf-markdown",
+                            "include": ["**/*.md"],
+                            "exclude": ga4_exclude if b == "ga4" else []} for b in bundles]}
+
+    write_config(root, scopes([]))
+    run_cli("-C", str(root), "update")
+    write_config(root, scopes(["tables/**"]))
+    report = json.loads(run_cli("-C", str(root), "--json", "update").out)
+    assert report["rebuilt"] and report["reason"] == "plan changed for scope 'okf/bundles/ga4'"
+    ga4 = [p for p in (root / "okf" / "bundles" / "ga4").rglob("*.md")
+           if p.name != "index.md" and "tables" not in p.parts]
+    assert report["added"] == len(ga4) and report["removed"] == 0
+    assert "re-indexed scope 'okf/bundles/ga4'" in report["notes"]
+    for query in ("event OR table", "path:okf/bundles/ga4/tables/ -zzz", "bitcoin"):
+        agree(run_cli, root, query)
+
+
 def test_damaged_manifest_is_repaired_by_the_next_command(project: Path, run_cli: Run) -> None:
     root = project
     run_cli("-C", str(root), "update")

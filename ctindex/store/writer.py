@@ -73,6 +73,10 @@ class StoreWriter:
             self._locs = locs
         return self._locs
 
+    def live_keys(self) -> list[str]:
+        """Keys of the live documents (before this transaction's additions)."""
+        return list(self._load())
+
     def contains(self, key: str) -> bool:
         return key in self.added or key in self._load()
 
