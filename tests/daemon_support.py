@@ -138,7 +138,9 @@ def reap(pid: int, timeout: float = 10.0) -> int | None:
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "fixtures" / "okf-bundles"
 # Short lifecycle settings for tests; the fixture teardown kills leftovers anyway.
-TEST_CONFIG = {"version": 1, "idle_seconds": 60, "debounce_ms": 50}
+# A generous barrier budget: on a loaded 2-core machine a 500 ms barrier can
+# time out, which is correct behaviour (fallback) but not what most tests probe.
+TEST_CONFIG = {"version": 1, "idle_seconds": 60, "debounce_ms": 50, "barrier_timeout_ms": 5000}
 
 
 class CliProject:

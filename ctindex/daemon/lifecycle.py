@@ -19,39 +19,27 @@ import secrets
 import selectors
 import signal
 import socket
-import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
 from ctindex import runtime as rt
+from ctindex.daemon import files, sysinfo
+from ctindex.daemon.barrier import Cookies, Waiter
 from ctindex.daemon.dirtyset import DirtySet, Pending
 from ctindex.daemon.engine import Applied, Engine, PlanView
 from ctindex.daemon.log import LifecycleLog
 from ctindex.daemon.server import Connection, IpcServer
-from ctindex.project import INDEX_KEY
 
 HEARTBEAT_S = 1.0
-LOCK_ATTEMPTS = 5  # a `watch status` probe can hold the lock for an instant
-LOCK_RETRY_S = 0.02
 GAP_SKEW_S = 2.0  # wall clock moved this much more than the monotonic one: suspend/jump
 GAP_LATE_S = 10.0  # a heartbeat this late: the process was stopped or starved
 ERROR_RETRY_S = 5.0  # after an indexing error, wait before trying again
-BARRIER_SHARE = 0.8  # answer within this share of the client's budget
 POLL_WAIT_S = 0.05  # poll-lane watcher has no fd: how often to look for cookies
 AUDIT_JITTER = 0.25
 TRIM_DELAY_S = 0.2  # quiet time after indexing work before memory is released
 ROUTINE_PASSES = ("startup", "audit")  # full passes not caused by lost events
-
-
-@dataclass
-class Waiter:
-    conn: Connection
-    started: float
-    deadline: float
-    seen: bool = False
 
 
 @dataclass
@@ -89,8 +77,7 @@ class Daemon:
         self.server: IpcServer | None = None
         self.view: PlanView | None = None
         self.dirty = DirtySet(0.15)
-        self.waiters: dict[str, Waiter] = {}
-        self.seq = 0
+        self.cookies = Cookies(paths.cookies, paths.dir, self.instance)
         self.last_activity = clock()
         self.error_until = 0.0
         self.next_audit = float("inf")
@@ -115,7 +102,7 @@ class Daemon:
         another process holds the lock (then nothing was touched)."""
         os.umask(0o077)
         rt.ensure_private_dir(self.paths.dir)
-        lock = _acquire(self.paths.lock)
+        lock = files.acquire_lock(self.paths.lock)
         if lock is None:
             self._drop_claim()  # the holder is alive: this claim served its purpose
             return None
@@ -127,7 +114,7 @@ class Daemon:
             self._serve()
         except BaseException as exc:  # exceptional exit: log detail, never content
             self.stop_reason = self.stop_reason or "error"
-            self._log("exit", error=f"{type(exc).__name__}: {exc}", where=_where(exc))
+            self._log("exit", error=f"{type(exc).__name__}: {exc}", where=sysinfo.where(exc))
             if self.server is None:  # failed before serving: make clients back off
                 rt.record_spawn_failure(self.paths, f"daemon start: {type(exc).__name__}: {exc}")
         finally:
@@ -155,8 +142,8 @@ class Daemon:
         self.last_activity = self.clock()
         cookies = os.path.relpath(self.paths.cookies, self.project.root)
         self.cookie_key = cookies.replace(os.sep, "/")
-        _repair_folder(self.paths.cookies, self.paths.dir)
-        _clear_folder(self.paths.cookies)
+        files.repair_folder(self.paths.cookies, self.paths.dir)
+        files.clear_folder(self.paths.cookies)
         self._open_watcher()
         if self.paths.socket_is_fallback:
             rt.ensure_fallback_dir(self.paths)
@@ -188,7 +175,7 @@ class Daemon:
         if self.stop_reason is not None:
             return
         now = self.clock()
-        if self.waiters and self.watcher.fileno() is None:
+        if self.cookies and self.watcher.fileno() is None:
             self._drain_watcher()
         self._expire_waiters(now)
         self._answer_barriers()
@@ -196,9 +183,9 @@ class Daemon:
             self.server.expire(now)
         if self.dirty.ready(now) and now >= self.error_until:
             self._apply(self.dirty.take())
-        if self.trim_due is not None and now >= self.trim_due and not self.waiters:
+        if self.trim_due is not None and now >= self.trim_due and not self.cookies:
             self.trim_due = None
-            _release_memory()
+            sysinfo.release_memory()
         if now >= self._last_beat[0] + HEARTBEAT_S:
             self._heartbeat()
 
@@ -211,8 +198,9 @@ class Daemon:
             times.append(max(deadline, self.error_until))
         if self.server is not None and self.server.next_deadline() is not None:
             times.append(self.server.next_deadline() or now)
-        if self.waiters:
-            times.append(min(w.deadline for w in self.waiters.values()))
+        waiting = self.cookies.deadline()
+        if waiting is not None:
+            times.append(waiting)
             if self.watcher.fileno() is None:
                 times.append(now + POLL_WAIT_S)
         return min(times)
@@ -244,13 +232,9 @@ class Daemon:
             self.dirty.request_rescan(batch.reason or "rescan", now)
         if batch.paths:
             # Our own index writes must never feed back as content changes.
-            self.dirty.add((k for k in batch.paths if not _is_ours(k)), now)
-        for name in batch.cookies:
-            waiter = self.waiters.get(name)
-            if waiter is not None:
-                waiter.seen = True
-            with contextlib.suppress(OSError):
-                os.unlink(self.paths.cookies / name)
+            self.dirty.add((k for k in batch.paths if not files.is_index_storage(k)), now)
+        if batch.cookies:
+            self.cookies.seen(batch.cookies)
 
     def _replan(self) -> None:
         """Reload the plan; a changed digest means new roots and a full pass."""
@@ -312,44 +296,25 @@ class Daemon:
         # Read first: the backend re-watches a lost cookie folder (or root) on
         # each read, and that must happen before our cookie is created.
         self._drain_watcher()
-        self.seq += 1
-        name = f"{self.instance}-{self.seq}"
         try:
-            _touch(self.paths.cookies / name)
-        except (FileNotFoundError, NotADirectoryError):
-            # Someone removed or replaced the cookie folder: repair it. The
-            # watcher re-watches it by itself; until then cookies time out.
-            try:
-                _repair_folder(self.paths.cookies, self.paths.dir)
-                self._drain_watcher()  # re-watches the folder before the cookie
-                _touch(self.paths.cookies / name)
-            except OSError as exc:
-                self._fail_barrier(conn, f"cookie: {exc.strerror or exc}")
-                return
+            self.cookies.create(conn, now, budget, before_retry=self._drain_watcher)
         except OSError as exc:
             self._fail_barrier(conn, f"cookie: {exc.strerror or exc}")
             return
-        waiter = Waiter(conn, now, now + budget * BARRIER_SHARE)
-        self.waiters[name] = waiter
         self.server.extend(conn, now + budget + 0.5)
         if self.watcher.fileno() is None:
             self._drain_watcher()  # poll lane: it notices the cookie by listing
 
     def _expire_waiters(self, now: float) -> None:
-        for name, waiter in list(self.waiters.items()):
-            if not waiter.seen and waiter.deadline <= now:
-                del self.waiters[name]
-                with contextlib.suppress(OSError):
-                    os.unlink(self.paths.cookies / name)
-                self._fail_barrier(waiter.conn, "cookie not seen in time")
-                # The watcher did not deliver our own event: distrust it.
-                self.dirty.request_rescan("cookie-timeout", now)
+        for waiter in self.cookies.expired(now):
+            self._fail_barrier(waiter.conn, "cookie not seen in time")
+            # The watcher did not deliver our own event: distrust it.
+            self.dirty.request_rescan("cookie-timeout", now)
 
     def _answer_barriers(self) -> None:
-        ready = [n for n, w in self.waiters.items() if w.seen]
-        if not ready:
+        waiters: list[Waiter] = self.cookies.ready()
+        if not waiters:
             return
-        waiters = [self.waiters.pop(n) for n in ready]
         now = self.clock()
         pending = self.dirty.take()  # no debounce wait for a barrier
         if pending.rescan:
@@ -459,13 +424,7 @@ class Daemon:
         no longer excludes a successor, so stop at once; a lost socket is
         simply bound again (we still hold the lock)."""
         assert self._lock is not None
-        try:
-            here = os.stat(self.paths.lock)
-            held = os.fstat(self._lock.fileno())
-            lost = (here.st_dev, here.st_ino) != (held.st_dev, held.st_ino)
-        except OSError:
-            lost = True
-        if lost:
+        if not files.lock_intact(self.paths.lock, self._lock):
             self.owner = False
             self.stop_reason = "lock-file-lost"
             return
@@ -499,7 +458,7 @@ class Daemon:
         stamp = self.engine.config_stamp()
         if stamp != self.config_stamp:
             self._replan()
-        self.rss = _rss()
+        self.rss = sysinfo.rss()
         if self.rss > self.plan.memory_ceiling:
             self.stop_reason = "memory-limit"
         elif mono - self.last_activity > self.plan.idle_seconds:
@@ -524,7 +483,9 @@ class Daemon:
     def _status_record(self, lane: str) -> dict[str, Any]:
         mono, wall = self.clock(), self.wall()
         view = self.view
-        pending = _classify(self.dirty.paths(), self.project.root, self.engine)
+        keys = self.dirty.paths()
+        pending = sysinfo.classify(keys, self.project.root,
+                                   self.engine.indexed_keys() if keys else None)
         return {
             "version": 1,
             "pid": self.pid,
@@ -550,7 +511,7 @@ class Daemon:
             "refused_peers": self.server.refused if self.server else 0,
             "last_error": self.stats.last_error,
             "rss_bytes": getattr(self, "rss", None),
-            "physical_memory_bytes": _physical_memory(),
+            "physical_memory_bytes": sysinfo.physical_memory(),
             "memory_ceiling_bytes": view.memory_ceiling if view else None,
             "idle_seconds": view.idle_seconds if view else None,
             "socket": os.fspath(self.paths.socket),
@@ -586,7 +547,7 @@ class Daemon:
     def _shutdown(self) -> None:
         reason = self.stop_reason or "error"
         self.stop_reason = reason
-        for waiter in self.waiters.values():
+        for waiter in self.cookies.drain():
             self._fail_barrier(waiter.conn, "daemon stopping")
         if self.server is not None:
             self.server.close()
@@ -595,7 +556,7 @@ class Daemon:
                 self.watcher.close()
         if self.owner:  # after losing the lock file these belong to a successor
             with contextlib.suppress(OSError):
-                _clear_folder(self.paths.cookies)
+                files.clear_folder(self.paths.cookies)
         self._write_status("unavailable")
         self._log("stop", reason=reason)
         if self.log is not None:
@@ -605,105 +566,3 @@ class Daemon:
         for sock in self._wake or ():
             sock.close()
         self.sel.close()
-
-
-def _acquire(path: Path) -> IO[str] | None:
-    """The singleton lock, non-blocking (a few quick retries, see LOCK_ATTEMPTS)."""
-    import portalocker
-
-    fh = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the daemon's life)
-    for attempt in range(LOCK_ATTEMPTS):
-        try:
-            portalocker.lock(fh, portalocker.LOCK_EX | portalocker.LOCK_NB)
-        except portalocker.exceptions.LockException:
-            if attempt + 1 < LOCK_ATTEMPTS:
-                time.sleep(LOCK_RETRY_S)
-            continue
-        fh.seek(0)
-        fh.truncate()
-        return fh
-    fh.close()
-    return None
-
-
-def _repair_folder(folder: Path, within: Path) -> None:
-    """Make every level from `within` to `folder` a private folder again,
-    removing whatever non-folder took a level's place (runtime files only)."""
-    level = within
-    for part in (None, *folder.relative_to(within).parts):
-        level = level if part is None else level / part
-        with contextlib.suppress(FileNotFoundError):
-            if not stat.S_ISDIR(os.lstat(level).st_mode):
-                os.unlink(level)
-    rt.ensure_private_dir(folder, within=within)
-
-
-def _touch(path: Path) -> None:
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-
-
-def _is_ours(key: str) -> bool:
-    return key == INDEX_KEY or key.startswith(INDEX_KEY + "/")
-
-
-def _clear_folder(folder: Path) -> None:
-    with os.scandir(folder) as it:
-        for entry in it:
-            with contextlib.suppress(OSError):
-                os.unlink(entry.path)
-
-
-def _classify(keys: list[str], root: Path, engine: Engine) -> dict[str, int]:
-    """Pending add/change/remove counts: gone -> remove; present and in the
-    published file table -> change; otherwise add (a folder key counts once)."""
-    counts = {"add": 0, "change": 0, "remove": 0}
-    if not keys:
-        return counts
-    known = engine.indexed_keys()
-    for key in keys:
-        if not os.path.lexists(os.path.join(root, key)):
-            counts["remove"] += 1
-        elif known is None or key in known:
-            counts["change"] += 1
-        else:
-            counts["add"] += 1
-    return counts
-
-
-def _release_memory() -> None:
-    """Give the indexer's transient working set back to the OS.
-
-    Reference cycles keep a pass's tables alive until the collector runs, and
-    glibc keeps freed heap pages; RSS is what the memory ceiling and the
-    per-file figure measure, so both are released after each batch of work.
-    """
-    import ctypes
-    import gc
-
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: gc alone still helps
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def _rss() -> int:
-    import psutil
-
-    return int(psutil.Process().memory_info().rss)
-
-
-def _physical_memory() -> int | None:
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().total)
-    except Exception:  # psutil can fail in odd containers; the figure is informational
-        return None
-
-
-def _where(exc: BaseException) -> str:
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    if tb is None:
-        return "?"
-    return f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
