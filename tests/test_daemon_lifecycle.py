@@ -108,7 +108,7 @@ def test_claim_of_another_launcher_is_left_alone(tmp_path: Path) -> None:
     def engine() -> FakeEngine:
         return FakeEngine(tmp_path, tmp_path / "journal", idle_seconds=1)
 
-    pid = fork_daemon(tmp_path, engine)
+    pid = fork_daemon(tmp_path, engine, claim_token="mine")
     try:
         wait_for(lambda: alive(paths))
         assert json.loads(paths.claim.read_text())["token"] == "theirs"
