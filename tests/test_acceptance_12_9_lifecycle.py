@@ -3,6 +3,7 @@ signals, log rotation, and refusal of peers of another uid."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -137,3 +138,12 @@ def test_peer_of_another_uid_is_refused(make) -> None:
         assert project.check("margin")["mode"] == "watcher-clean"
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_watch_start_refuses_when_watching_is_off(make) -> None:
+    project = make({"watch": False})
+    done = project.cli("--json", "watch", "start")
+    assert done.returncode == 1
+    assert "watch: false" in json.loads(done.stdout)["error"]
+    assert project.check("margin")["mode"] == "reconcile-on-query"
+    assert project.daemon_pids() == []

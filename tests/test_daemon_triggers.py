@@ -154,3 +154,14 @@ def test_client_refuses_a_server_of_another_uid(tmp_path: Path) -> None:
         for name in os.listdir(folder):
             os.unlink(folder / name)
         folder.rmdir()
+
+
+def test_daemon_started_with_watch_off_leaves_at_once(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    plan = tmp_path / "plan"
+    plan.write_text("p1 0")
+    paths = paths_of(tmp_path)
+    pid = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j", plan_file=plan))
+    assert reap(pid) is not None
+    assert rt.read_json(paths.status)["stop_reason"] == "watch-disabled"
+    assert journal(tmp_path / "j") == []  # nothing was indexed

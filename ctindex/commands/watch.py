@@ -40,6 +40,10 @@ def _start(ctx: Context, plan: Any) -> dict[str, Any]:
 
     paths = rt.RuntimePaths.for_project(ctx.project)
     doc: dict[str, Any] = {"ok": False, "already_running": False, "watch": plan.settings.watch}
+    if not plan.settings.watch:
+        doc["error"] = (f"{ctx.project.config_path}: watch: false, so searches reconcile "
+                        "on query and would not use a daemon")
+        return doc
     if _ping(paths):
         doc.update(ok=True, already_running=True)
     else:
@@ -55,8 +59,6 @@ def _start(ctx: Context, plan: Any) -> dict[str, Any]:
             rt.clear_spawn_failure(paths)
         else:
             doc["error"] = f"the daemon did not answer within {START_WAIT_S:g} s"
-    if not plan.settings.watch:
-        doc["note"] = "watch is false in the configuration: searches do not use the daemon"
     return doc
 
 
@@ -73,8 +75,7 @@ def _summary(action: str, doc: dict[str, Any]) -> str:
     if action == "start":
         if not doc.get("ok"):
             return f"watch start failed: {doc.get('error')}"
-        text = "daemon already running" if doc.get("already_running") else "daemon started"
-        return text + (f" ({doc['note']})" if doc.get("note") else "")
+        return "daemon already running" if doc.get("already_running") else "daemon started"
     if doc.get("how") == "not running":
         return "daemon not running"
     if doc.get("stopped"):

@@ -136,6 +136,10 @@ class Daemon:
         self.sel.register(wake_r, selectors.EVENT_READ, "wake")
 
         self.view = self.engine.load_plan()
+        if not self.view.watch:  # configured off since the launch: nothing to serve
+            self.stop_reason = "watch-disabled"
+            self._drop_claim()
+            return
         self.dirty.debounce_s = self.view.debounce_ms / 1000
         self.config_stamp = self.engine.config_stamp()
         self.next_audit = self._audit_due(self.clock())
