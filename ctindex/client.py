@@ -83,7 +83,7 @@ def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> 
             sock.connect(os.fspath(paths.socket))
         except (FileNotFoundError, NotADirectoryError, ConnectionRefusedError) as exc:
             raise BarrierFailed(NO_DAEMON, spawnable=True) from exc
-        except TimeoutError as exc:  # backlog full: a daemon exists but is stuck
+        except (TimeoutError, BlockingIOError) as exc:  # backlog full: a daemon exists, stuck
             raise BarrierFailed(DAEMON_BUSY) from exc
         except OSError as exc:
             raise BarrierFailed(f"cannot connect: {exc.strerror or exc}") from exc
