@@ -152,3 +152,23 @@ def test_stale_socket_of_a_killed_daemon_is_replaced(tmp_path: Path) -> None:
     finally:
         os.kill(pid, signal.SIGTERM)
         reap(pid)
+
+
+class BrokenEngine(FakeEngine):
+    def open_watcher(self, view, cookie_key):  # type: ignore[no-untyped-def]
+        raise RuntimeError("no watcher today")
+
+
+def test_crash_is_logged_and_makes_clients_back_off(tmp_path: Path) -> None:
+    paths = setup(tmp_path)
+    pid = fork_daemon(tmp_path, lambda: BrokenEngine(tmp_path, tmp_path / "journal"))
+    assert reap(pid) is not None
+    record = rt.read_json(paths.status)
+    assert record["stop_reason"] == "error" and record["lane"] == "unavailable"
+    lines = log_lines(paths)
+    assert "exit error=RuntimeError: no watcher today" in lines[-2]
+    assert lines[-1].endswith("stop reason=error")
+    failure = rt.spawn_failure(paths)
+    assert failure is not None and "no watcher today" in failure["error"]
+    assert client.spawn(tmp_path, paths) == client.SPAWN_CACHED
+    assert not client.lock_held(paths)

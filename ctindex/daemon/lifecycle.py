@@ -115,8 +115,10 @@ class Daemon:
         except BaseException as exc:  # exceptional exit: log detail, never content
             self.stop_reason = self.stop_reason or "error"
             self._log("exit", error=f"{type(exc).__name__}: {exc}", where=sysinfo.where(exc))
-            if self.server is None:  # failed before serving: make clients back off
-                rt.record_spawn_failure(self.paths, f"daemon start: {type(exc).__name__}: {exc}")
+            # Make clients back off: a daemon that crashes on every start (or soon
+            # after) must not be relaunched by every query.
+            stage = "daemon start" if self.server is None else "daemon crashed"
+            rt.record_spawn_failure(self.paths, f"{stage}: {type(exc).__name__}: {exc}")
         finally:
             self._shutdown()
             lock.close()  # releases the OS lock last: status is final by now
@@ -129,7 +131,6 @@ class Daemon:
         wake_r.setblocking(False)
         wake_w.setblocking(False)
         self._wake = (wake_r, wake_w)
-        self._wake_r = wake_r
         signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, self._on_signal)
@@ -170,9 +171,9 @@ class Daemon:
         for key, mask in self.sel.select(timeout):
             if key.data == "watcher":
                 self._drain_watcher()
-            elif key.data == "wake":
+            elif key.data == "wake" and self._wake is not None:
                 with contextlib.suppress(OSError):
-                    while self._wake_r.recv(256):
+                    while self._wake[0].recv(256):
                         pass
             elif self.server is not None:
                 self.server.on_event(key.data, mask)
