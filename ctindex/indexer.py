@@ -53,6 +53,14 @@ class UpdateReport:
         return asdict(self)
 
 
+MAX_MESSAGE = 300  # characters kept of one provider error / warning
+
+
+def clip(message: str) -> str:
+    """Bound a diagnostic kept in the index (a YAML error can quote a long line)."""
+    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 1] + "…"
+
+
 def scope_root_of(plan: Any, key: str) -> str:
     found = plan.find_scope(key)
     return found[0].root if found else ""
@@ -302,10 +310,10 @@ def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
             for n, key in enumerate(todo, 1):
                 got = okf.parse(key, contents[key], roots[key])
                 if isinstance(got, okf.ProviderError):
-                    errors[key] = got.message
+                    errors[key] = clip(got.message)
                 else:
                     if got.warning:
-                        warnings[key] = got.warning
+                        warnings[key] = clip(got.warning)
                     writer.add(build_input(got))
                 bar(n, len(todo))
             bar.done()
@@ -395,10 +403,10 @@ def _build_part(part: tuple[str, list[str]]) -> tuple[str, Any, dict[str, str], 
     for key in keys:
         got = okf.parse(key, contents[key], roots[key])
         if isinstance(got, okf.ProviderError):
-            errors[key] = got.message
+            errors[key] = clip(got.message)
         else:
             if got.warning:
-                warnings[key] = got.warning
+                warnings[key] = clip(got.warning)
             items.append(build_input(got))
     info = build_segment(index_dir / name, items, okf.SEP, fault_point="mid-segment")
     return name, info, errors, warnings
