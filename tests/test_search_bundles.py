@@ -96,3 +96,36 @@ def test_cli_json_schema_and_exit_codes(indexed: tuple[Project, Any],
     assert miss.code == 1
     bad = run_cli("-C", str(project.root), "search", '"unclosed')
     assert bad.code == 2 and bad.err.count("\n") == 1 and "unterminated quote" in bad.err
+
+
+def test_direct_never_touches_the_index(indexed: tuple[Project, Any],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+    import os
+
+    project, plan = indexed
+    index = str(project.index_dir)
+    real_open, real_os_open = builtins.open, os.open
+
+    def guard(path: Any, *args: Any, **kwargs: Any) -> Any:
+        assert not os.fspath(path).startswith(index), f"--direct opened {path}"
+        return real_open(path, *args, **kwargs)
+
+    def guard_os(path: Any, *args: Any, **kwargs: Any) -> Any:
+        assert not os.fspath(path).startswith(index), f"--direct opened {path}"
+        return real_os_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guard)
+    monkeypatch.setattr(os, "open", guard_os)
+    got = search_direct(str(project.root), plan, parse_query("margin"), 3, want_keys=True)
+    assert got.total > 0
+
+
+def test_update_lock_timeout_is_one_clear_line(indexed: tuple[Project, Any]) -> None:
+    from ctindex.errors import IndexWriteError
+    from ctindex.store.lock import update_lock
+
+    project, plan = indexed
+    with update_lock(project.index_dir), pytest.raises(IndexWriteError) as info:
+        update(project, plan, lock_timeout=0.2)
+    assert "update.lock" in str(info.value) and "another writer" in str(info.value)
