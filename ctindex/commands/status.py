@@ -1,5 +1,5 @@
-"""`ctindex status`: index metrics of spec §10 (the index part; the watcher
-part is added by the daemon)."""
+"""`ctindex status`: the metrics of spec §10 — the index's (here) and the
+watcher's (``ctindex.client.watcher_status``), text or JSON."""
 
 from __future__ import annotations
 
@@ -58,6 +58,9 @@ def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
         "last_reconcile": last_pass(index_dir, m),
     })
     doc["exists"] = m is not None
+    from ctindex.client import watcher_status
+
+    doc["watcher"] = watcher_status(ctx.project, plan)  # queries only: never starts a daemon
     if verbose and m is not None and m.diag:
         try:
             errors, warnings = read_diag(index_dir / m.diag)
@@ -99,6 +102,10 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
              + ("" if getattr(args, "verbose", False) or not
                 (doc["provider_errors"] or doc["frontmatter_warnings"])
                 else " (paths with --verbose)"))
+    from ctindex.commands.watch import watcher_lines
+
+    for line in watcher_lines(doc["watcher"]):
+        ctx.echo(line)
     for item in doc.get("errors", []):
         ctx.echo(f"  error    {item['message']}")
     for item in doc.get("warnings", []):
