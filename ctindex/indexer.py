@@ -8,8 +8,10 @@ records, never a second, possibly torn, read.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -342,13 +344,15 @@ def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
 PARALLEL_MIN_DOCS = 4000  # below this, forking costs more than it saves
 MAX_WORKERS = 4
 _JOB: tuple[dict[str, bytes], dict[str, str], Path] | None = None  # inherited by fork
+_PARENT = [0]  # pid of the process that forked the workers
 
 
 def _workers(docs: int) -> int:
     """How many processes to parse and build segments with (1 = in process)."""
     import multiprocessing
 
-    if docs < PARALLEL_MIN_DOCS or "fork" not in multiprocessing.get_all_start_methods():
+    if (docs < PARALLEL_MIN_DOCS or not sys.platform.startswith("linux")
+            or "fork" not in multiprocessing.get_all_start_methods()):
         return 1
     try:
         cpus = len(os.sched_getaffinity(0))
@@ -376,9 +380,11 @@ def _parallel(keys: list[str], contents: dict[str, bytes], roots: dict[str, str]
     bar = Progress(progress, f"indexing ({workers} processes)")
     bar(0, len(keys))
     _JOB = (contents, roots, index_dir)
+    _PARENT[0] = os.getpid()
     out = []
     try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=_worker_init) as pool:
             for got in pool.map(_build_part, parts):
                 out.append(got)
                 bar(sum(len(p[1]) for p in parts[:len(out)]), len(keys))
@@ -389,6 +395,22 @@ def _parallel(keys: list[str], contents: dict[str, bytes], roots: dict[str, str]
         _JOB = None
         bar.done()
     return out
+
+
+def _worker_init() -> None:
+    """A worker must never outlive or out-lock its parent: it drops the
+    inherited update-lock descriptor and asks the kernel to kill it when the
+    parent dies (Linux PR_SET_PDEATHSIG), e.g. after a SIGKILL mid-rebuild."""
+    import ctypes
+    import signal
+
+    from ctindex.store.lock import release_inherited
+
+    release_inherited()
+    with contextlib.suppress(OSError, AttributeError):  # _workers() only forks on Linux
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    if os.getppid() != _PARENT[0]:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 def _build_part(part: tuple[str, list[str]]) -> tuple[str, Any, dict[str, str], dict[str, str]]:

@@ -188,3 +188,40 @@ def test_writer_killed_at_random_moments(tmp_path: Path) -> None:
         assert after.returncode == 0, after.stderr
         assert json.loads(after.stdout)["total"] == 400
         assert_matches_direct(project)
+
+
+SLOW_PARALLEL_REBUILD = r"""
+import sys, time
+import ctindex.indexer as ix
+from ctindex.plan import load_plan
+from ctindex.project import Project
+original = ix._build_part
+def _build_part(part):
+    time.sleep(60)  # the parent is killed while its workers are busy
+    return original(part)
+ix._build_part = _build_part
+ix._workers = lambda docs: 2
+project = Project.at(sys.argv[1])
+ix.rebuild(project, load_plan(project))
+"""
+
+
+def test_killed_parallel_rebuild_leaves_no_worker_holding_the_lock(tmp_path: Path) -> None:
+    import psutil
+
+    project = make_project(tmp_path / "p")
+    update(project, load_plan(project))
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_PARALLEL_REBUILD, str(project.root)])
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 30
+    while len(parent.children()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers = parent.children()
+    assert len(workers) >= 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, "workers outlived their killed parent"
+    report = update(project, load_plan(project), lock_timeout=5)
+    assert report.generation >= 1
+    assert_matches_direct(project)

@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ctindex.errors import IndexWriteError
 
 LOCK_NAME = "update.lock"
 DEFAULT_TIMEOUT_S = 60.0
+# File descriptors of locks this process holds: a forked helper closes them
+# (release_inherited) so that only this process keeps the lock alive.
+HELD_FDS: set[int] = set()
+
+
+def release_inherited() -> None:
+    """In a forked child: drop the inherited lock descriptors, so the lock
+    dies with the parent. Each is replaced by /dev/null rather than closed:
+    the inherited file object still owns the number and will close it."""
+    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        for fd in HELD_FDS:
+            with suppress(OSError):
+                os.dup2(null, fd)
+    finally:
+        os.close(null)
+    HELD_FDS.clear()
 
 
 @contextmanager
@@ -32,7 +49,10 @@ def update_lock(index_dir: Path, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator
                               f"{timeout:g} s") from exc
     except OSError as exc:
         raise IndexWriteError(f"{path}: cannot take the update lock ({exc.strerror})") from exc
+    fd = lock.fh.fileno() if lock.fh is not None else -1
+    HELD_FDS.add(fd)
     try:
         yield
     finally:
+        HELD_FDS.discard(fd)
         lock.release()
