@@ -17,8 +17,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctindex.providers import PROVIDERS
 
@@ -49,16 +48,14 @@ _FENCE_RE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 _BOM = b"\xef\xbb\xbf"
 
 
-@dataclass(frozen=True)
-class ProviderError:
+class ProviderError(NamedTuple):
     """A file the provider claims but cannot read (never indexed; listed by status)."""
 
     key: str
     message: str
 
 
-@dataclass(frozen=True)
-class Document:
+class Document(NamedTuple):
     key: str  # project-relative path
     concept_id: str  # scope-relative path without `.md`
     scope: str  # scope root key
@@ -71,13 +68,12 @@ class Document:
     size: int = 0  # source bytes
 
 
-@dataclass
-class Analysis:
+class Analysis(NamedTuple):
     """A document as the matcher sees it."""
 
     tokens: list[str]  # the token stream: field tokens separated by SEP
-    tfw: dict[str, int] = field(default_factory=dict)  # weighted term frequency (incl. facets)
-    length: int = 0  # weighted document length (BM25 dl)
+    tfw: dict[str, int]  # weighted term frequency (incl. facets)
+    length: int  # weighted document length (BM25 dl)
 
 
 # -- parsing -------------------------------------------------------------------

@@ -5,9 +5,8 @@ from __future__ import annotations
 import heapq
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctindex.search import matcher
 from ctindex.search.query import Node
@@ -15,8 +14,7 @@ from ctindex.search.snippet import make_snippet
 from ctindex.store.segment import StoredDoc
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(NamedTuple):
     id: str
     scope: str
     path: str
@@ -27,11 +25,10 @@ class Result:
     snippet: str
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return self._asdict()
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     results: list[Result]
     total: int
     generation: int | None  # None for --direct

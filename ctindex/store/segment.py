@@ -21,10 +21,9 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctindex.store.files import IndexCorrupt, crc, write_new
 
@@ -64,8 +63,7 @@ def _arr(code: str, data: bytes | memoryview) -> array[Any]:
     return out
 
 
-@dataclass(frozen=True)
-class StoredDoc:
+class StoredDoc(NamedTuple):
     """What a segment keeps per document besides its postings."""
 
     key: str
@@ -79,16 +77,14 @@ class StoredDoc:
     size: int
 
 
-@dataclass(frozen=True)
-class BuildInput:
+class BuildInput(NamedTuple):
     doc: StoredDoc
     tokens: list[str]  # analysis token stream (SEP between fields)
     tfw: dict[str, int]
     length: int
 
 
-@dataclass(frozen=True)
-class SegmentInfo:
+class SegmentInfo(NamedTuple):
     ndocs: int
     length_sum: int
     size: int

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,11 +22,13 @@ T = TypeVar("T")
 RETRIES = 6
 
 
-@dataclass
 class SegmentView:
-    segment: Segment
-    ref: SegmentRef
-    deleted: frozenset[int]
+    __slots__ = ("deleted", "ref", "segment")
+
+    def __init__(self, segment: Segment, ref: SegmentRef, deleted: frozenset[int]) -> None:
+        self.segment = segment
+        self.ref = ref
+        self.deleted = deleted
 
     def live(self, docid: int) -> bool:
         return docid not in self.deleted
