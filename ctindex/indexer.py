@@ -180,9 +180,64 @@ def rebuild(project: Any, plan: Any, *, progress: TextIO | None = None,
                    reason=reason)
 
 
+def repair(project: Any, plan: Any, damage: IndexCorrupt, generation: int | None, *,
+           lock_timeout: float | None = None) -> UpdateReport:
+    """Rebuild after a reader found generation `generation` damaged (spec: a
+    corrupt cache makes a query slower, never wrong). When another process
+    published a newer generation meanwhile, that one is checked instead."""
+    return _locked(project, plan, None, fresh=False, progress=None, timeout=lock_timeout,
+                   damaged=(damage, generation))
+
+
+def damage_reason(exc: BaseException, index_dir: Path) -> str:
+    """`index repaired: <file>: <what>` with the file named relative to the index folder."""
+    text = str(exc).replace(f"{index_dir}{os.sep}", "")
+    for tail in (" (damaged index file)", " (damaged or truncated)", "; run `ctindex rebuild`"):
+        text = text.replace(tail, "")
+    return f"index repaired: {text}"
+
+
+def check_generation(index_dir: Path, m: StoreManifest, *, file_table: bool = True) -> None:
+    """The cheap integrity check of a published generation: every segment's
+    header and term index, every tombstone and diagnostics file (a few KiB
+    per segment) and, unless the caller loads it anyway, the file table.
+    Raises IndexCorrupt. Deeper damage is caught by the reads that touch it,
+    which verify their own checksums."""
+    from ctindex.store.manifest import read_dels
+    from ctindex.store.segment import Segment
+
+    if file_table:
+        load_file_table(index_dir, m)
+
+    for ref in m.segments:
+        try:
+            seg = Segment(index_dir / ref.name)
+        except FileNotFoundError as exc:
+            raise IndexCorrupt(f"{index_dir / ref.name}: missing") from exc
+        try:
+            if seg.ndocs != ref.ndocs:
+                raise IndexCorrupt(f"{seg.path}: holds {seg.ndocs} documents, manifest "
+                                   f"says {ref.ndocs}")
+        finally:
+            seg.close()
+        for name in (ref.dels,):
+            if name:
+                _checked(index_dir / name, read_dels)
+    if m.diag:
+        _checked(index_dir / m.diag, read_diag)
+
+
+def _checked(path: Path, reader: Any) -> None:
+    try:
+        reader(path)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise IndexCorrupt(f"{path}: unreadable ({exc})") from exc
+
+
 def _locked(project: Any, plan: Any, only: list[str] | None, *, fresh: bool,
             progress: TextIO | None, timeout: float | None,
-            reason: str | None = None) -> UpdateReport:
+            reason: str | None = None,
+            damaged: tuple[IndexCorrupt, int | None] | None = None) -> UpdateReport:
     from ctindex.store.lock import DEFAULT_TIMEOUT_S, update_lock
 
     index_dir = Path(project.index_dir)
@@ -193,7 +248,7 @@ def _locked(project: Any, plan: Any, only: list[str] | None, *, fresh: bool,
         except IndexCorrupt as exc:
             base = None
             notes.append(f"{exc}; rebuilding")
-            reason = reason or "index manifest damaged"
+            reason = reason or damage_reason(exc, index_dir)
         previous = None
         stale: list[str] = []
         if not fresh:
@@ -201,15 +256,31 @@ def _locked(project: Any, plan: Any, only: list[str] | None, *, fresh: bool,
             if base is not None and (reason is None or reason.startswith("plan changed")):
                 try:
                     previous = load_file_table(index_dir, base)
+                    if only is None:  # full passes check the generation they build on
+                        check_generation(index_dir, base, file_table=False)
+                    if damaged is not None and damaged[1] == base.generation:
+                        raise damaged[0]  # still the generation a reader found damaged
                 except (IndexCorrupt, OSError, ValueError) as exc:
                     notes.append(f"{exc}; rebuilding")
-                    reason = "file table damaged"
+                    reason = damage_reason(exc, index_dir)
+                    previous = None
                 else:
                     stale = stale_scopes(base, plan) if reason else []
             fresh = reason is not None and not stale
-        report = _apply(project, plan, index_dir, base, previous,
-                        only if not (fresh or stale) else None, fresh=fresh, stale=stale,
-                        progress=progress)
+        try:
+            report = _apply(project, plan, index_dir, base, previous,
+                            only if not (fresh or stale) else None, fresh=fresh, stale=stale,
+                            progress=progress, reason=reason if (fresh or stale) else None)
+        except IndexCorrupt as exc:
+            if fresh:
+                raise
+            # A damaged file of the base generation surfaced while building on
+            # it: the files are the truth, so rebuild from them.
+            notes.append(f"{exc}; rebuilding")
+            reason = damage_reason(exc, index_dir)
+            fresh, stale = True, []
+            report = _apply(project, plan, index_dir, base, None, None, fresh=True, stale=[],
+                            progress=progress, reason=reason)
         report.reason = reason if (fresh or stale) else None
         report.notes[:0] = notes
         return report
@@ -232,7 +303,7 @@ _load_files = load_file_table  # the daemon engine's name for it
 
 def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
            previous: Any, only: list[str] | None, *, fresh: bool, stale: list[str],
-           progress: TextIO | None) -> UpdateReport:
+           progress: TextIO | None, reason: str | None = None) -> UpdateReport:
     """Reconcile and publish. `fresh`: index everything anew. `stale`: scope
     roots whose documents are re-indexed from scratch (plan change), the
     rest of the index is updated incrementally."""
@@ -261,6 +332,8 @@ def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
     pass_info = {"kind": "rebuild" if fresh else ("narrowed" if only is not None else "full"),
                  "duration_ms": report.reconcile_ms, "entries_visited": report.entries_visited,
                  "files_hashed": res.metrics.files_hashed, "at_ns": time.time_ns()}
+    if reason:
+        pass_info["reason"] = reason
     if (base is not None and not fresh and not stale
             and not (report.content_changed or report.metadata_only)):
         report.generation = base.generation

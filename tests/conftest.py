@@ -12,16 +12,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "fixtures" / "okf-bundles"
@@ -94,3 +99,38 @@ def run_cli_subprocess() -> Callable[..., subprocess.CompletedProcess[str]]:
             encoding="utf-8", errors="surrogateescape", timeout=120, check=False)
 
     return run
+
+
+def _daemons_under(base: Path) -> list[psutil.Process]:
+    """Daemon processes (`-m ctindex.daemon --project P`) whose project P lies under `base`."""
+    import psutil
+
+    roots = {str(base), os.path.realpath(base)}
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info.get("cmdline") or []
+        if "ctindex.daemon" not in cmd or "--project" not in cmd:
+            continue
+        i = cmd.index("--project")
+        project = cmd[i + 1] if i + 1 < len(cmd) else ""
+        if any(project == r or project.startswith(r + os.sep) for r in roots):
+            found.append(proc)
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_leftover_daemons(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Safety net: tests that search with `watch` on spawn detached daemons
+    (new session, 1 h idle timeout). At session end, stop every daemon whose
+    project lies under this run's tmp base (SIGTERM, then SIGKILL)."""
+    yield
+    import psutil
+
+    procs = _daemons_under(tmp_path_factory.getbasetemp())
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=3)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()

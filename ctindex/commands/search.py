@@ -24,9 +24,11 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     else:
         from ctindex.client import ensure_fresh
         from ctindex.search.engine import search_index
+        from ctindex.search.freshness import answer_repairing
 
         fresh = ensure_fresh(ctx.project, plan)
-        outcome = search_index(ctx.project.index_dir, node, args.limit)
+        outcome = answer_repairing(ctx.project, plan, fresh, lambda: search_index(
+            ctx.project.index_dir, node, args.limit))
     if ctx.json:
         ctx.emit_json({"query": text, "results": [r.to_json() for r in outcome.results],
                        "total": outcome.total, "freshness": fresh.to_json()})

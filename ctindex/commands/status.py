@@ -43,6 +43,13 @@ def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
     except IndexCorrupt as exc:
         m = None
         doc["problem"] = str(exc)
+    if m is not None:
+        from ctindex.indexer import check_generation
+
+        try:  # the same cheap check a full update makes before building on it
+            check_generation(index_dir, m)
+        except IndexCorrupt as exc:
+            doc["problem"] = f"{exc}; the next update or search rebuilds the index"
     doc.update({
         "generation": m.generation if m else None,
         "documents": m.documents if m else 0,
@@ -92,7 +99,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
              + (f" (stale: {doc['stale']})" if doc["stale"] else ""))
     last = doc["last_reconcile"]
     if last:
-        ctx.echo(f"last reconciliation: {last.get('kind')}, "
+        why = f" ({last['reason']})" if last.get("reason") else ""
+        ctx.echo(f"last reconciliation: {last.get('kind')}{why}, "
                  f"{human_count(int(last.get('entries_visited', 0)), 'entry', 'entries')} visited "
                  f"in {human_ms(last.get('duration_ms'))}")
     else:

@@ -9,9 +9,12 @@ comparison first, and only when something changed the locked update.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -53,3 +56,32 @@ def ensure_fresh(project: Any, plan: Any, *, mode: str = "reconcile-on-query",
     return Freshness(mode, reason, report.generation,
                      reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
                      rebuilt=report.reason if report.rebuilt else None, notes=report.notes)
+
+
+def answer_repairing(project: Any, plan: Any, fresh: Freshness, query: Callable[[], T]) -> T:
+    """Run `query()` on the index; when it meets a damaged file, rebuild from
+    the files (reported in `fresh` as a fallback with reason `index repaired:
+    <file>: <what>`) and ask again. A rebuild that cannot write raises
+    IndexWriteError (exit 2) and leaves the previous generation in place."""
+    from ctindex.indexer import repair
+    from ctindex.store.files import IndexCorrupt
+    from ctindex.store.manifest import read_manifest
+
+    for _ in range(2):  # a second failure: a newer generation, checked and repaired too
+        try:
+            return query()
+        except IndexCorrupt as exc:
+            try:
+                m = read_manifest(Path(project.index_dir))
+                generation = m.generation if m is not None else None
+            except IndexCorrupt:
+                generation = None
+            t0 = time.perf_counter()
+            report = repair(project, plan, exc, generation)
+            fresh.mode = "fallback"
+            if report.rebuilt:
+                fresh.reason = fresh.rebuilt = report.reason
+            fresh.generation = report.generation
+            fresh.reconcile_ms = round((time.perf_counter() - t0) * 1000, 3)
+            fresh.notes.extend(report.notes)
+    return query()
