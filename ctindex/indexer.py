@@ -29,7 +29,8 @@ STATUS_NAME = "last-reconcile.json"  # best-effort record of passes that publish
 @dataclass
 class UpdateReport:
     generation: int = 0
-    published: bool = False
+    published: bool = False  # a new generation
+    refreshed: bool = False  # only the file table was re-recorded, same generation
     rebuilt: bool = False
     reason: str | None = None  # why a rebuild happened
     added: int = 0
@@ -102,6 +103,30 @@ def stale_scopes(m: StoreManifest, plan: Any) -> list[str]:
 
 def _under(key: str, roots: list[str]) -> bool:
     return any(not r or key == r or key.startswith(r + "/") for r in roots)
+
+
+_WALK_PROBLEMS = (  # WalkReport bucket -> what it means for the index
+    ("missing_roots", "scope root missing, a symlink or not a folder (its documents "
+                      "are removed)"),
+    ("unreadable_dirs", "unreadable folder (its documents keep their last indexed version)"),
+    ("unreadable_files", "unreadable file (keeps its last indexed version)"),
+    ("too_deep", "folder too deep or path too long to open (its documents keep their "
+                 "last indexed version)"),
+    ("errors", "walk error (entries keep their last indexed version)"),
+)
+
+
+def walk_problems(walk: Any) -> list[str]:
+    """One line per kind of thing the reconciler could not see, with a count
+    and the first few keys (JSON-escaped: names may hold newlines)."""
+    lines = []
+    for name, meaning in _WALK_PROBLEMS:
+        bucket = getattr(walk, name)
+        if bucket.count:
+            sample = ", ".join(json.dumps(k) for k in bucket.sample[:5])
+            more = f" and {bucket.count - 5} more" if bucket.count > 5 else ""
+            lines.append(f"{meaning}: {bucket.count} ({sample}{more})")
+    return lines
 
 
 def build_input(doc: okf.Document) -> BuildInput:
@@ -255,7 +280,9 @@ def _locked(project: Any, plan: Any, only: list[str] | None, *, fresh: bool,
             reason = rebuild_reason(base, plan) if base is not None else (reason or "no index yet")
             if base is not None and (reason is None or reason.startswith("plan changed")):
                 try:
-                    previous = load_file_table(index_dir, base)
+                    # A narrowed pass reads only the table entries it looks at.
+                    previous = load_file_table(index_dir, base,
+                                               only if reason is None else None)
                     if only is None:  # full passes check the generation they build on
                         check_generation(index_dir, base, file_table=False)
                     if damaged is not None and damaged[1] == base.generation:
@@ -286,16 +313,16 @@ def _locked(project: Any, plan: Any, only: list[str] | None, *, fresh: bool,
         return report
 
 
-def load_file_table(index_dir: Path, m: StoreManifest) -> Any:
-    """The reconciler file table a generation names (empty when it names none)."""
-    from reconciler import Manifest, ManifestCorrupt
+def load_file_table(index_dir: Path, m: StoreManifest,
+                    only: Iterable[str] | None = None) -> Any:
+    """The reconciler file table a generation names (base + delta, empty when
+    it names none): all of it, or only the entries under the keys `only`."""
+    from ctindex.store import filetable
+    from reconciler.diff import minimal_scopes
 
-    if m.files is None:
-        return Manifest()
-    try:
-        return Manifest.load(index_dir / m.files)
-    except ManifestCorrupt as exc:
-        raise IndexCorrupt(str(exc)) from exc
+    scopes = None if only is None else minimal_scopes(only)
+    return filetable.load(index_dir, m.files, m.files_delta,
+                          None if scopes == [""] else scopes)
 
 
 _load_files = load_file_table  # the daemon engine's name for it
@@ -329,16 +356,33 @@ def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
                           entries_visited=res.metrics.entries_visited,
                           reconcile_ms=round(res.metrics.duration_ms, 3),
                           rebuilt=fresh or bool(stale))
-    pass_info = {"kind": "rebuild" if fresh else ("narrowed" if only is not None else "full"),
+    pass_info: dict[str, Any] = {"kind": "rebuild" if fresh else ("narrowed" if only is not None else "full"),
                  "duration_ms": report.reconcile_ms, "entries_visited": report.entries_visited,
                  "files_hashed": res.metrics.files_hashed, "at_ns": time.time_ns()}
     if reason:
         pass_info["reason"] = reason
-    if (base is not None and not fresh and not stale
-            and not (report.content_changed or report.metadata_only)):
+    problems = walk_problems(res.report)
+    if problems:  # what the walk could not see is reported, never a silent drop
+        pass_info["problems"] = problems
+        report.notes.extend(problems)
+    if base is not None and not fresh and not stale and not report.content_changed:
         report.generation = base.generation
         report.documents = base.documents
         report.errors, report.warnings = base.errors, base.warnings
+        # The documents are unchanged; the file table may not be: new stat
+        # fingerprints (metadata only) or racily-clean files re-read now that
+        # they are old enough to be trusted. Recording those under the same
+        # generation spares re-reading them on every pass.
+        if report.metadata_only or res.metrics.counts.get("racy_rehashed", 0):
+            table, delta, _ = _file_table(index_dir, base, previous, res, only is not None)
+            if table is not None or delta != base.files_delta:
+                from ctindex.store.writer import republish
+
+                republish(index_dir, base, files_table=table, files_delta=delta or {},
+                          reconcile=pass_info)
+                report.refreshed = True
+                report.notes.append("only file metadata changed: refreshed the file table "
+                                    "(same generation)")
         _record_pass(index_dir, pass_info)
         report.duration_ms = round((time.perf_counter() - t0) * 1000, 3)
         return report
@@ -393,11 +437,12 @@ def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
                 bar(n, len(todo))
             bar.done()
         diag = (errors, warnings) if fresh or (errors, warnings) != before else None
+        table, delta, source_bytes = _file_table(
+            index_dir, base, None if fresh or stale else previous, res, only is not None)
         meta = {"provider": provider_versions(), "scopes": scope_digests(plan),
-                "plan_digest": plan.digest(),
-                "source_bytes": sum(e[0] for e in res.manifest.raw().values() if e[0] > 0),
+                "plan_digest": plan.digest(), "source_bytes": source_bytes,
                 "reconcile": pass_info}
-        m = writer.commit(files_table=res.manifest.to_bytes(), meta=meta, diag=diag)
+        m = writer.commit(files_table=table, meta=meta, diag=diag, files_delta=delta)
     finally:
         writer.close()
     report.published = True
@@ -405,11 +450,41 @@ def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
     report.documents = m.documents
     report.errors, report.warnings = m.errors, m.warnings
     report.merged_segments = writer.merged
-    if not report.content_changed and not fresh:
-        report.notes.append("only file metadata changed: published a new file table")
     _record_pass(index_dir, pass_info)
     report.duration_ms = round((time.perf_counter() - t0) * 1000, 3)
     return report
+
+
+def _file_table(index_dir: Path, base: StoreManifest | None, previous: Any, res: Any,
+                partial: bool) -> tuple[bytes | None, dict[str, Any] | None, int]:
+    """(new base file or None, new inline delta or None, source bytes) for
+    the table `res.manifest`. `previous` is the table the pass started from
+    (`partial`: only the entries under a narrowed pass's folders); None:
+    start over. The base is rewritten only when the delta outgrows
+    DELTA_MAX keys (docs/format.md)."""
+    from ctindex.store import filetable
+
+    def size(e: Any) -> int:
+        return e[0] if e is not None and e[0] > 0 else 0
+
+    new = res.manifest.raw()
+    if base is None or previous is None:
+        return filetable.encode_base(new), None, sum(map(size, new.values()))
+    old = previous.raw()
+    change = filetable.changes(old, new)
+    source = base.source_bytes + sum(size(new.get(k)) - size(old.get(k)) for k in change)
+    merged = filetable.merge(filetable.delta_from_json(base.files_delta), change)
+    if len(merged) <= filetable.DELTA_MAX:
+        return None, filetable.delta_to_json(merged), source
+    if partial:  # the pass saw part of the table: compact the whole of it
+        full = dict(load_file_table(index_dir, base).raw())
+        for k, e in change.items():
+            if e is None:
+                full.pop(k, None)
+            else:
+                full[k] = e
+        new = full
+    return filetable.encode_base(new), None, sum(map(size, new.values()))
 
 
 # -- parallel indexing (large batches) -------------------------------------------------

@@ -158,7 +158,7 @@ def test_damaged_manifest_is_repaired_by_the_next_command(project: Path, run_cli
     status = run_cli("-C", str(root), "--json", "status")
     assert "checksum" in json.loads(status.out)["problem"]
     got = search(run_cli, root, "margin")
-    assert got["freshness"]["rebuilt"] == "index manifest damaged"
+    assert got["freshness"]["rebuilt"] == "index repaired: MANIFEST: manifest checksum mismatch"
     assert got["freshness"]["generation"] == 2  # never backwards
     assert any("checksum" in n for n in got["freshness"]["notes"])
     agree(run_cli, root, "margin")

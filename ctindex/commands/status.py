@@ -103,6 +103,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         ctx.echo(f"last reconciliation: {last.get('kind')}{why}, "
                  f"{human_count(int(last.get('entries_visited', 0)), 'entry', 'entries')} visited "
                  f"in {human_ms(last.get('duration_ms'))}")
+        for line in last.get("problems", []):
+            ctx.echo(f"  not seen  {line}")
     else:
         ctx.echo("last reconciliation: none")
     ctx.echo(f"provider errors: {doc['provider_errors']:,}; "

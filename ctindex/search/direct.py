@@ -69,28 +69,87 @@ class MemoryPartition:
         return sum(a.length for a in self.analyses)
 
 
-def eligible_files(root: str, flt: Any) -> Iterator[tuple[str, str]]:
-    """(key, filesystem path) of every file the path filter accepts."""
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0)
+
+
+def _open_root(root: str, top: str) -> int | None:
+    """The scope root's folder, each component opened without following a
+    symlink (a symlinked or missing root is not walked: it is outside the
+    canonical scope), like the reconciler."""
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    for comp in top.split("/") if top else ():
+        try:
+            nfd = os.open(comp, _DIR, dir_fd=fd)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        fd = nfd
+    return fd
+
+
+def eligible_contents(root: str, flt: Any) -> Iterator[tuple[str, bytes]]:
+    """(key, bytes) of every file the path filter accepts. Folders and files
+    are opened relative to their parent folder's descriptor with O_NOFOLLOW:
+    paths longer than PATH_MAX work, and a folder swapped for a symlink is
+    never entered (the same guarantees as the index; the oracle must agree)."""
     for top in flt.roots():
-        stack = [top]
-        while stack:
-            folder = stack.pop()
-            path = os.path.join(root, folder) if folder else root
+        fd = _open_root(root, top)
+        if fd is not None:
+            yield from _walk(fd, top, flt, 0)
+
+
+def _walk(dfd: int, folder: str, flt: Any, depth: int) -> Iterator[tuple[str, bytes]]:
+    """Depth first, one descriptor per level (closed here)."""
+    from reconciler.walk import DEFAULT_MAX_DEPTH
+
+    try:
+        with os.scandir(dfd) as it:
+            entries = list(it)
+        subfolders = []
+        for e in entries:
+            key = f"{folder}/{e.name}" if folder else e.name
             try:
-                entries = list(os.scandir(path))
+                st = e.stat(follow_symlinks=False)
             except OSError:
                 continue
-            for e in entries:
-                key = f"{folder}/{e.name}" if folder else e.name
-                try:
-                    st = os.lstat(e.path)
-                except OSError:
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    if flt.descend(key):
-                        stack.append(key)
-                elif flt.accept(key, st):
-                    yield key, e.path
+            if stat.S_ISDIR(st.st_mode):
+                if depth < DEFAULT_MAX_DEPTH and flt.descend(key):
+                    subfolders.append((key, e.name))
+            elif flt.accept(key, st):
+                data = _read(dfd, e.name)
+                if data is not None:
+                    yield key, data
+        for key, name in subfolders:
+            try:
+                sub = os.open(name, _DIR, dir_fd=dfd)
+            except OSError:
+                continue
+            yield from _walk(sub, key, flt, depth + 1)
+    except OSError:
+        return
+    finally:
+        os.close(dfd)
+
+
+def _read(dfd: int, name: str) -> bytes | None:
+    try:
+        fd = os.open(name, _FILE, dir_fd=dfd)
+    except OSError:
+        return None  # vanished or unreadable since the walk: not part of the answer
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def read_documents(root: str, plan: Any) -> tuple[list[Document], list[str]]:
@@ -99,16 +158,7 @@ def read_documents(root: str, plan: Any) -> tuple[list[Document], list[str]]:
 
     docs: list[Document] = []
     errors: list[str] = []
-    for key, path in eligible_files(root, plan.path_filter()):
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            continue  # vanished or unreadable since the walk: not part of the answer
-        try:
-            with os.fdopen(fd, "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
+    for key, data in eligible_contents(root, plan.path_filter()):
         got = parse(key, data, scope_root_of(plan, key))
         if isinstance(got, Document):
             docs.append(got)
