@@ -356,7 +356,9 @@ def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
                           entries_visited=res.metrics.entries_visited,
                           reconcile_ms=round(res.metrics.duration_ms, 3),
                           rebuilt=fresh or bool(stale))
-    pass_info: dict[str, Any] = {"kind": "rebuild" if fresh else ("narrowed" if only is not None else "full"),
+    kind = "rebuild" if fresh else ("narrowed" if only is not None else "full")
+    pass_info: dict[str, Any] = {
+                 "kind": kind,
                  "duration_ms": report.reconcile_ms, "entries_visited": report.entries_visited,
                  "files_hashed": res.metrics.files_hashed, "at_ns": time.time_ns()}
     if reason:
