@@ -17,7 +17,7 @@ from typing import Any
 from ctindex.store.files import IndexCorrupt, crc, read_all, write_new
 
 MANIFEST_NAME = "MANIFEST"
-FORMAT = 1
+FORMAT = 2  # 2: sorted file-table base + inline delta (docs/format.md)
 _DEL_MAGIC = b"CTDEL\x00\x01\x00"
 
 
@@ -43,7 +43,8 @@ class StoreManifest:
     scopes: dict[str, str] = field(default_factory=dict)  # scope root -> scope digest
     plan_digest: str = ""
     segments: list[SegmentRef] = field(default_factory=list)
-    files: str | None = None  # reconciler file table of this generation
+    files: str | None = None  # base of the reconciler file table (store/filetable.py)
+    files_delta: dict[str, Any] = field(default_factory=dict)  # changes since that base
     diag: str | None = None  # provider errors and frontmatter warnings (JSON file)
     errors: int = 0
     warnings: int = 0
@@ -77,8 +78,10 @@ class StoreManifest:
             raise IndexCorrupt(f"{origin}: manifest checksum mismatch (damaged or truncated)")
         try:
             raw = json.loads(body)
-            if raw.pop("format") != FORMAT:
-                raise IndexCorrupt(f"{origin}: unknown manifest format")
+            fmt = raw.pop("format")
+            if fmt != FORMAT:
+                raise IndexCorrupt(f"{origin}: index format {fmt}, this version reads "
+                                   f"format {FORMAT}")
             raw["segments"] = [SegmentRef(**s) for s in raw["segments"]]
             return cls(**raw)
         except (ValueError, TypeError, KeyError) as exc:

@@ -207,6 +207,23 @@ def build_segment(path: Path, items: Sequence[BuildInput], sep: str,
     return SegmentInfo(ndocs=ndocs, length_sum=length_sum, size=size)
 
 
+class _KeyView:
+    """The keys section as a lazily decoded sequence (for bisect)."""
+
+    __slots__ = ("_blob", "_n", "_offs")
+
+    def __init__(self, data: bytes, ndocs: int) -> None:
+        self._n = ndocs
+        self._offs = _arr("I", data[:4 * (ndocs + 1)])
+        self._blob = memoryview(data)[4 * (ndocs + 1):]
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int) -> str:
+        return bytes(self._blob[self._offs[i]:self._offs[i + 1]]).decode("utf-8", "surrogateescape")
+
+
 class Segment:
     """Read side of one segment file. Holds an fd; reads lazily with pread."""
 
@@ -391,6 +408,17 @@ class Segment:
             self._keys = [blob[offs[i]:offs[i + 1]].decode("utf-8", "surrogateescape")
                           for i in range(self.ndocs)]
         return self._keys
+
+    def find(self, key: str) -> int | None:
+        """The doc id of `key` (tombstoned or not), by bisecting the sorted
+        keys section: a writer locating a few changed keys decodes about
+        log2(ndocs) of them instead of all."""
+        if self._keys is not None:
+            i = bisect_left(self._keys, key)
+            return i if i < self.ndocs and self._keys[i] == key else None
+        view = _KeyView(self._section(S_KEYS), self.ndocs)
+        i = bisect_left(view, key)
+        return i if i < self.ndocs and view[i] == key else None
 
     def _record(self, docid: int) -> bytes:
         # One document: read its reference alone (checked via the record CRC).

@@ -59,33 +59,52 @@ class StoreWriter:
         self.merged = 0
 
     # -- locating current documents -------------------------------------------
+    def _open_segments(self) -> None:
+        if len(self._segments) < len(self.refs):
+            for ref in self.refs[len(self._segments):]:
+                self._segments.append(Segment(self.dir / ref.name))
+                self._deleted.append(set(read_dels(self.dir / ref.dels)) if ref.dels else set())
+
     def _load(self) -> dict[str, tuple[int, int]]:
+        """Every live key's (segment, doc id): only for whole-index work."""
         if self._locs is None:
+            self._open_segments()
             locs: dict[str, tuple[int, int]] = {}
-            for si, ref in enumerate(self.refs):
-                seg = Segment(self.dir / ref.name)
-                self._segments.append(seg)
-                dels = set(read_dels(self.dir / ref.dels)) if ref.dels else set()
-                self._deleted.append(dels)
+            for si, seg in enumerate(self._segments):
+                dels = self._deleted[si]
                 for docid, key in enumerate(seg.keys()):
                     if docid not in dels:
                         locs[key] = (si, docid)
             self._locs = locs
         return self._locs
 
+    def _locate(self, key: str) -> tuple[int, int] | None:
+        """Where the live document of `key` is; a small update bisects each
+        segment's sorted keys instead of loading every key (docs/decisions/perf.md)."""
+        if self._locs is not None:
+            return self._locs.get(key)
+        self._open_segments()
+        for si, seg in enumerate(self._segments):
+            docid = seg.find(key)
+            if docid is not None and docid not in self._deleted[si]:
+                return si, docid
+        return None
+
     def live_keys(self) -> list[str]:
         """Keys of the live documents (before this transaction's additions)."""
         return list(self._load())
 
     def contains(self, key: str) -> bool:
-        return key in self.added or key in self._load()
+        return key in self.added or self._locate(key) is not None
 
     def remove(self, key: str) -> bool:
         """Tombstone the live document of `key` (if any)."""
         hit = self.added.pop(key, None) is not None
-        loc = self._load().pop(key, None)
+        loc = self._locate(key)
         if loc is None:
             return hit
+        if self._locs is not None:
+            del self._locs[key]
         si, docid = loc
         self._deleted[si].add(docid)
         self._dirty.add(si)
@@ -97,7 +116,7 @@ class StoreWriter:
     def add(self, item: BuildInput) -> None:
         """Upsert: the caller removed the old version first (asserted)."""
         key = item.doc.key
-        if key in self._load():
+        if self._locate(key) is not None:
             self.remove(key)
         self.added[key] = item
 
@@ -131,10 +150,14 @@ class StoreWriter:
     # -- publish -------------------------------------------------------------------
     def commit(self, *, files_table: bytes | None, meta: dict[str, Any],
                diag: tuple[dict[str, str], dict[str, str]] | None,
-               progress: Callable[[int, int], None] | None = None) -> StoreManifest:
+               progress: Callable[[int, int], None] | None = None,
+               files_delta: dict[str, Any] | None = None) -> StoreManifest:
         """Write the new generation and publish it. `meta` fills the manifest
-        fields provider/scopes/plan_digest/source_bytes/reconcile."""
-        self._load()
+        fields provider/scopes/plan_digest/source_bytes/reconcile.
+        `files_table`: a new file-table base (its delta then starts empty
+        unless `files_delta` is given); else `files_delta` replaces the
+        delta of the base kept (None: keep it as is)."""
+        self._open_segments()
         gen = self.base.generation + 1
         merges = self._pick_merges()
         items = list(self.added.values())
@@ -167,9 +190,13 @@ class StoreWriter:
                           provider=dict(meta["provider"]), scopes=dict(meta["scopes"]),
                           plan_digest=meta["plan_digest"], source_bytes=meta["source_bytes"],
                           reconcile=dict(meta["reconcile"]))
+        m.files_delta = dict(self.base.files_delta)
         if files_table is not None:
             m.files = unique_name("files", gen, ".bin")
             write_new(self.dir / m.files, files_table)
+            m.files_delta = {}
+        if files_delta is not None:
+            m.files_delta = files_delta
         if diag is not None:
             m.diag = unique_name("diag", gen, ".json")
             write_diag(self.dir / m.diag, *diag)
@@ -191,6 +218,31 @@ class StoreWriter:
         for seg in self._segments:
             seg.close()
         self._segments = []
+
+
+def republish(index_dir: Path, base: StoreManifest, *, files_table: bytes | None,
+              files_delta: dict[str, Any], reconcile: dict[str, Any]) -> StoreManifest:
+    """Record a new file table for the same documents: MANIFEST is replaced
+    under the same generation number (the generation names content; a
+    metadata-only change or a racily-clean re-check changes none). Same
+    protocol as commit: a new base file is fsynced before MANIFEST names it."""
+    m = StoreManifest(**{**vars(base), "segments": [SegmentRef(**vars(r)) for r in base.segments],
+                         "retired": [list(r) for r in base.retired]})
+    m.reconcile = dict(reconcile)
+    m.files_delta = files_delta
+    if files_table is not None:
+        m.files = unique_name("files", base.generation, ".bin")
+        write_new(index_dir / m.files, files_table)
+        fsync_dir(index_dir)
+    now = time.time_ns()
+    referenced = m.referenced()
+    m.retired = [r for r in base.retired if r[0] not in referenced]
+    m.retired += [[n, now] for n in sorted(base.referenced() - referenced)]
+    from ctindex.store.files import replace_atomically
+
+    replace_atomically(index_dir / MANIFEST_NAME, m.to_bytes())
+    m.retired = collect_garbage(index_dir, m, now)
+    return m
 
 
 def collect_garbage(index_dir: Path, m: StoreManifest, now: int) -> list[list[Any]]:

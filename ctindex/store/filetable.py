@@ -1,0 +1,181 @@
+"""The reconciler file table of a generation: a sorted, immutable base file
+plus a small delta carried inline in MANIFEST.
+
+Rewriting a 40k-entry table (3 MB) for every one-file change cost most of a
+small update; now a change touches only the delta, and the base is rewritten
+(compacted) when the delta grows past DELTA_MAX keys or a rebuild starts
+over. Keys are stored sorted so a narrowed pass can read just the entries
+under the folders it looks at (bisect), without building the whole table.
+
+Base file (``files-<gen>-<rand>.bin``), little-endian::
+
+    header   magic "CTFILES\\0" | u32 version | u32 count | u64 blob_len
+    records  count x (i64 size, i64 mtime_ns, i64 ctime_ns, u64 ino, u64 dev,
+             16-byte xxh3-128 digest, i64 recorded_ns), in key order
+    offsets  u32 key_off[count + 1] into the blob
+    blob     keys (UTF-8, surrogateescape) joined by NUL, sorted by code point
+    trailer  xxh3-128 of everything before it
+
+Delta (``MANIFEST.files_delta``): key -> [size, mtime_ns, ctime_ns, ino, dev,
+digest hex, recorded_ns], or null for a key removed since the base.
+"""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctindex.store.files import IndexCorrupt, read_all
+
+if TYPE_CHECKING:
+    from reconciler import Manifest
+
+MAGIC = b"CTFILES\x00"
+VERSION = 1
+DELTA_MAX = 256  # keys in the inline delta before the base is rewritten
+_HEAD = struct.Struct("<8sIIQ")
+_RECORD = struct.Struct("<qqqQQ16sq")
+_TRAILER = 16
+
+RawEntry = tuple[int, int, int, int, int, bytes, int]
+Delta = dict[str, "RawEntry | None"]
+
+
+def _xxh3(data: bytes | memoryview) -> bytes:
+    import xxhash  # lazy: only writers and reconciling readers pay for it
+
+    return xxhash.xxh3_128_digest(data)
+
+
+def encode_base(raw: Mapping[str, RawEntry]) -> bytes:
+    keys = sorted(raw)
+    encoded = [k.encode("utf-8", "surrogateescape") for k in keys]
+    offs = [0]
+    for e in encoded:
+        offs.append(offs[-1] + len(e) + 1)
+    blob = b"\0".join(encoded)
+    pack = _RECORD.pack
+    body = b"".join([_HEAD.pack(MAGIC, VERSION, len(keys), len(blob)),
+                     *(pack(*raw[k]) for k in keys),
+                     struct.pack(f"<{len(offs)}I", *offs), blob])
+    return body + _xxh3(body)
+
+
+class BaseTable:
+    """A verified base file; entries are decoded on demand."""
+
+    def __init__(self, data: bytes, origin: str) -> None:
+        if len(data) < _HEAD.size + 4 + _TRAILER:
+            raise IndexCorrupt(f"{origin}: file table truncated")
+        body = memoryview(data)[:-_TRAILER]
+        if _xxh3(body) != data[-_TRAILER:]:
+            raise IndexCorrupt(f"{origin}: file table checksum mismatch (damaged or truncated)")
+        magic, version, count, blob_len = _HEAD.unpack_from(data, 0)
+        if magic != MAGIC or version != VERSION:
+            raise IndexCorrupt(f"{origin}: not a file table of version {VERSION}")
+        self.count = count
+        self._rec = _HEAD.size
+        self._offs = self._rec + count * _RECORD.size
+        self._blob = self._offs + 4 * (count + 1)
+        if self._blob + blob_len != len(body):
+            raise IndexCorrupt(f"{origin}: file table sizes inconsistent")
+        self._data = data
+
+    @classmethod
+    def load(cls, path: Path) -> BaseTable:
+        return cls(read_all(path), str(path))
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> str:  # the i-th key: lets bisect run on the file
+        lo, hi = struct.unpack_from("<II", self._data, self._offs + 4 * i)
+        start = self._blob
+        return self._data[start + lo:start + hi - 1].decode("utf-8", "surrogateescape")
+
+    def entry(self, i: int) -> RawEntry:
+        return _RECORD.unpack_from(self._data, self._rec + i * _RECORD.size)
+
+    def everything(self) -> dict[str, RawEntry]:
+        if not self.count:
+            return {}
+        keys = self._data[self._blob:-_TRAILER].decode("utf-8", "surrogateescape").split("\0")
+        if len(keys) != self.count:
+            raise IndexCorrupt("file table key count mismatch")
+        records = _RECORD.iter_unpack(memoryview(self._data)[self._rec:self._offs])
+        return dict(zip(keys, records, strict=True))
+
+    def subtrees(self, scopes: Iterable[str]) -> dict[str, RawEntry]:
+        """Entries of the keys equal to or below each scope key ("" = all)."""
+        out: dict[str, RawEntry] = {}
+        for s in scopes:
+            if not s:
+                return self.everything()
+            i = bisect_left(self, s)
+            if i < self.count and self[i] == s:
+                out[s] = self.entry(i)
+            # '0' follows '/' in code-point order: [s/, s0) is exactly the subtree.
+            lo = bisect_left(self, s + "/", i)
+            hi = bisect_left(self, s + "0", lo)
+            for j in range(lo, hi):
+                out[self[j]] = self.entry(j)
+        return out
+
+
+def _under(key: str, scopes: list[str]) -> bool:
+    return any(not s or key == s or key.startswith(s + "/") for s in scopes)
+
+
+def delta_from_json(raw: Mapping[str, Any]) -> Delta:
+    out: Delta = {}
+    for key, v in raw.items():
+        out[key] = None if v is None else (int(v[0]), int(v[1]), int(v[2]), int(v[3]),
+                                           int(v[4]), bytes.fromhex(v[5]), int(v[6]))
+    return out
+
+
+def delta_to_json(delta: Mapping[str, RawEntry | None]) -> dict[str, Any]:
+    return {k: None if e is None else [*e[:5], e[5].hex(), e[6]]
+            for k, e in sorted(delta.items())}
+
+
+def load(index_dir: Path, files: str | None, delta_json: Mapping[str, Any],
+         scopes: list[str] | None = None) -> Manifest:
+    """The table of a generation (base + delta) as a reconciler Manifest:
+    all of it, or only the entries under `scopes` (minimal scope keys)."""
+    from reconciler import Manifest
+
+    try:
+        delta = delta_from_json(delta_json)
+    except (TypeError, ValueError, IndexError) as exc:
+        raise IndexCorrupt(f"{index_dir}: file table delta unreadable ({exc})") from exc
+    raw: dict[str, RawEntry] = {}
+    if files is not None:
+        base = BaseTable.load(index_dir / files)
+        raw = base.everything() if scopes is None else base.subtrees(scopes)
+    for key, e in delta.items():
+        if scopes is not None and not _under(key, scopes):
+            continue
+        if e is None:
+            raw.pop(key, None)
+        else:
+            raw[key] = e
+    return Manifest(raw)
+
+
+def changes(before: Mapping[str, RawEntry], after: Mapping[str, RawEntry]) -> Delta:
+    """What turns `before` into `after` (same key space)."""
+    out: Delta = {k: e for k, e in after.items() if before.get(k) != e}
+    out.update((k, None) for k in before if k not in after)
+    return out
+
+
+def merge(old: Delta, new: Delta) -> Delta:
+    """Delta `new` applied on top of delta `old` (a null for a key the base
+    never had is harmless: loading drops it)."""
+    merged = dict(old)
+    merged.update(new)
+    return merged
