@@ -47,7 +47,9 @@ def ensure_fresh(project: Any, plan: Any, *, mode: str = "reconcile-on-query",
         m = read_manifest(index_dir)
         if m is not None and rebuild_reason(m, plan) is None:
             res = reconcile(project.root, plan.path_filter(), load_file_table(index_dir, m))
-            if not res.has_changes:
+            # Racily-clean files re-read by this pass go through the locked
+            # update too, which records them, so they are not re-read forever.
+            if not res.has_changes and not res.metrics.counts.get("racy_rehashed"):
                 return Freshness(mode, reason, m.generation,
                                  reconcile_ms=round(res.metrics.duration_ms, 3))
     except (IndexCorrupt, OSError):
