@@ -1,4 +1,4 @@
-"""Developer sessions: `nox -s tests lint typecheck bench` (the first three by default)."""
+"""Developer sessions: `nox -s tests lint typecheck bench soak` (the first three by default)."""
 
 from __future__ import annotations
 
@@ -32,3 +32,11 @@ def bench(session: nox.Session) -> None:
     """Run every bench/bench_*.py and write docs/benchmarks.md."""
     session.install("-e", ".[dev]")
     session.run("python", "-m", "bench.run", *session.posargs)
+
+
+@nox.session
+def soak(session: nox.Session) -> None:
+    """The differential soak (tests/soak_harness.py): ~1200 random steps, a few
+    minutes; prints its seed. Replay: `nox -s soak -- --seed N`."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "tests.soak_harness", "--steps", "1200", *session.posargs)

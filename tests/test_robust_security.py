@@ -1,0 +1,243 @@
+"""Issue 6 §5: nothing outside the canonical scope is ever opened, runtime
+files are private, and neither query text nor content reaches logs or status.
+
+Other-uid refusal of the daemon endpoint (a setresuid child) is
+tests/test_acceptance_12_9_lifecycle.py::test_peer_of_another_uid_is_refused;
+malformed, oversized and half-written requests are
+tests/test_daemon_ipc.py::test_bad_requests_only_cost_their_own_connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import select
+import shutil
+import socket
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from backends import inotify_c as ic
+from ctindex import client
+from ctindex.cli import main
+from tests.daemon_support import CliProject
+
+SECRET = "xylocarpsecret"  # only in the outside folder
+
+
+def cli(root: Path, *args: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["-C", str(root), *args], stdout=out, stderr=err)
+    return code, out.getvalue() + err.getvalue()
+
+
+class OpenSpy:
+    """inotify IN_OPEN on a folder: any open of it (a listing) or of a file
+    in it, by any process, is recorded. The test itself opens nothing there."""
+
+    def __init__(self, folder: Path) -> None:
+        self.lib = ic.libc()
+        self.fd = self.lib.init1()
+        self.lib.add_watch(self.fd, os.fsencode(folder), ic.IN_OPEN | ic.IN_ACCESS)
+
+    def opened(self) -> list[str]:
+        names = []
+        while select.select([self.fd], [], [], 0)[0]:
+            names += [os.fsdecode(e.name) or "." for e in ic.read_events(self.fd)]
+        return names
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+@pytest.fixture
+def swap_project(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    root = tmp_path / "p"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text(f"# Secret\n\n{SECRET}\n")
+    (root / ".ct").mkdir(parents=True)
+    (root / ".ct" / "index.jsonc").write_text(json.dumps(
+        {"version": 1, "watch": False, "scopes": [{"root": "kb", "provider": "okf-markdown"}]}))
+    (root / "kb" / "sw").mkdir(parents=True)
+    (root / "kb" / "sw" / "inside.md").write_text("# Inside\n\ninsideword\n")
+    (root / "kb" / "top.md").write_text("# Top\n\ntopword\n")
+    yield root, outside
+
+
+def swap_loop(root: Path, outside: Path, stop: threading.Event) -> int:
+    """Replace kb/sw by a symlink to the outside folder and back, as fast as it goes."""
+    sw, real, link = root / "kb" / "sw", root / "kb" / ".sw-real", root / "kb" / ".sw-link"
+    swaps = 0
+    while not stop.is_set():
+        with contextlib.suppress(FileNotFoundError, FileExistsError):
+            os.symlink(outside, link)
+        with contextlib.suppress(OSError):
+            os.rename(sw, real)
+            os.rename(link, sw)  # now a symlink to outside
+            os.rename(sw, link)
+            os.rename(real, sw)  # the real folder again
+            swaps += 1
+    return swaps
+
+
+def test_robust_security_symlink_swap_race_never_opens_outside(
+        swap_project: tuple[Path, Path]) -> None:
+    from ctindex import indexer
+    from ctindex.plan import load_plan
+    from ctindex.project import Project
+
+    root, outside = swap_project
+    project = Project.at(root)
+    plan = load_plan(project)
+    spy = OpenSpy(outside)
+    stop = threading.Event()
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(swap_loop(root, outside, stop)))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 3.0
+        passes = 0
+        while time.monotonic() < deadline or passes < 20:
+            if passes % 2:
+                indexer.update(project, plan)  # full reconcile
+            else:  # the daemon's narrowed path, as if an event named kb/sw
+                indexer.update_paths(project, plan, ["kb/sw", "kb/sw/inside.md"])
+            passes += 1
+            assert SECRET not in json.dumps(_all_keys(root))
+    finally:
+        stop.set()
+        thread.join()
+    try:
+        opened = spy.opened()
+    finally:
+        spy.close()
+    assert result and result[0] > 10, result  # the race really ran
+    assert opened == [], f"opened outside the scope: {opened}"
+    code, out = cli(root, "--json", "search", SECRET)
+    assert code == 1 and json.loads(out)["total"] == 0
+    code, out = cli(root, "--json", "search", "--direct", SECRET)
+    assert code == 1 and json.loads(out)["total"] == 0
+
+
+def _all_keys(root: Path) -> list[str]:
+    from ctindex.store.snapshot import with_snapshot
+
+    return with_snapshot(root / ".ct" / "okf",
+                         lambda snap: [k for v in snap.views for k in v.segment.keys()])  # noqa: SIM118
+
+
+def test_robust_security_direct_oracle_under_swap_race(swap_project: tuple[Path, Path]) -> None:
+    """The --direct oracle walks with O_NOFOLLOW relative to folder descriptors
+    too: racing it never makes it list or read the outside folder."""
+    root, outside = swap_project
+    spy = OpenSpy(outside)
+    stop = threading.Event()
+    thread = threading.Thread(target=swap_loop, args=(root, outside, stop))
+    thread.start()
+    try:
+        for _ in range(40):
+            _, out = cli(root, "--json", "search", "--direct", f"{SECRET} OR insideword")
+            assert SECRET not in out.replace(f"{SECRET} OR insideword", "")
+    finally:
+        stop.set()
+        thread.join()
+    try:
+        assert spy.opened() == []
+    finally:
+        spy.close()
+
+
+@pytest.fixture
+def daemon_project(tmp_path: Path) -> Iterator[CliProject]:
+    p = CliProject(tmp_path / "proj")
+    try:
+        yield p
+    finally:
+        p.kill_daemons()
+
+
+QUERY_WORD = "quokkaqueryonly"  # in no document: only the query carries it
+CONTENT_WORD = "wombatcontentonly"
+
+
+def test_robust_security_no_query_text_or_content_in_runtime_files(
+        daemon_project: CliProject) -> None:
+    p = daemon_project
+    (p.root / "ga4" / "w.md").write_text(f"# W\n\n{CONTENT_WORD} {CONTENT_WORD}\n")
+    p.check("margin")
+    p.wait_daemon()
+    p.check(f"{QUERY_WORD} OR {CONTENT_WORD}")
+    p.search(f'"{QUERY_WORD} {CONTENT_WORD}"')
+    p.cli("status")
+    p.cli("watch", "status")
+    p.cli("watch", "stop")
+    leaks = []
+    for folder in (p.paths.dir, p.root / ".ct" / "okf"):
+        for path in folder.rglob("*"):
+            if path.is_file() and not path.name.startswith("seg-"):
+                data = path.read_bytes()
+                if QUERY_WORD.encode() in data or CONTENT_WORD.encode() in data:
+                    leaks.append(str(path))
+    for path in (p.root / ".ct" / "okf").glob("seg-*.seg"):
+        if QUERY_WORD.encode() in path.read_bytes():  # segments hold content, never queries
+            leaks.append(str(path))
+    assert leaks == []
+    assert any(p.paths.dir.iterdir())  # the daemon did write its files
+
+
+def test_robust_security_runtime_files_are_private(daemon_project: CliProject) -> None:
+    p = daemon_project
+    p.check("margin")
+    p.wait_daemon()
+    p.cli("watch", "stop")
+    p.check("margin")  # a second daemon life: spawn.claim, log rotation, ...
+    p.wait_daemon()
+    loose = []
+    for path in [p.paths.dir, *p.paths.dir.rglob("*")]:
+        st = path.lstat()
+        if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077:
+            loose.append(f"{path} {stat.filemode(st.st_mode)}")
+    sock = p.paths.socket
+    if p.paths.socket_is_fallback:  # a long path: the short per-user folder
+        st = sock.parent.lstat()
+        assert stat.S_IMODE(st.st_mode) == 0o700
+    assert loose == []
+
+
+def test_robust_security_slow_clients_do_not_block_others(daemon_project: CliProject) -> None:
+    """Fifty connections that dribble half a request, byte by byte, while
+    barriers from a well-behaved client are still answered."""
+    from ctindex.plan import load_plan
+    from ctindex.project import Project
+
+    p = daemon_project
+    p.check("margin")
+    p.wait_daemon()
+    digest = load_plan(Project.at(p.root)).digest()
+    slow = []
+    for _ in range(50):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(os.fspath(p.paths.socket))
+        slow.append(s)
+    try:
+        for i in range(10):
+            for s in slow:
+                with contextlib.suppress(OSError):
+                    s.send(b'{"op":"barrier"'[i:i + 1])
+            result = client.barrier(p.paths, digest, 5000)
+            assert result.generation is not None
+        answered = client.request(p.paths, {"op": "status"}, 5)
+        assert answered.get("ok", True)
+    finally:
+        for s in slow:
+            s.close()
+    shutil.rmtree(p.root / "ga4" / "tables")  # and the daemon still indexes changes
+    assert p.check("margin")["mode"] in ("watcher-clean", "fallback")
