@@ -92,7 +92,10 @@ def read_stable(dir_fd: int, name: str, path: str, seen: os.stat_result,
                 now = fp_of(stat(path))
             except OSError as exc:
                 return _failed(exc, attempt)
-            stable = stable and now == ref
+            # The recorded fingerprint must describe the bytes hashed: a view
+            # that disagrees with them (an NFS attribute cache serving an old
+            # size) is not recorded; the file stays dirty until it agrees.
+            stable = stable and now == ref and now[0] == len(data)
         if stable:
             return ReadResult(Outcome.OK, now, xxhash.xxh3_128_digest(data), data,
                               recorded, attempts=attempt)

@@ -62,3 +62,43 @@ def rounding_stat(step_ns: int, base: StatFn = os.lstat, ctime_is_mtime: bool = 
         return with_fields(st, st_mtime_ns=m, st_ctime_ns=c)
 
     return stat
+
+
+class AttributeCacheStat:
+    """An NFS-like client attribute cache (actimeo): a path's attributes are
+    fetched from `base` at most once per `ttl_ns` of the injected clock and
+    served from the cache in between, however the file changed meanwhile.
+    Contents are never cached (NFS close-to-open consistency re-validates data
+    on open; the reconciler reads what is on disk)."""
+
+    def __init__(self, ttl_ns: int, clock_ns: Callable[[], int], base: StatFn = os.lstat) -> None:
+        self.ttl_ns = ttl_ns
+        self.clock_ns = clock_ns
+        self.base = base
+        self.cache: dict[str, tuple[int, os.stat_result]] = {}
+
+    def __call__(self, path: str) -> os.stat_result:
+        now = self.clock_ns()
+        hit = self.cache.get(path)
+        if hit is not None and now - hit[0] < self.ttl_ns:
+            return hit[1]
+        st = self.base(path)
+        self.cache[path] = (now, st)
+        return st
+
+
+class RemappingStat:
+    """A FUSE-like view whose inode and device numbers are reassigned on
+    every mount (`remount()`): same files, same contents, new (dev, ino)."""
+
+    def __init__(self, base: StatFn = os.lstat) -> None:
+        self.base = base
+        self.epoch = 0
+
+    def remount(self) -> None:
+        self.epoch += 1
+
+    def __call__(self, path: str) -> os.stat_result:
+        st = self.base(path)
+        ino = (st.st_ino * 2654435761 + self.epoch * 40503) % (1 << 62) + 1
+        return with_fields(st, st_ino=ino, st_dev=1000 + self.epoch)
