@@ -238,3 +238,71 @@ def test_robust_storage_damage_found_by_daemon_update_paths(project: Path) -> No
     report = indexer.update_paths(p, plan, ["okf/bundles/ga4/new.md"])
     assert report.rebuilt and (report.reason or "").startswith("index repaired: ")
     assert "header checksum mismatch" in (report.reason or "")
+
+
+FULL_OR_READ_ONLY = r"""
+import json, os, subprocess, sys
+root, size = sys.argv[1], int(sys.argv[2])
+idx = os.path.join(root, ".ct", "okf")
+os.makedirs(idx, exist_ok=True)
+out = {}
+def ct(*args):
+    done = subprocess.run([sys.executable, "-m", "ctindex", "-C", root, *args],
+                          capture_output=True, text=True, timeout=120)
+    return done.returncode, done.stderr.strip()
+def manifest():
+    with open(os.path.join(idx, "MANIFEST"), "rb") as f:
+        return f.read()
+subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", idx], check=True)
+out["first"] = ct("update")
+before = manifest()
+bulk = os.path.join(root, "okf", "bundles", "ga4", "bulk")
+os.makedirs(bulk)
+for i in range(400):
+    with open(os.path.join(bulk, f"b{i}.md"), "w") as f:
+        f.write(f"# Bulk {i}\n\n" + " ".join(f"w{i}x{j}" for j in range(400)) + "\n")
+out["full"] = ct("update")
+out["full_manifest_intact"] = manifest() == before
+out["full_search"] = ct("search", "event")
+subprocess.run(["rm", "-rf", bulk], check=True)
+out["after_full"] = ct("search", "event")
+subprocess.run(["mount", "-o", "remount,ro", idx], check=True)
+out["ro_search_unchanged"] = ct("search", "event")
+with open(os.path.join(root, "okf", "bundles", "ga4", "new.md"), "w") as f:
+    f.write("# New\n\nnewword\n")
+ro_before = manifest()
+out["ro_update"] = ct("update")
+out["ro_manifest_intact"] = manifest() == ro_before
+print(json.dumps(out))
+"""
+
+
+def test_robust_storage_full_or_read_only_index_folder(project: Path) -> None:
+    """A small tmpfs mounted over .ct/okf in a private mount namespace: a full
+    index folder and a read-only one make writers exit 2 with one line, the
+    published generation stays intact and readable."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare is not installed")
+    shutil.rmtree(index_dir(project))
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip("cannot make a mount namespace here")
+    done = subprocess.run(["unshare", "-m", sys.executable, "-c", FULL_OR_READ_ONLY,
+                           str(project), str(1 << 20)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["first"][0] == 0, out
+    code, err = out["full"]
+    assert code == 2 and "No space left on device" in err and len(err.splitlines()) == 1, out
+    assert out["full_manifest_intact"]
+    assert out["full_search"][0] == 2  # the query cannot bring the index up to date either
+    assert out["after_full"][0] == 0, out  # space again: the next command catches up
+    assert out["ro_search_unchanged"][0] == 0, out  # readers never write
+    code, err = out["ro_update"]
+    assert code == 2 and "Read-only file system" in err and len(err.splitlines()) == 1, out
+    assert out["ro_manifest_intact"]

@@ -7,6 +7,7 @@ sibling and an atomic rename followed by a folder fsync (spec §9).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zlib
 from pathlib import Path
@@ -58,6 +59,7 @@ def write_new(path: Path, chunks: list[bytes] | bytes, *, fault_point: str | Non
     except OSError as exc:
         raise IndexWriteError(f"{path}: cannot create index file ({exc.strerror})") from exc
     size = 0
+    written = False
     try:
         for i, chunk in enumerate(chunks):
             view = memoryview(chunk)
@@ -68,10 +70,16 @@ def write_new(path: Path, chunks: list[bytes] | bytes, *, fault_point: str | Non
             if fault_point and i == len(chunks) // 2:
                 fault(fault_point)  # a torn file on disk, never named by a manifest
         os.fsync(fd)
+        written = True
     except OSError as exc:
         raise IndexWriteError(f"{path}: cannot write index file ({exc.strerror})") from exc
     finally:
         os.close(fd)
+        if not written:
+            # Ours (O_EXCL) and never named: remove it now, or a full disk stays
+            # full of our own partial file until the grace period has passed.
+            with contextlib.suppress(OSError):
+                os.unlink(path)
     return size
 
 
