@@ -121,12 +121,18 @@ def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> 
     return reply
 
 
-def barrier(paths: rt.RuntimePaths, plan_digest: str, timeout_ms: int) -> BarrierResult:
-    """Ask the daemon to prove it has applied every event queued before now."""
+def barrier(paths: rt.RuntimePaths, plan_digest: str, timeout_ms: int,
+            config: list[int] | str | None = None) -> BarrierResult:
+    """Ask the daemon to prove it has applied every event queued before now.
+    `config`: the config file's stat as the client saw it (the daemon reloads
+    its plan first when its own differs)."""
     started = time.monotonic()
     token = _token()
-    reply = request(paths, {"op": "barrier", "token": token, "plan": plan_digest,
-                            "timeout_ms": timeout_ms}, timeout_ms / 1000)
+    payload: dict[str, Any] = {"op": "barrier", "token": token, "plan": plan_digest,
+                               "timeout_ms": timeout_ms}
+    if config is not None:
+        payload["config"] = config
+    reply = request(paths, payload, timeout_ms / 1000)
     if reply.get("ok") is not True:
         error = reply.get("error")
         raise BarrierFailed(f"daemon: {error}" if isinstance(error, str) else "daemon error")
@@ -236,14 +242,29 @@ def _failed(paths: rt.RuntimePaths, error: str) -> str:
 # -- freshness (what search calls) --------------------------------------------------
 
 
-def ensure_fresh(project: Any, plan: Any) -> Any:
+def fast_barrier(project: Any, hint: Any) -> BarrierResult | BarrierFailed | None:
+    """The fast path's barrier (ctindex.fastpath): plan digest and budget come
+    from the recorded hint. Returns the answer, or the failure for the slow
+    path to handle without asking again; None when the daemon's plan is not
+    the recorded one (the slow path asks again with the plan it computes)."""
+    paths = rt.RuntimePaths.for_project(project)
+    try:
+        return barrier(paths, hint.digest, hint.barrier_timeout_ms, config=hint.config)
+    except BarrierFailed as failed:
+        return None if failed.reason == "daemon has a different plan" else failed
+
+
+def ensure_fresh(project: Any, plan: Any,
+                 prior: tuple[str, BarrierResult | BarrierFailed] | None = None) -> Any:
     """Make the index reflect the filesystem before a query; say how (PRODUCT.md §6).
 
     watch off -> reconcile-on-query; a barrier answered over native events ->
     watcher-clean; a barrier answered by a full pass (poll lane, degraded
     watcher) -> fallback "unreliable filesystem"; anything else -> at most one
     guarded daemon start, then synchronous reconciliation, fallback + reason.
-    Returns a ctindex.search.freshness.Freshness.
+    `prior`: (plan digest, outcome) of a barrier the fast path already made;
+    reused when the digest is this plan's, so nothing is asked (or waited
+    for) twice. Returns a ctindex.search.freshness.Freshness.
     """
     from ctindex.search.freshness import Freshness
     from ctindex.search.freshness import ensure_fresh as reconcile_now
@@ -253,7 +274,12 @@ def ensure_fresh(project: Any, plan: Any) -> Any:
         return reconcile_now(project, plan, mode="reconcile-on-query", reason="watch disabled")
     paths = rt.RuntimePaths.for_project(project)
     try:
-        result = barrier(paths, plan.digest(), settings.barrier_timeout_ms)
+        if prior is not None and prior[0] == plan.digest():
+            if isinstance(prior[1], BarrierFailed):
+                raise prior[1]
+            result = prior[1]
+        else:
+            result = barrier(paths, plan.digest(), settings.barrier_timeout_ms)
     except BarrierFailed as failed:
         reason = failed.reason
         if failed.spawnable:
@@ -394,5 +420,5 @@ def _verified_pid(paths: rt.RuntimePaths) -> int | None:
     return pid
 
 
-__all__ = ["BarrierFailed", "BarrierResult", "barrier", "ensure_fresh", "request", "spawn",
-           "stop", "watcher_status"]
+__all__ = ["BarrierFailed", "BarrierResult", "barrier", "ensure_fresh", "fast_barrier", "request",
+           "spawn", "stop", "watcher_status"]

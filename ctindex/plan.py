@@ -180,6 +180,10 @@ class Plan:
     exclude_origin: str
     settings: Settings
     derived_roots: tuple[str, ...] | None = None  # None when scopes are explicit
+    # What the plan depends on besides the config file: the mtimes of the
+    # folders root detection listed ({} with explicit scopes; None when a
+    # folder was too recent to trust). The query fast path re-checks them.
+    detected_from: dict[str, int] | None = None
 
     # --- compiled patterns -------------------------------------------------
     @cached_property
@@ -272,11 +276,12 @@ def load_plan(project: Project) -> Plan:
     if config.scopes is not None:
         scopes = tuple(Scope(s.root, s.provider, s.include, s.exclude, PROJECT)
                        for s in config.scopes)
-        return Plan(project, config, scopes, exclude, exclude_origin, settings)
-    roots = detect_roots(project, compile_patterns(exclude))
+        return Plan(project, config, scopes, exclude, exclude_origin, settings,
+                    detected_from={})
+    roots, folders = _detect(project, compile_patterns(exclude))
     scopes = tuple(Scope(root, OKF_MARKDOWN.id, OKF_MARKDOWN.default_include, (), DERIVED)
                    for root in roots)
-    return Plan(project, config, scopes, exclude, exclude_origin, settings, roots)
+    return Plan(project, config, scopes, exclude, exclude_origin, settings, roots, folders)
 
 
 # --- OKF root detection (PRODUCT.md §4) ---------------------------------------
@@ -286,6 +291,12 @@ def detect_roots(project: Project, exclude: PatternSet) -> tuple[str, ...]:
     hidden and excluded folders skipped. Cached in the runtime folder against
     the mtimes of every folder looked at (a new or removed `index.md` or
     sub-folder changes its parent's mtime)."""
+    return _detect(project, exclude)[0]
+
+
+def _detect(project: Project,
+            exclude: PatternSet) -> tuple[tuple[str, ...], dict[str, int] | None]:
+    """(roots, mtimes of the folders listed; None when one was too recent)."""
     fingerprint = _sha256({"depth": ROOT_DEPTH, "exclude": list(exclude.patterns)})
     cache = project.runtime_dir / ROOTS_CACHE
     cached = _read_cache(project, cache, fingerprint)
@@ -298,7 +309,8 @@ def detect_roots(project: Project, exclude: PatternSet) -> tuple[str, ...]:
     if all(mtime < started - _RACY_NS for mtime in seen.values()):
         _write_cache(project, cache, {"fingerprint": fingerprint, "roots": list(roots),
                                       "folders": seen})
-    return roots
+        return roots, seen
+    return roots, None
 
 
 def _scan_roots(project: Project, exclude: PatternSet) -> tuple[tuple[str, ...], dict[str, int]]:
@@ -336,16 +348,18 @@ def _scan_roots(project: Project, exclude: PatternSet) -> tuple[tuple[str, ...],
     return tuple(sorted(roots)), seen
 
 
-def _read_cache(project: Project, cache: Path, fingerprint: str) -> tuple[str, ...] | None:
+def _read_cache(project: Project, cache: Path,
+                fingerprint: str) -> tuple[tuple[str, ...], dict[str, int]] | None:
     try:
         data = json.loads(cache.read_text(encoding="utf-8"))
         if data.get("fingerprint") != fingerprint:
             return None
-        for key, mtime in data["folders"].items():
+        folders = {str(k): int(v) for k, v in data["folders"].items()}
+        for key, mtime in folders.items():
             st = os.lstat(project.path(key))
             if st.st_mtime_ns != mtime or not stat_mod.S_ISDIR(st.st_mode):
                 return None
-        return tuple(str(root) for root in data["roots"])
+        return tuple(str(root) for root in data["roots"]), folders
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing or damaged cache: detect again
 

@@ -9,11 +9,17 @@ from ctindex.commands import Context
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    from ctindex.plan import load_plan
     from ctindex.search.query import parse_query
 
     text = " ".join(args.query)
     node = parse_query(text)  # a malformed query is a usage error (exit 2)
+    prior = None
+    if not args.direct:
+        answer, prior = _fast(ctx, node, args.limit)
+        if answer is not None:
+            return _emit(ctx, text, *answer)
+    from ctindex.plan import load_plan
+
     plan = load_plan(ctx.project)
     if args.direct:
         from ctindex.search.engine import search_direct
@@ -26,9 +32,50 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         from ctindex.search.engine import search_index
         from ctindex.search.freshness import answer_repairing
 
-        fresh = ensure_fresh(ctx.project, plan)
+        fresh = ensure_fresh(ctx.project, plan, prior)
         outcome = answer_repairing(ctx.project, plan, fresh, lambda: search_index(
             ctx.project.index_dir, node, args.limit))
+        from ctindex import fastpath
+
+        fastpath.remember(ctx.project, plan)
+    return _emit(ctx, text, fresh, outcome)
+
+
+Pair = tuple[Any, Any]
+
+
+def _fast(ctx: Context, node: Any, limit: int) -> tuple[Pair | None, Pair | None]:
+    """A healthy daemon's answer without loading the plan (ctindex.fastpath).
+    Returns ((freshness, outcome), None), or (None, what the slow path may
+    reuse: (plan digest, the barrier's result or failure) or None)."""
+    from ctindex import fastpath
+
+    hint = fastpath.recall(ctx.project)
+    if hint is None:
+        return None, None
+    from ctindex.client import fast_barrier
+
+    got = fast_barrier(ctx.project, hint)
+    if got is None:
+        return None, None
+    if isinstance(got, Exception) or not got.trusted_events or got.reconciled:
+        return None, (hint.digest, got)  # the slow path words (or handles) these
+    from ctindex.search.engine import PlanMismatch, search_index
+    from ctindex.search.freshness import Freshness
+    from ctindex.store.files import IndexCorrupt
+
+    try:
+        outcome = search_index(ctx.project.index_dir, node, limit,
+                               expect=(hint.digest, got.generation))
+    except PlanMismatch:
+        return None, None  # not the index the daemon vouched for: start over
+    except (IndexCorrupt, OSError):
+        return None, (hint.digest, got)  # the slow path repairs the index
+    fresh = Freshness("watcher-clean", None, got.generation, barrier_ms=got.barrier_ms)
+    return (fresh, outcome), None
+
+
+def _emit(ctx: Context, text: str, fresh: Any, outcome: Any) -> int:
     if ctx.json:
         ctx.emit_json({"query": text, "results": [r.to_json() for r in outcome.results],
                        "total": outcome.total, "freshness": fresh.to_json()})

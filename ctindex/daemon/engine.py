@@ -66,9 +66,11 @@ class RealEngine:
         self.project = project
 
     def load_plan(self) -> PlanView:
+        from ctindex import fastpath
         from ctindex.plan import load_plan
 
         plan = load_plan(self.project)
+        fastpath.remember(self.project, plan)  # lets searches skip loading it
         s = plan.settings
         return PlanView(plan, plan.digest(), s.debounce_ms, s.audit_seconds, s.idle_seconds,
                         s.max_daemon_memory_bytes, s.barrier_timeout_ms, s.watch)

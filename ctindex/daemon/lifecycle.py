@@ -289,7 +289,10 @@ class Daemon:
         assert self.server is not None
         self.stats.barriers += 1
         digest = request.get("plan")
-        if isinstance(digest, str) and digest != self.plan.digest:
+        config = request.get("config")  # the config file's stat as the client saw it
+        have = list(self.config_stamp) if self.config_stamp is not None else "absent"
+        if (isinstance(digest, str) and digest != self.plan.digest) or \
+                (config is not None and config != have):
             self._replan()  # the client sees a different plan: ours may be stale
             if self.stop_reason is not None:
                 self._fail_barrier(conn, f"daemon stopping: {self.stop_reason}")

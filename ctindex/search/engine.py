@@ -56,12 +56,23 @@ def _finish(scores: Sequence[dict[int, float]], parts: Sequence[matcher.Partitio
     return results, keys, sum(map(len, scores))
 
 
+class PlanMismatch(Exception):
+    """The published generation is not the one the caller was promised."""
+
+
 def search_index(index_dir: str | os.PathLike[str], node: Node, limit: int,
-                 want_keys: bool = False) -> Outcome:
+                 want_keys: bool = False,
+                 expect: tuple[str, int] | None = None) -> Outcome:
+    """`expect`: (plan digest, generation) a daemon vouched for; the query
+    raises PlanMismatch unless the published manifest was indexed under that
+    digest and is at least that generation (the fast path's last check)."""
     from ctindex.search.index_partition import SegmentPartition
     from ctindex.store.snapshot import Snapshot, with_snapshot
 
     def work(snap: Snapshot) -> Outcome:
+        if expect is not None and (snap.manifest.plan_digest != expect[0]
+                                   or snap.generation < expect[1]):
+            raise PlanMismatch(f"generation {snap.generation} does not match")
         parts = [SegmentPartition(v) for v in snap.views]
         scores = matcher.search(node, parts)
         results, keys, total = _finish(

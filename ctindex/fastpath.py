@@ -1,0 +1,103 @@
+"""The query fast path's record: what a healthy-daemon search needs from the
+plan, without compiling the plan (docs/decisions/perf.md).
+
+Compiling the plan (json5, pathspec, root detection) cost a search about as
+much as the query itself. Whoever loads the plan with watching on (the
+daemon, a search on the slow path) records, in the runtime folder, the plan
+digest and the two settings a client needs before it talks to the daemon,
+together with everything the plan was computed from: the config file's
+stat, the mtimes of the folders root detection listed, and the stat of the
+modules that compute digests. A later search re-checks those with a few
+stat calls; any difference (or a missing, damaged or racy record) means the
+slow path. The record is a hint: the daemon must still answer with the same
+digest and the generation opened must name it, so a stale record can only
+make a query slower, never wrong.
+
+Standard library only: this module is imported by every indexed search.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any, NamedTuple
+
+from ctindex import runtime as rt
+
+RECORD_NAME = "query-plan.json"
+VERSION = 1
+RACY_NS = 2_000_000_000  # a config newer than this may change without a new stamp
+# Modules whose code decides the plan digest and the provider versions.
+_CODE = ("plan.py", "config.py", "providers/__init__.py", "providers/okf_markdown.py")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Hint(NamedTuple):
+    digest: str
+    barrier_timeout_ms: int
+    config: list[int] | str  # the config file's stat as sent to the daemon
+
+
+def config_stamp(path: os.PathLike[str] | str) -> list[int] | str | None:
+    """[mtime_ns, size, ino] of the config file, "absent", or None when unknown."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "absent"
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def _code_stamp() -> list[list[int]] | None:
+    out = []
+    for name in _CODE:
+        try:
+            st = os.stat(os.path.join(_HERE, name))
+        except OSError:
+            return None
+        out.append([st.st_mtime_ns, st.st_size])
+    return out
+
+
+def remember(project: Any, plan: Any) -> None:
+    """Record `plan` for later fast-path searches (best effort, never raises
+    for I/O; only into a runtime folder that already exists)."""
+    folders = plan.detected_from
+    if not plan.settings.watch or folders is None or not project.runtime_dir.is_dir():
+        return
+    stamp = config_stamp(project.config_path)
+    code = _code_stamp()
+    if stamp is None or code is None:
+        return
+    if isinstance(stamp, list) and stamp[0] > time.time_ns() - RACY_NS:
+        return  # racily clean: a same-size rewrite now could keep this stamp
+    record = {"version": VERSION, "config": stamp, "code": code, "folders": folders,
+              "digest": plan.digest(), "watch": True,
+              "barrier_timeout_ms": int(plan.settings.barrier_timeout_ms)}
+    with contextlib.suppress(OSError):
+        rt.write_json(project.runtime_dir / RECORD_NAME, record)
+
+
+def recall(project: Any) -> Hint | None:
+    """The recorded plan facts if everything they were computed from is
+    unchanged, else None (take the slow path)."""
+    record = rt.read_json(project.runtime_dir / RECORD_NAME)
+    if record is None or record.get("version") != VERSION or record.get("watch") is not True:
+        return None
+    stamp = config_stamp(project.config_path)
+    if stamp is None or record.get("config") != stamp or record.get("code") != _code_stamp():
+        return None
+    digest, budget, folders = (record.get("digest"), record.get("barrier_timeout_ms"),
+                               record.get("folders"))
+    if not isinstance(digest, str) or not isinstance(budget, int) or not isinstance(folders, dict):
+        return None
+    for key, mtime in folders.items():
+        try:
+            st = os.lstat(project.path(key))
+        except OSError:
+            return None
+        if st.st_mtime_ns != mtime or (st.st_mode & 0o170000) != 0o040000:  # a real folder
+            return None
+    return Hint(digest, budget, stamp)
