@@ -15,6 +15,7 @@ import importlib
 import io
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -45,44 +46,86 @@ def _positive(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _init_args(p: argparse.ArgumentParser) -> None:
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the configuration (default)")
+    mode.add_argument("--write", action="store_true", help="write .ct/index.jsonc")
+
+
+def _scopes_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--effective", action="store_true",
+                   help="also every setting with its origin, hard rules and plan digest")
+
+
+def _why_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH")
+
+
+def _status_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verbose", action="store_true")
+
+
+def _search_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", nargs="+", metavar="QUERY")
+    p.add_argument("--direct", action="store_true",
+                   help="answer by reading the files, without the index")
+    p.add_argument("--limit", type=_positive, default=10, metavar="N")
+
+
+def _watch_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("status", "start", "stop"))
+
+
+def _no_args(p: argparse.ArgumentParser) -> None:
+    return None
+
+
+# name -> (help, declares the command's own arguments)
+_COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "init": ("print (default) or write the derived .ct/index.jsonc; never indexes", _init_args),
+    "scopes": ("show scopes, exclusions, origins, provider versions and limits", _scopes_args),
+    "why": ("decision trace per path; exit 0 only if every path is included", _why_args),
+    "status": ("index and watcher metrics", _status_args),
+    "update": ("full reconciliation; publishes a generation if something changed", _no_args),
+    "rebuild": ("build a fresh index and publish it atomically", _no_args),
+    "search": ("indexed query; exit 1 when nothing matches", _search_args),
+    "watch": ("daemon control", _watch_args),
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with `only`, every command is known but only that
+    one's arguments are declared (each parser argparse builds costs time a
+    search should not pay for the other seven)."""
     flags = _global_flags()
     parser = argparse.ArgumentParser(
         prog=PROG, parents=[flags],
         description="Persistent full-text index of OKF concept documents, never silently stale.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    def command(name: str, text: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[flags], help=text, description=text)
-
-    init = command("init", "print (default) or write the derived .ct/index.jsonc; never indexes")
-    mode = init.add_mutually_exclusive_group()
-    mode.add_argument("--dry-run", action="store_true", help="print the configuration (default)")
-    mode.add_argument("--write", action="store_true", help="write .ct/index.jsonc")
-
-    scopes = command("scopes", "show scopes, exclusions, origins, provider versions and limits")
-    scopes.add_argument("--effective", action="store_true",
-                        help="also every setting with its origin, hard rules and plan digest")
-
-    why = command("why", "decision trace per path; exit 0 only if every path is included")
-    why.add_argument("paths", nargs="+", metavar="PATH")
-
-    status = command("status", "index and watcher metrics")
-    status.add_argument("--verbose", action="store_true")
-
-    command("update", "full reconciliation; publishes a generation if something changed")
-    command("rebuild", "build a fresh index and publish it atomically")
-
-    search = command("search", "indexed query; exit 1 when nothing matches")
-    search.add_argument("query", nargs="+", metavar="QUERY")
-    search.add_argument("--direct", action="store_true",
-                        help="answer by reading the files, without the index")
-    search.add_argument("--limit", type=_positive, default=10, metavar="N")
-
-    watch = command("watch", "daemon control")
-    watch.add_argument("action", choices=("status", "start", "stop"))
+    for name, (text, declare) in _COMMANDS.items():
+        if only is None or name == only:
+            declare(sub.add_parser(name, parents=[flags], help=text, description=text))
+        else:
+            sub.add_parser(name, help=text, add_help=False)
     return parser
+
+
+def command_of(argv: list[str]) -> str | None:
+    """The command word of `argv` (the first positional that is not the value
+    of -C/--project), when it names a command."""
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            return None
+        if token in _GLOBAL_WITH_VALUE:
+            i += 2
+            continue
+        if not token.startswith("-"):
+            return token if token in _COMMANDS else None
+        i += 1
+    return None
 
 
 def _version() -> str:
@@ -116,7 +159,7 @@ def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
 
 def _run(argv: list[str], out: TextIO, err: TextIO,
          cwd: str | os.PathLike[str] | None) -> int:
-    parser = build_parser()
+    parser = build_parser(command_of(argv))
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             args = parser.parse_args(argv)

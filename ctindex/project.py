@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 import posixpath
 import stat as stat_mod
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from ctindex.errors import UsageError
 
@@ -48,8 +48,7 @@ def _relative(path: str, base: str) -> str | None:
     return rel.replace(os.sep, "/") if os.sep != "/" else rel
 
 
-@dataclass(frozen=True)
-class Located:
+class Located(NamedTuple):
     """A filesystem path placed in the project (see ``Project.locate``)."""
 
     display: str            # the absolute, normalised path (for paths outside the project)
@@ -58,10 +57,29 @@ class Located:
     escapes: bool           # lexically inside, but the OS would resolve it elsewhere
 
 
-@dataclass(frozen=True)
 class Project:
+    """A project folder (immutable; equal when the roots are). Not a
+    dataclass: every command imports this, and dataclasses cost ~8 ms."""
+
+    __slots__ = ("_real_root", "root")
     root: Path
-    _real_root: str = field(default="", compare=False, repr=False)
+    _real_root: str
+
+    def __init__(self, root: Path, _real_root: str = "") -> None:
+        object.__setattr__(self, "root", root)
+        object.__setattr__(self, "_real_root", _real_root)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Project is immutable: cannot set {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Project) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash(self.root)
+
+    def __repr__(self) -> str:
+        return f"Project(root={self.root!r})"
 
     @classmethod
     def at(cls, root: StrPath) -> Project:

@@ -7,11 +7,10 @@ parsing side of `okf-markdown` is `ctindex.providers.okf_markdown`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class ProviderInfo:
+class ProviderInfo(NamedTuple):  # not a dataclass: imported by every search
     id: str
     version: int
     tokenizer_version: int

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import struct
 from array import array
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,36 +20,60 @@ FORMAT = 2  # 2: sorted file-table base + inline delta (docs/format.md)
 _DEL_MAGIC = b"CTDEL\x00\x01\x00"
 
 
-@dataclass
+# Plain classes rather than dataclasses: every search reads a manifest, and
+# importing dataclasses (inspect, ast, ...) cost a search ~8 ms.
 class SegmentRef:
-    name: str
-    ndocs: int  # documents stored in the segment file
-    deleted: int = 0  # of them tombstoned
-    dels: str | None = None  # the .del file holding the tombstoned doc ids
-    length_sum: int = 0  # weighted length of the live documents (BM25 avgdl)
-    size: int = 0  # bytes of the segment file
+    def __init__(self, name: str, ndocs: int, deleted: int = 0, dels: str | None = None,
+                 length_sum: int = 0, size: int = 0) -> None:
+        self.name = name
+        self.ndocs = ndocs  # documents stored in the segment file
+        self.deleted = deleted  # of them tombstoned
+        self.dels = dels  # the .del file holding the tombstoned doc ids
+        self.length_sum = length_sum  # weighted length of the live documents (BM25 avgdl)
+        self.size = size  # bytes of the segment file
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SegmentRef) and vars(self) == vars(other)
+
+    def __repr__(self) -> str:
+        return f"SegmentRef({vars(self)})"
 
     @property
     def live(self) -> int:
         return self.ndocs - self.deleted
 
 
-@dataclass
 class StoreManifest:
-    generation: int = 0
-    created_ns: int = 0
-    provider: dict[str, Any] = field(default_factory=dict)  # id, version, tokenizer_version
-    scopes: dict[str, str] = field(default_factory=dict)  # scope root -> scope digest
-    plan_digest: str = ""
-    segments: list[SegmentRef] = field(default_factory=list)
-    files: str | None = None  # base of the reconciler file table (store/filetable.py)
-    files_delta: dict[str, Any] = field(default_factory=dict)  # changes since that base
-    diag: str | None = None  # provider errors and frontmatter warnings (JSON file)
-    errors: int = 0
-    warnings: int = 0
-    source_bytes: int = 0  # logical bytes of the indexed documents
-    reconcile: dict[str, Any] = field(default_factory=dict)  # last pass: ms, entries, kind
-    retired: list[list[Any]] = field(default_factory=list)  # [file name, retired_at_ns]
+    def __init__(self, generation: int = 0, created_ns: int = 0,
+                 provider: dict[str, Any] | None = None, scopes: dict[str, str] | None = None,
+                 plan_digest: str = "", segments: list[SegmentRef] | None = None,
+                 files: str | None = None, files_delta: dict[str, Any] | None = None,
+                 diag: str | None = None, errors: int = 0, warnings: int = 0,
+                 source_bytes: int = 0, reconcile: dict[str, Any] | None = None,
+                 retired: list[list[Any]] | None = None) -> None:
+        self.generation = generation
+        self.created_ns = created_ns
+        self.provider = provider if provider is not None else {}  # id, versions
+        self.scopes = scopes if scopes is not None else {}  # scope root -> scope digest
+        self.plan_digest = plan_digest
+        self.segments = segments if segments is not None else []
+        self.files = files  # base of the reconciler file table (store/filetable.py)
+        self.files_delta = files_delta if files_delta is not None else {}  # since that base
+        self.diag = diag  # provider errors and frontmatter warnings (JSON file)
+        self.errors = errors
+        self.warnings = warnings
+        self.source_bytes = source_bytes  # logical bytes of the indexed documents
+        self.reconcile = reconcile if reconcile is not None else {}  # last pass: ms, kind
+        self.retired = retired if retired is not None else []  # [file name, retired_at_ns]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StoreManifest) and vars(self) == vars(other)
+
+    def __repr__(self) -> str:
+        return f"StoreManifest(generation={self.generation}, segments={self.segments})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**vars(self), "segments": [dict(vars(s)) for s in self.segments]}
 
     @property
     def documents(self) -> int:
@@ -67,7 +90,7 @@ class StoreManifest:
         return names
 
     def to_bytes(self) -> bytes:
-        body = json.dumps({"format": FORMAT, **asdict(self)}, sort_keys=True,
+        body = json.dumps({"format": FORMAT, **self.as_dict()}, sort_keys=True,
                           separators=(",", ":")).encode()
         return body + b"\ncrc32:%08x\n" % crc(body)
 
