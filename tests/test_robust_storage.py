@@ -306,3 +306,30 @@ def test_robust_storage_full_or_read_only_index_folder(project: Path) -> None:
     code, err = out["ro_update"]
     assert code == 2 and "Read-only file system" in err and len(err.splitlines()) == 1, out
     assert out["ro_manifest_intact"]
+
+
+def test_robust_storage_update_lock_held_by_a_stopped_writer(
+        project: Path, run_cli: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the soak: a SIGSTOPped daemon holding the update lock made
+    every search wait 60 s and exit 2. A query now waits a bounded time and
+    answers from the files (fallback, `index busy`); `update` still exits 2
+    naming the lock."""
+    from ctindex.search import freshness
+    from ctindex.store import lock
+    from ctindex.store.lock import update_lock
+
+    monkeypatch.setattr(freshness, "QUERY_LOCK_WAIT_S", 0.2)
+    monkeypatch.setattr(lock, "DEFAULT_TIMEOUT_S", 0.3)  # `update`'s wait (60 s)
+    (project / "okf" / "bundles" / "ga4" / "busy.md").write_text("# Busy\n\nbusyword event\n")
+    with update_lock(index_dir(project)):  # another writer, stopped mid-update
+        doc = search(run_cli, project, "busyword")
+        assert ids(doc) == {"okf/bundles/ga4/busy.md"}
+        assert doc["freshness"]["mode"] == "fallback"
+        assert doc["freshness"]["reason"] == "index busy: answered from the files"
+        assert ids(search(run_cli, project, "event")) == ids(
+            search(run_cli, project, "event", "--direct"))
+        res = run_cli("-C", str(project), "update")
+        assert res.code == 2 and "update.lock" in res.err
+    doc = search(run_cli, project, "busyword")  # the lock is free again: indexed
+    assert doc["freshness"]["mode"] == "reconcile-on-query"
+    assert ids(doc) == {"okf/bundles/ga4/busy.md"}

@@ -30,11 +30,15 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     else:
         from ctindex.client import ensure_fresh
         from ctindex.search.engine import search_index
-        from ctindex.search.freshness import answer_repairing
+        from ctindex.search.freshness import answer_from_files, answer_repairing
+        from ctindex.store.lock import IndexBusy
 
-        fresh = ensure_fresh(ctx.project, plan, prior)
-        outcome = answer_repairing(ctx.project, plan, fresh, lambda: search_index(
-            ctx.project.index_dir, node, args.limit))
+        try:
+            fresh = ensure_fresh(ctx.project, plan, prior)
+            outcome = answer_repairing(ctx.project, plan, fresh, lambda: search_index(
+                ctx.project.index_dir, node, args.limit))
+        except IndexBusy as busy:  # a stopped or slow writer holds the update lock
+            fresh, outcome = answer_from_files(ctx.project, plan, node, args.limit, busy)
         from ctindex import fastpath
 
         fastpath.remember(ctx.project, plan)

@@ -17,6 +17,11 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+# How long a query waits for another writer's update lock before it answers
+# from the files instead (a stopped or slow writer must not fail a query).
+QUERY_LOCK_WAIT_S = 10.0
+
+
 @dataclass
 class Freshness:
     mode: str  # watcher-clean | fallback | reconcile-on-query | direct
@@ -54,7 +59,7 @@ def ensure_fresh(project: Any, plan: Any, *, mode: str = "reconcile-on-query",
                                  reconcile_ms=round(res.metrics.duration_ms, 3))
     except (IndexCorrupt, OSError):
         pass  # the locked update below repairs or reports it
-    report = update(project, plan)
+    report = update(project, plan, lock_timeout=QUERY_LOCK_WAIT_S)
     return Freshness(mode, reason, report.generation,
                      reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
                      rebuilt=report.reason if report.rebuilt else None, notes=report.notes)
@@ -79,7 +84,7 @@ def answer_repairing(project: Any, plan: Any, fresh: Freshness, query: Callable[
             except IndexCorrupt:
                 generation = None
             t0 = time.perf_counter()
-            report = repair(project, plan, exc, generation)
+            report = repair(project, plan, exc, generation, lock_timeout=QUERY_LOCK_WAIT_S)
             fresh.mode = "fallback"
             if report.rebuilt:
                 fresh.reason = fresh.rebuilt = report.reason
@@ -87,3 +92,18 @@ def answer_repairing(project: Any, plan: Any, fresh: Freshness, query: Callable[
             fresh.reconcile_ms = round((time.perf_counter() - t0) * 1000, 3)
             fresh.notes.extend(report.notes)
     return query()
+
+
+def answer_from_files(project: Any, plan: Any, node: Any, limit: int,
+                      busy: Exception) -> tuple[Freshness, Any]:
+    """The answer when the index cannot be brought up to date in time (the
+    update lock is held by a stopped or slow writer): the `--direct` oracle,
+    reported as a fallback. Slower, never stale, never a failure."""
+    from ctindex.search.engine import search_direct
+
+    t0 = time.perf_counter()
+    outcome = search_direct(str(project.root), plan, node, limit)
+    fresh = Freshness("fallback", "index busy: answered from the files", None,
+                      reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
+                      notes=[str(busy)])
+    return fresh, outcome

@@ -16,6 +16,11 @@ DEFAULT_TIMEOUT_S = 60.0
 HELD_FDS: set[int] = set()
 
 
+class IndexBusy(IndexWriteError):
+    """Another writer held the update lock longer than the caller would wait
+    (a query then answers from the files instead: see search/freshness.py)."""
+
+
 def release_inherited() -> None:
     """In a forked child: drop the inherited lock descriptors, so the lock
     dies with the parent. Each is replaced by /dev/null rather than closed:
@@ -45,8 +50,8 @@ def update_lock(index_dir: Path, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator
     try:
         lock.acquire()
     except portalocker.exceptions.LockException as exc:
-        raise IndexWriteError(f"{path}: another writer held the update lock for more than "
-                              f"{timeout:g} s") from exc
+        raise IndexBusy(f"{path}: another writer held the update lock for more than "
+                        f"{timeout:g} s") from exc
     except OSError as exc:
         raise IndexWriteError(f"{path}: cannot take the update lock ({exc.strerror})") from exc
     fd = lock.fh.fileno() if lock.fh is not None else -1
