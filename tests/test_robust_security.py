@@ -241,3 +241,49 @@ def test_robust_security_slow_clients_do_not_block_others(daemon_project: CliPro
             s.close()
     shutil.rmtree(p.root / "ga4" / "tables")  # and the daemon still indexes changes
     assert p.check("margin")["mode"] in ("watcher-clean", "fallback")
+
+
+def test_robust_security_daemon_events_during_swap_race_never_open_outside(
+        daemon_project: CliProject, tmp_path: Path) -> None:
+    """The same race against a real daemon: its events name kb/sw while it
+    flips between a folder and a symlink to the outside; searches (barriers)
+    run meanwhile. Nothing outside is opened, the secret never appears."""
+    p = daemon_project
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text(f"# Secret\n\n{SECRET}\n")
+    kb = p.root / "ga4"
+    (kb / "sw").mkdir()
+    (kb / "sw" / "inside.md").write_text("# Inside\n\ninsideword\n")
+    p.check("insideword")
+    p.wait_daemon()
+    spy = OpenSpy(outside)
+    stop = threading.Event()
+    thread = threading.Thread(target=_swap_in, args=(kb, outside, stop))
+    thread.start()
+    try:
+        for _ in range(15):
+            doc = p.search(f"{SECRET} OR insideword")
+            assert SECRET not in json.dumps(doc["results"])
+    finally:
+        stop.set()
+        thread.join()
+    try:
+        assert spy.opened() == []
+    finally:
+        spy.close()
+    assert p.hits(p.search(SECRET)) == []
+    p.check("insideword OR margin")  # and the daemon's index still equals --direct
+
+
+def _swap_in(folder: Path, outside: Path, stop: threading.Event) -> None:
+    sw, real, link = folder / "sw", folder / ".sw-real", folder / ".sw-link"
+    while not stop.is_set():
+        with contextlib.suppress(FileNotFoundError, FileExistsError):
+            os.symlink(outside, link)
+        with contextlib.suppress(OSError):
+            os.rename(sw, real)
+            os.rename(link, sw)
+            time.sleep(0.001)
+            os.rename(sw, link)
+            os.rename(real, sw)
