@@ -51,6 +51,9 @@ class SegmentPartition:
     def sequences(self, docs: Iterable[int]) -> Iterator[tuple[int, array[Any]]]:
         return self.seg.sequences(docs)
 
+    def phrase_docs(self, docs: Iterable[int], ranks: list[int]) -> set[int]:
+        return self.seg.phrase_docs(docs, ranks)
+
     def sep_rank(self) -> int:
         return self.seg.sep_rank
 

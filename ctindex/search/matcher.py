@@ -75,6 +75,11 @@ def evaluate(node: Node, part: Partition) -> set[int]:
         if cands is None or any(r is None for r in ranks):
             return set()
         want = [r for r in ranks if r is not None]
+        # A partition may scan its streams in bulk (segments); else one by one.
+        bulk = getattr(part, "phrase_docs", None)
+        if bulk is not None:
+            found: set[int] = bulk(sorted(cands), want)
+            return found
         return {d for d, seq in part.sequences(sorted(cands)) if has_run(seq, want)}
     if isinstance(node, Prefix):
         out: set[int] = set()

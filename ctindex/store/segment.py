@@ -383,11 +383,16 @@ class Segment:
         first = entries[0][0]
         data = self._read(self.sections[S_POSTINGS][0] + first,
                           entries[-1][0] + entries[-1][1] * width - first)
+        # Most frequent terms first: once every document is in, the rest
+        # can add nothing (a short prefix often matches them all).
+        entries.sort(key=lambda e: -e[1])
         for off, df, want in entries:
             chunk = data[off - first:off - first + df * width]
             if crc(chunk) != want:
                 raise self._corrupt("postings")
             out.update(_arr(self.doc_code, chunk[:df * self.doc_size]))
+            if len(out) >= self.ndocs:
+                break
         return out
 
     def rank(self, term: str) -> int | None:
@@ -446,12 +451,7 @@ class Segment:
         """Token streams (term ranks) of documents. Streams are read and
         CRC-checked in runs of SEQ_BLOCK_DOCS documents; give ids in
         increasing order so each run is read once."""
-        if self._seq_offs is None:
-            data = self._section(S_SEQOFFS)
-            cut = 8 * (self.ndocs + 1)
-            self._seq_offs = _arr("Q", data[:cut])
-            self._seq_crcs = _arr("I", data[cut:])
-        offs, crcs = self._seq_offs, self._seq_crcs
+        offs, crcs = self._seq_index()
         base = self.sections[S_SEQS][0]
         run, data, start = -1, b"", 0
         for docid in docids:
@@ -465,6 +465,48 @@ class Segment:
                     raise self._corrupt(f"token streams of documents {first}+")
                 run = r
             yield docid, _arr(self.seq_code, data[offs[docid] - start:offs[docid + 1] - start])
+
+    def _seq_index(self) -> tuple[array[Any], array[Any]]:
+        if self._seq_offs is None:
+            data = self._section(S_SEQOFFS)
+            cut = 8 * (self.ndocs + 1)
+            self._seq_offs = _arr("Q", data[:cut])
+            self._seq_crcs = _arr("I", data[cut:])
+        return self._seq_offs, self._seq_crcs
+
+    def phrase_docs(self, docids: Iterable[int], ranks: Sequence[int]) -> set[int]:
+        """Those of `docids` (increasing) whose token stream holds `ranks`
+        consecutively. One ``bytes.find`` scan per run of SEQ_BLOCK_DOCS
+        streams instead of one array per document: a phrase of common words
+        checks tens of thousands of documents."""
+        offs, crcs = self._seq_index()
+        if not ranks:
+            return set(docids)
+        pattern = array(self.seq_code, ranks).tobytes()
+        size = len(pattern) // len(ranks)
+        base = self.sections[S_SEQS][0]
+        out: set[int] = set()
+        by_run: dict[int, set[int]] = defaultdict(set)
+        for d in docids:
+            by_run[d // SEQ_BLOCK_DOCS].add(d)
+        for r, wanted in by_run.items():
+            first = r * SEQ_BLOCK_DOCS
+            last = min(first + SEQ_BLOCK_DOCS, self.ndocs)
+            start = offs[first]
+            data = self._read(base + start, offs[last] - start)
+            if crc(data) != crcs[r]:
+                raise self._corrupt(f"token streams of documents {first}+")
+            at = data.find(pattern)
+            while at >= 0:
+                pos = start + at
+                d = bisect_right(offs, pos, first, last) - 1
+                end = offs[d + 1]
+                if at % size == 0 and pos + len(pattern) <= end and d in wanted:
+                    out.add(d)
+                    at = data.find(pattern, end - start)  # next document
+                else:
+                    at = data.find(pattern, at + 1)
+        return out
 
     def stored(self, docid: int) -> StoredDoc:
         key, cid, scope, title, typ, desc, tags, body, size = json.loads(self._record(docid))
