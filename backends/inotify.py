@@ -55,6 +55,7 @@ LIMIT_ERRNOS = {errno.ENOSPC, errno.EMFILE, errno.ENOMEM}
 # its parent's events already report it.
 GONE_ERRNOS = {errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EACCES, errno.EPERM}
 LOST_RETRY_S = 1.0  # how often a lost root is looked for again (a walk)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class _Acc:
@@ -160,12 +161,15 @@ class InotifyWatcher:
         self._dirs.clear()
 
     # -- watches ----------------------------------------------------------
-    def _add(self, key: str, acc: _Acc) -> int | None:
+    def _add(self, key: str, acc: _Acc, fd: int) -> int | None:
+        """Watch the folder open as `fd` (the very inode verified by the walk,
+        through /proc/self/fd, so a folder swapped for a symlink meanwhile is
+        never the one watched)."""
         if self.degraded:
             return None
-        path = os.fsencode(key_path(self.base, key))
+        path = b"/proc/self/fd/%d" % fd
         try:
-            wd = self._c.add_watch(self._fd, path, WATCH_MASK)
+            wd = self._c.add_watch(self._fd, path, WATCH_MASK & ~c.IN_DONT_FOLLOW)
         except OSError as e:
             if e.errno in LIMIT_ERRNOS:
                 self.degraded = (
@@ -180,26 +184,79 @@ class InotifyWatcher:
         return wd
 
     def _walk(self, top: str, acc: _Acc) -> None:
-        """Watch `top` and every non-excluded folder below it (never via symlinks)."""
-        stack = [top]
-        while stack and not self.degraded:
-            key = stack.pop()
-            if self._add(key, acc) is None:
-                continue
+        """Watch `top` and every non-excluded folder below it (never via symlinks).
+
+        Every folder is opened relative to its parent's descriptor with
+        O_NOFOLLOW, listed through that descriptor and watched through it:
+        a rename or symlink swap racing the walk can never make it list or
+        watch a folder outside the scope (spec §11). One descriptor per
+        level is open at a time (frames of a depth-first walk)."""
+        fd = self._open_key(top, acc)
+        if fd is None:
+            return
+        frames: list[tuple[str, int, list[str]]] = []
+        self._enter(top, fd, acc, frames)
+        try:
+            while frames and not self.degraded:
+                key, dfd, names = frames[-1]
+                if not names:
+                    frames.pop()
+                    os.close(dfd)
+                    continue
+                name = names.pop()
+                try:
+                    cfd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+                except OSError:
+                    continue  # vanished, replaced or unreadable: its parent's events report it
+                self._enter(join_key(key, name), cfd, acc, frames)
+        finally:
+            for _, dfd, _ in frames:
+                os.close(dfd)
+
+    def _enter(self, key: str, fd: int, acc: _Acc,
+               frames: list[tuple[str, int, list[str]]]) -> None:
+        """Watch the folder open as `fd`, queue its subfolders; owns `fd`."""
+        if self._add(key, acc, fd) is None:
+            os.close(fd)
+            return
+        names = []
+        try:
+            with os.scandir(fd) as it:
+                for entry in it:
+                    try:
+                        is_dir = entry.is_dir(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    child = join_key(key, entry.name)
+                    if is_dir and child != self.cookie_dir and self.descend(child):
+                        names.append(entry.name)
+        except OSError:
+            os.close(fd)
+            return
+        frames.append((key, fd, names))
+
+    def _open_key(self, key: str, acc: _Acc) -> int | None:
+        """The folder `key`, opened component by component from the base
+        without following any symlink; None when it is not (or no longer) there."""
+        try:
+            fd = os.open(self.base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as e:
+            self._open_failed(key, e, acc)
+            return None
+        for comp in key.split("/") if key else ():
             try:
-                with os.scandir(key_path(self.base, key)) as it:
-                    for entry in it:
-                        try:
-                            is_dir = entry.is_dir(follow_symlinks=False)
-                        except OSError:
-                            continue
-                        if not is_dir:
-                            continue
-                        child = join_key(key, entry.name)
-                        if child != self.cookie_dir and self.descend(child):
-                            stack.append(child)
-            except OSError:
-                continue  # vanished or unreadable: its parent's events report it
+                nfd = os.open(comp, _DIR_FLAGS, dir_fd=fd)
+            except OSError as e:
+                self._open_failed(key, e, acc)
+                return None
+            finally:
+                os.close(fd)
+            fd = nfd
+        return fd
+
+    def _open_failed(self, key: str, e: OSError, acc: _Acc) -> None:
+        if e.errno not in GONE_ERRNOS:
+            acc.need([root_of(key, self.roots) or ""], f"error: {e}")
 
     def _watch_root(self, root: str, acc: _Acc) -> None:
         self._walk(root, acc)
