@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,18 +21,29 @@ T = TypeVar("T")
 QUERY_LOCK_WAIT_S = 10.0
 
 
-@dataclass
 class Freshness:
-    mode: str  # watcher-clean | fallback | reconcile-on-query | direct
-    reason: str | None
-    generation: int | None
-    barrier_ms: float | None = None
-    reconcile_ms: float | None = None
-    rebuilt: str | None = None  # why the index was rebuilt before answering
-    notes: list[str] = field(default_factory=list)
+    """How the answer was made fresh (a plain class: importing dataclasses
+    cost every search ~8 ms)."""
+
+    def __init__(self, mode: str, reason: str | None, generation: int | None,
+                 barrier_ms: float | None = None, reconcile_ms: float | None = None,
+                 rebuilt: str | None = None, notes: list[str] | None = None) -> None:
+        self.mode = mode  # watcher-clean | fallback | reconcile-on-query | direct
+        self.reason = reason
+        self.generation = generation
+        self.barrier_ms = barrier_ms
+        self.reconcile_ms = reconcile_ms
+        self.rebuilt = rebuilt  # why the index was rebuilt before answering
+        self.notes = notes if notes is not None else []
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Freshness) and vars(self) == vars(other)
+
+    def __repr__(self) -> str:
+        return f"Freshness({vars(self)})"
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**vars(self), "notes": list(self.notes)}
 
 
 def ensure_fresh(project: Any, plan: Any, *, mode: str = "reconcile-on-query",
