@@ -375,7 +375,7 @@ def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
         # fingerprints (metadata only) or racily-clean files re-read now that
         # they are old enough to be trusted. Recording those under the same
         # generation spares re-reading them on every pass.
-        if report.metadata_only or res.metrics.counts.get("racy_rehashed", 0):
+        if report.metadata_only or newly_trusted(previous, res):
             table, delta, _ = _file_table(index_dir, base, previous, res, only is not None)
             if table is not None or delta != base.files_delta:
                 from ctindex.store.writer import republish
@@ -455,6 +455,23 @@ def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
     _record_pass(index_dir, pass_info)
     report.duration_ms = round((time.perf_counter() - t0) * 1000, 3)
     return report
+
+
+def newly_trusted(previous: Any, res: Any) -> bool:
+    """True when the pass re-read racily-clean files (fingerprint too close
+    to the time their content was read to be trusted, git's rule) that are
+    now old enough: recording them spares re-reading them on every pass.
+    While they are still within the window, recording would change nothing."""
+    if not res.metrics.counts.get("racy_rehashed"):
+        return False
+    from reconciler import DEFAULT_GRANULARITY_NS as gran
+
+    old = previous.raw()
+    for key, e in res.manifest.raw().items():
+        p = old.get(key)
+        if p is not e and p != e and e[6] - e[1] >= gran and e[6] - e[2] >= gran:
+            return True
+    return False
 
 
 def _file_table(index_dir: Path, base: StoreManifest | None, previous: Any, res: Any,

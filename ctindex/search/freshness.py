@@ -8,6 +8,7 @@ comparison first, and only when something changed the locked update.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -49,7 +50,8 @@ class Freshness:
 def ensure_fresh(project: Any, plan: Any, *, mode: str = "reconcile-on-query",
                  reason: str | None = None) -> Freshness:
     """Bring the index up to date with the files, synchronously."""
-    from ctindex.indexer import load_file_table, rebuild_reason, update
+    from ctindex.errors import CtindexError
+    from ctindex.indexer import load_file_table, newly_trusted, rebuild_reason, update
     from ctindex.store.files import IndexCorrupt
     from ctindex.store.manifest import read_manifest
     from reconciler import reconcile
@@ -61,11 +63,17 @@ def ensure_fresh(project: Any, plan: Any, *, mode: str = "reconcile-on-query",
     try:
         m = read_manifest(index_dir)
         if m is not None and rebuild_reason(m, plan) is None:
-            res = reconcile(project.root, plan.path_filter(), load_file_table(index_dir, m))
-            # Racily-clean files re-read by this pass go through the locked
-            # update too, which records them, so they are not re-read forever.
-            if not res.has_changes and not res.metrics.counts.get("racy_rehashed"):
-                return Freshness(mode, reason, m.generation,
+            table = load_file_table(index_dir, m)
+            res = reconcile(project.root, plan.path_filter(), table)
+            if not res.has_changes:
+                generation = m.generation
+                if newly_trusted(table, res):
+                    # Record the racily-clean files this pass re-read, so they
+                    # are not re-read by every query; best effort (a read-only
+                    # or busy index folder answers all the same).
+                    with contextlib.suppress(CtindexError):
+                        generation = update(project, plan, lock_timeout=0.2).generation
+                return Freshness(mode, reason, generation,
                                  reconcile_ms=round(res.metrics.duration_ms, 3))
     except (IndexCorrupt, OSError):
         pass  # the locked update below repairs or reports it
