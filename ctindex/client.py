@@ -14,10 +14,13 @@ library at module level (no portalocker, no psutil). The contract:
 
 from __future__ import annotations
 
+# The C socket type itself: the `socket` module wraps it in enums and imports
+# selectors, ~3 ms a search would pay for nothing (the type, its methods and
+# exceptions are the same).
+import _socket
 import contextlib
 import json
 import os
-import socket
 import struct
 import sys
 import time
@@ -76,7 +79,7 @@ class BarrierResult(NamedTuple):
 def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
     """One request/answer exchange; raises BarrierFailed with a reason."""
     deadline = time.monotonic() + timeout
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(min(CONNECT_TIMEOUT_S, timeout))
         try:
@@ -87,7 +90,7 @@ def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> 
             raise BarrierFailed(DAEMON_BUSY) from exc
         except OSError as exc:
             raise BarrierFailed(f"cannot connect: {exc.strerror or exc}") from exc
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+        raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, _UCRED.size)
         if _UCRED.unpack(raw)[1] != os.getuid():
             raise BarrierFailed(WRONG_OWNER)
         data = (json.dumps(payload, separators=(",", ":")) + "\n").encode()
