@@ -256,18 +256,28 @@ def test_robust_input_path_deeper_than_path_max_is_indexed_and_agrees_with_direc
 
 
 NOBODY = 65534
-# The interpreter lives under /root (0700): import everything the commands
-# import lazily first, then drop to uid nobody for the real work.
+# The interpreter, the venv and maybe the checkout are not readable by
+# nobody (/root, a 0700 mktemp folder in CI). The child therefore runs the
+# same commands once as root on a scratch project (every lazy import is then
+# loaded), and only then drops to uid nobody for the real work.
 AS_NOBODY = r"""
-import argparse, io, json, os, sys
-import ctindex.cli, ctindex.commands.update, ctindex.commands.search, ctindex.indexer
-import ctindex.plan, ctindex.config, ctindex.decide, ctindex.store.writer, ctindex.store.lock
-import ctindex.store.snapshot, ctindex.search.engine, ctindex.search.freshness
-import ctindex.search.index_partition, ctindex.client, reconciler, yaml, Stemmer, json5
-import pathspec, portalocker, xxhash, multiprocessing, concurrent.futures, ctypes, zlib
-import gc, hashlib, tempfile, selectors, socket
-from ctindex.providers import okf_markdown
-okf_markdown.parse("x.md", b"---\ntitle: t\n---\nwarm up")
+import io, json, os, shutil, sys, tempfile
+import ctindex.cli
+warm = tempfile.mkdtemp()
+os.makedirs(os.path.join(warm, ".ct"))
+os.makedirs(os.path.join(warm, "kb", "sub"))
+with open(os.path.join(warm, ".ct", "index.jsonc"), "w") as f:
+    json.dump({"version": 1, "watch": False,
+               "scopes": [{"root": "kb", "provider": "okf-markdown"}]}, f)
+with open(os.path.join(warm, "kb", "a.md"), "w") as f:
+    f.write("---\ntitle: t\ntags: [x]\n---\nwarm up\n")
+for args in (["update"], ["search", "warm OR x*"], ["status", "--verbose"]):
+    ctindex.cli.main(["-C", warm, "--json", *args], stdout=io.StringIO(), stderr=io.StringIO())
+with open(os.path.join(warm, "kb", "a.md"), "a") as f:
+    f.write("more\n")
+os.remove(os.path.join(warm, "kb", "a.md"))
+ctindex.cli.main(["-C", warm, "--json", "update"], stdout=io.StringIO(), stderr=io.StringIO())
+shutil.rmtree(warm)
 os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
 sys.exit(ctindex.cli.main(sys.argv[1:]))
 """
