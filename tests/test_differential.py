@@ -101,8 +101,13 @@ for step in range(count):
         target.unlink()
     else:
         words = " ".join(rng.choices(["alpha", "bravo", "charlie", "delta", "echo"], k=6))
-        target.write_text(f"---\ntitle: {name} {step}\ntype: Note\ntags: [{name}]\n---\n"
-                          f"common shared phrase {words} doc{step}\n")
+        # Saved like an editor does (temp + rename): an in-place write has an
+        # empty moment the other writer may index, a real state in which the
+        # document lacks "common" and the reader's count check below would fail.
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(f"---\ntitle: {name} {step}\ntype: Note\ntags: [{name}]\n---\n"
+                       f"common shared phrase {words} doc{step}\n")
+        tmp.replace(target)
     update(project, load_plan(project), lock_timeout=120)
 """
 
