@@ -243,6 +243,9 @@ def check_generation(index_dir: Path, m: StoreManifest, *, file_table: bool = Tr
             if seg.ndocs != ref.ndocs:
                 raise IndexCorrupt(f"{seg.path}: holds {seg.ndocs} documents, manifest "
                                    f"says {ref.ndocs}")
+            if ref.size and seg.file_size() != ref.size:  # another segment under this name
+                raise IndexCorrupt(f"{seg.path}: {seg.file_size()} bytes, manifest says "
+                                   f"{ref.size}")
         finally:
             seg.close()
         for name in (ref.dels,):

@@ -120,6 +120,24 @@ def damage_segment_mismatched(root: Path) -> str:
     return "manifest says"
 
 
+def damage_segment_swapped_same_count(root: Path) -> str:
+    """Another valid segment with as many documents, under the expected name."""
+    from ctindex.indexer import build_input
+    from ctindex.providers import okf_markdown as okf
+    from ctindex.store.segment import build_segment
+
+    path = first_segment(root)
+    ndocs = Segment(path).ndocs
+    docs = []
+    for i in range(ndocs):
+        doc = okf.parse(f"x{i}.md", b"# other\n\nintruder words")
+        assert isinstance(doc, okf.Document)
+        docs.append(build_input(doc))
+    path.unlink()
+    build_segment(path, docs, okf.SEP)
+    return "bytes, manifest says"
+
+
 def damage_dels(root: Path) -> str:
     name = next(s.dels for s in manifest(root).segments if s.dels)
     assert name is not None
@@ -160,6 +178,7 @@ HEADER_LEVEL = {  # found by the cheap check every full update and `status` make
     "segment-old-format": damage_segment_old_format,
     "segment-missing": damage_segment_missing,
     "segment-mismatched": damage_segment_mismatched,
+    "segment-swapped-same-count": damage_segment_swapped_same_count,
     "tombstones-flip": damage_dels,
     "diagnostics-flip": damage_diag,
     "file-table-truncated": damage_file_table,

@@ -291,6 +291,11 @@ class Segment:
             raise self._corrupt(f"section {idx}")
         return data
 
+    def file_size(self) -> int:
+        """Bytes of the open file (one fstat): the manifest records it, so a
+        valid segment swapped in under this name is told apart."""
+        return os.fstat(self._fd).st_size
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)

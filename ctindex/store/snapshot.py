@@ -66,6 +66,9 @@ def _open(index_dir: Path, manifest: StoreManifest) -> Snapshot:
             if seg.ndocs != ref.ndocs:
                 raise IndexCorrupt(f"{seg.path}: holds {seg.ndocs} documents, manifest says "
                                    f"{ref.ndocs}")
+            if ref.size and seg.file_size() != ref.size:  # another segment under this name
+                raise IndexCorrupt(f"{seg.path}: {seg.file_size()} bytes, manifest says "
+                                   f"{ref.size}")
             if ref.dels:
                 views[-1].deleted = read_dels(index_dir / ref.dels)
     except BaseException:
