@@ -1,5 +1,5 @@
 """`python -m ctindex` runs the CLI."""
 
-from ctindex.cli import main
+from ctindex.cli import console
 
-raise SystemExit(main())
+console()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import io
 import os
@@ -159,6 +160,28 @@ def _version() -> str:
         return "unknown"
 
 
+def console() -> None:
+    """Entry point of a `ctindex` process (console script, `python -m ctindex`).
+
+    A command is a short-lived process: the cyclic garbage collector only
+    costs time while hundreds of modules' objects are created (it is turned
+    back on before anything that indexes), and the interpreter's teardown
+    (freeing every module and object one by one, ~7 ms of a 55 ms search)
+    is skipped with `os._exit` once the output is flushed. Everything a
+    command writes to the index is fsynced before it returns.
+    """
+    gc.disable()
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        code = 141
+    except (OSError, ValueError):
+        pass
+    os._exit(code)
+
+
 def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
          stderr: TextIO | None = None, cwd: str | os.PathLike[str] | None = None) -> int:
     """Run one command; returns the exit code (the console script exits with it)."""
@@ -212,6 +235,8 @@ def _run(argv: list[str], out: TextIO, err: TextIO,
             raise
         err.write(f"{PROG}: '{args.command}' is not available in this build\n")
         return 2
+    if args.command != "search":  # search turns it on itself when it must index
+        gc.enable()
     code: int = module.run(ctx, args)
     out.flush()
     return code

@@ -18,6 +18,9 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         answer, prior = _fast(ctx, node, args.limit)
         if answer is not None:
             return _emit(ctx, text, *answer)
+    import gc
+
+    gc.enable()  # the slow path may reconcile or index: collect as usual
     from ctindex.plan import load_plan
 
     plan = load_plan(ctx.project)
