@@ -49,6 +49,32 @@ class Batch:
         )
 
 
+class BatchBuilder:
+    """Mutable accumulator every backend's translation fills during one read()."""
+
+    def __init__(self) -> None:
+        self.paths: set[str] = set()
+        self.rescan: set[str] = set()
+        self.reason: str | None = None
+        self.cookies: set[str] = set()
+        self.events = 0
+
+    def need(self, keys: Iterable[str], reason: str) -> None:
+        """Ask for a full reconcile of `keys`; the first reason given is kept."""
+        self.rescan.update(keys)
+        if self.reason is None:
+            self.reason = reason
+
+    def batch(self) -> Batch:
+        return Batch(
+            frozenset(self.paths),
+            frozenset(self.rescan),
+            self.reason if self.rescan else None,
+            frozenset(self.cookies),
+            self.events,
+        )
+
+
 @runtime_checkable
 class Watcher(Protocol):
     """A source of Batches for a fixed set of roots.

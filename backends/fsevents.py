@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends.base import Batch, Descend, excluded, normalize_roots, root_of, under
+from backends.base import Batch, BatchBuilder, Descend, excluded, normalize_roots, root_of, under
 
 # FSEventStreamEventFlags (FSEvents.h).
 MUST_SCAN_SUBDIRS = 0x00000001
@@ -110,32 +110,22 @@ def translate(
     Mount and Unmount rescan the root concerned; MustScanSubDirs alone makes
     its folder a dirty subtree; item events make their key dirty."""
     roots = normalize_roots(roots)
-    paths: set[str] = set()
-    rescan: set[str] = set()
-    cookies: set[str] = set()
-    reason: str | None = None
-    count = 0
-
-    def need(keys: Iterable[str], why: str) -> None:
-        nonlocal reason
-        rescan.update(keys)
-        reason = reason or why
-
+    acc = BatchBuilder()
     for path, flags in records:
-        count += 1
+        acc.events += 1
         if flags & (USER_DROPPED | KERNEL_DROPPED):
-            need(roots, "overflow")
+            acc.need(roots, "overflow")
             continue
         if flags & (HISTORY_DONE | EVENT_IDS_WRAPPED) and not flags & MUST_SCAN_SUBDIRS:
             continue
         key = relative_key(path, bases)
         if key is None:
             if flags & MUST_SCAN_SUBDIRS:  # coalesced above base
-                need(roots, "must-scan-subdirs")
+                acc.need(roots, "must-scan-subdirs")
             continue
         if cookie_dir is not None and key.rpartition("/")[0] == cookie_dir:
             if flags & (ITEM_CREATED | ITEM_RENAMED):
-                cookies.add(key.rpartition("/")[2])
+                acc.cookies.add(key.rpartition("/")[2])
             continue
         root = root_of(key, roots)
         inner = [r for r in roots if under(r, key)]  # roots at or below this path
@@ -147,20 +137,18 @@ def translate(
                 if flags & UNMOUNT
                 else "mount"
             )
-            need([root] if root is not None else inner, why)
+            acc.need([root] if root is not None else inner, why)
             continue
         if root is None:
             if flags & MUST_SCAN_SUBDIRS and inner:
-                need(inner, "must-scan-subdirs")
+                acc.need(inner, "must-scan-subdirs")
             continue
         if excluded(key, root, descend):
             continue
         if key != root and flags & ITEM_IS_DIR and not descend(key):
             continue
-        paths.add(key)
-    return Batch(
-        frozenset(paths), frozenset(rescan), reason if rescan else None, frozenset(cookies), count
-    )
+        acc.paths.add(key)
+    return acc.batch()
 
 
 def flags_from_names(names: Iterable[str]) -> int:

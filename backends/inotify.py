@@ -23,7 +23,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from backends import inotify_c as c
-from backends.base import Batch, Descend, join_key, key_path, normalize_roots, root_of, under
+from backends.base import (
+    Batch,
+    BatchBuilder,
+    Descend,
+    join_key,
+    key_path,
+    normalize_roots,
+    root_of,
+    under,
+)
 
 WATCH_MASK = (
     c.IN_CREATE
@@ -58,31 +67,6 @@ LOST_RETRY_S = 1.0  # how often a lost root is looked for again (a walk)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class _Acc:
-    """Mutable accumulator for one read()."""
-
-    def __init__(self) -> None:
-        self.paths: set[str] = set()
-        self.rescan: set[str] = set()
-        self.reason: str | None = None
-        self.cookies: set[str] = set()
-        self.events = 0
-
-    def need(self, roots: Sequence[str], reason: str) -> None:
-        self.rescan.update(roots)
-        if self.reason is None:
-            self.reason = reason
-
-    def batch(self) -> Batch:
-        return Batch(
-            frozenset(self.paths),
-            frozenset(self.rescan),
-            self.reason if self.rescan else None,
-            frozenset(self.cookies),
-            self.events,
-        )
-
-
 class InotifyWatcher:
     name = "inotify"
 
@@ -112,7 +96,7 @@ class InotifyWatcher:
         self._cookie_wd: int | None = None
         # MOVED_FROM of a folder waiting for its MOVED_TO: cookie -> (key, wds, seen)
         self._moves: dict[int, tuple[str, list[int], float]] = {}
-        self._acc = _Acc()  # findings made outside read() (initial walk errors)
+        self._acc = BatchBuilder()  # findings made outside read() (initial walk errors)
         self._fd = self._c.init1(c.IN_NONBLOCK | c.IN_CLOEXEC)
         try:
             for root in self.roots:
@@ -133,7 +117,7 @@ class InotifyWatcher:
     def read(self, timeout: float | None = 0.0) -> Batch:
         if self._fd < 0:
             raise ValueError("watcher is closed")
-        acc, self._acc = self._acc, _Acc()
+        acc, self._acc = self._acc, BatchBuilder()
         self._look_for_lost(acc)
         wait = timeout
         if self._moves:  # wake up in time to settle a lone MOVED_FROM
@@ -161,7 +145,7 @@ class InotifyWatcher:
         self._dirs.clear()
 
     # -- watches ----------------------------------------------------------
-    def _add(self, key: str, acc: _Acc, fd: int) -> int | None:
+    def _add(self, key: str, acc: BatchBuilder, fd: int) -> int | None:
         """Watch the folder open as `fd` (the very inode verified by the walk,
         through /proc/self/fd, so a folder swapped for a symlink meanwhile is
         never the one watched)."""
@@ -183,7 +167,7 @@ class InotifyWatcher:
         self._dirs[wd] = key  # an inode already watched keeps its wd: this re-keys it
         return wd
 
-    def _walk(self, top: str, acc: _Acc) -> None:
+    def _walk(self, top: str, acc: BatchBuilder) -> None:
         """Watch `top` and every non-excluded folder below it (never via symlinks).
 
         Every folder is opened relative to its parent's descriptor with
@@ -213,8 +197,9 @@ class InotifyWatcher:
             for _, dfd, _ in frames:
                 os.close(dfd)
 
-    def _enter(self, key: str, fd: int, acc: _Acc,
-               frames: list[tuple[str, int, list[str]]]) -> None:
+    def _enter(
+        self, key: str, fd: int, acc: BatchBuilder, frames: list[tuple[str, int, list[str]]]
+    ) -> None:
         """Watch the folder open as `fd`, queue its subfolders; owns `fd`."""
         if self._add(key, acc, fd) is None:
             os.close(fd)
@@ -235,7 +220,7 @@ class InotifyWatcher:
             return
         frames.append((key, fd, names))
 
-    def _open_key(self, key: str, acc: _Acc) -> int | None:
+    def _open_key(self, key: str, acc: BatchBuilder) -> int | None:
         """The folder `key`, opened component by component from the base
         without following any symlink; None when it is not (or no longer) there."""
         try:
@@ -254,11 +239,11 @@ class InotifyWatcher:
             fd = nfd
         return fd
 
-    def _open_failed(self, key: str, e: OSError, acc: _Acc) -> None:
+    def _open_failed(self, key: str, e: OSError, acc: BatchBuilder) -> None:
         if e.errno not in GONE_ERRNOS:
             acc.need([root_of(key, self.roots) or ""], f"error: {e}")
 
-    def _watch_root(self, root: str, acc: _Acc) -> None:
+    def _watch_root(self, root: str, acc: BatchBuilder) -> None:
         self._walk(root, acc)
         wd = next((w for w, k in self._dirs.items() if k == root), None)
         if wd is None:
@@ -290,7 +275,7 @@ class InotifyWatcher:
     def _subtree(self, key: str) -> list[int]:
         return [wd for wd, k in self._dirs.items() if under(k, key)]
 
-    def _look_for_lost(self, acc: _Acc) -> None:
+    def _look_for_lost(self, acc: BatchBuilder) -> None:
         now = self._clock()
         for root, when in list(self._lost.items()):
             if now >= when:
@@ -302,13 +287,13 @@ class InotifyWatcher:
         if self.cookie_dir is not None and self._cookie_wd is None:
             self._watch_cookies()
 
-    def _lose_root(self, root: str, reason: str, acc: _Acc) -> None:
+    def _lose_root(self, root: str, reason: str, acc: BatchBuilder) -> None:
         self._forget(self._subtree(root))
         self._root_wd.pop(root, None)
         self._lost[root] = self._clock() + LOST_RETRY_S
         acc.need([root], reason)
 
-    def _overflowed(self, acc: _Acc) -> None:
+    def _overflowed(self, acc: BatchBuilder) -> None:
         # Folders created while events were dropped have no watch yet: re-walk
         # (add_watch on a watched folder just returns its wd).
         acc.need(self.roots, "overflow")
@@ -318,7 +303,7 @@ class InotifyWatcher:
                 self._walk(root, acc)
 
     # -- translation ------------------------------------------------------
-    def _translate(self, ev: c.Event, acc: _Acc) -> None:
+    def _translate(self, ev: c.Event, acc: BatchBuilder) -> None:
         mask = ev.mask
         if ev.wd == self._cookie_wd and ev.wd not in self._dirs:
             if ev.name and mask & (c.IN_CREATE | c.IN_MOVED_TO):
@@ -362,7 +347,7 @@ class InotifyWatcher:
                 self._walk(key, acc)  # watch first, then report: the create-then-fill race
             acc.paths.add(key)
 
-    def _self_event(self, wd: int, key: str, mask: int, acc: _Acc) -> None:
+    def _self_event(self, wd: int, key: str, mask: int, acc: BatchBuilder) -> None:
         root = key if self._root_wd.get(key) == wd else None
         if mask & c.IN_UNMOUNT:
             acc.need([root_of(key, self.roots) or key], "unmount")
@@ -382,7 +367,7 @@ class InotifyWatcher:
             with contextlib.suppress(OSError):
                 self._c.rm_watch(self._fd, self._cookie_wd)
 
-    def _settle_moves(self, acc: _Acc) -> None:
+    def _settle_moves(self, acc: BatchBuilder) -> None:
         """A folder moved out of the tree: stop watching it where it went."""
         now = self._clock()
         for cookie, (_key, wds, seen) in list(self._moves.items()):

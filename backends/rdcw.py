@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.base import Batch, Descend, excluded, join_key, normalize_roots
+from backends.base import Batch, BatchBuilder, Descend, excluded, join_key, normalize_roots
 
 FILE_ACTION_ADDED = 1
 FILE_ACTION_REMOVED = 2
@@ -92,45 +92,33 @@ class Completion:
 
 def translate(completions: Iterable[Completion], roots: Sequence[str], descend: Descend) -> Batch:
     roots = normalize_roots(roots)
-    paths: set[str] = set()
-    rescan: set[str] = set()
-    cookies: set[str] = set()
-    reason: str | None = None
-    count = 0
-
-    def need(keys: Iterable[str], why: str) -> None:
-        nonlocal reason
-        rescan.update(keys)
-        reason = reason or why
-
+    acc = BatchBuilder()
     for done in completions:
         scope = list(roots) if done.cookie else [done.key]
         if done.error == ERROR_NOTIFY_ENUM_DIR or (done.error == 0 and not done.data):
-            need(scope, "overflow")
+            acc.need(scope, "overflow")
             continue
         if done.error in (ERROR_ACCESS_DENIED, ERROR_INVALID_HANDLE, ERROR_OPERATION_ABORTED):
-            need(scope, "root-deleted")
+            acc.need(scope, "root-deleted")
             continue
         if done.error:
-            need(scope, f"error: winerror {done.error}")
+            acc.need(scope, f"error: winerror {done.error}")
             continue
         try:
             records = parse_notify(done.data)
         except ValueError as e:
-            need(scope, f"error: {e}")
+            acc.need(scope, f"error: {e}")
             continue
-        count += len(records)
+        acc.events += len(records)
         for action, name in records:
             if done.cookie:
                 if action in (FILE_ACTION_ADDED, FILE_ACTION_RENAMED_NEW_NAME) and "/" not in name:
-                    cookies.add(name)
+                    acc.cookies.add(name)
                 continue
             key = join_key(done.key, name)
             if not excluded(key, done.key, descend):
-                paths.add(key)
-    return Batch(
-        frozenset(paths), frozenset(rescan), reason if rescan else None, frozenset(cookies), count
-    )
+                acc.paths.add(key)
+    return acc.batch()
 
 
 class _Overlapped(ctypes.Structure):
