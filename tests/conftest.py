@@ -8,6 +8,9 @@
 * ``run_cli_subprocess(*args, cwd=None, env=None, program="ctindex")`` — a real
   process (``python -m ctindex``, or ``ct`` via ``ctindex.cli:ct_main``), text
   decoded with surrogateescape.
+* ``make_cli_project(config=None, root=None, bundles=...)`` — a
+  ``tests.daemon_support.CliProject`` (real CLI processes, real daemon); every
+  daemon it started is killed at teardown. ``cli_project`` — one such project.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
     import psutil
+
+    from tests.daemon_support import CliProject
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "fixtures" / "okf-bundles"
@@ -99,6 +104,32 @@ def run_cli_subprocess() -> Callable[..., subprocess.CompletedProcess[str]]:
             encoding="utf-8", errors="surrogateescape", timeout=120, check=False)
 
     return run
+
+
+@pytest.fixture
+def make_cli_project(tmp_path: Path) -> Iterator[Callable[..., CliProject]]:
+    from tests.daemon_support import CliProject
+
+    made: list[CliProject] = []
+
+    def build(config: dict[str, Any] | None = None, root: Path | None = None,
+              bundles: tuple[str, ...] | None = None) -> CliProject:
+        root = root or tmp_path / f"proj{len(made) or ''}"
+        project = (CliProject(root, config=config) if bundles is None
+                   else CliProject(root, bundles, config))
+        made.append(project)
+        return project
+
+    try:
+        yield build
+    finally:
+        for project in made:
+            project.kill_daemons()
+
+
+@pytest.fixture
+def cli_project(make_cli_project: Callable[..., CliProject]) -> CliProject:
+    return make_cli_project()
 
 
 def _daemons_under(base: Path) -> list[psutil.Process]:

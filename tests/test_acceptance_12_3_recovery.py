@@ -8,26 +8,13 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from tests.daemon_support import CliProject, wait_for
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Iterator[CliProject]:
-    p = CliProject(tmp_path / "proj")
-    try:
-        yield p
-    finally:
-        p.kill_daemons()
-
-
-def started(project: CliProject) -> int:
-    project.check("margin")
-    pid: int = project.wait_daemon()["pid"]
+def started(cli_project: CliProject) -> int:
+    cli_project.check("margin")
+    pid: int = cli_project.wait_daemon()["pid"]
     return pid
 
 
@@ -35,31 +22,32 @@ def says_fallback_or_reconciled(fresh: dict) -> bool:
     return fresh["mode"] == "fallback" or (fresh["reason"] or "").startswith("reconciled")
 
 
-def eventually_clean(project: CliProject, query: str) -> None:
+def eventually_clean(cli_project: CliProject, query: str) -> None:
     """Later searches are served by a (possibly replacement) daemon again."""
     def clean() -> bool:
-        return project.check(query)["mode"] == "watcher-clean"
+        return cli_project.check(query)["mode"] == "watcher-clean"
     wait_for(clean, timeout=30, step=0.3)
 
 
-def test_acceptance_12_3_sigkill(project: CliProject) -> None:
-    pid = started(project)
+def test_acceptance_12_3_sigkill(cli_project: CliProject) -> None:
+    pid = started(cli_project)
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: pid not in project.daemon_pids())
-    doc = project.root / "acme_retail" / "metrics" / "kiwi.md"
+    wait_for(lambda: pid not in cli_project.daemon_pids())
+    doc = cli_project.root / "acme_retail" / "metrics" / "kiwi.md"
     doc.write_text("# Kiwi\n\nkiwiword\n")
-    fresh = project.check("kiwiword")
+    fresh = cli_project.check("kiwiword")
     assert fresh["mode"] == "fallback" and fresh["reason"] == "no daemon"
-    assert project.hits(project.search("kiwiword", direct=True)) == ["acme_retail/metrics/kiwi.md"]
-    eventually_clean(project, "kiwiword")
+    direct = cli_project.search("kiwiword", direct=True)
+    assert cli_project.hits(direct) == ["acme_retail/metrics/kiwi.md"]
+    eventually_clean(cli_project, "kiwiword")
 
 
-def test_acceptance_12_3_overflow_while_stopped(project: CliProject) -> None:
-    pid = started(project)
-    metrics = project.root / "acme_retail" / "metrics"
-    bulk = project.root / "acme_retail" / "bulk"
+def test_acceptance_12_3_overflow_while_stopped(cli_project: CliProject) -> None:
+    pid = started(cli_project)
+    metrics = cli_project.root / "acme_retail" / "metrics"
+    bulk = cli_project.root / "acme_retail" / "bulk"
     bulk.mkdir()
-    assert project.check("margin")["mode"] == "watcher-clean"  # bulk/ is watched now
+    assert cli_project.check("margin")["mode"] == "watcher-clean"  # bulk/ is watched now
     os.kill(pid, signal.SIGSTOP)
     try:
         for i in range(20_000):  # more events than max_queued_events (16384)
@@ -69,33 +57,33 @@ def test_acceptance_12_3_overflow_while_stopped(project: CliProject) -> None:
         (metrics / "gross-margin.md").unlink()
     finally:
         os.kill(pid, signal.SIGCONT)
-    fresh = project.check("lyrebirdword OR cassowaryword")
+    fresh = cli_project.check("lyrebirdword OR cassowaryword")
     assert says_fallback_or_reconciled(fresh), fresh
-    assert project.hits(project.search("lyrebirdword OR cassowaryword")) == [
+    assert cli_project.hits(cli_project.search("lyrebirdword OR cassowaryword")) == [
         "acme_retail/bulk/hidden.md", "acme_retail/metrics/revenue.md"]
-    assert project.check("gross margin") is not None  # equal to --direct after the delete
-    status = wait_for(lambda: (s := project.status())["reconciles"] >= 2 and s)
+    assert cli_project.check("gross margin") is not None  # equal to --direct after the delete
+    status = wait_for(lambda: (s := cli_project.status())["reconciles"] >= 2 and s)
     assert status["pid"] == pid  # the same daemon recovered by itself
     assert any(r in (status["last_reconcile"]["reason"] or "")
                for r in ("overflow", "heartbeat-gap", "cookie-timeout"))
-    eventually_clean(project, "lyrebirdword")
+    eventually_clean(cli_project, "lyrebirdword")
 
 
-def test_acceptance_12_3_runtime_files_deleted(project: CliProject) -> None:
-    old = started(project)
-    shutil.rmtree(project.paths.dir)
-    (project.root / "acme_retail" / "metrics" / "emu.md").write_text("# Emu\n\nemuword\n")
-    fresh = project.check("emuword")
+def test_acceptance_12_3_runtime_files_deleted(cli_project: CliProject) -> None:
+    old = started(cli_project)
+    shutil.rmtree(cli_project.paths.dir)
+    (cli_project.root / "acme_retail" / "metrics" / "emu.md").write_text("# Emu\n\nemuword\n")
+    fresh = cli_project.check("emuword")
     assert fresh["mode"] == "fallback", fresh
     # The old daemon notices its lock file is gone and steps aside.
-    wait_for(lambda: old not in project.daemon_pids())
-    eventually_clean(project, "emuword")
-    assert len(project.daemon_pids()) == 1
+    wait_for(lambda: old not in cli_project.daemon_pids())
+    eventually_clean(cli_project, "emuword")
+    assert len(cli_project.daemon_pids()) == 1
 
 
-def test_acceptance_12_3_runtime_files_corrupted(project: CliProject) -> None:
-    started(project)
-    runtime = project.paths.dir
+def test_acceptance_12_3_runtime_files_corrupted(cli_project: CliProject) -> None:
+    started(cli_project)
+    runtime = cli_project.paths.dir
     for path in sorted(runtime.rglob("*"), reverse=True):
         if path.is_symlink() or path.is_file() or path.is_socket():
             if not path.is_file():
@@ -107,9 +95,9 @@ def test_acceptance_12_3_runtime_files_corrupted(project: CliProject) -> None:
     for name in ("spawn.failed", "spawn.claim", "status.json"):
         (runtime / name).write_bytes(b"\x00garbage{\xff")
     os.utime(runtime / "spawn.claim", (time.time() - 60, time.time() - 60))
-    (project.root / "acme_retail" / "metrics" / "rhea.md").write_text("# Rhea\n\nrheaword\n")
-    fresh = project.check("rheaword")
+    (cli_project.root / "acme_retail" / "metrics" / "rhea.md").write_text("# Rhea\n\nrheaword\n")
+    fresh = cli_project.check("rheaword")
     assert fresh["mode"] == "fallback", fresh
-    assert project.hits(project.search("rheaword")) == ["acme_retail/metrics/rhea.md"]
-    eventually_clean(project, "rheaword")
-    assert len(project.daemon_pids()) == 1
+    assert cli_project.hits(cli_project.search("rheaword")) == ["acme_retail/metrics/rhea.md"]
+    eventually_clean(cli_project, "rheaword")
+    assert len(cli_project.daemon_pids()) == 1

@@ -10,7 +10,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,47 +17,39 @@ import pytest
 from tests.daemon_support import CliProject
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Iterator[CliProject]:
-    p = CliProject(tmp_path / "proj")
-    try:
-        yield p
-    finally:
-        p.kill_daemons()
-
-
-def assert_no_spawn_and_no_retry(project: CliProject) -> None:
-    first = project.check("margin")
+def assert_no_spawn_and_no_retry(cli_project: CliProject) -> None:
+    first = cli_project.check("margin")
     assert first["mode"] == "fallback"
     assert first["reason"].startswith("spawn failed"), first
-    assert project.daemon_pids() == []
-    cache = project.paths.failed if project.paths.failed.exists() else project.paths.fallback_failed
+    assert cli_project.daemon_pids() == []
+    paths = cli_project.paths
+    cache = paths.failed if paths.failed.exists() else paths.fallback_failed
     recorded = cache.stat().st_mtime_ns
-    second = project.check("margin")  # right after: no second attempt
+    second = cli_project.check("margin")  # right after: no second attempt
     assert second["mode"] == "fallback" and second["reason"] == "spawn failure cached"
     assert cache.stat().st_mtime_ns == recorded
-    assert not project.paths.claim.exists()
-    assert project.daemon_pids() == []
-    status = project.status()
+    assert not cli_project.paths.claim.exists()
+    assert cli_project.daemon_pids() == []
+    status = cli_project.status()
     assert status["lane"] == "unavailable" and status["spawn_failure"] is not None
 
 
-def test_acceptance_12_7_runtime_folder_cannot_be_created(project: CliProject) -> None:
+def test_acceptance_12_7_runtime_folder_cannot_be_created(cli_project: CliProject) -> None:
     # Root ignores permission bits, so make creation itself fail: a regular
     # file where the runtime folder belongs (mkdir fails for every user).
-    project.paths.dir.parent.mkdir(parents=True)
-    project.paths.dir.write_text("")
-    assert_no_spawn_and_no_retry(project)
+    cli_project.paths.dir.parent.mkdir(parents=True)
+    cli_project.paths.dir.write_text("")
+    assert_no_spawn_and_no_retry(cli_project)
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="permission bits do not stop root")
-def test_acceptance_12_7_read_only_runtime_folder(project: CliProject) -> None:
-    project.paths.dir.mkdir(parents=True, mode=0o700)
-    project.paths.dir.chmod(0o500)
+def test_acceptance_12_7_read_only_runtime_folder(cli_project: CliProject) -> None:
+    cli_project.paths.dir.mkdir(parents=True, mode=0o700)
+    cli_project.paths.dir.chmod(0o500)
     try:
-        assert_no_spawn_and_no_retry(project)
+        assert_no_spawn_and_no_retry(cli_project)
     finally:
-        project.paths.dir.chmod(0o700)
+        cli_project.paths.dir.chmod(0o700)
 
 
 def _can_mount_read_only(probe: Path) -> bool:
@@ -71,14 +62,14 @@ def _can_mount_read_only(probe: Path) -> bool:
     return done.returncode == 0
 
 
-def test_acceptance_12_7_read_only_mount(project: CliProject, tmp_path: Path) -> None:
+def test_acceptance_12_7_read_only_mount(cli_project: CliProject, tmp_path: Path) -> None:
     """As root: a real read-only (EROFS) runtime folder through a bind mount in
     a private mount namespace; both searches run inside it."""
     if not _can_mount_read_only(tmp_path / "probe"):
         pytest.skip("needs root and `unshare -m` to bind-mount a read-only folder")
-    runtime = project.paths.dir
+    runtime = cli_project.paths.dir
     runtime.mkdir(parents=True, mode=0o700)
-    search = [sys.executable, "-m", "ctindex", "-C", str(project.root), "--json", "search",
+    search = [sys.executable, "-m", "ctindex", "-C", str(cli_project.root), "--json", "search",
               "margin", "--limit", "1000"]
     cmd = " ".join(shlex.quote(a) for a in search)
     outs = [tmp_path / "first.json", tmp_path / "second.json"]
@@ -88,11 +79,11 @@ def test_acceptance_12_7_read_only_mount(project: CliProject, tmp_path: Path) ->
                           text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stderr
     first, second = (json.loads(o.read_text()) for o in outs)
-    direct = project.hits(project.search("margin", direct=True))
-    assert project.hits(first) == project.hits(second) == direct
+    direct = cli_project.hits(cli_project.search("margin", direct=True))
+    assert cli_project.hits(first) == cli_project.hits(second) == direct
     assert first["freshness"]["reason"].startswith("spawn failed")
     assert "Read-only file system" in first["freshness"]["reason"]
     assert second["freshness"]["reason"] == "spawn failure cached"
-    assert project.paths.fallback_failed.exists()  # cached outside the read-only folder
-    assert project.daemon_pids() == []
+    assert cli_project.paths.fallback_failed.exists()  # cached outside the read-only folder
+    assert cli_project.daemon_pids() == []
     assert os.listdir(runtime) == []

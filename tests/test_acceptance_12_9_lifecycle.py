@@ -9,7 +9,7 @@ import shutil
 import signal
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,22 +19,7 @@ from ctindex.daemon.log import MAX_BYTES
 from tests.daemon_support import CliProject, wait_for
 
 NOBODY = 65534
-
-
-@pytest.fixture
-def make(tmp_path: Path) -> Iterator[type]:
-    made: list[CliProject] = []
-
-    def build(config: dict | None = None, root: Path | None = None) -> CliProject:
-        project = CliProject(root or tmp_path / f"proj{len(made)}", config=config)
-        made.append(project)
-        return project
-
-    try:
-        yield build  # type: ignore[misc]
-    finally:
-        for project in made:
-            project.kill_daemons()
+Make = Callable[..., CliProject]  # the make_cli_project fixture
 
 
 def stopped_with(project: CliProject, reason: str) -> dict:
@@ -47,8 +32,8 @@ def stopped_with(project: CliProject, reason: str) -> dict:
     return record
 
 
-def test_acceptance_12_9_memory_ceiling(make) -> None:
-    project = make({"max_daemon_memory_bytes": 1 << 20})  # 1 MiB: below any Python RSS
+def test_acceptance_12_9_memory_ceiling(make_cli_project: Make) -> None:
+    project = make_cli_project({"max_daemon_memory_bytes": 1 << 20})  # 1 MiB: below any Python RSS
     assert project.check("margin")["mode"] == "fallback"
     record = stopped_with(project, "memory-limit")
     assert record["rss_bytes"] > record["memory_ceiling_bytes"] == 1 << 20
@@ -59,15 +44,15 @@ def test_acceptance_12_9_memory_ceiling(make) -> None:
     assert fresh["mode"] == "fallback"
 
 
-def test_idle_exit(make) -> None:
-    project = make({"idle_seconds": 1})
+def test_idle_exit(make_cli_project: Make) -> None:
+    project = make_cli_project({"idle_seconds": 1})
     project.check("margin")
     stopped_with(project, "idle")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
-def test_signals_stop_gracefully(make, signum: signal.Signals) -> None:
-    project = make()
+def test_signals_stop_gracefully(make_cli_project: Make, signum: signal.Signals) -> None:
+    project = make_cli_project()
     project.check("margin")
     pid = project.wait_daemon()["pid"]
     os.kill(pid, signum)
@@ -76,8 +61,8 @@ def test_signals_stop_gracefully(make, signum: signal.Signals) -> None:
     assert project.check("margin")["reason"] == "no daemon"  # the lock was released
 
 
-def test_watch_start_stop_and_log_rotation(make) -> None:
-    project = make()
+def test_watch_start_stop_and_log_rotation(make_cli_project: Make) -> None:
+    project = make_cli_project()
     log = project.paths.log
     rt.ensure_private_dir(project.paths.dir)
     for round_ in range(3):
@@ -99,13 +84,13 @@ def test_watch_start_stop_and_log_rotation(make) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another uid")
-def test_peer_of_another_uid_is_refused(make) -> None:
+def test_peer_of_another_uid_is_refused(make_cli_project: Make) -> None:
     # A world-traversable project, with the runtime loosened on purpose (as a
     # careless chmod would): the peer-credential check must still refuse.
     base = Path(tempfile.mkdtemp(dir="/tmp"))
     try:
         base.chmod(0o755)
-        project = make(root=base / "proj")
+        project = make_cli_project(root=base / "proj")
         project.check("margin")
         project.wait_daemon()
         for folder in (project.root, project.root / ".ct", project.root / ".ct" / "okf",
@@ -142,8 +127,8 @@ def test_peer_of_another_uid_is_refused(make) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_watch_start_refuses_when_watching_is_off(make) -> None:
-    project = make({"watch": False})
+def test_watch_start_refuses_when_watching_is_off(make_cli_project: Make) -> None:
+    project = make_cli_project({"watch": False})
     done = project.cli("--json", "watch", "start")
     assert done.returncode == 1
     assert "watch: false" in json.loads(done.stdout)["error"]

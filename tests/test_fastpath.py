@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +29,13 @@ PROBE = ("import json, sys\n"
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Iterator[CliProject]:
-    p = CliProject(tmp_path / "proj")
+def project(cli_project: CliProject) -> CliProject:
+    p = cli_project
     # Stats within the racy window are never recorded: age what the plan
     # depends on (the config, the folders root detection lists).
     for path in (p.root / ".ct" / "index.jsonc", p.root, *p.root.iterdir()):
         _age(path)
-    try:
-        yield p
-    finally:
-        p.kill_daemons()
+    return p
 
 
 def _age(path: Path) -> None:

@@ -9,8 +9,7 @@ minutes on two cores and measure Python start-up, not the daemon."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -25,12 +24,8 @@ ROUNDS = 30  # samples over the run
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Iterator[CliProject]:
-    p = CliProject(tmp_path / "proj", bundles=("ga4",))
-    try:
-        yield p
-    finally:
-        p.kill_daemons()
+def project(make_cli_project: Callable[..., CliProject]) -> CliProject:
+    return make_cli_project(bundles=("ga4",))
 
 
 def test_robust_resources_fds_rss_and_idle_cpu_are_bounded(project: CliProject) -> None:

@@ -155,22 +155,13 @@ def test_robust_security_direct_oracle_under_swap_race(swap_project: tuple[Path,
         spy.close()
 
 
-@pytest.fixture
-def daemon_project(tmp_path: Path) -> Iterator[CliProject]:
-    p = CliProject(tmp_path / "proj")
-    try:
-        yield p
-    finally:
-        p.kill_daemons()
-
-
 QUERY_WORD = "quokkaqueryonly"  # in no document: only the query carries it
 CONTENT_WORD = "wombatcontentonly"
 
 
 def test_robust_security_no_query_text_or_content_in_runtime_files(
-        daemon_project: CliProject) -> None:
-    p = daemon_project
+        cli_project: CliProject) -> None:
+    p = cli_project
     (p.root / "ga4" / "w.md").write_text(f"# W\n\n{CONTENT_WORD} {CONTENT_WORD}\n")
     p.check("margin")
     p.wait_daemon()
@@ -193,8 +184,8 @@ def test_robust_security_no_query_text_or_content_in_runtime_files(
     assert any(p.paths.dir.iterdir())  # the daemon did write its files
 
 
-def test_robust_security_runtime_files_are_private(daemon_project: CliProject) -> None:
-    p = daemon_project
+def test_robust_security_runtime_files_are_private(cli_project: CliProject) -> None:
+    p = cli_project
     p.check("margin")
     p.wait_daemon()
     p.cli("watch", "stop")
@@ -212,13 +203,13 @@ def test_robust_security_runtime_files_are_private(daemon_project: CliProject) -
     assert loose == []
 
 
-def test_robust_security_slow_clients_do_not_block_others(daemon_project: CliProject) -> None:
+def test_robust_security_slow_clients_do_not_block_others(cli_project: CliProject) -> None:
     """Fifty connections that dribble half a request, byte by byte, while
     barriers from a well-behaved client are still answered."""
     from ctindex.plan import load_plan
     from ctindex.project import Project
 
-    p = daemon_project
+    p = cli_project
     p.check("margin")
     p.wait_daemon()
     digest = load_plan(Project.at(p.root)).digest()
@@ -244,11 +235,11 @@ def test_robust_security_slow_clients_do_not_block_others(daemon_project: CliPro
 
 
 def test_robust_security_daemon_events_during_swap_race_never_open_outside(
-        daemon_project: CliProject, tmp_path: Path) -> None:
+        cli_project: CliProject, tmp_path: Path) -> None:
     """The same race against a real daemon: its events name kb/sw while it
     flips between a folder and a symlink to the outside; searches (barriers)
     run meanwhile. Nothing outside is opened, the secret never appears."""
-    p = daemon_project
+    p = cli_project
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.md").write_text(f"# Secret\n\n{SECRET}\n")
