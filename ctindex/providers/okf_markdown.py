@@ -43,6 +43,10 @@ FACET_TYPE = "\x00type:"
 FACET_TAG = "\x00tag:"
 
 WORD_RE = re.compile(r"[^\W_]+")
+# The same tokens on pure-ASCII text (the ASCII letters and digits are exactly
+# the ASCII characters `[^\W_]` matches), ~2.4x faster: no Unicode category
+# lookup per character. `_words_re` picks it after one C-level isascii().
+_ASCII_WORD_RE = re.compile(r"[A-Za-z0-9]+")
 _HEADING_RE = re.compile(r"^#[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 _BOM = b"\xef\xbb\xbf"
@@ -255,14 +259,18 @@ def _stem_words(words: Iterable[str]) -> None:
     cache.update(zip(missing, _stemmer.stemWords([w.casefold() for w in missing]), strict=True))
 
 
+def _words_re(text: str) -> re.Pattern[str]:
+    return _ASCII_WORD_RE if text.isascii() else WORD_RE
+
+
 def words(text: str) -> list[str]:
     """The raw word tokens of a text (not normalised)."""
-    return WORD_RE.findall(text)
+    return _words_re(text).findall(text)
 
 
 def terms(text: str) -> list[str]:
     """Casefolded, stemmed terms of a text, in order."""
-    raw = WORD_RE.findall(text)
+    raw = _words_re(text).findall(text)
     try:  # the common case: every word seen before
         return list(map(_CACHE.__getitem__, raw))
     except KeyError:
@@ -272,7 +280,7 @@ def terms(text: str) -> list[str]:
 
 def term_spans(text: str) -> Iterator[tuple[int, int, str]]:
     """(start, end, term) of every word in `text` (snippets mark these spans)."""
-    matches = list(WORD_RE.finditer(text))
+    matches = list(_words_re(text).finditer(text))
     _stem_words(m.group() for m in matches)
     cache = _CACHE
     for m in matches:
@@ -292,7 +300,8 @@ def facet(value: str) -> str:
 
 def analyze(doc: Document) -> Analysis:
     """The token stream and weighted statistics of a document."""
-    raws = [WORD_RE.findall(text) for text in (doc.body, doc.title, *doc.tags, doc.description)]
+    raws = [_words_re(text).findall(text)
+            for text in (doc.body, doc.title, *doc.tags, doc.description)]
     get = _CACHE.__getitem__
     try:  # one cache miss per document at most: new words are stemmed in one batch
         fields = [list(map(get, raw)) for raw in raws]
