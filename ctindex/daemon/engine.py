@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Container
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from backends.base import Watcher
+
+if TYPE_CHECKING:
+    from ctindex.project import Project
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ LOCK_TIMEOUT_S = 2.0
 class RealEngine:
     """ctindex.plan + backends.open_watcher + ctindex.indexer."""
 
-    def __init__(self, project: Any) -> None:
+    def __init__(self, project: Project) -> None:
         self.project = project
 
     def load_plan(self) -> PlanView:

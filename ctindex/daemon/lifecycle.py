@@ -22,7 +22,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ctindex import runtime as rt
 from ctindex.daemon import files, sysinfo
@@ -31,6 +31,10 @@ from ctindex.daemon.dirtyset import DirtySet, Pending
 from ctindex.daemon.engine import Applied, Engine, PlanView
 from ctindex.daemon.log import LifecycleLog
 from ctindex.daemon.server import Connection, IpcServer
+from ctindex.errors import PolicyError
+
+if TYPE_CHECKING:
+    from ctindex.project import Project
 
 HEARTBEAT_S = 1.0
 GAP_SKEW_S = 2.0  # wall clock moved this much more than the monotonic one: suspend/jump
@@ -56,7 +60,7 @@ class Stats:
 
 
 class Daemon:
-    def __init__(self, project: Any, paths: rt.RuntimePaths, engine: Engine,
+    def __init__(self, project: Project, paths: rt.RuntimePaths, engine: Engine,
                  claim_token: str | None = None, *,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
@@ -201,8 +205,8 @@ class Daemon:
         deadline = self.dirty.deadline()
         if deadline is not None:
             times.append(max(deadline, self.error_until))
-        if self.server is not None and self.server.next_deadline() is not None:
-            times.append(self.server.next_deadline() or now)
+        if self.server is not None and (server_due := self.server.next_deadline()) is not None:
+            times.append(server_due)
         waiting = self.cookies.deadline()
         if waiting is not None:
             times.append(waiting)
@@ -214,7 +218,6 @@ class Daemon:
 
     def _open_watcher(self) -> None:
         self.watcher = self.engine.open_watcher(self.plan, self.cookie_key)
-        self._watch_fd = None
         self._sync_watcher_fd()
 
     def _sync_watcher_fd(self) -> None:
@@ -222,12 +225,16 @@ class Daemon:
         fd = self.watcher.fileno()
         if fd == self._watch_fd:
             return
-        if self._watch_fd is not None:
-            with contextlib.suppress(KeyError, ValueError):
-                self.sel.unregister(self._watch_fd)
+        self._unregister_watcher_fd()
         if fd is not None:
             self.sel.register(fd, selectors.EVENT_READ, "watcher")
         self._watch_fd = fd
+
+    def _unregister_watcher_fd(self) -> None:
+        if self._watch_fd is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.sel.unregister(self._watch_fd)
+        self._watch_fd = None
 
     def _drain_watcher(self) -> None:
         batch = self.watcher.read(0.0)
@@ -243,8 +250,6 @@ class Daemon:
 
     def _replan(self) -> None:
         """Reload the plan; a changed digest means new roots and a full pass."""
-        from ctindex.errors import PolicyError
-
         try:
             view = self.engine.load_plan()
         except PolicyError as exc:  # clients report it themselves (exit 2)
@@ -259,9 +264,7 @@ class Daemon:
         self.dirty.debounce_s = view.debounce_ms / 1000
         self.config_stamp = self.engine.config_stamp()
         if changed:
-            if self._watch_fd is not None:
-                with contextlib.suppress(KeyError, ValueError):
-                    self.sel.unregister(self._watch_fd)
+            self._unregister_watcher_fd()
             self.watcher.close()
             self._open_watcher()
             self.dirty.request_rescan("plan-changed", self.clock())
@@ -381,13 +384,11 @@ class Daemon:
                 applied = self.engine.reconcile(self.plan)
             else:
                 applied = self.engine.reconcile_paths(self.plan, pending.paths)
+        except PolicyError as exc:
+            self.stop_reason = "policy-error"
+            self._log("policy-error", detail=str(exc))
+            return False
         except Exception as exc:
-            from ctindex.errors import PolicyError
-
-            if isinstance(exc, PolicyError):
-                self.stop_reason = "policy-error"
-                self._log("policy-error", detail=str(exc))
-                return False
             self.stats.last_error = f"{type(exc).__name__}: {exc}"
             self.dirty.restore(pending, self.clock())
             self.error_until = self.clock() + ERROR_RETRY_S
@@ -518,7 +519,7 @@ class Daemon:
             "barrier_failures": self.stats.barrier_failures,
             "refused_peers": self.server.refused if self.server else 0,
             "last_error": self.stats.last_error,
-            "rss_bytes": getattr(self, "rss", None),
+            "rss_bytes": self.rss,
             "physical_memory_bytes": sysinfo.physical_memory(),
             "memory_ceiling_bytes": view.memory_ceiling if view else None,
             "idle_seconds": view.idle_seconds if view else None,
