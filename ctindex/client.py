@@ -25,9 +25,15 @@ import struct
 import sys
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctindex import runtime as rt
+
+if TYPE_CHECKING:
+    from ctindex.fastpath import Hint
+    from ctindex.plan import Plan
+    from ctindex.project import Project
+    from ctindex.search.freshness import Freshness
 
 CONNECT_TIMEOUT_S = 0.1
 CLAIM_STALE_S = 10.0
@@ -40,6 +46,8 @@ BARRIER_TIMEOUT = "barrier timeout"
 DAEMON_BUSY = "daemon busy"
 SPAWN_CACHED = "spawn failure cached"
 WRONG_OWNER = "daemon socket owned by another user"
+PLAN_MISMATCH = "daemon has a different plan"
+STARTING = "daemon starting"  # spawn() outcome: another launcher holds the claim
 
 
 class BarrierFailed(Exception):
@@ -124,6 +132,14 @@ def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> 
     return reply
 
 
+def ping(paths: rt.RuntimePaths, timeout: float = 0.5) -> bool:
+    """True when a daemon answers on the project's socket (no barrier, no spawn)."""
+    try:
+        return request(paths, {"op": "ping"}, timeout).get("ok") is True
+    except BarrierFailed:
+        return False
+
+
 def barrier(paths: rt.RuntimePaths, plan_digest: str, timeout_ms: int,
             config: list[int] | str | None = None) -> BarrierResult:
     """Ask the daemon to prove it has applied every event queued before now.
@@ -140,7 +156,7 @@ def barrier(paths: rt.RuntimePaths, plan_digest: str, timeout_ms: int,
         error = reply.get("error")
         raise BarrierFailed(f"daemon: {error}" if isinstance(error, str) else "daemon error")
     if reply.get("plan") != plan_digest:
-        raise BarrierFailed("daemon has a different plan")
+        raise BarrierFailed(PLAN_MISMATCH)
     try:
         return BarrierResult(
             generation=int(reply["generation"]),
@@ -210,7 +226,7 @@ def _claim(paths: rt.RuntimePaths, token: str) -> str | None:
             fd = os.open(paths.claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         except FileExistsError:
             if not _claim_stale(paths.claim):
-                return "daemon starting"
+                return STARTING
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(paths.claim)  # launcher died before its daemon took the lock
             continue
@@ -224,7 +240,7 @@ def _claim(paths: rt.RuntimePaths, token: str) -> str | None:
                 os.unlink(paths.claim)
             return _failed(paths, f"claim {paths.claim}: {exc.strerror or exc}")
         return None
-    return "daemon starting"
+    return STARTING
 
 
 def _claim_stale(path: Path) -> bool:
@@ -245,7 +261,7 @@ def _failed(paths: rt.RuntimePaths, error: str) -> str:
 # -- freshness (what search calls) --------------------------------------------------
 
 
-def fast_barrier(project: Any, hint: Any) -> BarrierResult | BarrierFailed | None:
+def fast_barrier(project: Project, hint: Hint) -> BarrierResult | BarrierFailed | None:
     """The fast path's barrier (ctindex.fastpath): plan digest and budget come
     from the recorded hint. Returns the answer, or the failure for the slow
     path to handle without asking again; None when the daemon's plan is not
@@ -254,11 +270,11 @@ def fast_barrier(project: Any, hint: Any) -> BarrierResult | BarrierFailed | Non
     try:
         return barrier(paths, hint.digest, hint.barrier_timeout_ms, config=hint.config)
     except BarrierFailed as failed:
-        return None if failed.reason == "daemon has a different plan" else failed
+        return None if failed.reason == PLAN_MISMATCH else failed
 
 
-def ensure_fresh(project: Any, plan: Any,
-                 prior: tuple[str, BarrierResult | BarrierFailed] | None = None) -> Any:
+def ensure_fresh(project: Project, plan: Plan,
+                 prior: tuple[str, BarrierResult | BarrierFailed] | None = None) -> Freshness:
     """Make the index reflect the filesystem before a query; say how (PRODUCT.md §6).
 
     watch off -> reconcile-on-query; a barrier answered over native events ->
@@ -267,7 +283,7 @@ def ensure_fresh(project: Any, plan: Any,
     guarded daemon start, then synchronous reconciliation, fallback + reason.
     `prior`: (plan digest, outcome) of a barrier the fast path already made;
     reused when the digest is this plan's, so nothing is asked (or waited
-    for) twice. Returns a ctindex.search.freshness.Freshness.
+    for) twice.
     """
     from ctindex.search.freshness import Freshness
     from ctindex.search.freshness import ensure_fresh as reconcile_now
@@ -276,18 +292,19 @@ def ensure_fresh(project: Any, plan: Any,
     if not settings.watch:
         return reconcile_now(project, plan, mode="reconcile-on-query", reason="watch disabled")
     paths = rt.RuntimePaths.for_project(project)
+    digest = plan.digest()
     try:
-        if prior is not None and prior[0] == plan.digest():
+        if prior is not None and prior[0] == digest:
             if isinstance(prior[1], BarrierFailed):
                 raise prior[1]
             result = prior[1]
         else:
-            result = barrier(paths, plan.digest(), settings.barrier_timeout_ms)
+            result = barrier(paths, digest, settings.barrier_timeout_ms)
     except BarrierFailed as failed:
         reason = failed.reason
         if failed.spawnable:
             why_not = spawn(project.root, paths)  # never waited for: the next query uses it
-            if why_not is not None and why_not != "daemon starting":
+            if why_not is not None and why_not != STARTING:
                 reason = why_not
         return reconcile_now(project, plan, mode="fallback", reason=reason)
     if not result.trusted_events:
@@ -334,7 +351,8 @@ STATUS_FIELDS = (
 )
 
 
-def watcher_status(project: Any, plan: Any = None, timeout: float = 0.5) -> dict[str, Any]:
+def watcher_status(project: Project, plan: Plan | None = None,
+                   timeout: float = 0.5) -> dict[str, Any]:
     """Watcher facts of spec §10 for `status` and `watch status` (stable keys).
 
     Live from the daemon when it answers; else the last record on disk with
@@ -377,7 +395,7 @@ def watcher_status(project: Any, plan: Any = None, timeout: float = 0.5) -> dict
     return doc
 
 
-def stop(project: Any, wait: float = 5.0) -> dict[str, Any]:
+def stop(project: Project, wait: float = 5.0) -> dict[str, Any]:
     """Ask the daemon to stop over the socket; if it does not answer but the
     lock is held, SIGTERM the holder after proving its identity (pid, start
     time and instance token of the status record, see _verified_pid)."""
@@ -392,8 +410,10 @@ def stop(project: Any, wait: float = 5.0) -> dict[str, Any]:
     if how == "not running" and lock_held(paths):
         pid = _verified_pid(paths)
         if pid is not None:
+            import signal  # only `stop` needs it
+
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, 15)
+                os.kill(pid, signal.SIGTERM)
                 how = "SIGTERM"
         else:
             how = "unidentified lock holder"
@@ -423,5 +443,5 @@ def _verified_pid(paths: rt.RuntimePaths) -> int | None:
     return pid
 
 
-__all__ = ["BarrierFailed", "BarrierResult", "barrier", "ensure_fresh", "fast_barrier", "request",
-           "spawn", "stop", "watcher_status"]
+__all__ = ["BarrierFailed", "BarrierResult", "barrier", "ensure_fresh", "fast_barrier", "ping",
+           "request", "spawn", "stop", "watcher_status"]

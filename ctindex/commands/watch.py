@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctindex.commands import Context
 from ctindex.output import human_bytes, human_count, human_ms
+
+if TYPE_CHECKING:
+    from ctindex.plan import Plan
 
 START_WAIT_S = 10.0  # `watch start` waits this long for the daemon to answer
 
@@ -34,7 +37,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     return 0 if doc.get("ok", doc.get("stopped", True)) else 1
 
 
-def _start(ctx: Context, plan: Any) -> dict[str, Any]:
+def _start(ctx: Context, plan: Plan) -> dict[str, Any]:
     from ctindex import client
     from ctindex import runtime as rt
 
@@ -44,31 +47,22 @@ def _start(ctx: Context, plan: Any) -> dict[str, Any]:
         doc["error"] = (f"{ctx.project.config_path}: watch: false, so searches reconcile "
                         "on query and would not use a daemon")
         return doc
-    if _ping(paths):
+    if client.ping(paths):
         doc.update(ok=True, already_running=True)
     else:
         why_not = client.spawn(ctx.project.root, paths, ignore_cache=True)
-        if why_not is not None and why_not != "daemon starting":
+        if why_not is not None and why_not != client.STARTING:
             doc["error"] = why_not
             return doc
         deadline = time.monotonic() + START_WAIT_S
-        while time.monotonic() < deadline and not _ping(paths):
+        while time.monotonic() < deadline and not client.ping(paths):
             time.sleep(0.05)
-        doc["ok"] = _ping(paths)
+        doc["ok"] = client.ping(paths)
         if doc["ok"]:
             rt.clear_spawn_failure(paths)
         else:
             doc["error"] = f"the daemon did not answer within {START_WAIT_S:g} s"
     return doc
-
-
-def _ping(paths: Any) -> bool:
-    from ctindex import client
-
-    try:
-        return client.request(paths, {"op": "ping"}, 0.5).get("ok") is True
-    except client.BarrierFailed:
-        return False
 
 
 def _summary(action: str, doc: dict[str, Any]) -> str:
