@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ctindex.commands import Context
+
+if TYPE_CHECKING:
+    from ctindex.client import BarrierFailed, BarrierResult
+    from ctindex.search.engine import Outcome
+    from ctindex.search.freshness import Freshness
+    from ctindex.search.query import Node
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
@@ -48,10 +54,11 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     return _emit(ctx, text, fresh, outcome)
 
 
-Pair = tuple[Any, Any]
+Answer = tuple["Freshness", "Outcome"]
+Prior = tuple[str, "BarrierResult | BarrierFailed"]  # (plan digest, the barrier's outcome)
 
 
-def _fast(ctx: Context, node: Any, limit: int) -> tuple[Pair | None, Pair | None]:
+def _fast(ctx: Context, node: Node, limit: int) -> tuple[Answer | None, Prior | None]:
     """A healthy daemon's answer without loading the plan (ctindex.fastpath).
     Returns ((freshness, outcome), None), or (None, what the slow path may
     reuse: (plan digest, the barrier's result or failure) or None)."""
@@ -82,7 +89,7 @@ def _fast(ctx: Context, node: Any, limit: int) -> tuple[Pair | None, Pair | None
     return (fresh, outcome), None
 
 
-def _emit(ctx: Context, text: str, fresh: Any, outcome: Any) -> int:
+def _emit(ctx: Context, text: str, fresh: Freshness, outcome: Outcome) -> int:
     if ctx.json:
         ctx.emit_json({"query": text, "results": [r.to_json() for r in outcome.results],
                        "total": outcome.total, "freshness": fresh.to_json()})
@@ -91,7 +98,7 @@ def _emit(ctx: Context, text: str, fresh: Any, outcome: Any) -> int:
     return 0 if outcome.total else 1
 
 
-def _text(ctx: Context, outcome: Any, fresh: Any) -> None:
+def _text(ctx: Context, outcome: Outcome, fresh: Freshness) -> None:
     for r in outcome.results:
         tags = f"  [{', '.join(r.tags)}]" if r.tags else ""
         kind = f"  ({r.type})" if r.type else ""

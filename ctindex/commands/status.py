@@ -30,7 +30,7 @@ def _bytes_in(folder: Path, recursive: bool) -> int:
 
 
 def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
-    from ctindex.indexer import last_pass, provider_versions, rebuild_reason
+    from ctindex.indexer import check_generation, last_pass, provider_versions, rebuild_reason
     from ctindex.plan import load_plan
     from ctindex.store.files import IndexCorrupt
     from ctindex.store.manifest import read_diag, read_manifest
@@ -44,8 +44,6 @@ def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
         m = None
         doc["problem"] = str(exc)
     if m is not None:
-        from ctindex.indexer import check_generation
-
         try:  # the same cheap check a full update makes before building on it
             check_generation(index_dir, m)
         except IndexCorrupt as exc:
@@ -80,7 +78,8 @@ def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    doc = collect(ctx, getattr(args, "verbose", False))
+    verbose = getattr(args, "verbose", False)
+    doc = collect(ctx, verbose)
     if ctx.json:
         ctx.emit_json(doc)
         return 0
@@ -109,7 +108,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         ctx.echo("last reconciliation: none")
     ctx.echo(f"provider errors: {doc['provider_errors']:,}; "
              f"frontmatter warnings: {doc['frontmatter_warnings']:,}"
-             + ("" if getattr(args, "verbose", False) or not
+             + ("" if verbose or not
                 (doc["provider_errors"] or doc["frontmatter_warnings"])
                 else " (paths with --verbose)"))
     from ctindex.commands.watch import watcher_lines

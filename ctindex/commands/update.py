@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ctindex.commands import Context
 from ctindex.output import human_ms
+
+if TYPE_CHECKING:
+    from ctindex.indexer import UpdateReport
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
@@ -18,10 +22,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def emit(ctx: Context, report: object, verb: str) -> None:
-    from ctindex.indexer import UpdateReport
-
-    assert isinstance(report, UpdateReport)
+def emit(ctx: Context, report: UpdateReport, verb: str) -> None:
     if ctx.json:
         ctx.emit_json(report.as_dict())
         return
