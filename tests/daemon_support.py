@@ -8,7 +8,8 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +19,23 @@ from ctindex.daemon.engine import Applied, PlanView
 from ctindex.project import Project
 
 
+@dataclass
 class FakeEngine:
     """Records every reconciliation as a JSON line in `journal`."""
 
-    def __init__(self, root: Path, journal: Path, *, digest: str = "plan-1",
-                 idle_seconds: int = 60, ceiling: int = 1 << 40, debounce_ms: int = 30,
-                 roots: tuple[str, ...] = ("docs",), fail_paths: bool = False,
-                 audit_seconds: int = 300, poll: bool = False,
-                 plan_file: Path | None = None) -> None:
-        self.root = root
-        self.journal = journal
-        self.digest = digest
-        self.idle_seconds = idle_seconds
-        self.ceiling = ceiling
-        self.debounce_ms = debounce_ms
-        self.roots = roots
-        self.fail_paths = fail_paths
-        self.audit_seconds = audit_seconds
-        self.poll = poll
-        self.plan_file = plan_file  # "<digest> <watch 0|1>" read on every load
-        self.gen = 0
+    root: Path
+    journal: Path
+    _: KW_ONLY
+    digest: str = "plan-1"
+    idle_seconds: int = 60
+    ceiling: int = 1 << 40
+    debounce_ms: int = 30
+    roots: tuple[str, ...] = ("docs",)
+    fail_paths: bool = False
+    audit_seconds: int = 300
+    poll: bool = False
+    plan_file: Path | None = None  # "<digest> <watch 0|1>" read on every load
+    gen: int = field(default=0, init=False)
 
     def load_plan(self) -> PlanView:
         digest, watch = self.digest, True
@@ -83,6 +81,10 @@ def journal(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
+def runtime_paths(root: Path) -> rt.RuntimePaths:
+    return rt.RuntimePaths.for_project(Project.at(root))
+
+
 def fork_daemon(root: Path, make_engine: Callable[[], Any], **daemon_kwargs: Any) -> int:
     """Run a Daemon with a fake engine in a forked child; returns its pid."""
     pid = os.fork()
@@ -99,6 +101,19 @@ def fork_daemon(root: Path, make_engine: Callable[[], Any], **daemon_kwargs: Any
         finally:
             os._exit(code)
     return pid
+
+
+@contextlib.contextmanager
+def forked_daemon(root: Path, make_engine: Callable[[], Any],
+                  **daemon_kwargs: Any) -> Iterator[int]:
+    """fork_daemon for the length of a block: SIGTERM and reaped when it ends."""
+    pid = fork_daemon(root, make_engine, **daemon_kwargs)
+    try:
+        yield pid
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        reap(pid)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, step: float = 0.02) -> Any:

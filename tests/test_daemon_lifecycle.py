@@ -15,19 +15,20 @@ from ctindex import client
 from ctindex import runtime as rt
 from ctindex.daemon.lifecycle import Daemon
 from ctindex.project import Project
-from tests.daemon_support import FakeEngine, fork_daemon, journal, reap, wait_for
+from tests.daemon_support import (
+    FakeEngine,
+    fork_daemon,
+    forked_daemon,
+    journal,
+    reap,
+    runtime_paths,
+    wait_for,
+)
 
 
 def setup(tmp_path: Path) -> rt.RuntimePaths:
     (tmp_path / "docs").mkdir()
-    return rt.RuntimePaths.for_project(Project.at(tmp_path))
-
-
-def alive(paths: rt.RuntimePaths) -> bool:
-    try:
-        return client.request(paths, {"op": "ping"}, 0.5).get("ok") is True
-    except client.BarrierFailed:
-        return False
+    return runtime_paths(tmp_path)
 
 
 def log_lines(paths: rt.RuntimePaths) -> list[str]:
@@ -39,7 +40,7 @@ def test_signals_stop_gracefully(tmp_path: Path, signum: signal.Signals) -> None
     paths = setup(tmp_path)
     pid = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "journal"))
     try:
-        wait_for(lambda: alive(paths))
+        wait_for(lambda: client.ping(paths))
         os.kill(pid, signum)
         status = reap(pid)
         assert status is not None and os.waitstatus_to_exitcode(status) == 0
@@ -59,7 +60,7 @@ def test_idle_exit(tmp_path: Path) -> None:
     pid = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "journal",
                                                    idle_seconds=1))
     try:
-        wait_for(lambda: alive(paths))
+        wait_for(lambda: client.ping(paths))
         assert reap(pid, timeout=10) is not None
     finally:
         reap(pid, timeout=0)
@@ -83,9 +84,8 @@ def test_memory_ceiling_exit(tmp_path: Path) -> None:
 
 def test_second_daemon_leaves_quietly_while_the_lock_is_held(tmp_path: Path) -> None:
     paths = setup(tmp_path)
-    first = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "journal"))
-    try:
-        wait_for(lambda: alive(paths))
+    with forked_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "journal")):
+        wait_for(lambda: client.ping(paths))
         assert client.lock_held(paths)
         project = Project.at(tmp_path)
         rt.write_json(paths.claim, {"token": "abc", "time": time.time()})
@@ -94,10 +94,7 @@ def test_second_daemon_leaves_quietly_while_the_lock_is_held(tmp_path: Path) -> 
         assert not paths.claim.exists()  # the live holder makes the claim moot
         assert not (tmp_path / "j2").exists()
         assert sum(" start " in line for line in log_lines(paths)) == 1
-        assert alive(paths)
-    finally:
-        os.kill(first, signal.SIGTERM)
-        reap(first)
+        assert client.ping(paths)
 
 
 def test_claim_of_another_launcher_is_left_alone(tmp_path: Path) -> None:
@@ -110,7 +107,7 @@ def test_claim_of_another_launcher_is_left_alone(tmp_path: Path) -> None:
 
     pid = fork_daemon(tmp_path, engine, claim_token="mine")
     try:
-        wait_for(lambda: alive(paths))
+        wait_for(lambda: client.ping(paths))
         assert json.loads(paths.claim.read_text())["token"] == "theirs"
     finally:
         reap(pid)
@@ -118,10 +115,9 @@ def test_claim_of_another_launcher_is_left_alone(tmp_path: Path) -> None:
 
 def test_indexing_error_fails_the_barrier_and_keeps_the_work(tmp_path: Path) -> None:
     paths = setup(tmp_path)
-    pid = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "journal",
-                                                   fail_paths=True))
-    try:
-        wait_for(lambda: alive(paths))
+    with forked_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "journal",
+                                                    fail_paths=True)):
+        wait_for(lambda: client.ping(paths))
         (tmp_path / "docs" / "a.md").write_text("x")
         with pytest.raises(client.BarrierFailed, match="daemon error"):
             client.barrier(paths, "plan-1", 2000)
@@ -130,28 +126,21 @@ def test_indexing_error_fails_the_barrier_and_keeps_the_work(tmp_path: Path) -> 
         assert status["pending"] == {"add": 0, "change": 1, "remove": 0}
         assert "injected failure" in status["last_error"]
         assert [r["full"] for r in journal(tmp_path / "journal")] == [True]
-    finally:
-        os.kill(pid, signal.SIGTERM)
-        reap(pid)
 
 
 def test_stale_socket_of_a_killed_daemon_is_replaced(tmp_path: Path) -> None:
     paths = setup(tmp_path)
     pid = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "journal"))
-    wait_for(lambda: alive(paths))
+    wait_for(lambda: client.ping(paths))
     os.kill(pid, signal.SIGKILL)
     reap(pid)
     assert paths.socket.exists() and not client.lock_held(paths)
     with pytest.raises(client.BarrierFailed) as failed:
         client.barrier(paths, "plan-1", 500)
     assert failed.value.spawnable  # refused: nobody listens, a spawn may follow
-    pid = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "journal"))
-    try:
-        wait_for(lambda: alive(paths))
+    with forked_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "journal")):
+        wait_for(lambda: client.ping(paths))
         assert client.barrier(paths, "plan-1", 2000).lane == "clean"
-    finally:
-        os.kill(pid, signal.SIGTERM)
-        reap(pid)
 
 
 class BrokenEngine(FakeEngine):

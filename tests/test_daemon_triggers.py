@@ -5,7 +5,6 @@ watch turned off, short socket path fallback, a server of another uid."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import tempfile
 import time
@@ -15,19 +14,15 @@ import pytest
 
 from ctindex import client
 from ctindex import runtime as rt
-from ctindex.project import Project
-from tests.daemon_support import FakeEngine, fork_daemon, journal, reap, wait_for
-
-
-def paths_of(root: Path) -> rt.RuntimePaths:
-    return rt.RuntimePaths.for_project(Project.at(root))
-
-
-def alive(paths: rt.RuntimePaths) -> bool:
-    try:
-        return client.request(paths, {"op": "ping"}, 0.5).get("ok") is True
-    except client.BarrierFailed:
-        return False
+from tests.daemon_support import (
+    FakeEngine,
+    fork_daemon,
+    forked_daemon,
+    journal,
+    reap,
+    runtime_paths,
+    wait_for,
+)
 
 
 def full_reasons(paths: rt.RuntimePaths) -> list[str]:
@@ -37,48 +32,40 @@ def full_reasons(paths: rt.RuntimePaths) -> list[str]:
 
 def test_audit_runs_full_passes_on_schedule(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
-    paths = paths_of(tmp_path)
-    pid = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j", audit_seconds=1))
-    try:
-        wait_for(lambda: alive(paths))
+    paths = runtime_paths(tmp_path)
+    with forked_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j", audit_seconds=1)):
+        wait_for(lambda: client.ping(paths))
         wait_for(lambda: len(journal(tmp_path / "j")) >= 3, timeout=15)
         assert all(r["full"] for r in journal(tmp_path / "j"))
         assert full_reasons(paths)[-1] == "audit"
-    finally:
-        os.kill(pid, signal.SIGTERM)
-        reap(pid)
 
 
 def test_wall_clock_jump_triggers_a_full_pass(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     flag = tmp_path / "jumped"
-    paths = paths_of(tmp_path)
+    paths = runtime_paths(tmp_path)
 
     def wall() -> float:  # the wall clock leaps an hour ahead (resume from suspend)
         return time.time() + (3600 if flag.exists() else 0)
 
-    pid = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j"), wall=wall)
-    try:
-        wait_for(lambda: alive(paths))
+    with forked_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j"), wall=wall):
+        wait_for(lambda: client.ping(paths))
         flag.touch()
         wait_for(lambda: len(journal(tmp_path / "j")) >= 2, timeout=15)
         assert full_reasons(paths)[-1] == "heartbeat-gap"
         # The jump is noticed once, not on every heartbeat afterwards.
         time.sleep(2.5)
         assert len(journal(tmp_path / "j")) == 2
-    finally:
-        os.kill(pid, signal.SIGTERM)
-        reap(pid)
 
 
 def test_plan_change_reopens_and_reconciles_and_watch_off_stops(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     plan = tmp_path / "plan"
     plan.write_text("p1 1")
-    paths = paths_of(tmp_path)
+    paths = runtime_paths(tmp_path)
     pid = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j", plan_file=plan))
     try:
-        wait_for(lambda: alive(paths))
+        wait_for(lambda: client.ping(paths))
         assert client.barrier(paths, "p1", 2000).lane == "clean"
         plan.write_text("p2 1")
         result = client.barrier(paths, "p2", 2000)  # the client already sees the new plan
@@ -93,34 +80,26 @@ def test_plan_change_reopens_and_reconciles_and_watch_off_stops(tmp_path: Path) 
 
 def test_poll_lane_reconciles_on_every_barrier(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
-    paths = paths_of(tmp_path)
-    pid = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j", poll=True))
-    try:
-        wait_for(lambda: alive(paths))
+    paths = runtime_paths(tmp_path)
+    with forked_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j", poll=True)):
+        wait_for(lambda: client.ping(paths))
         for _ in range(2):
             result = client.barrier(paths, "plan-1", 2000)
             assert result.backend == "poll" and result.backend_reason == "test: poll lane"
             assert not result.trusted_events and result.lane == "reconcile"
         assert [r["full"] for r in journal(tmp_path / "j")] == [True, True, True]
-    finally:
-        os.kill(pid, signal.SIGTERM)
-        reap(pid)
 
 
 def test_long_project_path_serves_on_the_short_fallback_socket(tmp_path: Path) -> None:
     root = tmp_path / ("x" * 70) / ("y" * 40)
     (root / "docs").mkdir(parents=True)
-    paths = paths_of(root)
+    paths = runtime_paths(root)
     assert paths.socket_is_fallback
-    pid = fork_daemon(root, lambda: FakeEngine(root, root / "j"))
-    try:
-        wait_for(lambda: alive(paths))
+    with forked_daemon(root, lambda: FakeEngine(root, root / "j")):
+        wait_for(lambda: client.ping(paths))
         (root / "docs" / "a.md").write_text("x")
         assert client.barrier(paths, "plan-1", 2000).generation == 2
         assert paths.socket.exists() and not (paths.dir / "daemon.sock").exists()
-    finally:
-        os.kill(pid, signal.SIGTERM)
-        reap(pid)
     assert not paths.socket.exists()
 
 
@@ -160,7 +139,7 @@ def test_daemon_started_with_watch_off_leaves_at_once(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     plan = tmp_path / "plan"
     plan.write_text("p1 0")
-    paths = paths_of(tmp_path)
+    paths = runtime_paths(tmp_path)
     pid = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j", plan_file=plan))
     assert reap(pid) is not None
     assert rt.read_json(paths.status)["stop_reason"] == "watch-disabled"
