@@ -72,9 +72,10 @@ def swap_project(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     yield root, outside
 
 
-def swap_loop(root: Path, outside: Path, stop: threading.Event) -> int:
-    """Replace kb/sw by a symlink to the outside folder and back, as fast as it goes."""
-    sw, real, link = root / "kb" / "sw", root / "kb" / ".sw-real", root / "kb" / ".sw-link"
+def swap_loop(folder: Path, outside: Path, stop: threading.Event, hold: float = 0.0) -> int:
+    """Replace `folder`/sw by a symlink to the outside folder and back (keeping
+    the symlink in place `hold` seconds) until `stop`; returns the swaps made."""
+    sw, real, link = folder / "sw", folder / ".sw-real", folder / ".sw-link"
     swaps = 0
     while not stop.is_set():
         with contextlib.suppress(FileNotFoundError, FileExistsError):
@@ -82,10 +83,35 @@ def swap_loop(root: Path, outside: Path, stop: threading.Event) -> int:
         with contextlib.suppress(OSError):
             os.rename(sw, real)
             os.rename(link, sw)  # now a symlink to outside
+            if hold:
+                time.sleep(hold)
             os.rename(sw, link)
             os.rename(real, sw)  # the real folder again
             swaps += 1
     return swaps
+
+
+@contextlib.contextmanager
+def swap_race(folder: Path, outside: Path, hold: float = 0.0) -> Iterator[list[int]]:
+    """Run swap_loop in a thread while the body runs. On exit the yielded list
+    holds the number of swaps made, and nothing in `outside` may have been
+    opened meanwhile (by any process)."""
+    spy = OpenSpy(outside)
+    stop = threading.Event()
+    swaps: list[int] = []
+    thread = threading.Thread(
+        target=lambda: swaps.append(swap_loop(folder, outside, stop, hold)))
+    thread.start()
+    try:
+        yield swaps
+    finally:
+        stop.set()
+        thread.join()
+        try:
+            opened = spy.opened()
+        finally:
+            spy.close()
+    assert opened == [], f"opened outside the scope: {opened}"
 
 
 def test_robust_security_symlink_swap_race_never_opens_outside(
@@ -97,12 +123,7 @@ def test_robust_security_symlink_swap_race_never_opens_outside(
     root, outside = swap_project
     project = Project.at(root)
     plan = load_plan(project)
-    spy = OpenSpy(outside)
-    stop = threading.Event()
-    result: list[int] = []
-    thread = threading.Thread(target=lambda: result.append(swap_loop(root, outside, stop)))
-    thread.start()
-    try:
+    with swap_race(root / "kb", outside) as swaps:
         deadline = time.monotonic() + 3.0
         passes = 0
         while time.monotonic() < deadline or passes < 20:
@@ -112,15 +133,7 @@ def test_robust_security_symlink_swap_race_never_opens_outside(
                 indexer.update_paths(project, plan, ["kb/sw", "kb/sw/inside.md"])
             passes += 1
             assert SECRET not in json.dumps(_all_keys(root))
-    finally:
-        stop.set()
-        thread.join()
-    try:
-        opened = spy.opened()
-    finally:
-        spy.close()
-    assert result and result[0] > 10, result  # the race really ran
-    assert opened == [], f"opened outside the scope: {opened}"
+    assert swaps and swaps[0] > 10, swaps  # the race really ran
     code, out = cli(root, "--json", "search", SECRET)
     assert code == 1 and json.loads(out)["total"] == 0
     code, out = cli(root, "--json", "search", "--direct", SECRET)
@@ -138,21 +151,10 @@ def test_robust_security_direct_oracle_under_swap_race(swap_project: tuple[Path,
     """The --direct oracle walks with O_NOFOLLOW relative to folder descriptors
     too: racing it never makes it list or read the outside folder."""
     root, outside = swap_project
-    spy = OpenSpy(outside)
-    stop = threading.Event()
-    thread = threading.Thread(target=swap_loop, args=(root, outside, stop))
-    thread.start()
-    try:
+    with swap_race(root / "kb", outside):
         for _ in range(40):
             _, out = cli(root, "--json", "search", "--direct", f"{SECRET} OR insideword")
             assert SECRET not in out.replace(f"{SECRET} OR insideword", "")
-    finally:
-        stop.set()
-        thread.join()
-    try:
-        assert spy.opened() == []
-    finally:
-        spy.close()
 
 
 QUERY_WORD = "quokkaqueryonly"  # in no document: only the query carries it
@@ -248,33 +250,9 @@ def test_robust_security_daemon_events_during_swap_race_never_open_outside(
     (kb / "sw" / "inside.md").write_text("# Inside\n\ninsideword\n")
     p.check("insideword")
     p.wait_daemon()
-    spy = OpenSpy(outside)
-    stop = threading.Event()
-    thread = threading.Thread(target=_swap_in, args=(kb, outside, stop))
-    thread.start()
-    try:
+    with swap_race(kb, outside, hold=0.001):
         for _ in range(15):
             doc = p.search(f"{SECRET} OR insideword")
             assert SECRET not in json.dumps(doc["results"])
-    finally:
-        stop.set()
-        thread.join()
-    try:
-        assert spy.opened() == []
-    finally:
-        spy.close()
     assert p.hits(p.search(SECRET)) == []
     p.check("insideword OR margin")  # and the daemon's index still equals --direct
-
-
-def _swap_in(folder: Path, outside: Path, stop: threading.Event) -> None:
-    sw, real, link = folder / "sw", folder / ".sw-real", folder / ".sw-link"
-    while not stop.is_set():
-        with contextlib.suppress(FileNotFoundError, FileExistsError):
-            os.symlink(outside, link)
-        with contextlib.suppress(OSError):
-            os.rename(sw, real)
-            os.rename(link, sw)
-            time.sleep(0.001)
-            os.rename(sw, link)
-            os.rename(real, sw)
