@@ -12,7 +12,15 @@ from pathlib import Path
 from reconciler.hashing import DEFAULT_RETRIES, Outcome, read_stable
 from reconciler.manifest import DIRTY_SIZE, Manifest, RawEntry
 from reconciler.report import PassMetrics, WalkReport
-from reconciler.walk import DEFAULT_MAX_DEPTH, FileBatch, FsOps, PathFilter, StatFn, Walker
+from reconciler.walk import (
+    DEFAULT_MAX_DEPTH,
+    FileBatch,
+    FsOps,
+    PathFilter,
+    StatFn,
+    Unchanged,
+    Walker,
+)
 
 Sink = Callable[[str, bytes], None]
 # FAT stores mtime in 2 s steps; anything finer (ext4, NTFS, HFS+ 1 s) is covered too.
@@ -95,11 +103,15 @@ class _Pass:
         self.retries = retries
         self.ops = ops or FsOps()
         self.base = base
+        self.unchanged = Unchanged(self.prev, granularity_ns, self.seen)
         self.walker = Walker(base, flt, stat, self.on_files, self.kept.append,
-                             self.res.report, self.res.metrics, max_depth, self.ops)
+                             self.res.report, self.res.metrics, max_depth, self.ops,
+                             self.unchanged)
 
     def on_files(self, dfd: int, files: FileBatch) -> None:
-        """Hot path: one call per folder; a full fingerprint match costs no read."""
+        """One call per folder; a full fingerprint match costs no read. With the
+        default stat the walker already applied this rule (walk.Unchanged) and
+        hands over only the files that failed it."""
         res, gran = self.res, self.gran
         prev_get = self.prev.get
         seen = self.seen.append
@@ -156,6 +168,7 @@ class _Pass:
     # -- assembling the result -----------------------------------------------------
     def finish(self, scopes: list[str] | None) -> ReconcileResult:
         prev, updates, res = self.prev, self.updates, self.res
+        res.unchanged += self.unchanged.count
         new = dict(prev)
         new.update(updates)
         # Every key met in prev was either noted in `seen` or updated (fresh keys were not in prev).

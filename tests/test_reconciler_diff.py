@@ -244,3 +244,22 @@ def test_metrics_and_report_are_plain_data(tmp_path: Path) -> None:
     assert d["entries_visited"] == 26 and d["files_hashed"] == 1 and d["bytes_hashed"] == 3
     assert d["counts"] == res.metrics.counts and res.metrics.counts["symlinks"] == 25
     assert res.report.as_dict()["vanished"] == {"count": 0, "sample": []}
+
+
+def test_default_stat_fast_path_agrees_with_an_injected_stat(tmp_path: Path) -> None:
+    """The walker checks fingerprints inline only with the default stat; an
+    injected stat takes the general path. Both must classify alike."""
+    for i in range(12):
+        write(tmp_path / f"d{i % 3}/f{i}", b"v%d" % i)
+    m = settled(tmp_path)
+    write(tmp_path / "d0/f0", b"changed")
+    os.utime(tmp_path / "d1/f1", ns=(SEC, SEC))  # touched: metadata only
+    write(tmp_path / "d2/new", b"new")
+    clock = m["d0/f3"].recorded_ns + 10 * SEC
+    fast = reconcile(tmp_path, ALL, m, clock_ns=lambda: clock)
+    slow = reconcile(tmp_path, ALL, m, stat=lambda p: os.lstat(p), clock_ns=lambda: clock)
+    assert fast.unchanged == slow.unchanged == 10
+    for kind in ("added", "changed", "removed", "metadata_only", "dirty"):
+        assert getattr(fast, kind) == getattr(slow, kind), kind
+    assert fast.manifest == slow.manifest
+    assert (fast.changed, fast.metadata_only, fast.added) == (["d0/f0"], ["d1/f1"], ["d2/new"])
