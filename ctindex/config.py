@@ -8,15 +8,18 @@ CLI prints that one line and exits 2. Only the keys of the spec's example
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ctindex.errors import PolicyError
-from ctindex.project import INDEX_KEY, is_normal_key
+from ctindex.project import INDEX_KEY, is_index_key, is_normal_key
 from ctindex.providers import PROVIDERS
 
 CONFIG_VERSION = 1
+# Builds the error for a key path and a problem (validate() binds the file name).
+Fail = Callable[[str, str], PolicyError]
 GIB = 1 << 30
 
 # key -> (default, minimum, maximum); None default means "computed per machine".
@@ -141,7 +144,7 @@ def validate(data: Any, path: Path) -> Config:
     return Config(path, settings, scopes, exclude)
 
 
-def _scopes(value: Any, fail: Any) -> tuple[ScopeSpec, ...]:
+def _scopes(value: Any, fail: Fail) -> tuple[ScopeSpec, ...]:
     if not isinstance(value, list):
         raise fail("scopes", f"must be a list, not {_kind(value)}")
     specs: list[ScopeSpec] = []
@@ -179,7 +182,7 @@ def _scopes(value: Any, fail: Any) -> tuple[ScopeSpec, ...]:
     return tuple(specs)
 
 
-def _root(value: Any, where: str, fail: Any) -> str:
+def _root(value: Any, where: str, fail: Fail) -> str:
     if not isinstance(value, str):
         raise fail(where, f"must be a string, not {_kind(value)}")
     if "\\" in value or "\0" in value:
@@ -192,12 +195,12 @@ def _root(value: Any, where: str, fail: Any) -> str:
     key = "" if key in ("", ".") else key
     if not is_normal_key(key):
         raise fail(where, f"{value!r}: must stay beneath the project root (no '..', '.' or '//')")
-    if key == INDEX_KEY or key.startswith(INDEX_KEY + "/"):
+    if is_index_key(key):
         raise fail(where, f"{value!r}: lies inside the index storage {INDEX_KEY}/")
     return key
 
 
-def _patterns(value: Any, where: str, fail: Any) -> tuple[str, ...]:
+def _patterns(value: Any, where: str, fail: Fail) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise fail(where, f"must be a list of patterns, not {_kind(value)}")
     out: list[str] = []

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ctindex.project import INDEX_KEY, StrPath, is_normal_key
+from ctindex.project import INDEX_KEY, StrPath, is_index_key, is_normal_key
 from ctindex.providers import PROVIDERS, any_claims
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def decide_key(plan: Plan, key: str, st: os.stat_result | None = None,
     if not is_normal_key(key):
         return Decision(key, HARD_EXCLUDED, None, None, HARD, None,
                         "cannot be represented beneath the project root ('..', '.' or '//')")
-    if key == INDEX_KEY or key.startswith(INDEX_KEY + "/"):
+    if is_index_key(key):
         return Decision(key, HARD_EXCLUDED, None, INDEX_PATTERN, HARD, None, "index storage")
     absent = MISSING
     if st is None:
@@ -192,7 +192,7 @@ class PlanPathFilter:
     def descend(self, key: str) -> bool:
         """False for folders nothing beneath which can be included: index
         storage, folders matching a global or scope exclude ('archive/**')."""
-        if key == INDEX_KEY or key.startswith(INDEX_KEY + "/"):
+        if is_index_key(key):
             return False
         if key and self._exclude.matches(key + "/"):
             return False

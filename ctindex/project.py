@@ -27,6 +27,7 @@ CT_DIR = ".ct"
 CONFIG_NAME = "index.jsonc"
 INDEX_KEY = ".ct/okf"
 RUNTIME_KEY = ".ct/okf/runtime"
+_INDEX_PREFIX = INDEX_KEY + "/"
 
 
 def _text(path: StrPath) -> str:
@@ -181,6 +182,12 @@ class Project:
             if stat_mod.S_ISLNK(st.st_mode):
                 return "/".join(parts[: i + 1])
         return None
+
+
+def is_index_key(key: str) -> bool:
+    """True for the index storage folder and everything beneath it (always
+    hard-excluded: the index must never index or watch itself)."""
+    return key == INDEX_KEY or key.startswith(_INDEX_PREFIX)
 
 
 def is_normal_key(key: str) -> bool:

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import IO
 
 from ctindex import runtime as rt
-from ctindex.project import INDEX_KEY
 
 LOCK_ATTEMPTS = 5  # a `watch status` probe can hold the lock for an instant
 LOCK_RETRY_S = 0.02
@@ -68,8 +67,3 @@ def clear_folder(folder: Path) -> None:
         for entry in it:
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
-
-
-def is_index_storage(key: str) -> bool:
-    """Keys of our own storage: the daemon's writes must never feed back."""
-    return key == INDEX_KEY or key.startswith(INDEX_KEY + "/")

@@ -22,7 +22,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from ctindex import runtime as rt
 from ctindex.daemon import files, sysinfo
@@ -32,9 +32,7 @@ from ctindex.daemon.engine import Applied, Engine, PlanView
 from ctindex.daemon.log import LifecycleLog
 from ctindex.daemon.server import Connection, IpcServer
 from ctindex.errors import PolicyError
-
-if TYPE_CHECKING:
-    from ctindex.project import Project
+from ctindex.project import Project, is_index_key
 
 HEARTBEAT_S = 1.0
 GAP_SKEW_S = 2.0  # wall clock moved this much more than the monotonic one: suspend/jump
@@ -244,7 +242,7 @@ class Daemon:
             self.dirty.request_rescan(batch.reason or "rescan", now)
         if batch.paths:
             # Our own index writes must never feed back as content changes.
-            self.dirty.add((k for k in batch.paths if not files.is_index_storage(k)), now)
+            self.dirty.add((k for k in batch.paths if not is_index_key(k)), now)
         if batch.cookies:
             self.cookies.seen(batch.cookies)
 
