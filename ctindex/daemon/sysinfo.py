@@ -4,6 +4,7 @@ indexer's transient memory back to the OS."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Container
 from pathlib import Path
@@ -15,6 +16,7 @@ def rss() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
+@functools.cache  # constant for the process's life; status asks every heartbeat
 def physical_memory() -> int | None:
     try:
         import psutil
