@@ -570,10 +570,17 @@ def _parallel(keys: list[str], contents: dict[str, bytes], roots: dict[str, str]
 def _worker_init() -> None:
     """A worker must never outlive or out-lock its parent: it drops the
     inherited update-lock descriptor and asks the kernel to kill it when the
-    parent dies (Linux PR_SET_PDEATHSIG), e.g. after a SIGKILL mid-rebuild."""
+    parent dies (Linux PR_SET_PDEATHSIG), e.g. after a SIGKILL mid-rebuild.
+
+    It also runs without the cyclic GC: it builds one segment and exits, makes
+    no garbage cycles worth collecting, and every collection would walk (and
+    copy-on-write touch) the objects inherited from the parent and the
+    millions of postings it allocates."""
     import ctypes
+    import gc
     import signal
 
+    gc.disable()
     from ctindex.store.lock import release_inherited
 
     release_inherited()
