@@ -129,8 +129,8 @@ def walk_problems(walk: Any) -> list[str]:
     return lines
 
 
-def build_input(doc: okf.Document) -> BuildInput:
-    a = okf.analyze(doc)
+def build_input(doc: okf.Document, analysis: okf.Analysis | None = None) -> BuildInput:
+    a = okf.analyze(doc) if analysis is None else analysis
     stored = StoredDoc(doc.key, doc.concept_id, doc.scope, doc.title, doc.type,
                        doc.description, doc.tags, doc.body, doc.size)
     return BuildInput(stored, a.tokens, a.tfw, a.length)
@@ -596,7 +596,7 @@ def _build_part(part: tuple[str, list[str]]) -> tuple[str, Any, dict[str, str], 
     assert _JOB is not None
     contents, roots, index_dir = _JOB
     name, keys = part
-    items: list[BuildInput] = []
+    docs: list[okf.Document] = []
     errors: dict[str, str] = {}
     warnings: dict[str, str] = {}
     for key in keys:
@@ -606,7 +606,9 @@ def _build_part(part: tuple[str, list[str]]) -> tuple[str, Any, dict[str, str], 
         else:
             if got.warning:
                 warnings[key] = clip(got.warning)
-            items.append(build_input(got))
+            docs.append(got)
+    items = list(map(build_input, docs, okf.analyze_many(docs)))
+    del docs
     info = build_segment(index_dir / name, items, okf.SEP, fault_point="mid-segment")
     return name, info, errors, warnings
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from ctindex.providers import PROVIDERS
@@ -285,7 +285,8 @@ def _stem_words(words: Iterable[str]) -> None:
     """Fill the cache for raw words not yet in it (one batched stemmer call)."""
     global _stemmer
     cache = _CACHE
-    missing = list((words if isinstance(words, set) else set(words)).difference(cache))
+    wanted = words if isinstance(words, set) else set(words)
+    missing = list(wanted.difference(cache))
     if not missing:
         return
     if _stemmer is None:
@@ -295,6 +296,7 @@ def _stem_words(words: Iterable[str]) -> None:
         _stemmer.maxCacheSize = 0  # our cache is in front of it
     if len(cache) + len(missing) > _CACHE_LIMIT:
         cache.clear()
+        missing = list(wanted)  # the caller looks all of them up next
     cache.update(zip(missing, _stemmer.stemWords([w.casefold() for w in missing]), strict=True))
 
 
@@ -337,10 +339,37 @@ def facet(value: str) -> str:
     return " ".join(value.split()).casefold()
 
 
+def _raw_fields(doc: Document) -> list[list[str]]:
+    return [_words_re(text).findall(text)
+            for text in (doc.body, doc.title, *doc.tags, doc.description)]
+
+
 def analyze(doc: Document) -> Analysis:
     """The token stream and weighted statistics of a document."""
-    raws = [_words_re(text).findall(text)
-            for text in (doc.body, doc.title, *doc.tags, doc.description)]
+    return _analysis(doc, _raw_fields(doc))
+
+
+ANALYZE_BATCH = 512  # documents whose new words are stemmed together
+
+
+def analyze_many(docs: Sequence[Document]) -> Iterator[Analysis]:
+    """`analyze` of each document, in order. The new words of a batch are
+    stemmed in one call: with a long-tailed vocabulary most documents bring
+    a word not seen before, and a miss per document costs a set union, a set
+    difference and a second lookup pass (~25 % of analysing a corpus)."""
+    for i in range(0, len(docs), ANALYZE_BATCH):
+        batch = [_raw_fields(doc) for doc in docs[i:i + ANALYZE_BATCH]]
+        new: set[str] = set()
+        for raws in batch:
+            for raw in raws:
+                new.update(raw)
+        _stem_words(new)
+        del new
+        for doc, raws in zip(docs[i:i + ANALYZE_BATCH], batch, strict=True):
+            yield _analysis(doc, raws)
+
+
+def _analysis(doc: Document, raws: list[list[str]]) -> Analysis:
     get = _CACHE.__getitem__
     try:  # one cache miss per document at most: new words are stemmed in one batch
         fields = [list(map(get, raw)) for raw in raws]
