@@ -21,7 +21,6 @@ import _socket
 import contextlib
 import json
 import os
-import struct
 import sys
 import time
 from pathlib import Path
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT_S = 0.1
 CLAIM_STALE_S = 10.0
 MAX_REPLY = 1 << 20
-_UCRED = struct.Struct("3i")
 
 # Failure reasons (shown in freshness.reason and `watch status`).
 NO_DAEMON = "no daemon"
@@ -98,8 +96,7 @@ def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> 
             raise BarrierFailed(DAEMON_BUSY) from exc
         except OSError as exc:
             raise BarrierFailed(f"cannot connect: {exc.strerror or exc}") from exc
-        raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, _UCRED.size)
-        if _UCRED.unpack(raw)[1] != os.getuid():
+        if rt.peer_uid(sock) != os.getuid():
             raise BarrierFailed(WRONG_OWNER)
         data = (json.dumps(payload, separators=(",", ":")) + "\n").encode()
         buf = bytearray()

@@ -15,25 +15,24 @@ import json
 import os
 import selectors
 import socket
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctindex import runtime as rt
+
 MAX_REQUEST = 4096
 READ_DEADLINE_S = 1.0  # to deliver a complete request line
 WRITE_DEADLINE_S = 1.0  # to take the reply once it is ready
-_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
 def peer_uid(sock: socket.socket) -> int | None:
     """The uid of the process at the other end (Linux SO_PEERCRED)."""
     try:
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+        return rt.peer_uid(sock)
     except OSError:
         return None
-    return _UCRED.unpack(raw)[1]
 
 
 @dataclass(eq=False)
