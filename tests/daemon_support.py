@@ -71,7 +71,7 @@ class FakeEngine:
         st = self.plan_file.stat()
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
-    def indexed_keys(self) -> None:
+    def indexed_among(self, keys: list[str]) -> None:
         return None
 
 

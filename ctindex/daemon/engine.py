@@ -54,7 +54,7 @@ class Engine(Protocol):
 
     def config_stamp(self) -> tuple[int, int, int] | None: ...
 
-    def indexed_keys(self) -> Container[str] | None: ...
+    def indexed_among(self, keys: list[str]) -> Container[str] | None: ...
 
 
 # A writer (`rebuild`, a fallback) can hold the update lock; the daemon's loop
@@ -67,6 +67,10 @@ class RealEngine:
 
     def __init__(self, project: Project) -> None:
         self.project = project
+        # indexed_among's answers: (generation, created_ns) they hold for, and
+        # key -> "in that generation's file table".
+        self._held_in: tuple[int, int] | None = None
+        self._held: dict[str, bool] = {}
 
     def load_plan(self) -> PlanView:
         from ctindex import fastpath
@@ -102,17 +106,28 @@ class RealEngine:
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
-    def indexed_keys(self) -> Container[str] | None:
-        """The file table of the published generation (loaded on demand only:
-        the daemon does not keep a copy, its RSS per file stays small)."""
+    def indexed_among(self, keys: list[str]) -> Container[str] | None:
+        """Which of `keys` the published file table holds; None when unknown.
+        The table is not kept (the daemon's RSS per file stays small) and is
+        loaded only when the dirty set gained keys or a new generation was
+        published: answers are kept per generation for the keys still asked."""
         from ctindex.indexer import load_file_table
         from ctindex.store.manifest import read_manifest
 
         try:
             m = read_manifest(self.project.index_dir)
-            return load_file_table(self.project.index_dir, m) if m is not None else None
+            if m is None:
+                return None
+            if (m.generation, m.created_ns) != self._held_in:
+                self._held_in, self._held = (m.generation, m.created_ns), {}
+            missing = [k for k in keys if k not in self._held]
+            if missing:
+                table = load_file_table(self.project.index_dir, m)
+                self._held.update((k, k in table) for k in missing)
         except Exception:  # status detail only: a damaged table just means "unknown"
             return None
+        self._held = {k: self._held[k] for k in keys}  # forget keys no longer dirty
+        return {k for k, held in self._held.items() if held}
 
 
 def _applied(report: Any) -> Applied:

@@ -492,7 +492,7 @@ class Daemon:
         view = self.view
         keys = self.dirty.paths()
         pending = sysinfo.classify(keys, self.project.root,
-                                   self.engine.indexed_keys() if keys else None)
+                                   self.engine.indexed_among(keys) if keys else None)
         return {
             "version": 1,
             "pid": self.pid,
