@@ -4,7 +4,9 @@
 * ``bundles_project`` — a temporary project ``tmp_path/project`` holding all four
   bundles at ``okf/bundles/<name>/`` and an empty ``.git`` folder.
 * ``make_project(*bundles, git=True)`` — the same with a chosen set of bundles.
-* ``run_cli(*args, cwd=None)`` — ctindex in-process: ``CliResult(code, out, err)``.
+* ``run_cli(*args, cwd=None)`` — ctindex in-process: ``CliResult(code, out, err)``
+  (``cli_main``, the same as a plain function, for module-scoped fixtures).
+* ``write_config(project, *roots, **settings)`` — ``project/.ct/index.jsonc``.
 * ``run_cli_subprocess(*args, cwd=None, env=None, program="ctindex")`` — a real
   process (``python -m ctindex``, or ``ct`` via ``ctindex.cli:ct_main``), text
   decoded with surrogateescape.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -77,16 +80,28 @@ def bundles_project(make_project: Callable[..., Path]) -> Path:
     return make_project(*BUNDLES)
 
 
-@pytest.fixture
-def run_cli() -> Callable[..., CliResult]:
+def cli_main(*args: str, cwd: str | os.PathLike[str] | None = None) -> CliResult:
+    """ctindex in-process: main() with captured output streams."""
     from ctindex.cli import main
 
-    def run(*args: str, cwd: str | os.PathLike[str] | None = None) -> CliResult:
-        out, err = io.StringIO(), io.StringIO()
-        code = main(list(args), stdout=out, stderr=err, cwd=cwd)
-        return CliResult(code, out.getvalue(), err.getvalue())
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(args), stdout=out, stderr=err, cwd=cwd)
+    return CliResult(code, out.getvalue(), err.getvalue())
 
-    return run
+
+@pytest.fixture
+def run_cli() -> Callable[..., CliResult]:
+    return cli_main
+
+
+def write_config(project: Path, *roots: str, **settings: Any) -> Path:
+    """Write project/.ct/index.jsonc: version 1, the settings (watch=False,
+    max_file_bytes=...), one okf-markdown scope per root; returns the file."""
+    config = project / ".ct" / "index.jsonc"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    scopes = [{"root": root, "provider": "okf-markdown"} for root in roots]
+    config.write_text(json.dumps({"version": 1, **settings, "scopes": scopes}))
+    return config
 
 
 @pytest.fixture

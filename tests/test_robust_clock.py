@@ -19,7 +19,6 @@ What is provable, and what is not (docs/reliability.md):
 from __future__ import annotations
 
 import functools
-import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from ctindex import indexer
 from ctindex.plan import load_plan
 from ctindex.project import Project
 from reconciler.testing import AttributeCacheStat, RemappingStat, rounding_stat
+from tests.conftest import write_config
 
 S = 1_000_000_000
 # A whole second (rounding keeps it), later than any real ctime the test's
@@ -49,9 +49,7 @@ class Clock:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Iterator[Project]:
-    (tmp_path / ".ct").mkdir()
-    (tmp_path / ".ct" / "index.jsonc").write_text(json.dumps(
-        {"version": 1, "watch": False, "scopes": [{"root": "kb", "provider": "okf-markdown"}]}))
+    write_config(tmp_path, "kb", watch=False)
     (tmp_path / "kb").mkdir()
     yield Project.at(tmp_path)
 

@@ -15,25 +15,17 @@ from typing import Any
 
 import pytest
 
-from ctindex.cli import main
 from ctindex.providers import okf_markdown as okf
+from tests.conftest import cli_main, write_config
 
 MAX = 4096  # max_file_bytes of the test project
 B = "b"  # scope root (an explicit scope: its root can go missing)
 
 
-def cli(root: Path, *args: str) -> tuple[int, str, str]:
-    import io
-
-    out, err = io.StringIO(), io.StringIO()
-    code = main(["-C", str(root), *args], stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
-
-
 def cli_json(root: Path, *args: str) -> Any:
-    code, out, err = cli(root, "--json", *args)
-    assert code in (0, 1), err
-    return json.loads(out)
+    result = cli_main("-C", str(root), "--json", *args)
+    assert result.code in (0, 1), result.err
+    return json.loads(result.out)
 
 
 def sized(n: int) -> bytes:
@@ -66,13 +58,7 @@ FILES: dict[bytes, bytes] = {
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     root = tmp_path_factory.mktemp("badinput")
-    (root / ".ct").mkdir()
-    (root / ".ct" / "index.jsonc").write_text(json.dumps({
-        "version": 1, "watch": False, "max_file_bytes": MAX,
-        "scopes": [{"root": B, "provider": "okf-markdown"},
-                   {"root": "gone", "provider": "okf-markdown"},
-                   {"root": "linked", "provider": "okf-markdown"},
-                   {"root": "afile", "provider": "okf-markdown"}]}))
+    write_config(root, B, "gone", "linked", "afile", watch=False, max_file_bytes=MAX)
     b = root / B
     b.mkdir()
     (b / "index.md").write_text("# root\n")
@@ -87,9 +73,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (root / "outside" / "o.md").write_text("# Outside\n\noutsideword\n")
     os.symlink(root / "outside", root / "linked")  # a scope root that is a symlink
     (root / "afile").write_text("not a folder")  # a scope root that is a file
-    code, out, err = cli(root, "--json", "update")
-    assert code == 0, err
-    root_report = json.loads(out)
+    result = cli_main("-C", str(root), "--json", "update")
+    assert result.code == 0, result.err
+    root_report = json.loads(result.out)
     (root / "report.json").write_text(json.dumps(root_report))
     yield root
 
@@ -207,32 +193,28 @@ def test_robust_input_scope_root_missing_symlink_or_file_is_reported(project: Pa
     assert hits(project, "outsideword") == set()  # the symlinked root is never followed
     direct = cli_json(project, "search", "--direct", "outsideword")
     assert direct["results"] == []  # nor by the --direct oracle (it used to follow it)
-    _, text, _ = cli(project, "status")
+    text = cli_main("-C", str(project), "status").out
     assert "not seen  scope root missing" in text
 
 
 def test_robust_input_scope_root_vanishing_is_not_a_silent_mass_drop(
         tmp_path: Path) -> None:
-    (tmp_path / ".ct").mkdir()
-    (tmp_path / ".ct" / "index.jsonc").write_text(json.dumps(
-        {"version": 1, "watch": False, "scopes": [{"root": "kb", "provider": "okf-markdown"}]}))
+    write_config(tmp_path, "kb", watch=False)
     (tmp_path / "kb").mkdir()
     for i in range(5):
         (tmp_path / "kb" / f"d{i}.md").write_text(f"# D{i}\n\ndropword\n")
-    assert cli(tmp_path, "update")[0] == 0
+    assert cli_main("-C", str(tmp_path), "update").code == 0
     (tmp_path / "kb").rename(tmp_path / "kb-moved")
-    code, out, err = cli(tmp_path, "update")
-    assert code == 0
-    assert "-5 removed" in out
+    result = cli_main("-C", str(tmp_path), "update")
+    assert result.code == 0
+    assert "-5 removed" in result.out
     assert ('scope root missing, a symlink or not a folder (its documents are removed): '
-            '1 ("kb")') in err
+            '1 ("kb")') in result.err
 
 
 def test_robust_input_path_deeper_than_path_max_is_indexed_and_agrees_with_direct(
         tmp_path: Path) -> None:
-    (tmp_path / ".ct").mkdir()
-    (tmp_path / ".ct" / "index.jsonc").write_text(json.dumps(
-        {"version": 1, "watch": False, "scopes": [{"root": "kb", "provider": "okf-markdown"}]}))
+    write_config(tmp_path, "kb", watch=False)
     (tmp_path / "kb").mkdir()
     (tmp_path / "kb" / "top.md").write_text("# Top\n\ntopword\n")
     fd = os.open(tmp_path / "kb", os.O_RDONLY | os.O_DIRECTORY)
@@ -299,10 +281,7 @@ def test_robust_input_unreadable_file_and_folder_keep_last_version(
     root = Path(tempfile.mkdtemp(prefix="ctindex-nobody-"))
     try:
         os.chmod(root, 0o755)
-        (root / ".ct").mkdir()
-        (root / ".ct" / "index.jsonc").write_text(json.dumps(
-            {"version": 1, "watch": False,
-             "scopes": [{"root": "kb", "provider": "okf-markdown"}]}))
+        write_config(root, "kb", watch=False)
         (root / "kb" / "sub").mkdir(parents=True)
         (root / "kb" / "a.md").write_text("# A\n\nlockedfileword\n")
         (root / "kb" / "sub" / "s.md").write_text("# S\n\nlockeddirword\n")

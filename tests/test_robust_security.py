@@ -10,7 +10,6 @@ tests/test_daemon_ipc.py::test_bad_requests_only_cost_their_own_connection.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import select
@@ -26,16 +25,10 @@ import pytest
 
 from backends import inotify_c as ic
 from ctindex import client
-from ctindex.cli import main
+from tests.conftest import cli_main, write_config
 from tests.daemon_support import CliProject
 
 SECRET = "xylocarpsecret"  # only in the outside folder
-
-
-def cli(root: Path, *args: str) -> tuple[int, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(["-C", str(root), *args], stdout=out, stderr=err)
-    return code, out.getvalue() + err.getvalue()
 
 
 class OpenSpy:
@@ -63,9 +56,7 @@ def swap_project(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.md").write_text(f"# Secret\n\n{SECRET}\n")
-    (root / ".ct").mkdir(parents=True)
-    (root / ".ct" / "index.jsonc").write_text(json.dumps(
-        {"version": 1, "watch": False, "scopes": [{"root": "kb", "provider": "okf-markdown"}]}))
+    write_config(root, "kb", watch=False)
     (root / "kb" / "sw").mkdir(parents=True)
     (root / "kb" / "sw" / "inside.md").write_text("# Inside\n\ninsideword\n")
     (root / "kb" / "top.md").write_text("# Top\n\ntopword\n")
@@ -134,10 +125,11 @@ def test_robust_security_symlink_swap_race_never_opens_outside(
             passes += 1
             assert SECRET not in json.dumps(_all_keys(root))
     assert swaps and swaps[0] > 10, swaps  # the race really ran
-    code, out = cli(root, "--json", "search", SECRET)
-    assert code == 1 and json.loads(out)["total"] == 0
-    code, out = cli(root, "--json", "search", "--direct", SECRET)
-    assert code == 1 and json.loads(out)["total"] == 0
+    # out + err: the JSON must parse with nothing else printed, as before
+    result = cli_main("-C", str(root), "--json", "search", SECRET)
+    assert result.code == 1 and json.loads(result.out + result.err)["total"] == 0
+    result = cli_main("-C", str(root), "--json", "search", "--direct", SECRET)
+    assert result.code == 1 and json.loads(result.out + result.err)["total"] == 0
 
 
 def _all_keys(root: Path) -> list[str]:
@@ -153,7 +145,9 @@ def test_robust_security_direct_oracle_under_swap_race(swap_project: tuple[Path,
     root, outside = swap_project
     with swap_race(root / "kb", outside):
         for _ in range(40):
-            _, out = cli(root, "--json", "search", "--direct", f"{SECRET} OR insideword")
+            result = cli_main("-C", str(root), "--json", "search", "--direct",
+                              f"{SECRET} OR insideword")
+            out = result.out + result.err
             assert SECRET not in out.replace(f"{SECRET} OR insideword", "")
 
 
