@@ -16,12 +16,16 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ctindex.providers import okf_markdown as okf
 from ctindex.store.files import IndexCorrupt, read_all
 from ctindex.store.manifest import StoreManifest, read_diag, read_manifest
 from ctindex.store.segment import BuildInput, StoredDoc
+
+if TYPE_CHECKING:
+    from ctindex.plan import Plan
+    from ctindex.project import Project
 
 STATUS_NAME = "last-reconcile.json"  # best-effort record of passes that published nothing
 
@@ -64,7 +68,7 @@ def clip(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 1] + "…"
 
 
-def scope_root_of(plan: Any, key: str) -> str:
+def scope_root_of(plan: Plan, key: str) -> str:
     found = plan.find_scope(key)
     return found[0].root if found else ""
 
@@ -74,11 +78,11 @@ def provider_versions() -> dict[str, Any]:
             "tokenizer_version": okf.TOKENIZER_VERSION}
 
 
-def scope_digests(plan: Any) -> dict[str, str]:
+def scope_digests(plan: Plan) -> dict[str, str]:
     return {s.root: plan.scope_digest(s) for s in plan.scopes}
 
 
-def rebuild_reason(m: StoreManifest | None, plan: Any) -> str | None:
+def rebuild_reason(m: StoreManifest | None, plan: Plan) -> str | None:
     """Why the published index can not serve this plan as is (None: it can)."""
     if m is None:
         return "no index yet"
@@ -93,7 +97,7 @@ def rebuild_reason(m: StoreManifest | None, plan: Any) -> str | None:
     return None
 
 
-def stale_scopes(m: StoreManifest, plan: Any) -> list[str]:
+def stale_scopes(m: StoreManifest, plan: Plan) -> list[str]:
     """Scope roots whose documents the index holds under another policy:
     scopes added, removed or changed since the manifest was written."""
     now = scope_digests(plan)
@@ -184,28 +188,28 @@ def _isatty(stream: TextIO) -> bool:
 
 # -- entry points --------------------------------------------------------------------
 
-def update(project: Any, plan: Any, *, progress: TextIO | None = None,
+def update(project: Project, plan: Plan, *, progress: TextIO | None = None,
            lock_timeout: float | None = None) -> UpdateReport:
     """Full reconciliation, then upserts and tombstones; a rebuild instead when
     the index is missing, damaged or built for another provider/plan."""
     return _locked(project, plan, None, fresh=False, progress=progress, timeout=lock_timeout)
 
 
-def update_paths(project: Any, plan: Any, dirty_keys: Iterable[str], *,
+def update_paths(project: Project, plan: Plan, dirty_keys: Iterable[str], *,
                  lock_timeout: float | None = None) -> UpdateReport:
     """Reconcile only `dirty_keys` (files, or folders meaning their subtree)."""
     return _locked(project, plan, list(dirty_keys), fresh=False, progress=None,
                    timeout=lock_timeout)
 
 
-def rebuild(project: Any, plan: Any, *, progress: TextIO | None = None,
+def rebuild(project: Project, plan: Plan, *, progress: TextIO | None = None,
             lock_timeout: float | None = None, reason: str = "requested") -> UpdateReport:
     """A fresh index from every eligible file, published in one manifest swap."""
     return _locked(project, plan, None, fresh=True, progress=progress, timeout=lock_timeout,
                    reason=reason)
 
 
-def repair(project: Any, plan: Any, damage: IndexCorrupt, generation: int | None, *,
+def repair(project: Project, plan: Plan, damage: IndexCorrupt, generation: int | None, *,
            lock_timeout: float | None = None) -> UpdateReport:
     """Rebuild after a reader found generation `generation` damaged (spec: a
     corrupt cache makes a query slower, never wrong). When another process
@@ -262,7 +266,7 @@ def _checked(path: Path, reader: Any) -> None:
         raise IndexCorrupt(f"{path}: unreadable ({exc})") from exc
 
 
-def _locked(project: Any, plan: Any, only: list[str] | None, *, fresh: bool,
+def _locked(project: Project, plan: Plan, only: list[str] | None, *, fresh: bool,
             progress: TextIO | None, timeout: float | None,
             reason: str | None = None,
             damaged: tuple[IndexCorrupt, int | None] | None = None) -> UpdateReport:
@@ -331,7 +335,7 @@ def load_file_table(index_dir: Path, m: StoreManifest,
 _load_files = load_file_table  # the daemon engine's name for it
 
 
-def _apply(project: Any, plan: Any, index_dir: Path, base: StoreManifest | None,
+def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | None,
            previous: Any, only: list[str] | None, *, fresh: bool, stale: list[str],
            progress: TextIO | None, reason: str | None = None) -> UpdateReport:
     """Reconcile and publish. `fresh`: index everything anew. `stale`: scope
