@@ -21,9 +21,13 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ctindex import runtime as rt
+
+if TYPE_CHECKING:
+    from ctindex.plan import Plan
+    from ctindex.project import Project
 
 RECORD_NAME = "query-plan.json"
 VERSION = 1
@@ -61,7 +65,7 @@ def _code_stamp() -> list[list[int]] | None:
     return out
 
 
-def remember(project: Any, plan: Any) -> None:
+def remember(project: Project, plan: Plan) -> None:
     """Record `plan` for later fast-path searches (best effort, never raises
     for I/O; only into a runtime folder that already exists)."""
     folders = plan.detected_from
@@ -80,7 +84,7 @@ def remember(project: Any, plan: Any) -> None:
         rt.write_json(project.runtime_dir / RECORD_NAME, record)
 
 
-def recall(project: Any) -> Hint | None:
+def recall(project: Project) -> Hint | None:
     """The recorded plan facts if everything they were computed from is
     unchanged, else None (take the slow path)."""
     record = rt.read_json(project.runtime_dir / RECORD_NAME)

@@ -30,7 +30,10 @@ import os
 import stat
 import struct
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ctindex.project import Project
 
 # sockaddr_un.sun_path is 108 bytes on Linux including the terminating NUL.
 SUN_PATH_MAX = 107
@@ -64,7 +67,7 @@ class RuntimePaths:
         return f"RuntimePaths(root={self.root!r}, dir={self.dir!r})"
 
     @classmethod
-    def for_project(cls, project: Any) -> RuntimePaths:
+    def for_project(cls, project: Project) -> RuntimePaths:
         """Paths for a ctindex.project.Project (or anything with `.root`)."""
         root = Path(project.root)
         runtime = getattr(project, "runtime_dir", None)

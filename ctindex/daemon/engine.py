@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from backends.base import Watcher
 
 if TYPE_CHECKING:
+    from ctindex.plan import Plan
     from ctindex.project import Project
 
 
@@ -33,7 +34,7 @@ class Applied:
 class PlanView:
     """The parts of the effective plan the daemon acts on."""
 
-    plan: Any
+    plan: Plan
     digest: str
     debounce_ms: int
     audit_seconds: int

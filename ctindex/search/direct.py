@@ -12,10 +12,13 @@ import os
 import stat
 from array import array
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctindex.providers.okf_markdown import SEP, Analysis, Document, analyze, parse
 from ctindex.search.matcher import path_matches
+
+if TYPE_CHECKING:
+    from ctindex.plan import Plan
 
 _SEP_RANK = 0xFFFFFFFF
 
@@ -152,7 +155,7 @@ def _read(dfd: int, name: str) -> bytes | None:
         os.close(fd)
 
 
-def read_documents(root: str, plan: Any) -> tuple[list[Document], list[str]]:
+def read_documents(root: str, plan: Plan) -> tuple[list[Document], list[str]]:
     """Parse every eligible file: (documents, provider error messages)."""
     from ctindex.indexer import scope_root_of
 

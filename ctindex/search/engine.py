@@ -6,12 +6,15 @@ import heapq
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctindex.search import matcher
 from ctindex.search.query import Node
 from ctindex.search.snippet import make_snippet
 from ctindex.store.segment import StoredDoc
+
+if TYPE_CHECKING:
+    from ctindex.plan import Plan
 
 
 class Result(NamedTuple):
@@ -84,7 +87,7 @@ def search_index(index_dir: str | os.PathLike[str], node: Node, limit: int,
     return with_snapshot(Path(index_dir), work)
 
 
-def search_direct(root: str, plan: Any, node: Node, limit: int,
+def search_direct(root: str, plan: Plan, node: Node, limit: int,
                   want_keys: bool = False) -> Outcome:
     from ctindex.search.direct import MemoryPartition, read_documents
 

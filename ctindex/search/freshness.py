@@ -12,7 +12,11 @@ import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from ctindex.plan import Plan
+    from ctindex.project import Project
 
 T = TypeVar("T")
 
@@ -47,7 +51,7 @@ class Freshness:
         return {**vars(self), "notes": list(self.notes)}
 
 
-def ensure_fresh(project: Any, plan: Any, *, mode: str = "reconcile-on-query",
+def ensure_fresh(project: Project, plan: Plan, *, mode: str = "reconcile-on-query",
                  reason: str | None = None) -> Freshness:
     """Bring the index up to date with the files, synchronously."""
     from ctindex.errors import CtindexError
@@ -83,7 +87,7 @@ def ensure_fresh(project: Any, plan: Any, *, mode: str = "reconcile-on-query",
                      rebuilt=report.reason if report.rebuilt else None, notes=report.notes)
 
 
-def answer_repairing(project: Any, plan: Any, fresh: Freshness, query: Callable[[], T]) -> T:
+def answer_repairing(project: Project, plan: Plan, fresh: Freshness, query: Callable[[], T]) -> T:
     """Run `query()` on the index; when it meets a damaged file, rebuild from
     the files (reported in `fresh` as a fallback with reason `index repaired:
     <file>: <what>`) and ask again. A rebuild that cannot write raises
@@ -112,7 +116,7 @@ def answer_repairing(project: Any, plan: Any, fresh: Freshness, query: Callable[
     return query()
 
 
-def answer_from_files(project: Any, plan: Any, node: Any, limit: int,
+def answer_from_files(project: Project, plan: Plan, node: Any, limit: int,
                       busy: Exception) -> tuple[Freshness, Any]:
     """The answer when the index cannot be brought up to date in time (the
     update lock is held by a stopped or slow writer): the `--direct` oracle,
