@@ -234,6 +234,7 @@ def check_generation(index_dir: Path, m: StoreManifest, *, file_table: bool = Tr
     which verify their own checksums."""
     from ctindex.store.manifest import read_dels
     from ctindex.store.segment import Segment
+    from ctindex.store.snapshot import check_segment
 
     if file_table:
         load_file_table(index_dir, m)
@@ -244,17 +245,11 @@ def check_generation(index_dir: Path, m: StoreManifest, *, file_table: bool = Tr
         except FileNotFoundError as exc:
             raise IndexCorrupt(f"{index_dir / ref.name}: missing") from exc
         try:
-            if seg.ndocs != ref.ndocs:
-                raise IndexCorrupt(f"{seg.path}: holds {seg.ndocs} documents, manifest "
-                                   f"says {ref.ndocs}")
-            if ref.size and seg.file_size() != ref.size:  # another segment under this name
-                raise IndexCorrupt(f"{seg.path}: {seg.file_size()} bytes, manifest says "
-                                   f"{ref.size}")
+            check_segment(seg, ref)
         finally:
             seg.close()
-        for name in (ref.dels,):
-            if name:
-                _checked(index_dir / name, read_dels)
+        if ref.dels:
+            _checked(index_dir / ref.dels, read_dels)
     if m.diag:
         _checked(index_dir / m.diag, read_diag)
 

@@ -57,18 +57,24 @@ class Snapshot:
         self.close()
 
 
+def check_segment(seg: Segment, ref: SegmentRef) -> None:
+    """Raise IndexCorrupt unless `seg` is the segment `ref` names: its header
+    checksum passed on open; the document count and the file size catch a
+    valid segment of another generation under this name."""
+    if seg.ndocs != ref.ndocs:
+        raise IndexCorrupt(f"{seg.path}: holds {seg.ndocs} documents, manifest says "
+                           f"{ref.ndocs}")
+    if ref.size and seg.file_size() != ref.size:
+        raise IndexCorrupt(f"{seg.path}: {seg.file_size()} bytes, manifest says {ref.size}")
+
+
 def _open(index_dir: Path, manifest: StoreManifest) -> Snapshot:
     views: list[SegmentView] = []
     try:
         for ref in manifest.segments:
             seg = Segment(index_dir / ref.name)
             views.append(SegmentView(seg, ref, frozenset()))
-            if seg.ndocs != ref.ndocs:
-                raise IndexCorrupt(f"{seg.path}: holds {seg.ndocs} documents, manifest says "
-                                   f"{ref.ndocs}")
-            if ref.size and seg.file_size() != ref.size:  # another segment under this name
-                raise IndexCorrupt(f"{seg.path}: {seg.file_size()} bytes, manifest says "
-                                   f"{ref.size}")
+            check_segment(seg, ref)
             if ref.dels:
                 views[-1].deleted = read_dels(index_dir / ref.dels)
     except BaseException:
