@@ -56,6 +56,7 @@ class LinkTracker:
     stats: int = 0  # lstat calls made by those checks, in total
     last_check: dict[str, Any] | None = None
     _inodes: dict[tuple[int, int], int] = field(default_factory=dict)
+    _paths: dict[str, str] = field(default_factory=dict)  # key -> absolute path, joined once
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -70,8 +71,7 @@ class LinkTracker:
         if linked is None:  # an engine that does not report links: keep what we know
             return False
         if full:
-            self.entries.clear()
-            self._inodes.clear()
+            self._clear()
             self.over_cap = len(linked) > self.cap
             if not self.over_cap:
                 for key, entry in linked.items():
@@ -87,8 +87,7 @@ class LinkTracker:
         for key, entry in linked.items():
             self._add(key, entry)
         if len(self.entries) > self.cap:
-            self.entries.clear()
-            self._inodes.clear()
+            self._clear()
             self.over_cap = True
         return unknown
 
@@ -102,11 +101,13 @@ class LinkTracker:
         t0 = time.perf_counter()
         changed: list[str] = []
         gran = self.granularity_ns
+        paths = self._paths
+        lstat = os.lstat
         for key, (fp, recorded_ns) in self.entries.items():
             try:
                 # lstat, never opened: a mismatch only makes the key dirty, and
                 # the narrowed pass then walks to it without following symlinks.
-                st = os.stat(os.path.join(self.base, key), follow_symlinks=False)
+                st = lstat(paths[key])
             except OSError:
                 changed.append(key)
                 continue
@@ -123,16 +124,23 @@ class LinkTracker:
         return {"tracked": len(self.entries), "over_cap": self.over_cap, "cap": self.cap,
                 "checks": self.checks, "stats": self.stats, "last_check": self.last_check}
 
+    def _clear(self) -> None:
+        self.entries.clear()
+        self._inodes.clear()
+        self._paths.clear()
+
     def _add(self, key: str, entry: LinkedEntry) -> None:
         if key in self.entries:
             self._drop(key)
         fp: Fingerprint = entry[0]
         self.entries[key] = entry
+        self._paths[key] = os.path.join(self.base, key)
         inode = (fp.dev, fp.ino)
         self._inodes[inode] = self._inodes.get(inode, 0) + 1
 
     def _drop(self, key: str) -> None:
         fp = self.entries.pop(key)[0]
+        del self._paths[key]
         inode = (fp.dev, fp.ino)
         left = self._inodes.get(inode, 0) - 1
         if left > 0:
