@@ -246,3 +246,65 @@ def test_mounts_watch_status_names_the_filesystem_held_busy(
         project.wait_gone()
         assert "busy" not in project.cli("watch", "status").stdout
         subprocess.run(["umount", str(fs)], check=True)
+
+
+# -- the rules, unit by unit ---------------------------------------------------------
+
+def test_links_tracker_rules(tmp_path: Path) -> None:
+    from ctindex.daemon.links import LinkTracker
+    from reconciler import Fingerprint
+
+    def entry(path: Path, recorded_after_ns: int = 3_000_000_000) -> tuple[Fingerprint, int]:
+        st = os.lstat(path)
+        fp = Fingerprint(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        return fp, max(st.st_mtime_ns, st.st_ctime_ns) + recorded_after_ns
+
+    for name in ("a.md", "b.md", "c.md"):
+        (tmp_path / name).write_text(name)
+    links = LinkTracker(os.fspath(tmp_path), cap=2)
+    assert not links.learn({"a.md": entry(tmp_path / "a.md")}, True, ())
+    assert links.check() == []
+    # A narrowed pass meeting an inode not tracked: its other names are unknown.
+    assert links.learn({"b.md": entry(tmp_path / "b.md")}, False, ["b.md"])
+    # The same inode again under a narrowed pass: known, no full pass needed.
+    assert not links.learn({"b.md": entry(tmp_path / "b.md")}, False, ["b.md"])
+    # Racily clean (recorded within the granularity of its stamps): not vouched for.
+    links.learn({"a.md": entry(tmp_path / "a.md", 0)}, False, ["a.md"])
+    assert links.check() == ["a.md"]
+    # Gone, or changed in any fingerprint field (a same-size rewrite moves ctime).
+    links.learn({"a.md": entry(tmp_path / "a.md")}, False, ["a.md"])
+    (tmp_path / "b.md").unlink()
+    assert sorted(links.check()) == ["b.md"]
+    # A narrowed pass over a folder drops what it no longer reports below it.
+    links.learn({}, False, [""])
+    assert len(links) == 0
+    # Above the cap nothing is kept and the daemon reconciles on every barrier.
+    many = {n: entry(tmp_path / "c.md") for n in ("c.md", "c2.md", "c3.md")}
+    links.learn(many, True, ())
+    assert links.over_cap and len(links) == 0 and links.check() == []
+    links.learn({"c.md": entry(tmp_path / "c.md")}, True, ())
+    assert not links.over_cap and len(links) == 1
+
+
+def test_mounts_relevant_lines_are_above_at_and_below_the_paths(tmp_path: Path) -> None:
+    from backends.mounts import MountTable, parse_mountinfo, relevant
+
+    table = (b"1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"
+             b"2 1 8:2 / /srv rw - ext4 /dev/sda2 rw\n"
+             b"3 2 0:40 / /srv/proj/kb/mnt rw - tmpfs none rw\n"
+             b"4 1 0:41 / /elsewhere rw - tmpfs none rw\n")
+    mounts = parse_mountinfo(table)
+    got = [m.mount_id for m in relevant(["/srv/proj/kb"], mounts)]
+    assert got == [2, 3]  # holding it (above), and below it; not elsewhere
+    source = tmp_path / "mountinfo"
+    source.write_bytes(table)
+    watch = MountTable(os.fspath(source))
+    watch.track(["/srv/proj/kb"])
+    source.write_bytes(table.replace(b"4 1 0:41 / /elsewhere", b"5 1 0:42 / /elsewhere"))
+    assert not watch.changed()  # another mount elsewhere: no change in scope
+    # The same tmpfs unmounted and mounted again is another mount (new ID).
+    source.write_bytes(table.replace(b"3 2 0:40", b"6 2 0:40"))
+    assert watch.changed() and not watch.changed()
+    source.unlink()
+    assert watch.changed()  # unreadable differs from any readable table
+    watch.close()
