@@ -90,6 +90,9 @@ class Watcher(Protocol):
     def name(self) -> str: ...
 
     @property
+    def roots(self) -> Sequence[str]: ...  # the normalized root keys watched
+
+    @property
     def reason(self) -> str | None: ...
 
     @property

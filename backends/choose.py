@@ -83,6 +83,10 @@ class Supervised:
         return self._current.degraded
 
     @property
+    def roots(self) -> tuple[str, ...]:
+        return tuple(sorted(self._roots))
+
+    @property
     def current(self) -> Watcher:
         return self._current
 

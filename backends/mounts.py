@@ -7,10 +7,14 @@ and FUSE mounts and does not undo the octal escapes of odd mount points.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import re
-from collections.abc import Iterable
+import select
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import BinaryIO
 
 MOUNTINFO = "/proc/self/mountinfo"
 
@@ -60,6 +64,9 @@ class Mount:
     fstype: str  # "ext4", "nfs4", "fuse.sshfs", ...
     source: str
     root: str  # the folder of the source filesystem mounted here (bind mounts)
+    # proc(5)'s mount ID: a filesystem unmounted and another mounted in its
+    # place with the same type and source is still a different mount.
+    mount_id: int = 0
 
 
 def unescape(field: bytes) -> str:
@@ -76,9 +83,11 @@ def parse_mountinfo(text: bytes) -> list[Mount]:
             sep = fields.index(b"-", 6)  # optional fields end at a lone "-"
             root, point = fields[3], fields[4]
             fstype, source = fields[sep + 1], fields[sep + 2]
+            mount_id = int(fields[0])
         except (ValueError, IndexError):
             continue
-        mounts.append(Mount(unescape(point), unescape(fstype), unescape(source), unescape(root)))
+        mounts.append(Mount(unescape(point), unescape(fstype), unescape(source), unescape(root),
+                            mount_id))
     return mounts
 
 
@@ -138,3 +147,101 @@ def check_paths(paths: Iterable[str], mounts: list[Mount] | None = None) -> str 
             if not ok:
                 return f"{why} ({m.mount_point})"
     return None
+
+
+def relevant(paths: Iterable[str], mounts: list[Mount]) -> list[Mount]:
+    """The mounts that decide what `paths` show: the one holding each path
+    (a mount on the path or on any folder above it replaces the whole
+    tree) and every mount below it (the watch tree and the walk cross into
+    them). Exactly the mounts check_paths classifies."""
+    found: dict[int, Mount] = {}
+    for raw in paths:
+        path = os.path.realpath(raw)
+        for m in [mount_of(path, mounts), *mounts_below(path, mounts)]:
+            if m is not None:
+                found[id(m)] = m
+    return sorted(found.values(), key=lambda m: (m.mount_point, m.mount_id))
+
+
+class MountTable:
+    """Tells when the part of the mount table that matters for `paths` changed.
+
+    No filesystem event announces a mount or an unmount, but the kernel marks
+    /proc/self/mountinfo with POLLPRI|POLLERR whenever the table changes
+    (proc(5)). Those flags are not selectable through the selectors module
+    (it only knows readable/writable, and mountinfo is always readable), so
+    they are watched by a private epoll whose own fd turns readable on a
+    change: that fd goes into the caller's selector (`fileno()`).
+
+    `changed()` is the cheap confirmation for the moments that must not
+    trust a notification (a barrier): one read of the table and a hash of
+    its bytes; only when those differ are the lines relevant to `paths`
+    parsed and compared. The first reading is taken at construction, so
+    open this before classifying or watching anything.
+    """
+
+    def __init__(self, source: str = MOUNTINFO) -> None:
+        self.paths: tuple[str, ...] = ()
+        self.source = source
+        self.checks = 0  # table reads (barriers, heartbeats and notifications)
+        self.changes = 0  # relevant changes found
+        self._file: BinaryIO | None = None
+        self._poll: select.epoll | None = None
+        try:
+            self._file = open(source, "rb")  # noqa: SIM115 -- held open: its fd is polled
+            self._poll = select.epoll()
+            self._poll.register(self._file.fileno(), select.EPOLLPRI | select.EPOLLERR)
+        except (OSError, AttributeError):  # no table or no epoll: the checks still run
+            self.close()
+        self._raw = self._read()
+        self.digest = self._digest(self._raw)
+
+    def track(self, paths: Sequence[str]) -> None:
+        """Set the paths, judged against the table as it was read at
+        construction: a mount made since then shows up in the next changed()."""
+        self.paths = tuple(paths)
+        self.digest = self._digest(self._raw)
+
+    def fileno(self) -> int | None:
+        return self._poll.fileno() if self._poll is not None else None
+
+    def changed(self) -> bool:
+        """Re-read the table; True when the mounts relevant to the paths differ
+        from the last reading (an unreadable table differs from any readable one)."""
+        self.checks += 1
+        if self._poll is not None:
+            with contextlib.suppress(OSError):
+                self._poll.poll(0)  # consume the notification, if any
+        raw = self._read()
+        if isinstance(raw, bytes) and raw == self._raw:
+            return False  # the common case: one read and a comparison
+        self._raw = raw
+        digest = self._digest(raw)
+        if digest == self.digest:
+            return False  # a mount elsewhere on the machine
+        self.digest = digest
+        self.changes += 1
+        return True
+
+    def _read(self) -> bytes | str:
+        try:
+            with open(self.source, "rb") as f:
+                return f.read()
+        except OSError as e:
+            return f"unreadable: {e.strerror or e}"
+
+    def _digest(self, raw: bytes | str) -> str:
+        if isinstance(raw, str):
+            return raw
+        lines = [f"{m.mount_id} {m.mount_point} {m.root} {m.fstype} {m.source}"
+                 for m in relevant(self.paths, parse_mountinfo(raw))]
+        data = "\n".join(lines).encode(errors="surrogateescape")
+        return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+    def close(self) -> None:
+        if self._poll is not None:
+            self._poll.close()
+            self._poll = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None

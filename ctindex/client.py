@@ -344,7 +344,7 @@ STATUS_FIELDS = (
     "dirty_paths", "rescan_reason", "pending", "last_batch", "last_reconcile", "reconciles",
     "entries_visited_total", "batches", "barriers", "barrier_failures", "refused_peers",
     "last_error", "rss_bytes", "physical_memory_bytes", "memory_ceiling_bytes", "stop_reason",
-    "stopped",
+    "stopped", "unannounced",
 )
 
 

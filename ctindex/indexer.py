@@ -26,6 +26,9 @@ from ctindex.store.segment import BuildInput, StoredDoc
 if TYPE_CHECKING:
     from ctindex.plan import Plan
     from ctindex.project import Project
+    from reconciler.manifest import Fingerprint
+
+    LinkedEntry = tuple[Fingerprint, int]  # a file's recorded fingerprint and recorded_ns
 
 STATUS_NAME = "last-reconcile.json"  # best-effort record of passes that published nothing
 
@@ -51,13 +54,20 @@ class UpdateReport:
     reconcile_ms: float = 0.0
     duration_ms: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # Files seen with more than one name -> (fingerprint, recorded_ns) as the
+    # new file table records them; `linked_full`: the pass walked every root
+    # (else only the keys it was narrowed to). The daemon re-checks these at
+    # each barrier (docs/daemon.md, "Changes no event announces").
+    linked: dict[str, LinkedEntry] = field(default_factory=dict)
+    linked_full: bool = False
 
     @property
     def content_changed(self) -> bool:
         return bool(self.added or self.changed or self.removed or self.renamed)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # `linked` is the daemon's input, not part of `update --json`.
+        return {k: v for k, v in asdict(self).items() if k not in ("linked", "linked_full")}
 
 
 MAX_MESSAGE = 300  # characters kept of one provider error / warning
@@ -337,7 +347,7 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
     roots whose documents are re-indexed from scratch (plan change), the
     rest of the index is updated incrementally."""
     from ctindex.store.writer import StoreWriter
-    from reconciler import Manifest, reconcile
+    from reconciler import Fingerprint, Manifest, reconcile
 
     t0 = time.perf_counter()
     contents: dict[str, bytes] = {}
@@ -358,6 +368,10 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
                           entries_visited=res.metrics.entries_visited,
                           reconcile_ms=round(res.metrics.duration_ms, 3),
                           rebuilt=fresh or bool(stale))
+    recorded = res.manifest.raw()
+    report.linked = {k: (Fingerprint(*e[:5]), e[6]) for k in res.linked
+                     if (e := recorded.get(k)) is not None}
+    report.linked_full = only is None
     kind = "rebuild" if fresh else ("narrowed" if only is not None else "full")
     pass_info: dict[str, Any] = {
                  "kind": kind,

@@ -37,6 +37,8 @@ class ReconcileResult:
     renamed: list[tuple[str, str]] = field(default_factory=list)  # (old, new)
     metadata_only: list[str] = field(default_factory=list)
     dirty: list[str] = field(default_factory=list)
+    # Accepted files the walk found with st_nlink > 1 (unchanged ones included).
+    linked: list[str] = field(default_factory=list)
     unchanged: int = 0
     manifest: Manifest = field(default_factory=Manifest)
     report: WalkReport = field(default_factory=WalkReport)
@@ -188,6 +190,7 @@ class _Pass:
                 del new[k]
         fresh = sorted(self.fresh)
         self._pair_renames(sorted(gone), fresh)
+        res.linked = self.walker.linked
         for lst in (res.changed, res.metadata_only, res.dirty):
             lst.sort()
         res.manifest = Manifest(new, self._carry_sorted(gone, fresh))

@@ -90,6 +90,10 @@ class Walker:
         self.ops = ops or FsOps()
         self.walked: set[str] = set()
         self.visited_files: set[str] = set()  # narrowed walks may reach a file via two roots
+        # Accepted files with more than one name: a write through another name
+        # (possibly one no watcher sees) changes them, so callers that vouch
+        # for "unchanged" between passes must re-check these (docs/reliability.md).
+        self.linked: list[str] = []
 
     # -- error triage ---------------------------------------------------------
     def fail(self, key: str, exc: OSError, is_dir: bool, quiet_gone: bool = False) -> None:
@@ -162,6 +166,7 @@ class Walker:
         if unch is not None:
             prev_get, gran, seen = unch.previous.get, unch.granularity_ns, unch.seen.append
         trusted = 0
+        linked = self.linked.append
         for entry in entries:
             name = entry.name
             ckey = prefix + name
@@ -179,6 +184,8 @@ class Walker:
             fmt = st.st_mode & S_IFMT
             if fmt == S_IFREG:
                 if flt.accept(ckey, st):
+                    if st.st_nlink > 1:
+                        linked(ckey)
                     if unch is not None:
                         p = prev_get(ckey)
                         if (p is not None and p[0] == st.st_size and p[1] == st.st_mtime_ns
@@ -295,6 +302,8 @@ class Walker:
                 return
             self.visited_files.add(key)
             if self.flt.accept(key, st):
+                if st.st_nlink > 1:
+                    self.linked.append(key)
                 self.on_files(fd, [(name, key, st)])
             else:
                 self.metrics.bump("rejected")

@@ -23,6 +23,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     action = args.action
     if action == "status":
         doc = client.watcher_status(ctx.project, plan)
+        doc["holds_busy"] = busy_filesystem(doc) if doc.get("running") else None
         if ctx.json:
             ctx.emit_json(doc)
         else:
@@ -65,6 +66,27 @@ def _start(ctx: Context, plan: Plan) -> dict[str, Any]:
     return doc
 
 
+def busy_filesystem(doc: dict[str, Any]) -> dict[str, str] | None:
+    """The filesystem a running daemon keeps busy: it holds its lock and log
+    open in the runtime folder for its whole life, so that filesystem cannot
+    be unmounted until the daemon stops (it would otherwise only idle out
+    after `idle_seconds`). None when the mount table cannot say."""
+    import os
+
+    from backends.mounts import mount_of, read_mounts
+
+    folder = doc.get("runtime_dir")
+    if not isinstance(folder, str):
+        return None
+    try:
+        found = mount_of(os.path.realpath(folder), read_mounts())
+    except OSError:
+        return None
+    if found is None:
+        return None
+    return {"mount_point": found.mount_point, "fstype": found.fstype}
+
+
 def _summary(action: str, doc: dict[str, Any]) -> str:
     if action == "start":
         if not doc.get("ok"):
@@ -75,6 +97,23 @@ def _summary(action: str, doc: dict[str, Any]) -> str:
     if doc.get("stopped"):
         return f"daemon stopped ({doc.get('how')})"
     return f"daemon did not stop ({doc.get('how')})"
+
+
+def _unannounced_lines(doc: object) -> list[str]:
+    """The cost of the checks for changes no event announces (docs/daemon.md)."""
+    if not isinstance(doc, dict):
+        return []
+    links = doc.get("hard_links") or {}
+    last = links.get("last_check") or {}
+    if links.get("over_cap"):
+        linked = (f"more than {links.get('cap')} files with several names: "
+                  "each barrier reconciles fully")
+    else:
+        linked = (f"{human_count(int(links.get('tracked') or 0), 'file')} with several names "
+                  f"re-checked per barrier (last: {human_ms(last.get('duration_ms'))})")
+    return [f"unannounced changes: {linked}; mount table checked "
+            f"{human_count(int(doc.get('mount_checks') or 0), 'time')}, "
+            f"{human_count(int(doc.get('mount_changes') or 0), 'change')} in scope"]
 
 
 def watcher_lines(doc: dict[str, Any]) -> list[str]:
@@ -115,6 +154,11 @@ def watcher_lines(doc: dict[str, Any]) -> list[str]:
                          + human_count(int(doc.get("reconciles") or 0), "full pass", "full passes"))
         if doc.get("last_error"):
             lines.append(f"last error: {doc['last_error']}")
+        lines.extend(_unannounced_lines(doc.get("unannounced")))
+        busy = doc.get("holds_busy")
+        if isinstance(busy, dict):
+            lines.append(f"holds {busy.get('mount_point')} ({busy.get('fstype')}) busy; "
+                         "`ctindex watch stop` releases it")
     elif doc.get("stop_reason"):
         lines.append(f"daemon: not running (last stop: {doc['stop_reason']})")
     else:

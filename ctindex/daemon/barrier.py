@@ -67,6 +67,12 @@ class Cookies:
                 waiter.seen = True
             self._remove(name)
 
+    def all_seen(self) -> None:
+        """Count every waiting cookie as seen (the caller guarantees a full
+        pass starts before they are answered, which covers their requests)."""
+        for name in list(self.waiters):
+            self.seen([name])
+
     def expired(self, now: float) -> list[Waiter]:
         """Waiters whose cookie did not come back in time (removed here)."""
         late = [n for n, w in self.waiters.items() if not w.seen and w.deadline <= now]

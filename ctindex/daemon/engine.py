@@ -6,13 +6,14 @@ unit tests, and so the calls into teammates' modules live in one place.
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from backends.base import Watcher
 
 if TYPE_CHECKING:
+    from ctindex.indexer import LinkedEntry
     from ctindex.plan import Plan
     from ctindex.project import Project
 
@@ -28,6 +29,10 @@ class Applied:
     entries_visited: int = 0
     duration_ms: float = 0.0
     dirty: int = 0  # files that changed while being read: not indexed yet
+    # Files with several names the pass saw (see ctindex/daemon/links.py);
+    # None when the engine does not report them.
+    linked: Mapping[str, LinkedEntry] | None = None
+    linked_full: bool = False  # the pass walked every root
 
 
 @dataclass(frozen=True)
@@ -140,4 +145,6 @@ def _applied(report: Any) -> Applied:
         entries_visited=int(report.entries_visited),
         duration_ms=float(report.duration_ms),
         dirty=int(report.dirty),
+        linked=report.linked,
+        linked_full=bool(report.linked_full),
     )

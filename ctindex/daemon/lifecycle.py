@@ -24,11 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
+from backends.base import key_path
+from backends.mounts import MountTable
 from ctindex import runtime as rt
 from ctindex.daemon import files, sysinfo
 from ctindex.daemon.barrier import Cookies, Waiter
 from ctindex.daemon.dirtyset import DirtySet, Pending
 from ctindex.daemon.engine import Applied, Engine, PlanView
+from ctindex.daemon.links import LinkTracker
 from ctindex.daemon.log import LifecycleLog
 from ctindex.daemon.server import Connection, IpcServer
 from ctindex.errors import PolicyError
@@ -42,6 +45,9 @@ POLL_WAIT_S = 0.05  # poll-lane watcher has no fd: how often to look for cookies
 AUDIT_JITTER = 0.25
 TRIM_DELAY_S = 0.2  # quiet time after indexing work before memory is released
 ROUTINE_PASSES = ("startup", "audit")  # full passes not caused by lost events
+# Full passes a barrier must finish before it answers: the narrowed pass it
+# just ran found that it could not vouch for everything (docs/daemon.md).
+RETRY_BEFORE_ANSWER = ("changed-while-read", "new-hard-link")
 
 
 @dataclass
@@ -87,6 +93,10 @@ class Daemon:
         self.rss: int | None = None
         self.cookie_key = ""
         self._watch_fd: int | None = None
+        # Changes no event announces (docs/daemon.md): files with several
+        # names, and mounts made or removed inside (or above) a scope.
+        self.links = LinkTracker(os.fspath(project.root))
+        self.mounts: MountTable | None = None
         self._wake: tuple[socket.socket, socket.socket] | None = None
         self._last_beat = (clock(), self.started_wall)
         self._lock: IO[str] | None = None
@@ -173,6 +183,8 @@ class Daemon:
         for key, mask in self.sel.select(timeout):
             if key.data == "watcher":
                 self._drain_watcher()
+            elif key.data == "mounts":
+                self._check_mounts()
             elif key.data == "wake" and self._wake is not None:
                 with contextlib.suppress(OSError):
                     while self._wake[0].recv(256):
@@ -215,8 +227,42 @@ class Daemon:
     # -- watcher ---------------------------------------------------------------
 
     def _open_watcher(self) -> None:
+        # The table is read before the watcher classifies and watches, so a
+        # mount made while it opens is a change the next check sees.
+        table = MountTable()
         self.watcher = self.engine.open_watcher(self.plan, self.cookie_key)
         self._sync_watcher_fd()
+        root = self.project.root
+        table.track([key_path(root, r) for r in self.watcher.roots]
+                    + [key_path(root, self.cookie_key)])
+        old, self.mounts = self.mounts, table
+        if old is not None:
+            fd = old.fileno()
+            if fd is not None:
+                with contextlib.suppress(KeyError, ValueError):
+                    self.sel.unregister(fd)
+            old.close()
+        fd = table.fileno()
+        if fd is not None:
+            self.sel.register(fd, selectors.EVENT_READ, "mounts")
+
+    def _check_mounts(self) -> None:
+        """A mount or unmount inside or above a scope: nothing announced it
+        to the watches (the folders they hold are now hidden, or the new
+        ones have none), and the filesystem type may call for the poll lane.
+        So the watcher is opened anew (classification and watches) and every
+        scope is reconciled. Waiting barriers are then satisfied by that full
+        pass, which starts after their requests; their cookie events were
+        in the closed watcher."""
+        if self.mounts is None or not self.mounts.changed():
+            return
+        with contextlib.suppress(Exception):
+            self._drain_watcher()  # cookies and events read so far still count
+        self._unregister_watcher_fd()
+        self.watcher.close()
+        self._open_watcher()
+        self.dirty.request_rescan("mount-changed", self.clock())
+        self.cookies.all_seen()
 
     def _sync_watcher_fd(self) -> None:
         """The watcher's fd can change (a lane switch): keep the selector current."""
@@ -266,6 +312,7 @@ class Daemon:
             self.watcher.close()
             self._open_watcher()
             self.dirty.request_rescan("plan-changed", self.clock())
+            self.links.learn({}, True, ())  # the new plan's full pass refills it
 
     # -- requests and barriers -------------------------------------------------
 
@@ -325,6 +372,13 @@ class Daemon:
         if not waiters:
             return
         now = self.clock()
+        # Never trust a notification alone: a mount change it missed would
+        # leave a scope unwatched (or on the wrong lane) behind a clean answer.
+        self._check_mounts()
+        # Writes through a name no watcher sees: re-check files with several names.
+        self.dirty.add(self.links.check(), now)
+        if self.links.over_cap:
+            self.dirty.request_rescan("hard-links-over-cap", now)
         pending = self.dirty.take()  # no debounce wait for a barrier
         if pending.rescan:
             remaining = min(w.deadline for w in waiters) - now
@@ -338,7 +392,7 @@ class Daemon:
                 self._apply(pending)
                 return
         ok = self._apply(pending)
-        if ok and self.dirty.rescan_reason == "changed-while-read":
+        if ok and self.dirty.rescan_reason in RETRY_BEFORE_ANSWER:
             ok = self._apply(self.dirty.take())  # one retry; a file still changing is live
         lane = self._lane()
         # A full pass forced by lost events since the last answer is reported
@@ -396,6 +450,9 @@ class Daemon:
         self._record(pending, applied, started, done)
         if applied.dirty:
             self.dirty.request_rescan("changed-while-read", done)
+        if self.links.learn(applied.linked, applied.linked_full or pending.rescan,
+                            pending.paths):
+            self.dirty.request_rescan("new-hard-link", done)
         self.stats.last_error = None
         self._write_status(self._lane())
         return True
@@ -452,6 +509,7 @@ class Daemon:
         if self.stop_reason is not None:
             return
         self._drain_watcher()  # lets the backend retry lost roots / cookie folder
+        self._check_mounts()  # a second chance for a missed mount notification
         mono, wall = self.clock(), self.wall()
         last_mono, last_wall = self._last_beat
         self._last_beat = (mono, wall)
@@ -517,6 +575,11 @@ class Daemon:
             "barrier_failures": self.stats.barrier_failures,
             "refused_peers": self.server.refused if self.server else 0,
             "last_error": self.stats.last_error,
+            "unannounced": {
+                "hard_links": self.links.status(),
+                "mount_checks": self.mounts.checks if self.mounts else 0,
+                "mount_changes": self.mounts.changes if self.mounts else 0,
+            },
             "rss_bytes": self.rss,
             "physical_memory_bytes": sysinfo.physical_memory(),
             "memory_ceiling_bytes": view.memory_ceiling if view else None,
@@ -561,6 +624,8 @@ class Daemon:
         if self.watcher is not None:
             with contextlib.suppress(Exception):
                 self.watcher.close()
+        if self.mounts is not None:
+            self.mounts.close()
         if self.owner:  # after losing the lock file these belong to a successor
             with contextlib.suppress(OSError):
                 files.clear_folder(self.paths.cookies)

@@ -1,0 +1,310 @@
+"""Changes no event announces (docs/reliability.md, "Changes no event announces").
+
+* Hard links: a file rewritten in place through another of its names (a
+  `cp -al` copy, a name outside the project) is seen by the next barrier.
+* Mounts: a filesystem mounted (or unmounted) inside a scope after the daemon
+  started is watched (or moved to the poll lane) before the next answer; a
+  missed mount notification cannot produce a watcher-clean answer; `watch
+  status` names the filesystem the daemon keeps busy.
+
+Every search is compared with the independent oracle (tests/oracle.py), with
+the daemon on and, for the same flows, off (reconcile on query).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctindex import client
+from tests import oracle
+from tests.daemon_support import (
+    TEST_CONFIG,
+    CliProject,
+    FakeEngine,
+    forked_daemon,
+    journal,
+    runtime_paths,
+    wait_for,
+)
+
+METRICS = "acme_retail/metrics"
+
+
+def agrees(project: CliProject, word: str, mode: str) -> dict[str, Any]:
+    """The indexed search for `word` equals the oracle, in freshness `mode`."""
+    doc = project.search(word)
+    assert doc["freshness"]["mode"] == mode, doc["freshness"]
+    assert set(project.hits(doc)) == oracle.containing(project.root, word), word
+    return doc
+
+
+def rewrite_in_place(path: Path, old: str, new: str) -> None:
+    """What vim does for a file with several links: same inode, new bytes."""
+    with open(path, "r+", encoding="utf-8") as fh:
+        text = fh.read().replace(old, new)
+        fh.seek(0)
+        fh.write(text)
+        fh.truncate()
+
+
+@pytest.fixture(params=["daemon", "no-daemon"])
+def flow(request: pytest.FixtureRequest,
+         make_cli_project: Callable[..., CliProject]) -> tuple[CliProject, str]:
+    """A project with the daemon on (searches must be watcher-clean) or with
+    watch off (reconcile-on-query, which must already be right)."""
+    if request.param == "daemon":
+        project = make_cli_project()
+        project.check("margin")  # starts the daemon (this one is a fallback)
+        project.wait_daemon()
+        return project, "watcher-clean"
+    return make_cli_project(config={**TEST_CONFIG, "watch": False}), "reconcile-on-query"
+
+
+# -- hard links --------------------------------------------------------------------
+
+def test_links_edit_through_a_cp_al_copy_inside_the_scope(flow: tuple[CliProject, str]) -> None:
+    project, mode = flow
+    metrics = project.root / METRICS
+    (metrics / "linked.md").write_text("# Linked\n\nzqxv7before in the first name.\n")
+    agrees(project, "zqxv7before", mode)
+    subprocess.run(["cp", "-al", str(metrics), str(metrics) + "_copy"], check=True)
+    assert set(project.hits(agrees(project, "zqxv7before", mode))) == {
+        f"{METRICS}/linked.md", f"{METRICS}_copy/linked.md"}
+    # Written through the copy's name: inotify reports only that name.
+    rewrite_in_place(project.root / f"{METRICS}_copy/linked.md", "zqxv7before", "zqxv7after")
+    assert set(project.hits(agrees(project, "zqxv7after", mode))) == {
+        f"{METRICS}/linked.md", f"{METRICS}_copy/linked.md"}
+    agrees(project, "zqxv7before", mode)
+
+
+def test_links_edit_through_a_name_outside_the_project(
+        flow: tuple[CliProject, str], tmp_path: Path) -> None:
+    project, mode = flow
+    target = project.root / METRICS / "shared.md"
+    target.write_text("# Shared\n\nzqxv7outone is the word.\n")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.link(target, outside / "shared.md")  # a name no watcher sees
+    agrees(project, "zqxv7outone", mode)
+    # Same size, and the mtime put back (touch -r): only ctime tells.
+    reference = tmp_path / "stamp"
+    subprocess.run(["touch", "-r", str(target), str(reference)], check=True)
+    rewrite_in_place(outside / "shared.md", "zqxv7outone", "zqxv7outtwo")
+    subprocess.run(["touch", "-r", str(reference), str(outside / "shared.md")], check=True)
+    assert project.hits(agrees(project, "zqxv7outtwo", mode)) == [
+        f"{METRICS}/shared.md"]
+    agrees(project, "zqxv7outone", mode)
+    # The other name goes away: the file is tracked no longer, still right.
+    (outside / "shared.md").unlink()
+    rewrite_in_place(target, "zqxv7outtwo", "zqxv7outthree")
+    agrees(project, "zqxv7outthree", mode)
+
+
+def test_links_tracked_set_and_its_cost_are_reported(make_cli_project: Callable[..., CliProject],
+                                                     tmp_path: Path) -> None:
+    project = make_cli_project()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    for i in range(5):
+        path = project.root / METRICS / f"l{i}.md"
+        path.write_text(f"# L{i}\n\nzqxv7count{i}\n")
+        os.link(path, outside / f"l{i}.md")
+    project.check("margin")
+    project.wait_daemon()
+    agrees(project, "zqxv7count0", "watcher-clean")
+    links = project.status()["unannounced"]["hard_links"]
+    # Counted, not timed: exactly one lstat per tracked file per barrier.
+    assert links["tracked"] == 5 and not links["over_cap"]
+    assert links["last_check"]["files"] == 5 and links["stats"] == 5 * links["checks"]
+    text = project.cli("watch", "status").stdout
+    assert "5 files with several names re-checked per barrier" in text
+
+
+# -- mounts --------------------------------------------------------------------------
+
+def mount(*args: str) -> None:
+    done = subprocess.run(["mount", *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"mount {' '.join(args)} failed (needs root): {done.stderr.strip()}")
+
+
+@contextlib.contextmanager
+def mounted(*args: str) -> Iterator[Path]:
+    mount(*args)
+    point = Path(args[-1])
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
+
+
+def test_mounts_bind_mount_inside_a_scope_is_watched(
+        flow: tuple[CliProject, str], tmp_path: Path) -> None:
+    project, mode = flow
+    point = project.root / METRICS / "mnt"
+    point.mkdir()
+    (point / "under.md").write_text("# Under\n\nzqxv7covered\n")
+    agrees(project, "zqxv7covered", mode)
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "there.md").write_text("# There\n\nzqxv7bound\n")
+    with mounted("--bind", str(source), str(point)):
+        assert agrees(project, "zqxv7bound", mode)["results"]
+        agrees(project, "zqxv7covered", mode)  # hidden by the mount: gone
+        # Written inside the mount after it was made: it must be watched now.
+        (point / "new.md").write_text("# New\n\nzqxv7inmount\n")
+        assert agrees(project, "zqxv7inmount", mode)["results"]
+        (point / "new.md").write_text("# New\n\nzqxv7inmount2\n")
+        agrees(project, "zqxv7inmount2", mode)
+        agrees(project, "zqxv7inmount", mode)
+        subprocess.run(["umount", str(point)], check=True)
+        # Unmounted: the covered folder is back, and written to.
+        agrees(project, "zqxv7bound", mode)
+        assert agrees(project, "zqxv7covered", mode)["results"]
+        (point / "after.md").write_text("# After\n\nzqxv7uncovered\n")
+        assert agrees(project, "zqxv7uncovered", mode)["results"]
+
+
+def test_mounts_tmpfs_inside_a_scope_is_watched(flow: tuple[CliProject, str]) -> None:
+    project, mode = flow
+    point = project.root / METRICS / "tmp"
+    point.mkdir()
+    with mounted("-t", "tmpfs", "none", str(point)):
+        (point / "t.md").write_text("# T\n\nzqxv7tmpfs\n")
+        assert agrees(project, "zqxv7tmpfs", mode)["results"]
+        (point / "t.md").write_text("# T\n\nzqxv7tmpfs2\n")
+        assert agrees(project, "zqxv7tmpfs2", mode)["results"]
+
+
+def test_mounts_unreliable_mount_moves_the_daemon_to_the_poll_lane(
+        make_cli_project: Callable[..., CliProject]) -> None:
+    project = make_cli_project()
+    project.check("margin")
+    project.wait_daemon()
+    point = project.root / METRICS / "mq"
+    point.mkdir()
+    with mounted("-t", "mqueue", "none", str(point)):  # a type with no trusted events
+        (project.root / METRICS / "poll.md").write_text("# P\n\nzqxv7pollane\n")
+        doc = agrees(project, "zqxv7pollane", "fallback")
+        assert doc["freshness"]["reason"].startswith("unreliable filesystem: mqueue"), doc
+        assert project.status()["backend"] == "poll"
+        subprocess.run(["umount", str(point)], check=True)
+        (project.root / METRICS / "poll.md").write_text("# P\n\nzqxv7native\n")
+        agrees(project, "zqxv7native", "watcher-clean")
+        assert project.status()["backend"] == "inotify"
+
+
+def test_mounts_missed_notification_is_caught_at_the_barrier(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No mount notification and no heartbeat: only the barrier's own check
+    of the mount table can notice, and it must (a full pass, reason said)."""
+    from backends.mounts import MountTable
+    from ctindex.daemon import lifecycle
+
+    (tmp_path / "docs" / "sub").mkdir(parents=True)
+    monkeypatch.setattr(MountTable, "fileno", lambda self: None)  # inherited by the fork
+    monkeypatch.setattr(lifecycle, "HEARTBEAT_S", 3600.0)
+    paths = runtime_paths(tmp_path)
+    with forked_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j")):
+        wait_for(lambda: client.ping(paths))
+        first = client.barrier(paths, "plan-1", 5000)
+        assert not first.reconciled
+        with mounted("-t", "tmpfs", "none", str(tmp_path / "docs" / "sub")):
+            result = client.barrier(paths, "plan-1", 5000)
+            assert result.reconciled and result.reconcile_reason == "mount-changed"
+            assert [r["full"] for r in journal(tmp_path / "j")] == [True, True]
+            again = client.barrier(paths, "plan-1", 5000)
+            assert not again.reconciled
+        assert client.barrier(paths, "plan-1", 5000).reconciled  # the unmount
+        # A mount elsewhere on the machine is no reason for a full pass.
+        other = tmp_path / "elsewhere"
+        other.mkdir()
+        with mounted("-t", "tmpfs", "none", str(other)):
+            assert not client.barrier(paths, "plan-1", 5000).reconciled
+
+
+def test_mounts_watch_status_names_the_filesystem_held_busy(
+        make_cli_project: Callable[..., CliProject], tmp_path: Path) -> None:
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    with mounted("-t", "tmpfs", "none", str(fs)):
+        project = make_cli_project(root=fs / "proj")
+        project.check("margin")
+        project.wait_daemon()
+        text = project.cli("watch", "status").stdout
+        assert f"holds {fs} (tmpfs) busy; `ctindex watch stop` releases it" in text
+        busy = subprocess.run(["umount", str(fs)], capture_output=True, text=True, check=False)
+        assert busy.returncode != 0 and "busy" in busy.stderr
+        project.cli("watch", "stop")
+        project.wait_gone()
+        assert "busy" not in project.cli("watch", "status").stdout
+        subprocess.run(["umount", str(fs)], check=True)
+
+
+# -- the rules, unit by unit ---------------------------------------------------------
+
+def test_links_tracker_rules(tmp_path: Path) -> None:
+    from ctindex.daemon.links import LinkTracker
+    from reconciler import Fingerprint
+
+    def entry(path: Path, recorded_after_ns: int = 3_000_000_000) -> tuple[Fingerprint, int]:
+        st = os.lstat(path)
+        fp = Fingerprint(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        return fp, max(st.st_mtime_ns, st.st_ctime_ns) + recorded_after_ns
+
+    for name in ("a.md", "b.md", "c.md"):
+        (tmp_path / name).write_text(name)
+    links = LinkTracker(os.fspath(tmp_path), cap=2)
+    assert not links.learn({"a.md": entry(tmp_path / "a.md")}, True, ())
+    assert links.check() == []
+    # A narrowed pass meeting an inode not tracked: its other names are unknown.
+    assert links.learn({"b.md": entry(tmp_path / "b.md")}, False, ["b.md"])
+    # The same inode again under a narrowed pass: known, no full pass needed.
+    assert not links.learn({"b.md": entry(tmp_path / "b.md")}, False, ["b.md"])
+    # Racily clean (recorded within the granularity of its stamps): not vouched for.
+    links.learn({"a.md": entry(tmp_path / "a.md", 0)}, False, ["a.md"])
+    assert links.check() == ["a.md"]
+    # Gone, or changed in any fingerprint field (a same-size rewrite moves ctime).
+    links.learn({"a.md": entry(tmp_path / "a.md")}, False, ["a.md"])
+    (tmp_path / "b.md").unlink()
+    assert sorted(links.check()) == ["b.md"]
+    # A narrowed pass over a folder drops what it no longer reports below it.
+    links.learn({}, False, [""])
+    assert len(links) == 0
+    # Above the cap nothing is kept and the daemon reconciles on every barrier.
+    many = {n: entry(tmp_path / "c.md") for n in ("c.md", "c2.md", "c3.md")}
+    links.learn(many, True, ())
+    assert links.over_cap and len(links) == 0 and links.check() == []
+    links.learn({"c.md": entry(tmp_path / "c.md")}, True, ())
+    assert not links.over_cap and len(links) == 1
+
+
+def test_mounts_relevant_lines_are_above_at_and_below_the_paths(tmp_path: Path) -> None:
+    from backends.mounts import MountTable, parse_mountinfo, relevant
+
+    table = (b"1 0 8:1 / / rw - ext4 /dev/sda1 rw\n"
+             b"2 1 8:2 / /srv rw - ext4 /dev/sda2 rw\n"
+             b"3 2 0:40 / /srv/proj/kb/mnt rw - tmpfs none rw\n"
+             b"4 1 0:41 / /elsewhere rw - tmpfs none rw\n")
+    mounts = parse_mountinfo(table)
+    got = [m.mount_id for m in relevant(["/srv/proj/kb"], mounts)]
+    assert got == [2, 3]  # holding it (above), and below it; not elsewhere
+    source = tmp_path / "mountinfo"
+    source.write_bytes(table)
+    watch = MountTable(os.fspath(source))
+    watch.track(["/srv/proj/kb"])
+    source.write_bytes(table.replace(b"4 1 0:41 / /elsewhere", b"5 1 0:42 / /elsewhere"))
+    assert not watch.changed()  # another mount elsewhere: no change in scope
+    # The same tmpfs unmounted and mounted again is another mount (new ID).
+    source.write_bytes(table.replace(b"3 2 0:40", b"6 2 0:40"))
+    assert watch.changed() and not watch.changed()
+    source.unlink()
+    assert watch.changed()  # unreadable differs from any readable table
+    watch.close()
