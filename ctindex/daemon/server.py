@@ -56,8 +56,11 @@ class IpcServer:
     dispatches selector events here and answers requests through reply()."""
 
     def __init__(self, path: Path, selector: selectors.BaseSelector, handler: Handler,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], stamp: dict[str, str] | None = None) -> None:
         self.path = path
+        # Fields every answer carries (the daemon's build id: a client tells
+        # an answer of another build from any error by it, docs/daemon.md).
+        self._stamp = dict(stamp or {})
         self._sel = selector
         self._handler = handler
         self._clock = clock
@@ -132,7 +135,8 @@ class IpcServer:
         """Queue one answer line; the connection closes once it is sent."""
         if conn.closed:
             return
-        conn.outbuf = (json.dumps(answer, separators=(",", ":")) + "\n").encode()
+        line = {**answer, **self._stamp}
+        conn.outbuf = (json.dumps(line, separators=(",", ":")) + "\n").encode()
         conn.deadline = self._clock() + WRITE_DEADLINE_S
         self._flush(conn)
 
