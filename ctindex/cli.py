@@ -219,12 +219,19 @@ def _run(argv: list[str], out: TextIO, err: TextIO,
         return 2
 
     from ctindex.commands import Context
-    from ctindex.project import Project
+    from ctindex.errors import UsageError
+    from ctindex.project import Project, find_root, start_folder
 
-    here = Path(os.path.abspath(cwd if cwd is not None else os.getcwd()))
-    project = Project.discover(here, getattr(args, "project", None))
-    if getattr(args, "project", None) is not None:
-        here = project.root  # like `git -C`: run as if started in DIR
+    # Like `git -C`: run as if started in DIR; the project is found from
+    # there exactly as from the working directory (docs/cli.md "Project").
+    start = start_folder(os.path.abspath(cwd if cwd is not None else os.getcwd()),
+                         getattr(args, "project", None))
+    here = Path(start)
+    root = find_root(start)
+    if root is None and _writes(args):
+        raise UsageError(f"no ctindex project at or above {start} (no .ct/ or .git); "
+                         "run `ctindex init --write` or pass -C")
+    project = Project.at(root or start)
     ctx = Context(project=project, json=getattr(args, "json", False),
                   quiet=getattr(args, "quiet", False), out=out, err=err, cwd=here)
     name = f"ctindex.commands.{args.command}"
@@ -240,6 +247,18 @@ def _run(argv: list[str], out: TextIO, err: TextIO,
     code: int = module.run(ctx, args)
     out.flush()
     return code
+
+
+def _writes(args: argparse.Namespace) -> bool:
+    """True for a command that would create index or runtime files (`.ct/okf/`)
+    or start a daemon: outside any project these refuse (exit 2) instead of
+    making the working folder a project. `init --write` is how one is made;
+    read-only commands describe the folder as it would be."""
+    if args.command in ("update", "rebuild"):
+        return True
+    if args.command == "search":
+        return not getattr(args, "direct", False)
+    return args.command == "watch" and getattr(args, "action", None) == "start"
 
 
 def _silence_stdout(out: TextIO) -> None:

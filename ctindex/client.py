@@ -45,16 +45,25 @@ DAEMON_BUSY = "daemon busy"
 SPAWN_CACHED = "spawn failure cached"
 WRONG_OWNER = "daemon socket owned by another user"
 PLAN_MISMATCH = "daemon has a different plan"
+# The daemon runs other code than this client (an upgrade, an edited editable
+# install): it exits after saying so, and this command starts its successor.
+BUILD_MISMATCH = "daemon was a different build"
+RETIRE_TIMEOUT_S = 0.2  # asking a daemon of an older build (no build check) to stop
 STARTING = "daemon starting"  # spawn() outcome: another launcher holds the claim
 
 
 class BarrierFailed(Exception):
-    """No trustworthy answer; `spawnable` when nothing is listening at all."""
+    """No trustworthy answer; `spawnable` when nothing is listening at all
+    (or the daemon that answered is leaving because it is another build)."""
 
     def __init__(self, reason: str, spawnable: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.spawnable = spawnable
+
+    @property
+    def other_build(self) -> bool:
+        return self.reason == BUILD_MISMATCH
 
 
 def _token() -> str:
@@ -83,7 +92,10 @@ class BarrierResult(NamedTuple):
 
 
 def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """One request/answer exchange; raises BarrierFailed with a reason."""
+    """One request/answer exchange; raises BarrierFailed with a reason.
+    Every request carries this process's build id (the daemon serves queries
+    of its own build only)."""
+    payload = {**payload, "build": rt.build_id()}
     deadline = time.monotonic() + timeout
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
@@ -130,11 +142,26 @@ def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> 
 
 
 def ping(paths: rt.RuntimePaths, timeout: float = 0.5) -> bool:
-    """True when a daemon answers on the project's socket (no barrier, no spawn)."""
+    """True when a daemon of this build answers on the project's socket (no
+    barrier, no spawn). A daemon of another build is told to leave: False."""
     try:
-        return request(paths, {"op": "ping"}, timeout).get("ok") is True
+        reply = request(paths, {"op": "ping"}, timeout)
+        _check_build(paths, reply)
     except BarrierFailed:
         return False
+    return reply.get("ok") is True
+
+
+def _check_build(paths: rt.RuntimePaths, reply: dict[str, Any]) -> None:
+    """Raise BarrierFailed(BUILD_MISMATCH) when `reply` came from another build.
+    A daemon that checks builds has already begun to exit (`retiring`); one
+    that predates the check answers with no build, and is asked to stop."""
+    if reply.get("build") == rt.build_id():
+        return
+    if reply.get("retiring") is not True:
+        with contextlib.suppress(BarrierFailed):
+            request(paths, {"op": "stop"}, RETIRE_TIMEOUT_S)
+    raise BarrierFailed(BUILD_MISMATCH, spawnable=True)
 
 
 def barrier(paths: rt.RuntimePaths, plan_digest: str, timeout_ms: int,
@@ -149,6 +176,7 @@ def barrier(paths: rt.RuntimePaths, plan_digest: str, timeout_ms: int,
     if config is not None:
         payload["config"] = config
     reply = request(paths, payload, timeout_ms / 1000)
+    _check_build(paths, reply)
     if reply.get("ok") is not True:
         error = reply.get("error")
         raise BarrierFailed(f"daemon: {error}" if isinstance(error, str) else "daemon error")
@@ -169,6 +197,10 @@ def barrier(paths: rt.RuntimePaths, plan_digest: str, timeout_ms: int,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise BarrierFailed("daemon error: malformed reply") from exc
+
+
+def _other_build(outcome: BarrierResult | BarrierFailed) -> bool:
+    return isinstance(outcome, BarrierFailed) and outcome.other_build
 
 
 def _opt_str(value: Any) -> str | None:
@@ -291,7 +323,8 @@ def ensure_fresh(project: Project, plan: Plan,
     paths = rt.RuntimePaths.for_project(project)
     digest = plan.digest()
     try:
-        if prior is not None and prior[0] == digest:
+        if prior is not None and (prior[0] == digest or _other_build(prior[1])):
+            # (A daemon of another build is leaving whatever plan was asked.)
             if isinstance(prior[1], BarrierFailed):
                 raise prior[1]
             result = prior[1]
@@ -299,6 +332,15 @@ def ensure_fresh(project: Project, plan: Plan,
             result = barrier(paths, digest, settings.barrier_timeout_ms)
     except BarrierFailed as failed:
         reason = failed.reason
+        if failed.other_build:
+            # Reconcile first (the one rebuild a new provider needs happens
+            # here, not raced by the successor's startup pass), then start
+            # the successor: it finds the index current.
+            fresh = reconcile_now(project, plan, mode="fallback", reason=reason)
+            why_not = spawn(project.root, paths)
+            fresh.reason = (f"{BUILD_MISMATCH}; restarted" if why_not in (None, STARTING)
+                            else f"{BUILD_MISMATCH}; {why_not}")
+            return fresh
         if failed.spawnable:
             why_not = spawn(project.root, paths)  # never waited for: the next query uses it
             if why_not is not None and why_not != STARTING:
@@ -344,7 +386,7 @@ STATUS_FIELDS = (
     "dirty_paths", "rescan_reason", "pending", "last_batch", "last_reconcile", "reconciles",
     "entries_visited_total", "batches", "barriers", "barrier_failures", "refused_peers",
     "last_error", "rss_bytes", "physical_memory_bytes", "memory_ceiling_bytes", "stop_reason",
-    "stopped", "unannounced",
+    "stopped", "unannounced", "build",
 )
 
 

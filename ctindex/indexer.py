@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ctindex import runtime as rt
 from ctindex.providers import okf_markdown as okf
 from ctindex.store.files import IndexCorrupt, read_all
 from ctindex.store.manifest import StoreManifest, read_diag, read_manifest
@@ -376,7 +377,8 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
     pass_info: dict[str, Any] = {
                  "kind": kind,
                  "duration_ms": report.reconcile_ms, "entries_visited": report.entries_visited,
-                 "files_hashed": res.metrics.files_hashed, "at_ns": time.time_ns()}
+                 "files_hashed": res.metrics.files_hashed, "at_ns": time.time_ns(),
+                 "writer": rt.build_id()}  # which build wrote it: not the format version
     if reason:
         pass_info["reason"] = reason
     problems = walk_problems(res.report)

@@ -89,25 +89,15 @@ class Project:
 
     @classmethod
     def discover(cls, start: StrPath | None = None, explicit: StrPath | None = None) -> Project:
-        """`explicit` (the -C folder) if given, else the nearest folder at or
-        above `start` (default: cwd) holding `.ct/` or `.git`, else `start`."""
-        if explicit is not None:
-            base = os.path.abspath(os.path.join(_text(start or os.getcwd()), _text(explicit)))
-            if not os.path.isdir(base):
-                raise UsageError(f"{_text(explicit)}: project folder does not exist "
-                                 "or is not a folder")
-            return cls.at(base)
-        here = os.path.abspath(_text(start or os.getcwd()))
-        probe = here
-        while True:
-            if os.path.isdir(os.path.join(probe, CT_DIR)) or os.path.lexists(
-                os.path.join(probe, ".git")
-            ):
-                return cls.at(probe)
-            parent = os.path.dirname(probe)
-            if parent == probe:
-                return cls.at(here)
-            probe = parent
+        """The nearest folder at or above the starting folder holding `.ct/`
+        or `.git`, else the starting folder itself (see `start_folder` and
+        `find_root` for telling the two apart). The starting folder is
+        `explicit` (the -C folder, taken from `start`) when given, else
+        `start` (default: cwd): -C DIR resolves exactly like starting in DIR,
+        as with `git -C`, so -C into a bundle of a project is that project,
+        never a nested one."""
+        here = start_folder(start, explicit)
+        return cls.at(find_root(here) or here)
 
     @property
     def ct_dir(self) -> Path:
@@ -182,6 +172,33 @@ class Project:
             if stat_mod.S_ISLNK(st.st_mode):
                 return "/".join(parts[: i + 1])
         return None
+
+
+def start_folder(start: StrPath | None = None, explicit: StrPath | None = None) -> str:
+    """The absolute folder a command starts in: `explicit` (-C) taken from
+    `start` (default: cwd), or `start`. UsageError when -C is not a folder."""
+    base = os.path.abspath(_text(start or os.getcwd()))
+    if explicit is None:
+        return base
+    here = os.path.abspath(os.path.join(base, _text(explicit)))
+    if not os.path.isdir(here):
+        raise UsageError(f"{_text(explicit)}: project folder does not exist or is not a folder")
+    return here
+
+
+def find_root(here: str) -> str | None:
+    """The nearest folder at or above `here` holding `.ct/` or `.git` (a
+    `.git` file counts: worktrees, submodules); None when there is none.
+    One lstat pair per level, so bounded by the path's depth."""
+    probe = here
+    while True:
+        if os.path.isdir(os.path.join(probe, CT_DIR)) or os.path.lexists(
+                os.path.join(probe, ".git")):
+            return probe
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return None
+        probe = parent
 
 
 def is_index_key(key: str) -> bool:

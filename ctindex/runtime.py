@@ -247,3 +247,118 @@ def _read_failure(paths: RuntimePaths) -> dict[str, Any] | None:
     found = [r for r in (read_json(paths.failed), read_json(paths.fallback_failed))
              if r is not None and isinstance(r.get("time"), (int, float))]
     return max(found, key=lambda r: r["time"]) if found else None
+
+
+# -- build identity (docs/daemon.md "Build identity") --
+#
+# A daemon must serve only clients running the same code (spec §7: never
+# treat an unacknowledged cache as clean; an older build's daemon would vouch
+# for an index under its own plan and provider). The id is a digest of the
+# *content* of every module of the three packages, so two installs of
+# identical code (two venvs) are one build, and an editable install whose
+# code changed is another. Hashing ~450 KB costs a few ms (hashlib's import
+# alone ~5 ms), too much for every search, so the digest is cached in the
+# per-user folder against each module's full stat fingerprint (size,
+# mtime_ns, ctime_ns, inode, device: never mtime alone) and computed at most
+# once per process.
+
+BUILD_PACKAGES = ("ctindex", "reconciler", "backends")
+_CODE_SUFFIXES = (".py", ".so", ".pyd")  # sources and native extension modules
+BUILD_CACHE_NAME = "build-ids.json"
+BUILD_CACHE_KEEP = 8  # package folders remembered (venvs, checkouts)
+BUILD_RACY_NS = 2_000_000_000  # a module changed this recently may change again unseen
+_build_id: str | None = None
+
+
+def package_base() -> Path:
+    """The folder holding the ctindex, reconciler and backends packages."""
+    return Path(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _code_files(base: Path) -> list[tuple[str, os.stat_result]]:
+    """(relative name, lstat) of every code file of the packages, sorted."""
+    found: list[tuple[str, os.stat_result]] = []
+    for package in BUILD_PACKAGES:
+        stack = [package]
+        while stack:
+            rel = stack.pop()
+            try:
+                with os.scandir(base / rel) as it:
+                    entries = list(it)
+            except OSError:
+                continue  # a package that is not there is part of the identity too
+            for entry in entries:
+                name = f"{rel}/{entry.name}"
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__" and not entry.name.startswith("."):
+                        stack.append(name)
+                elif entry.name.endswith(_CODE_SUFFIXES):
+                    with contextlib.suppress(OSError):
+                        found.append((name, entry.stat(follow_symlinks=False)))
+    found.sort(key=lambda item: item[0])
+    return found
+
+
+def compute_build_id(base: Path) -> str:
+    """Digest of the names and contents of the packages' code below `base`
+    (uncached: reads every file)."""
+    import hashlib  # only on a cache miss
+
+    digest = hashlib.sha256()
+    for name, _st in _code_files(base):
+        try:
+            with open(base / name, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            data = b"\0unreadable"
+        digest.update(b"%d:%s\0%d:" % (len(name), name.encode("utf-8", "surrogateescape"),
+                                        len(data)))
+        digest.update(data)
+    return digest.hexdigest()[:32]
+
+
+def _is_private(folder: Path) -> bool:
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def _fingerprints(files: list[tuple[str, os.stat_result]]) -> list[list[Any]]:
+    return [[name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+            for name, st in files]
+
+
+def build_id() -> str:
+    """This process's build id (computed once; see compute_build_id)."""
+    global _build_id
+    if _build_id is None:
+        _build_id = _cached_build_id(package_base())
+    return _build_id
+
+
+def _cached_build_id(base: Path) -> str:
+    import time
+
+    files = _code_files(base)
+    prints = _fingerprints(files)
+    cache = FALLBACK_BASE / f"ctindex-{os.getuid()}" / BUILD_CACHE_NAME
+    # Shared /tmp: trust the record only in a private folder of ours.
+    records = (read_json(cache) if _is_private(cache.parent) else None) or {}
+    entries = records.get("bases")
+    entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    where = os.fspath(base)
+    for entry in entries:
+        if entry.get("base") == where and entry.get("files") == prints \
+                and isinstance(entry.get("id"), str):
+            return str(entry["id"])
+    found = compute_build_id(base)
+    newest = max((max(p[2], p[3]) for p in prints), default=0)
+    if newest > time.time_ns() - BUILD_RACY_NS:
+        return found  # racily clean: an edit now could keep these fingerprints
+    kept = [e for e in entries if e.get("base") != where][:BUILD_CACHE_KEEP - 1]
+    with contextlib.suppress(OSError):
+        ensure_private_dir(cache.parent)
+        write_json(cache, {"bases": [{"base": where, "files": prints, "id": found}, *kept]})
+    return found

@@ -86,7 +86,8 @@ def test_bad_requests_only_cost_their_own_connection(daemon: Running) -> None:
     half.sendall(b'{"op": "barr')  # never finished
     garbage = daemon.raw()
     garbage.sendall(b"not json\n")
-    assert read_reply(garbage) == {"ok": False, "error": "malformed request"}
+    assert read_reply(garbage) == {"ok": False, "error": "malformed request",
+                                   "build": rt.build_id()}  # every answer names its build
     no_op = daemon.raw()
     no_op.sendall(b'{"token": 1}\n')
     assert read_reply(no_op)["error"] == "malformed request"
@@ -105,7 +106,8 @@ def test_bad_requests_only_cost_their_own_connection(daemon: Running) -> None:
 
 def test_client_that_vanishes_mid_barrier_does_not_hurt(daemon: Running) -> None:
     gone = daemon.raw()
-    gone.sendall(b'{"op":"barrier","plan":"plan-1","timeout_ms":500}\n')
+    gone.sendall(json.dumps({"op": "barrier", "plan": "plan-1", "timeout_ms": 500,
+                             "build": rt.build_id()}).encode() + b"\n")
     gone.close()
     assert client.barrier(daemon.paths, "plan-1", 2000).lane == "clean"
 

@@ -14,6 +14,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from ctindex import runtime as rt
+
+    rt.build_id()  # before the rest of the daemon's code is imported: what it runs
     from ctindex.daemon.engine import RealEngine
     from ctindex.daemon.lifecycle import Daemon
     from ctindex.project import Project

@@ -14,19 +14,23 @@ from ctindex import runtime as rt
 
 LOCK_ATTEMPTS = 5  # a `watch status` probe can hold the lock for an instant
 LOCK_RETRY_S = 0.02
+# A daemon launched with a claim may be the successor of one that is leaving
+# (another build, docs/daemon.md "Build identity"): it waits up to 2 s for
+# that one's graceful exit. Detached, so no query waits with it.
+SUCCESSOR_ATTEMPTS = 100
 
 
-def acquire_lock(path: Path) -> IO[str] | None:
-    """The singleton lock, non-blocking (a few quick retries, see LOCK_ATTEMPTS).
+def acquire_lock(path: Path, attempts: int = LOCK_ATTEMPTS) -> IO[str] | None:
+    """The singleton lock, non-blocking (`attempts` tries LOCK_RETRY_S apart).
     The returned file must stay open for the daemon's life."""
     import portalocker
 
     fh = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the daemon's life)
-    for attempt in range(LOCK_ATTEMPTS):
+    for attempt in range(attempts):
         try:
             portalocker.lock(fh, portalocker.LOCK_EX | portalocker.LOCK_NB)
         except portalocker.exceptions.LockException:
-            if attempt + 1 < LOCK_ATTEMPTS:
+            if attempt + 1 < attempts:
                 time.sleep(LOCK_RETRY_S)
             continue
         fh.seek(0)

@@ -48,6 +48,11 @@ ROUTINE_PASSES = ("startup", "audit")  # full passes not caused by lost events
 # Full passes a barrier must finish before it answers: the narrowed pass it
 # just ran found that it could not vouch for everything (docs/daemon.md).
 RETRY_BEFORE_ANSWER = ("changed-while-read", "new-hard-link")
+# Ops that only a client of this very build may use: a query (barrier) or a
+# liveness probe (ping, `watch start`) from another build makes the daemon
+# answer once and leave, so the two never serve or rebuild against each other
+# (docs/daemon.md "Build identity"). `status` and `stop` serve any build.
+BUILD_CHECKED_OPS = ("barrier", "ping")
 
 
 @dataclass
@@ -77,6 +82,7 @@ class Daemon:
         self.stop_reason: str | None = None
         self.stats = Stats()
         self.instance = secrets.token_hex(8)  # identity: a PID alone is not
+        self.build = rt.build_id()  # the code this process runs (computed at start)
         self.pid = os.getpid()
         self.started_wall = wall()
         self.log: LifecycleLog | None = None
@@ -114,7 +120,8 @@ class Daemon:
         another process holds the lock (then nothing was touched)."""
         os.umask(0o077)
         rt.ensure_private_dir(self.paths.dir)
-        lock = files.acquire_lock(self.paths.lock)
+        lock = files.acquire_lock(self.paths.lock, files.LOCK_ATTEMPTS if self.claim_token is None
+                                  else files.SUCCESSOR_ATTEMPTS)
         if lock is None:
             self._drop_claim()  # the holder is alive: this claim served its purpose
             return None
@@ -164,7 +171,8 @@ class Daemon:
         self._open_watcher()
         if self.paths.socket_is_fallback:
             rt.ensure_fallback_dir(self.paths)
-        server = IpcServer(self.paths.socket, self.sel, self._on_request, self.clock)
+        server = IpcServer(self.paths.socket, self.sel, self._on_request, self.clock,
+                           {"build": self.build})
         server.start()
         self.server = server
         self._drop_claim()
@@ -320,6 +328,9 @@ class Daemon:
         assert self.server is not None
         op = request["op"]
         now = self.clock()
+        if op in BUILD_CHECKED_OPS and request.get("build") != self.build:
+            self._retire(conn, request.get("build"))
+            return
         if op == "barrier":
             self.last_activity = now
             self._start_barrier(conn, request, now)
@@ -332,6 +343,16 @@ class Daemon:
             self.stop_reason = "stop-request"
         else:
             self.server.reply(conn, {"ok": False, "error": "unknown op"})
+
+    def _retire(self, conn: Connection, theirs: object) -> None:
+        """Answer a client of another build once and begin the graceful exit:
+        its successor (of the client's build) needs the lock we hold."""
+        assert self.server is not None
+        client_build = theirs if isinstance(theirs, str) else "none"
+        self.server.reply(conn, {"ok": False, "retiring": True, "instance": self.instance,
+                                 "error": f"build mismatch (daemon {self.build[:12]}, "
+                                          f"client {client_build[:12]}); daemon exiting"})
+        self.stop_reason = "build-mismatch"
 
     def _start_barrier(self, conn: Connection, request: dict[str, Any], now: float) -> None:
         assert self.server is not None
@@ -587,6 +608,7 @@ class Daemon:
             "socket": os.fspath(self.paths.socket),
             "stop_reason": self.stop_reason,
             "stopped": wall if self.stop_reason else None,
+            "build": self.build,
         }
 
     def _write_status(self, lane: str) -> None:

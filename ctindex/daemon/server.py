@@ -23,6 +23,10 @@ from typing import Any
 from ctindex import runtime as rt
 
 MAX_REQUEST = 4096
+# Connections taken per wakeup of the listener: a client that keeps connecting
+# must not keep the one loop (events, barriers, heartbeat) in accept() forever;
+# the rest wait in the backlog for the next turn (docs/reliability.md).
+ACCEPT_BATCH = 64
 READ_DEADLINE_S = 1.0  # to deliver a complete request line
 WRITE_DEADLINE_S = 1.0  # to take the reply once it is ready
 
@@ -56,8 +60,11 @@ class IpcServer:
     dispatches selector events here and answers requests through reply()."""
 
     def __init__(self, path: Path, selector: selectors.BaseSelector, handler: Handler,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], stamp: dict[str, str] | None = None) -> None:
         self.path = path
+        # Fields every answer carries (the daemon's build id: a client tells
+        # an answer of another build from any error by it, docs/daemon.md).
+        self._stamp = dict(stamp or {})
         self._sel = selector
         self._handler = handler
         self._clock = clock
@@ -132,7 +139,8 @@ class IpcServer:
         """Queue one answer line; the connection closes once it is sent."""
         if conn.closed:
             return
-        conn.outbuf = (json.dumps(answer, separators=(",", ":")) + "\n").encode()
+        line = {**answer, **self._stamp}
+        conn.outbuf = (json.dumps(line, separators=(",", ":")) + "\n").encode()
         conn.deadline = self._clock() + WRITE_DEADLINE_S
         self._flush(conn)
 
@@ -148,7 +156,7 @@ class IpcServer:
 
     def _accept(self) -> None:
         assert self._listener is not None
-        while True:
+        for _ in range(ACCEPT_BATCH):
             try:
                 sock, _ = self._listener.accept()
             except (BlockingIOError, InterruptedError):

@@ -105,10 +105,22 @@ class StoreManifest:
             if fmt != FORMAT:
                 raise IndexCorrupt(f"{origin}: index format {fmt}, this version reads "
                                    f"format {FORMAT}")
-            raw["segments"] = [SegmentRef(**s) for s in raw["segments"]]
-            return cls(**raw)
+            # Keys are only ever added within a format: a key this build does
+            # not know came from a newer build of the same format and is
+            # dropped, never a reason to call the index corrupt and rebuild it
+            # (two builds would then rebuild against each other, docs/format.md).
+            raw["segments"] = [SegmentRef(**_known(s, _REF_KEYS)) for s in raw["segments"]]
+            return cls(**_known(raw, _MANIFEST_KEYS))
         except (ValueError, TypeError, KeyError) as exc:
             raise IndexCorrupt(f"{origin}: manifest unreadable ({exc})") from exc
+
+
+_MANIFEST_KEYS = frozenset(vars(StoreManifest()))
+_REF_KEYS = frozenset(vars(SegmentRef("", 0)))
+
+
+def _known(raw: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
+    return {k: v for k, v in raw.items() if k in keys}
 
 
 def read_manifest(index_dir: Path) -> StoreManifest | None:
