@@ -35,7 +35,7 @@ MAX_FILE_BYTES = 2 * 1024 * 1024
 
 
 def _spec(patterns: list[str]) -> pathspec.PathSpec:
-    return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+    return pathspec.PathSpec.from_lines("gitignore", patterns)
 
 
 def _config(project: Path) -> dict:
