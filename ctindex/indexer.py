@@ -482,12 +482,12 @@ def newly_trusted(previous: Any, res: Any) -> bool:
     While they are still within the window, recording would change nothing."""
     if not res.metrics.counts.get("racy_rehashed"):
         return False
-    from reconciler import DEFAULT_GRANULARITY_NS as gran
+    from reconciler.fingerprint import racily_clean
 
     old = previous.raw()
     for key, e in res.manifest.raw().items():
         p = old.get(key)
-        if p is not e and p != e and e[6] - e[1] >= gran and e[6] - e[2] >= gran:
+        if p is not e and p != e and not racily_clean(e, e[6]):
             return True
     return False
 

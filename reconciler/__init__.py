@@ -1,9 +1,29 @@
-"""Generic stat/hash manifest differ: walks, fingerprints, diffs. Knows nothing of OKF."""
+"""Generic stat/hash manifest differ: walks, fingerprints, diffs. Knows nothing of OKF.
 
-from reconciler.diff import DEFAULT_GRANULARITY_NS, ReconcileResult, reconcile
-from reconciler.manifest import Entry, Fingerprint, Manifest, ManifestCorrupt
-from reconciler.report import Bucket, PassMetrics, WalkReport
-from reconciler.walk import FsOps, PathFilter
+The names below load on first use (PEP 562), so that importing the light
+``reconciler.fingerprint`` (the search fast path does, on every query) does
+not pay for the differ, the walker and their imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from reconciler.diff import ReconcileResult, reconcile
+    from reconciler.fingerprint import DEFAULT_GRANULARITY_NS, Fingerprint
+    from reconciler.manifest import Entry, Manifest, ManifestCorrupt
+    from reconciler.report import Bucket, PassMetrics, WalkReport
+    from reconciler.walk import FsOps, PathFilter
+
+_HOME = {
+    "DEFAULT_GRANULARITY_NS": "fingerprint", "Fingerprint": "fingerprint",
+    "ReconcileResult": "diff", "reconcile": "diff",
+    "Entry": "manifest", "Manifest": "manifest", "ManifestCorrupt": "manifest",
+    "Bucket": "report", "PassMetrics": "report", "WalkReport": "report",
+    "FsOps": "walk", "PathFilter": "walk",
+}
 
 __all__ = [
     "DEFAULT_GRANULARITY_NS",
@@ -19,3 +39,12 @@ __all__ = [
     "WalkReport",
     "reconcile",
 ]
+
+
+def __getattr__(name: str) -> object:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'reconciler' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"reconciler.{home}"), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reconciler.fingerprint import DEFAULT_GRANULARITY_NS
 from reconciler.hashing import DEFAULT_RETRIES, Outcome, read_stable
 from reconciler.manifest import DIRTY_SIZE, Manifest, RawEntry
 from reconciler.report import PassMetrics, WalkReport
@@ -23,8 +24,6 @@ from reconciler.walk import (
 )
 
 Sink = Callable[[str, bytes], None]
-# FAT stores mtime in 2 s steps; anything finer (ext4, NTFS, HFS+ 1 s) is covered too.
-DEFAULT_GRANULARITY_NS = 2_000_000_000
 # Beyond this many added+removed keys a fresh sort (lazily, if ever needed) is cheaper.
 CARRY_SORTED_LIMIT = 2_000
 

@@ -15,16 +15,11 @@ import stat as stat_mod
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from reconciler.fingerprint import Fingerprint, fingerprint_of
 from reconciler.oserr import GONE
 
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 DEFAULT_RETRIES = 3
-
-FpTuple = tuple[int, int, int, int, int]
-
-
-def fp_of(st: os.stat_result) -> FpTuple:
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
 class Outcome(enum.Enum):
@@ -37,7 +32,7 @@ class Outcome(enum.Enum):
 @dataclass
 class ReadResult:
     outcome: Outcome
-    fp: FpTuple | None = None
+    fp: Fingerprint | None = None
     digest: bytes = b""
     data: bytes = b""
     recorded_ns: int = 0
@@ -63,7 +58,7 @@ def read_stable(dir_fd: int, name: str, path: str, seen: os.stat_result,
     """
     import xxhash
 
-    ref = fp_of(seen)
+    ref = fingerprint_of(seen)
     for attempt in range(1, retries + 2):
         # Clock read *before* opening: a later edit stamped within the
         # granularity of this instant is then always inside the racy window.
@@ -86,10 +81,10 @@ def read_stable(dir_fd: int, name: str, path: str, seen: os.stat_result,
                   and before.st_mtime_ns == after.st_mtime_ns
                   and before.st_ctime_ns == after.st_ctime_ns)
         if stat is None:
-            now = fp_of(after)
+            now = fingerprint_of(after)
         else:
             try:
-                now = fp_of(stat(path))
+                now = fingerprint_of(stat(path))
             except OSError as exc:
                 return _failed(exc, attempt)
             # The recorded fingerprint must describe the bytes hashed: a view

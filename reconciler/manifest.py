@@ -31,6 +31,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+from reconciler.fingerprint import Fingerprint
+
 MAGIC = b"CTRMANI\x00"
 VERSION = 1
 _HEADER = struct.Struct("<8sIIQ")
@@ -49,14 +51,6 @@ RawEntry = tuple[int, int, int, int, int, bytes, int]
 
 class ManifestCorrupt(Exception):
     """The manifest file is truncated, damaged or of an unknown format."""
-
-
-class Fingerprint(NamedTuple):
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    ino: int
-    dev: int
 
 
 class Entry(NamedTuple):
