@@ -5,33 +5,33 @@ Compiling the plan (json5, pathspec, root detection) cost a search about as
 much as the query itself. Whoever loads the plan with watching on (the
 daemon, a search on the slow path) records, in the runtime folder, the plan
 digest and the two settings a client needs before it talks to the daemon,
-together with everything the plan was computed from: the config file's
-stat, the mtimes of the folders root detection listed, and the stat of the
-modules that compute digests. A later search re-checks those with a few
-stat calls; any difference (or a missing, damaged or racy record) means the
-slow path. The record is a hint: the daemon must still answer with the same
-digest and the generation opened must name it, so a stale record can only
-make a query slower, never wrong.
+together with everything the plan was computed from: the full stat
+fingerprints (reconciler/fingerprint.py) of the config file, of the folders
+root detection listed and of the modules that compute digests. A later
+search re-checks those with a few stat calls; any difference (or a missing,
+damaged or racily clean record) means the slow path. The record is a hint:
+the daemon must still answer with the same digest and the generation opened
+must name it, so a stale record can only make a query slower, never wrong.
 
-Standard library only: this module is imported by every indexed search.
+Standard library only (and the stdlib-only reconciler.fingerprint): this
+module is imported by every indexed search.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import time
 from typing import TYPE_CHECKING, NamedTuple
 
 from ctindex import runtime as rt
+from reconciler.fingerprint import fingerprint_of, from_json, racily_clean
 
 if TYPE_CHECKING:
     from ctindex.plan import Plan
     from ctindex.project import Project
 
 RECORD_NAME = "query-plan.json"
-VERSION = 1
-RACY_NS = 2_000_000_000  # a config newer than this may change without a new stamp
+VERSION = 2  # 1 held partial stamps (mtime, size, inode; folder mtimes)
 # Modules whose code decides the plan digest and the provider versions.
 _CODE = ("plan.py", "config.py", "providers/__init__.py", "providers/okf_markdown.py")
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,14 +44,15 @@ class Hint(NamedTuple):
 
 
 def config_stamp(path: os.PathLike[str] | str) -> list[int] | str | None:
-    """[mtime_ns, size, ino] of the config file, "absent", or None when unknown."""
+    """The config file's full fingerprint as a JSON list, "absent", or None
+    when unknown. stat, not lstat: the config is read through a symlink."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
         return "absent"
     except OSError:
         return None
-    return [st.st_mtime_ns, st.st_size, st.st_ino]
+    return list(fingerprint_of(st))
 
 
 def _code_stamp() -> list[list[int]] | None:
@@ -61,7 +62,7 @@ def _code_stamp() -> list[list[int]] | None:
             st = os.stat(os.path.join(_HERE, name))
         except OSError:
             return None
-        out.append([st.st_mtime_ns, st.st_size])
+        out.append(list(fingerprint_of(st)))
     return out
 
 
@@ -71,13 +72,16 @@ def remember(project: Project, plan: Plan) -> None:
     folders = plan.detected_from
     if not plan.settings.watch or folders is None or not project.runtime_dir.is_dir():
         return
-    stamp = config_stamp(project.config_path)
+    # The stamp the plan was read under, and only while it is still current:
+    # a config changed since would otherwise be recorded with the old digest.
+    stamp = plan.config_stamp
     code = _code_stamp()
-    if stamp is None or code is None:
+    if stamp is None or code is None or config_stamp(project.config_path) != stamp:
         return
-    if isinstance(stamp, list) and stamp[0] > time.time_ns() - RACY_NS:
-        return  # racily clean: a same-size rewrite now could keep this stamp
-    record = {"version": VERSION, "config": stamp, "code": code, "folders": folders,
+    if isinstance(stamp, list) and racily_clean(stamp, plan.stamped_ns):
+        return  # a rewrite within the same tick could keep this fingerprint
+    record = {"version": VERSION, "config": stamp, "code": code,
+              "folders": {k: list(fp) for k, fp in folders.items()},
               "digest": plan.digest(), "watch": True,
               "barrier_timeout_ms": int(plan.settings.barrier_timeout_ms)}
     with contextlib.suppress(OSError):
@@ -97,11 +101,13 @@ def recall(project: Project) -> Hint | None:
                                record.get("folders"))
     if not isinstance(digest, str) or not isinstance(budget, int) or not isinstance(folders, dict):
         return None
-    for key, mtime in folders.items():
+    for key, value in folders.items():
         try:
             st = os.lstat(project.path(key))
         except OSError:
             return None
-        if st.st_mtime_ns != mtime or (st.st_mode & 0o170000) != 0o040000:  # a real folder
+        recorded = from_json(value)
+        if recorded is None or fingerprint_of(st) != recorded \
+                or (st.st_mode & 0o170000) != 0o040000:  # a real folder
             return None
     return Hint(digest, budget, stamp)

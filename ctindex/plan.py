@@ -2,7 +2,8 @@
 after combining detected defaults with `.ct/index.jsonc` (spec §4).
 
 ``load_plan(project)`` is cheap enough for every query: the config is one
-small file and the derived OKF roots are cached against folder mtimes.
+small file and the derived OKF roots are cached against the full stat
+fingerprints of the folders detection listed (reconciler/fingerprint.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ctindex.config import (
 )
 from ctindex.project import INDEX_KEY, Project, StrPath
 from ctindex.providers import OKF_MARKDOWN, PROVIDERS
+from reconciler.fingerprint import Fingerprint, fingerprint_of, from_json, racily_clean
 
 if TYPE_CHECKING:
     from ctindex.decide import Decision, PlanPathFilter
@@ -40,7 +42,9 @@ DERIVED, PROJECT, HARD = "derived", "project", "hard"
 POLICY_VERSION = 1
 ROOT_DEPTH = 3                 # PRODUCT.md §4: okf/bundles/<name>/index.md
 ROOTS_CACHE = "roots.json"
-_RACY_NS = 2_000_000_000       # FAT's 2 s: a folder newer than this may change unseen
+# Bumped when the roots cache's layout changes: version 1 held folder mtimes
+# alone, which reproducible archives and rsync -a keep while adding a root.
+_ROOTS_CACHE_FORMAT = 2
 _NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_]\w*>")
 
 
@@ -180,10 +184,15 @@ class Plan:
     exclude_origin: str
     settings: Settings
     derived_roots: tuple[str, ...] | None = None  # None when scopes are explicit
-    # What the plan depends on besides the config file: the mtimes of the
-    # folders root detection listed ({} with explicit scopes; None when a
-    # folder was too recent to trust). The query fast path re-checks them.
-    detected_from: dict[str, int] | None = None
+    # What the plan depends on besides the config file: the fingerprints of
+    # the folders root detection listed ({} with explicit scopes; None when a
+    # folder was racily clean). The query fast path and the daemon re-check them.
+    detected_from: dict[str, Fingerprint] | None = None
+    # The config file's stat (ctindex.fastpath.config_stamp) taken *before* it
+    # was read, and the clock just before that: a record made from this plan
+    # vouches for the config it was computed from, never for a later one.
+    config_stamp: list[int] | str | None = None
+    stamped_ns: int = 0
 
     # --- compiled patterns -------------------------------------------------
     @cached_property
@@ -269,6 +278,12 @@ def _sha256(value: Any) -> str:
 
 def load_plan(project: Project) -> Plan:
     """The effective plan; raises PolicyError for a malformed project store."""
+    from ctindex.fastpath import config_stamp
+
+    # Stamp first, read second: a change in between makes the stamp older than
+    # the plan (the next check re-plans once more), never the other way round.
+    stamped_ns = time.time_ns()
+    stamp = config_stamp(project.config_path)
     config = load_config(project.config_path)
     settings = Settings.from_config(config)
     exclude = config.exclude if config.exclude is not None else DEFAULT_EXCLUDE
@@ -277,11 +292,12 @@ def load_plan(project: Project) -> Plan:
         scopes = tuple(Scope(s.root, s.provider, s.include, s.exclude, PROJECT)
                        for s in config.scopes)
         return Plan(project, config, scopes, exclude, exclude_origin, settings,
-                    detected_from={})
+                    detected_from={}, config_stamp=stamp, stamped_ns=stamped_ns)
     roots, folders = _detect(project, compile_patterns(exclude))
     scopes = tuple(Scope(root, OKF_MARKDOWN.id, OKF_MARKDOWN.default_include, (), DERIVED)
                    for root in roots)
-    return Plan(project, config, scopes, exclude, exclude_origin, settings, roots, folders)
+    return Plan(project, config, scopes, exclude, exclude_origin, settings, roots, folders,
+                config_stamp=stamp, stamped_ns=stamped_ns)
 
 
 # --- OKF root detection (PRODUCT.md §4) ---------------------------------------
@@ -289,40 +305,44 @@ def load_plan(project: Project) -> Plan:
 def detect_roots(project: Project, exclude: PatternSet) -> tuple[str, ...]:
     """Folders at depth 0..3 holding a regular `index.md`, topmost winning,
     hidden and excluded folders skipped. Cached in the runtime folder against
-    the mtimes of every folder looked at (a new or removed `index.md` or
-    sub-folder changes its parent's mtime)."""
+    the full fingerprint of every folder looked at: a new or removed
+    `index.md` or sub-folder changes its parent's ctime even when a tool
+    (tar --mtime, rsync -a) puts the old mtime back."""
     return _detect(project, exclude)[0]
 
 
 def _detect(project: Project,
-            exclude: PatternSet) -> tuple[tuple[str, ...], dict[str, int] | None]:
-    """(roots, mtimes of the folders listed; None when one was too recent)."""
-    fingerprint = _sha256({"depth": ROOT_DEPTH, "exclude": list(exclude.patterns)})
+            exclude: PatternSet) -> tuple[tuple[str, ...], dict[str, Fingerprint] | None]:
+    """(roots, fingerprints of the folders listed; None when one was racily clean)."""
+    fingerprint = _sha256({"depth": ROOT_DEPTH, "exclude": list(exclude.patterns),
+                           "format": _ROOTS_CACHE_FORMAT})
     cache = project.runtime_dir / ROOTS_CACHE
     cached = _read_cache(project, cache, fingerprint)
     if cached is not None:
         return cached
     started = time.time_ns()
     roots, seen = _scan_roots(project, exclude)
-    # Racily clean folders (changed within timestamp granularity of now) could
-    # change again without a new mtime: do not cache them (git's rule).
-    if all(mtime < started - _RACY_NS for mtime in seen.values()):
+    # Racily clean folders (mtime or ctime within timestamp granularity of the
+    # scan) could change again keeping their fingerprint: do not cache them
+    # (git's rule, reconciler/fingerprint.py).
+    if not any(racily_clean(fp, started) for fp in seen.values()):
         _write_cache(project, cache, {"fingerprint": fingerprint, "roots": list(roots),
-                                      "folders": seen})
+                                      "folders": {k: list(fp) for k, fp in seen.items()}})
         return roots, seen
     return roots, None
 
 
-def _scan_roots(project: Project, exclude: PatternSet) -> tuple[tuple[str, ...], dict[str, int]]:
+def _scan_roots(project: Project,
+                exclude: PatternSet) -> tuple[tuple[str, ...], dict[str, Fingerprint]]:
     roots: list[str] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, Fingerprint] = {}
     frontier = [""]
     for depth in range(ROOT_DEPTH + 1):
         following: list[str] = []
         for key in frontier:
             folder = project.path(key)
             try:
-                seen[key] = os.lstat(folder).st_mtime_ns
+                seen[key] = fingerprint_of(os.lstat(folder))
                 marker = os.lstat(folder / "index.md")
             except FileNotFoundError:
                 marker = None
@@ -349,16 +369,19 @@ def _scan_roots(project: Project, exclude: PatternSet) -> tuple[tuple[str, ...],
 
 
 def _read_cache(project: Project, cache: Path,
-                fingerprint: str) -> tuple[tuple[str, ...], dict[str, int]] | None:
+                fingerprint: str) -> tuple[tuple[str, ...], dict[str, Fingerprint]] | None:
     try:
         data = json.loads(cache.read_text(encoding="utf-8"))
         if data.get("fingerprint") != fingerprint:
             return None
-        folders = {str(k): int(v) for k, v in data["folders"].items()}
-        for key, mtime in folders.items():
-            st = os.lstat(project.path(key))
-            if st.st_mtime_ns != mtime or not stat_mod.S_ISDIR(st.st_mode):
+        folders: dict[str, Fingerprint] = {}
+        for key, value in data["folders"].items():
+            recorded = from_json(value)
+            st = os.lstat(project.path(str(key)))
+            if recorded is None or fingerprint_of(st) != recorded \
+                    or not stat_mod.S_ISDIR(st.st_mode):
                 return None
+            folders[str(key)] = recorded
         return tuple(str(root) for root in data["roots"]), folders
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # missing or damaged cache: detect again

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from ctindex import decide as decide_mod
 from ctindex import plan as plan_mod
 from ctindex.plan import Plan, load_plan
 from ctindex.project import Project
+from reconciler import DEFAULT_GRANULARITY_NS
 
 from .conftest import BUNDLES
 
@@ -216,11 +218,21 @@ def _age(root: Path) -> None:
         os.utime(folder, (old, old))
 
 
+def _outlive_ctime_window(root: Path) -> None:
+    """utime moves ctime to now, and no one can set it back: wait until every
+    folder's ctime is older than the racy window, or nothing is cached."""
+    newest = max(os.lstat(folder).st_ctime_ns for folder, _d, _f in os.walk(root))
+    wait = (newest + DEFAULT_GRANULARITY_NS - time.time_ns()) / 1e9 + 0.05
+    if wait > 0:
+        time.sleep(wait)
+
+
 def test_roots_cache_is_used_and_invalidated(bundles_project: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     project = Project.at(bundles_project)
     project.runtime_dir.mkdir(parents=True)
     _age(bundles_project)
+    _outlive_ctime_window(bundles_project)
     first = plan_of(bundles_project).derived_roots
     cache = json.loads((project.runtime_dir / plan_mod.ROOTS_CACHE).read_text())
     assert tuple(cache["roots"]) == first
