@@ -15,8 +15,9 @@ from typing import Any
 
 from backends import open_watcher
 from ctindex import runtime as rt
-from ctindex.daemon.engine import Applied, PlanView
+from ctindex.daemon.engine import Applied, ConfigStamp, PlanView
 from ctindex.project import Project
+from reconciler.fingerprint import fingerprint_of
 
 
 @dataclass
@@ -65,11 +66,13 @@ class FakeEngine:
         self._note({"full": False, "keys": keys, "generation": self.gen})
         return Applied(self.gen, changed=len(keys))
 
-    def config_stamp(self) -> tuple[int, int, int] | None:
+    def config_stamp(self) -> ConfigStamp | None:
         if self.plan_file is None:
             return None
-        st = self.plan_file.stat()
-        return (st.st_mtime_ns, st.st_size, st.st_ino)
+        return ConfigStamp(list(fingerprint_of(self.plan_file.stat())), None)
+
+    def detection_changed(self, view: PlanView) -> bool:
+        return False  # the fake's roots are fixed
 
     def indexed_among(self, keys: list[str]) -> None:
         return None

@@ -6,9 +6,12 @@ unit tests, and so the calls into teammates' modules live in one place.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import stat as stat_mod
 from collections.abc import Container, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from backends.base import Watcher
 
@@ -35,6 +38,22 @@ class Applied:
     linked_full: bool = False  # the pass walked every root
 
 
+class ConfigStamp(NamedTuple):
+    """What tells one config file from another (docs/reliability.md, "What
+    vouches for unchanged"): its full stat fingerprint, the form clients send
+    with a barrier (ctindex.fastpath.config_stamp), and the digest of its
+    bytes, which also catches a rewrite inside one timestamp tick. The config
+    is tiny and this is read once per heartbeat, so the read is cheap."""
+
+    stat: list[int] | str  # the fingerprint as a JSON list, or "absent"
+    digest: str | None  # None: absent, not a regular file, too large or unreadable
+
+
+# A config larger than this is not hashed (the fingerprint alone decides);
+# a real one is a few hundred bytes.
+CONFIG_DIGEST_MAX = 1 << 20
+
+
 @dataclass(frozen=True)
 class PlanView:
     """The parts of the effective plan the daemon acts on."""
@@ -58,7 +77,9 @@ class Engine(Protocol):
 
     def reconcile_paths(self, view: PlanView, keys: list[str]) -> Applied: ...
 
-    def config_stamp(self) -> tuple[int, int, int] | None: ...
+    def config_stamp(self) -> ConfigStamp | None: ...
+
+    def detection_changed(self, view: PlanView) -> bool: ...
 
     def indexed_among(self, keys: list[str]) -> Container[str] | None: ...
 
@@ -105,12 +126,34 @@ class RealEngine:
         return _applied(indexer.update_paths(self.project, view.plan, keys,
                                              lock_timeout=LOCK_TIMEOUT_S))
 
-    def config_stamp(self) -> tuple[int, int, int] | None:
-        try:
-            st = self.project.config_path.stat()
-        except OSError:
+    def config_stamp(self) -> ConfigStamp | None:
+        from ctindex import fastpath
+
+        path = self.project.config_path
+        stat = fastpath.config_stamp(path)
+        if stat is None:
             return None
-        return (st.st_mtime_ns, st.st_size, st.st_ino)
+        return ConfigStamp(stat, None if stat == "absent" else _digest_of(path))
+
+    def detection_changed(self, view: PlanView) -> bool:
+        """True when root detection must run again: a folder it listed no
+        longer has the fingerprint it had, or detection met a racily clean
+        folder (its result was not trusted). The daemon watches only scope
+        roots, so a new root beside them (okf/bundles/<new>) is found here,
+        on the heartbeat, and by every query's own check (ctindex.fastpath)."""
+        from reconciler.fingerprint import fingerprint_of
+
+        folders = view.plan.detected_from
+        if folders is None:
+            return True
+        for key, recorded in folders.items():
+            try:
+                st = os.lstat(self.project.path(key))
+            except OSError:
+                return True
+            if fingerprint_of(st) != recorded or not stat_mod.S_ISDIR(st.st_mode):
+                return True
+        return False
 
     def indexed_among(self, keys: list[str]) -> Container[str] | None:
         """Which of `keys` the published file table holds; None when unknown.
@@ -134,6 +177,25 @@ class RealEngine:
             return None
         self._held = {k: self._held[k] for k in keys}  # forget keys no longer dirty
         return {k for k, held in self._held.items() if held}
+
+
+def _digest_of(path: os.PathLike[str] | str) -> str | None:
+    """sha256 of a small regular file; never blocks (O_NONBLOCK: a FIFO put in
+    the config's place opens and is refused) and reads a bounded amount."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode) or st.st_size > CONFIG_DIGEST_MAX:
+            return None
+        data = os.read(fd, CONFIG_DIGEST_MAX + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return hashlib.sha256(data).hexdigest()
 
 
 def _applied(report: Any) -> Applied:

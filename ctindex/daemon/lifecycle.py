@@ -30,7 +30,7 @@ from ctindex import runtime as rt
 from ctindex.daemon import files, sysinfo
 from ctindex.daemon.barrier import Cookies, Waiter
 from ctindex.daemon.dirtyset import DirtySet, Pending
-from ctindex.daemon.engine import Applied, Engine, PlanView
+from ctindex.daemon.engine import Applied, ConfigStamp, Engine, PlanView
 from ctindex.daemon.links import LinkTracker
 from ctindex.daemon.log import LifecycleLog
 from ctindex.daemon.server import Connection, IpcServer
@@ -95,7 +95,7 @@ class Daemon:
         self.last_activity = clock()
         self.error_until = 0.0
         self.next_audit = float("inf")
-        self.config_stamp: tuple[int, int, int] | None = None
+        self.config_stamp: ConfigStamp | None = None  # taken before the plan was read
         self.rss: int | None = None
         self.cookie_key = ""
         self._watch_fd: int | None = None
@@ -155,13 +155,15 @@ class Daemon:
             signal.signal(signum, self._on_signal)
         self.sel.register(wake_r, selectors.EVENT_READ, "wake")
 
+        # Stamp, then read: a config changed in between leaves the stamp older
+        # than the plan, so the next check re-plans (never the reverse).
+        self.config_stamp = self.engine.config_stamp()
         self.view = self.engine.load_plan()
         if not self.view.watch:  # configured off since the launch: nothing to serve
             self.stop_reason = "watch-disabled"
             self._drop_claim()
             return
         self.dirty.debounce_s = self.view.debounce_ms / 1000
-        self.config_stamp = self.engine.config_stamp()
         self.next_audit = self._audit_due(self.clock())
         self.last_activity = self.clock()
         cookies = os.path.relpath(self.paths.cookies, self.project.root)
@@ -302,6 +304,7 @@ class Daemon:
 
     def _replan(self) -> None:
         """Reload the plan; a changed digest means new roots and a full pass."""
+        stamp = self.engine.config_stamp()  # before the read, as in _serve
         try:
             view = self.engine.load_plan()
         except PolicyError as exc:  # clients report it themselves (exit 2)
@@ -314,7 +317,7 @@ class Daemon:
         changed = view.digest != self.plan.digest
         self.view = view
         self.dirty.debounce_s = view.debounce_ms / 1000
-        self.config_stamp = self.engine.config_stamp()
+        self.config_stamp = stamp
         if changed:
             self._unregister_watcher_fd()
             self.watcher.close()
@@ -359,7 +362,7 @@ class Daemon:
         self.stats.barriers += 1
         digest = request.get("plan")
         config = request.get("config")  # the config file's stat as the client saw it
-        have = list(self.config_stamp) if self.config_stamp is not None else "absent"
+        have = self.config_stamp.stat if self.config_stamp is not None else "absent"
         if (isinstance(digest, str) and digest != self.plan.digest) or \
                 (config is not None and config != have):
             self._replan()  # the client sees a different plan: ours may be stale
@@ -541,8 +544,11 @@ class Daemon:
         if mono >= self.next_audit:
             self.dirty.request_rescan("audit", mono)
             self.next_audit = self._audit_due(mono)
-        stamp = self.engine.config_stamp()
-        if stamp != self.config_stamp:
+        # The full fingerprint and digest of the config, and the fingerprints
+        # of the folders root detection listed (a new OKF root appears beside
+        # the watched scope roots, where no event reaches us).
+        if self.engine.config_stamp() != self.config_stamp or \
+                self.engine.detection_changed(self.plan):
             self._replan()
         self.rss = sysinfo.rss()
         if self.rss > self.plan.memory_ceiling:
