@@ -90,6 +90,10 @@ def _fast(ctx: Context, node: Node, limit: int) -> tuple[Answer | None, Prior | 
 
 
 def _emit(ctx: Context, text: str, fresh: Freshness, outcome: Outcome) -> int:
+    # The generation reported is the one the answer was read from (None for
+    # answers from the files), never the one a barrier or an update named: an
+    # outside `rebuild` can publish a newer one the daemon has not seen.
+    fresh.generation = outcome.generation
     if ctx.json:
         ctx.emit_json({"query": text, "results": [r.to_json() for r in outcome.results],
                        "total": outcome.total, "freshness": fresh.to_json()})
