@@ -205,8 +205,10 @@ def test_new_root_replans_daemon_without_a_query(
 # -- item: a config swapped for one with the same size, mtime and inode ----------
 
 
-def test_config_swap_same_stamp_is_seen_by_daemon(
-        tmp_path: Path, make_cli_project: Callable[..., CliProject]) -> None:
+def _swap_config_project(tmp_path: Path, make_cli_project: Callable[..., CliProject]
+                         ) -> tuple[CliProject, Path]:
+    """A watched project answering watcher-clean for b1 and b2, and a config
+    excluding b2 of the same size, to be put in place with `cp -p`."""
     _v1, v2 = _tarballs(tmp_path)
     default = list(oracle.DEFAULT_EXCLUDE)
     # Equal sizes on purpose: only content (and ctime) differ.
@@ -226,14 +228,39 @@ def test_config_swap_same_stamp_is_seen_by_daemon(
     doc = proj.search(MARK)
     assert set(proj.hits(doc)) == oracle.containing(proj.root, MARK)
     assert len(proj.hits(doc)) == 2 and doc["freshness"]["mode"] == "watcher-clean"
+    return proj, swap
+
+
+def _cp_p(swap: Path, config: Path) -> None:
     before = _stamps(config)
     subprocess.run(["cp", "-p", str(swap), str(config)], check=True)
     assert _stamps(config) == before, "precondition: same size, mtime and inode"
+
+
+def test_config_swap_same_stamp_is_seen_by_daemon(
+        tmp_path: Path, make_cli_project: Callable[..., CliProject]) -> None:
+    proj, swap = _swap_config_project(tmp_path, make_cli_project)
+    _cp_p(swap, proj.root / ".ct" / "index.jsonc")
     expected = oracle.containing(proj.root, MARK)
     assert expected == {"okf/bundles/b1/concepts/b1-one.md"}
     doc = proj.search(MARK)
     assert set(proj.hits(doc)) == expected, doc["freshness"]
     assert set(proj.hits(proj.search(MARK, direct=True))) == expected
+
+
+def test_config_swap_same_stamp_replans_daemon_without_a_query(
+        tmp_path: Path, make_cli_project: Callable[..., CliProject]) -> None:
+    """The daemon's own heartbeat check (no client stat to compare with)."""
+    proj, swap = _swap_config_project(tmp_path, make_cli_project)
+    _cp_p(swap, proj.root / ".ct" / "index.jsonc")
+
+    def replanned() -> bool:
+        last = proj.status().get("last_reconcile") or {}
+        return bool(last.get("reason") == "plan-changed")
+
+    wait_for(replanned, timeout=30)
+    doc = proj.search(MARK)
+    assert set(proj.hits(doc)) == oracle.containing(proj.root, MARK), doc["freshness"]
 
 
 # -- item: the generation reported is the generation read -------------------------
