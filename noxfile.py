@@ -36,7 +36,10 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def soak(session: nox.Session) -> None:
-    """The differential soak (tests/soak_harness.py): ~1200 random steps, a few
-    minutes; prints its seed. Replay: `nox -s soak -- --seed N`."""
+    """The differential soak (tests/soak_harness.py) against the independent
+    oracle: 3000 random file operations, a query batch every ~4, a few
+    minutes; prints its seed. Replay: `nox -s soak -- --seed N`; a long run:
+    `nox -s soak -- --ops 100000 --check-every 50 --direct-every 8`
+    (docs/reliability.md)."""
     session.install("-e", ".[test]")
-    session.run("python", "-m", "tests.soak_harness", "--steps", "1200", *session.posargs)
+    session.run("python", "-m", "tests.soak_harness", "--ops", "3000", *session.posargs)

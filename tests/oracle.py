@@ -139,5 +139,16 @@ def indexed_files(project: Path) -> dict[str, str]:
 
 def containing(project: Path, word: str) -> set[str]:
     """Project-relative paths of the indexed files that contain `word`."""
-    pattern = re.compile(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])", re.IGNORECASE)
-    return {rel for rel, text in indexed_files(project).items() if pattern.search(text)}
+    return containing_each(project, [word])[word]
+
+
+def containing_each(project: Path, words: list[str]) -> dict[str, set[str]]:
+    """`containing` for several words from one walk (the soak asks a handful
+    of words per check; walking and reading the project once per word would
+    dominate its cost)."""
+    files = indexed_files(project)
+    found: dict[str, set[str]] = {}
+    for word in words:
+        pattern = re.compile(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])", re.IGNORECASE)
+        found[word] = {rel for rel, text in files.items() if pattern.search(text)}
+    return found

@@ -1,19 +1,29 @@
-"""Differential soak: random file operations and daemon abuse, checked after
-every step against the `--direct` oracle (issue 6 §1).
+"""Differential soak: random file operations and daemon abuse, checked against
+the independent oracle `tests/oracle.py` (docs/reliability.md, "Soak").
 
-    python -m tests.soak_harness --steps 1000 [--seed N] [--workdir DIR]
+    python -m tests.soak_harness --ops 3000 [--seed N] [--check-every K]
+        [--only KIND,...] [--weight KIND=W] [--time-box S] [--keep-going]
 
-Each step applies 1 to 4 random file operations to a project (a git repository
-with two branches), sometimes abuses the daemon (SIGKILL, SIGSTOP/SIGCONT,
-an event-queue overflow while stopped, damaged runtime or index files, a
-concurrent `update`/`rebuild`), then runs a few queries both indexed and
-`--direct` and requires equal result sets and a truthful freshness report:
+The project holds a git-managed scope `kb/` (two branches) and a release area
+`okf/bundles/<name>/` (bundles with an `index.md`), under one of four
+`.ct/index.jsonc` variants (derived or explicit scopes, with or without an
+exclude). Each step applies 1 to 2K-1 random file operations (`--ops` counts
+these, not steps), sometimes abuses the daemon (SIGKILL, SIGSTOP/SIGCONT, an
+event-queue overflow while stopped, damaged runtime or index files, a
+concurrent `update`/`rebuild`), then checks:
 
-* a query answered while the daemon is SIGSTOPped is never `watcher-clean`
-  (no barrier can succeed);
-* a query right after the daemon was SIGKILLed (no daemon alive) is a
-  `fallback`;
-* `watcher-clean` always comes with a barrier time and a generation.
+* every marker-word query (`search --json`, daemon on) returns exactly the
+  paths `oracle.containing()` names: the oracle walks the files with its own
+  rules and shares no code with ctindex, so a stale answer that `--direct`
+  would share (both read the same cached plan) is caught. A divergence is a
+  failure whatever the answer's freshness says (nothing may be stale);
+* one query of the full language (OR, prefix, negation, filters) equals
+  `--direct` (`--direct-every`);
+* freshness is truthful: never `watcher-clean` while every daemon is
+  SIGSTOPped, `fallback` right after a SIGKILL, `watcher-clean` only with a
+  barrier time and a generation, no mode other than those two;
+* every query answers within a hang guard (`--hang-guard`, SIGALRM; a hard
+  faulthandler exit if even that cannot interrupt it).
 
 The seed is printed first; the same seed replays the same operations (the
 daemon's timing is not replayed, so a failure may need a few runs). Searches
@@ -25,10 +35,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import io
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -36,27 +48,59 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
+from tests import oracle
+
 SCOPE = "kb"
+BUNDLES = "okf/bundles"
 VOCAB_SIZE = 120
-CONFIG = {"version": 1, "watch": True, "debounce_ms": 20, "barrier_timeout_ms": 1000,
-          "idle_seconds": 120, "audit_seconds": 30,
-          "scopes": [{"root": SCOPE, "provider": "okf-markdown"}]}
+# Marker words: no stemmer changes them (a digit and an 'x' end every one) and
+# no file or folder name contains one (a document without a title is titled by
+# its file name, which the oracle does not read).
+COMMON = "zqcommon7x"   # in every generated document
+HUGE = "zqhuge7x"       # repeated 110k-190k times in a huge document
+MARKER_RE = re.compile(rb"zq[a-z]+[0-9]x")
+FIXED_MTIME = 1_600_000_000  # the stamp of every tar/rsync "release"
+CONFIG_BYTES = 1024          # every config variant is padded to this size
+MAX_FILES = 400              # above this, creating operations turn into deletes
+MAX_MOUNTS = 3
+MAX_HUGE = 2
+SETTINGS = {"version": 1, "watch": True, "debounce_ms": 20, "barrier_timeout_ms": 1000,
+            "idle_seconds": 120, "audit_seconds": 30}
+_PROVIDER = "okf-markdown"
+# The config variants a same-stamp swap moves between (all CONFIG_BYTES long):
+# derived scopes (kb/ and each okf/bundles/<name>/), explicit scopes, and each
+# with an exclude that drops files the others index.
+CONFIGS: dict[str, dict[str, Any]] = {
+    "derived": dict(SETTINGS),
+    "derived-exclude": {**SETTINGS, "exclude": [*oracle.DEFAULT_EXCLUDE, "kb/d1/**",
+                                                 "okf/bundles/b1/**"]},
+    "explicit": {**SETTINGS, "scopes": [{"root": SCOPE, "provider": _PROVIDER},
+                                        {"root": "okf", "provider": _PROVIDER}]},
+    "explicit-exclude": {**SETTINGS, "scopes": [
+        {"root": SCOPE, "provider": _PROVIDER, "exclude": ["d2/**"]},
+        {"root": "okf", "provider": _PROVIDER, "exclude": ["bundles/b0/**"]}]},
+}
 GIT = ["git", "-c", "user.name=soak", "-c", "user.email=soak@example.invalid",
        "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
+TOOL_TIMEOUT = 120  # hang guard for tar, rsync, cp, git, mount
 
 
 class Divergence(AssertionError):
-    """Indexed and direct answers differ, or freshness was reported untruthfully."""
+    """An answer differs from the oracle or `--direct`, freshness was reported
+    untruthfully, or a query did not answer within the hang guard."""
 
 
 @dataclass
 class Figures:
     steps: int = 0
     operations: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)  # e.g. mount refused
     kills: int = 0
     stops: int = 0
     overflows: int = 0
@@ -64,48 +108,108 @@ class Figures:
     runtime_damage: int = 0
     index_damage: int = 0
     concurrent_writers: int = 0
-    queries: int = 0
+    checks: int = 0
+    oracle_queries: int = 0
+    direct_queries: int = 0
     modes: Counter[str] = field(default_factory=Counter)
     divergences: int = 0
+    # op kinds applied since the previous check, for each diverging check
+    divergent_kinds: Counter[str] = field(default_factory=Counter)
+    divergent_modes: Counter[str] = field(default_factory=Counter)
+    first_divergences: list[str] = field(default_factory=list)
+    heals: int = 0  # --keep-going: index storage dropped after a divergence
+    seconds: float = 0.0
+
+    @property
+    def file_operations(self) -> int:
+        return sum(self.operations.values())
 
     def as_dict(self) -> dict[str, Any]:
-        return {"steps": self.steps, "file_operations": sum(self.operations.values()),
-                "by_operation": dict(sorted(self.operations.items())), "kills": self.kills,
+        ops = self.file_operations
+        return {"steps": self.steps, "file_operations": ops,
+                "by_operation": dict(sorted(self.operations.items())),
+                "skipped": dict(sorted(self.skipped.items())), "kills": self.kills,
                 "stops": self.stops, "overflows": self.overflows,
                 "overflows_seen": self.overflows_seen,
                 "runtime_damage": self.runtime_damage, "index_damage": self.index_damage,
-                "concurrent_writers": self.concurrent_writers, "queries": self.queries,
-                "modes": dict(sorted(self.modes.items())), "divergences": self.divergences}
+                "concurrent_writers": self.concurrent_writers, "checks": self.checks,
+                "oracle_queries": self.oracle_queries,
+                "direct_queries": self.direct_queries,
+                "modes": dict(sorted(self.modes.items())), "divergences": self.divergences,
+                "divergent_kinds": dict(sorted(self.divergent_kinds.items())),
+                "divergent_modes": dict(sorted(self.divergent_modes.items())),
+                "first_divergences": self.first_divergences, "heals": self.heals,
+                "seconds": round(self.seconds, 1),
+                "ops_per_second": round(ops / self.seconds, 1) if self.seconds else None}
+
+
+@contextlib.contextmanager
+def hang_guard(seconds: float, what: str) -> Iterator[None]:
+    """Raise Divergence if the body runs longer than `seconds` (SIGALRM runs
+    between bytecodes); if even that cannot interrupt it (a long C call),
+    faulthandler prints every thread's stack and ends the process, so a
+    hang is never silent."""
+    def fire(signum: int, frame: FrameType | None) -> None:
+        raise Divergence(f"{what}: no answer within the {seconds:g} s hang guard")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    faulthandler.dump_traceback_later(2 * seconds + 30, exit=True)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        faulthandler.cancel_dump_traceback_later()
 
 
 class Soak:
     def __init__(self, root: Path, seed: int, *, overflow_files: int = 20_000,
-                 daemon_ops: bool = True) -> None:
+                 daemon_ops: bool = True, check_every: int = 4,
+                 weights: dict[str, int] | None = None, direct_every: int = 1,
+                 hang_seconds: float = 120.0, keep_going: bool = False,
+                 time_box: float | None = None, tour: bool = True) -> None:
         self.root = root
         self.kb = root / SCOPE
+        self.okf = root / "okf"
+        self.bundles = root / BUNDLES
+        self.outside = root.parent / "outside"   # mount sources and release trees
         self.rng = random.Random(seed)
         self.seed = seed
         self.overflow_files = overflow_files
         self.daemon_ops = daemon_ops
-        self.vocab = [self._word() for _ in range(VOCAB_SIZE)]
+        self.check_every = max(1, check_every)
+        self.weights = dict(self.FILE_OPS if weights is None else weights)
+        self.direct_every = direct_every
+        self.hang_seconds = hang_seconds
+        self.keep_going = keep_going
+        self.time_box = time_box
+        self.tour = tour
+        self.vocab = sorted({self._word() for _ in range(VOCAB_SIZE)})
         self.figures = Figures()
         self.log: list[str] = []
+        self.window: list[str] = []  # op kinds since the last check
+        self.recent: set[str] = set()  # marker words written or overwritten since then
         self.stopped: list[int] = []  # SIGSTOPped daemons (all of the project's)
         self.killed = False  # a daemon was SIGKILLed and none can have started since
         self.writer: subprocess.Popen[bytes] | None = None
         self.overflowed = False
         self.counter = 0
+        self.config = "derived"
+        self.mounts: dict[Path, Path] = {}  # mount point -> its source outside the project
+        self.huge_written = False
 
     # -- setup -----------------------------------------------------------------
     def _word(self) -> str:
-        return "".join(self.rng.choice("bcdfghjklmnpqrstvwxz") + self.rng.choice("aeiou")
-                       for _ in range(4))
+        return "zq" + "".join(self.rng.choice("bcdfghjklmnpqrstvwz") + self.rng.choice("aeiou")
+                              for _ in range(3)) + f"{self.rng.randrange(10)}x"
 
     def setup(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        self.outside.mkdir(parents=True, exist_ok=True)
         (self.root / ".ct").mkdir(exist_ok=True)
-        (self.root / ".ct" / "index.jsonc").write_text(json.dumps(CONFIG))
-        (self.root / ".gitignore").write_text(".ct/\n")
+        (self.root / ".ct" / "index.jsonc").write_bytes(self._config_bytes(self.config))
+        (self.root / ".gitignore").write_text(".ct/\nokf/\n")
         self.kb.mkdir(exist_ok=True)
         (self.kb / "index.md").write_text("# kb\n")
         for i in range(12):
@@ -120,40 +224,91 @@ class Soak:
         self.git("add", "-A")
         self.git("commit", "-q", "-m", "other")
         self.git("checkout", "-q", "main")
+        for b in range(2):  # untracked by git: checkout -f leaves them alone
+            self._new_bundle(self.bundles / f"b{b}")
+
+    def _new_bundle(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "index.md").write_text(f"# bundle {COMMON}\n")
+        for _ in range(self.rng.randint(2, 4)):
+            self.counter += 1
+            self._write(folder / f"c{self.counter}.md")
+
+    @staticmethod
+    def _config_bytes(name: str) -> bytes:
+        text = json.dumps(CONFIGS[name], indent=1).encode()
+        assert len(text) < CONFIG_BYTES - 4, name
+        return text + b"\n" + b" " * (CONFIG_BYTES - len(text) - 2) + b"\n"
 
     def git(self, *args: str) -> None:
         subprocess.run([*GIT, "-C", str(self.root), *args], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=TOOL_TIMEOUT)
+
+    def _tool(self, *argv: str) -> int:
+        done = subprocess.run(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=TOOL_TIMEOUT, check=False)
+        return done.returncode
 
     def _text(self, size: int | None = None) -> bytes:
         words = self.rng.sample(self.vocab, self.rng.randint(3, 12))
         tags = self.rng.sample(self.vocab[:10], 2)
+        self.recent.update(words)
+        self.recent.update(tags)
         text = (f"---\ntitle: {words[0]} {words[1]}\ntags: [{tags[0]}, {tags[1]}]\n---\n"
-                f"common {' '.join(words)}\n").encode()
+                f"{COMMON} {' '.join(words)}\n").encode()
         if size is not None:  # same size: pad or cut the body (ASCII only)
             text = (text + b" " * size)[:size] if len(text) < size else text[:size]
         return text
 
+    def _note(self, path: Path) -> None:
+        """Remember the marker words `path` holds before it is overwritten or
+        removed: a stale index answers them with the old version."""
+        with contextlib.suppress(OSError):
+            if path.is_file() and not path.is_symlink() and path.stat().st_size < 1 << 16:
+                self.recent.update(m.decode() for m in MARKER_RE.findall(path.read_bytes()))
+
     def _write(self, path: Path, data: bytes | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._note(path)
         path.write_bytes(self._text() if data is None else data)
 
     # -- picking targets -----------------------------------------------------------
+    def _mounted(self, path: Path) -> bool:
+        """`path` is a mount point, inside one, or holds one: renaming it or
+        removing it would cross a mount (EXDEV, EBUSY, or deleting the
+        source's files through it)."""
+        return any(path == m or path in m.parents or m in path.parents for m in self.mounts)
+
+    def _walk(self, top: Path) -> Iterator[tuple[Path, list[str]]]:
+        for dirpath, dirs, names in os.walk(top):
+            folder = Path(dirpath)
+            dirs[:] = sorted(d for d in dirs if folder / d not in self.mounts)
+            yield folder, names
+
     def _files(self) -> list[Path]:
         out = []
-        for dirpath, _, names in os.walk(self.kb):
-            out += [Path(dirpath) / n for n in names if n.endswith(".md")]
+        for top in (self.kb, self.okf):
+            for folder, names in self._walk(top):
+                out += [folder / n for n in names if n.endswith(".md") and n != "index.md"]
         return sorted(p for p in out if not p.is_symlink())
 
-    def _folders(self) -> list[Path]:
-        return sorted(Path(d) for d, _, _ in os.walk(self.kb) if Path(d) != self.kb)
+    def _folders(self, movable: bool = False) -> list[Path]:
+        """Folders below kb/ and the bundles (not kb/, okf/, okf/bundles/
+        themselves); `movable`: none that a rename or rmtree would carry
+        across a mount."""
+        keep = {self.kb, self.okf, self.bundles}
+        out = []
+        for top in (self.kb, self.bundles):
+            out += [f for f, _ in self._walk(top) if f not in keep]
+        return sorted(f for f in out if not (movable and self._mounted(f)))
 
     def _new_path(self) -> Path:
         self.counter += 1
         folders = [self.kb, *self._folders()]
-        return self.rng.choice(folders) / f"n{self.counter}-{self.rng.choice(self.vocab)}.md"
+        return self.rng.choice(folders) / f"n{self.counter}.md"
 
-    # -- file operations -----------------------------------------------------------
+    # -- file operations (each returns its log line) -----------------------------------
     def op_create(self) -> str:
         path = self._new_path()
         self._write(path)
@@ -165,6 +320,7 @@ class Soak:
             return self.op_create()
         path = self.rng.choice(files)
         st = path.stat()
+        self._note(path)
         path.write_bytes(self._text(st.st_size))
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
         return f"edit-same-size {path.relative_to(self.root)}"
@@ -174,6 +330,7 @@ class Soak:
         if not files:
             return self.op_create()
         path = self.rng.choice(files)
+        self._note(path)
         tmp = path.with_name(f".{path.name}.swp{self.counter}")
         tmp.write_bytes(self._text())
         os.replace(tmp, path)
@@ -185,11 +342,12 @@ class Soak:
             return self.op_create()
         src, dst = self.rng.choice(files), self._new_path()
         dst.parent.mkdir(parents=True, exist_ok=True)
+        self._note(src)
         os.replace(src, dst)
         return f"rename {src.relative_to(self.root)} -> {dst.relative_to(self.root)}"
 
     def op_rename_folder(self) -> str:
-        folders = self._folders()
+        folders = self._folders(movable=True)
         if not folders:
             return self.op_create()
         src = self.rng.choice(folders)
@@ -205,11 +363,12 @@ class Soak:
         if not files:
             return self.op_create()
         path = self.rng.choice(files)
+        self._note(path)
         path.unlink()
         return f"delete {path.relative_to(self.root)}"
 
     def op_delete_folder(self) -> str:
-        folders = self._folders()
+        folders = self._folders(movable=True)
         if not folders:
             return self.op_create()
         path = self.rng.choice(folders)
@@ -220,7 +379,7 @@ class Soak:
         branch = self.rng.choice(["main", "other"])
         done = subprocess.run([*GIT, "-C", str(self.root), "checkout", "-q", "-f", branch],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=60, check=False)
+                              timeout=TOOL_TIMEOUT, check=False)
         return f"git checkout {branch} (exit {done.returncode})"
 
     def op_chmod_000(self) -> str:
@@ -236,6 +395,7 @@ class Soak:
         if len(files) < 2:
             return self.op_create()
         path, target = self.rng.sample(files, 2)
+        self._note(path)
         path.unlink()
         os.symlink(target if self.rng.random() < 0.5 else "/etc/hostname", path)
         return f"symlink {path.relative_to(self.root)}"
@@ -245,15 +405,208 @@ class Soak:
         if not files:
             return self.op_create()
         path = self.rng.choice(files)
+        self._note(path)
         path.unlink()
         self._write(path / "inner.md")
         return f"file-to-folder {path.relative_to(self.root)}"
+
+    # -- releases: tar --mtime / rsync -a with every stamp fixed -----------------------
+    def _release_tree(self) -> tuple[Path, str]:
+        """A copy of okf/ (or, now and then, kb/) built outside the project,
+        changed (edits, some same-size; new concepts; sometimes a whole new
+        bundle folder), every stamp in it FIXED_MTIME. Returns (its parent,
+        the subtree name)."""
+        sub = "okf" if self.rng.random() < 0.8 else SCOPE
+        stage = self.outside / "release"
+        if stage.exists():
+            shutil.rmtree(stage)
+
+        def skip(folder: str, names: list[str]) -> list[str]:
+            return [n for n in names if Path(folder) / n in self.mounts
+                    or n.startswith(".")]
+        # ignore= works on source paths, where the mounts live.
+        shutil.copytree(self.root / sub, stage / sub, symlinks=True, ignore=skip)
+        src = stage / sub
+        files = sorted(p for p in src.rglob("*.md")
+                       if p.name != "index.md" and p.is_file() and not p.is_symlink())
+        for path in self.rng.sample(files, min(len(files), self.rng.randint(1, 3))):
+            size = path.stat().st_size if self.rng.random() < 0.5 else None
+            self._note(self.root / path.relative_to(stage))
+            path.write_bytes(self._text(size))
+        folders = [f for f in src.rglob("*") if f.is_dir() and not f.is_symlink()]
+        for _ in range(self.rng.randint(0, 2)):
+            self.counter += 1
+            self._write(self.rng.choice([src, *folders]) / f"r{self.counter}.md")
+        if sub == "okf" and self.rng.random() < 0.4:
+            self.counter += 1
+            self._new_bundle(src / "bundles" / f"rb{self.counter}")
+        for dirpath, dirs, names in os.walk(stage):
+            for name in [*dirs, *names]:
+                os.utime(Path(dirpath) / name, (FIXED_MTIME, FIXED_MTIME),
+                         follow_symlinks=False)
+        os.utime(stage, (FIXED_MTIME, FIXED_MTIME))
+        return stage, sub
+
+    def op_tar_release(self) -> str:
+        stage, sub = self._release_tree()
+        archive = self.outside / "release.tar"
+        made = self._tool("tar", f"--mtime=@{FIXED_MTIME}", "-cf", str(archive),
+                          "-C", str(stage), sub)
+        unpacked = self._tool("tar", "-xf", str(archive), "-C", str(self.root))
+        return f"tar release {sub} (exit {made}/{unpacked})"
+
+    def op_rsync_release(self) -> str:
+        stage, sub = self._release_tree()
+        code = self._tool("rsync", "-a", f"{stage / sub}/", f"{self.root / sub}/")
+        return f"rsync -a release {sub} (exit {code})"
+
+    # -- same-stamp config swaps --------------------------------------------------------
+    def _other_config(self) -> str:
+        return self.rng.choice([n for n in CONFIGS if n != self.config])
+
+    def op_config_swap(self) -> str:
+        """Another variant written in place, then size and mtime (ns) as they were."""
+        path = self.root / ".ct" / "index.jsonc"
+        st = path.stat()
+        self.config = self._other_config()
+        with open(path, "r+b") as fh:  # in place, no truncation: never a half file
+            fh.write(self._config_bytes(self.config))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        return f"config swap -> {self.config} (mtime restored)"
+
+    def op_config_swap_cp(self) -> str:
+        """Another variant given the live file's mtime, then `cp -p` over it."""
+        path = self.root / ".ct" / "index.jsonc"
+        st = path.stat()
+        self.config = self._other_config()
+        staged = self.outside / "index.jsonc"
+        staged.write_bytes(self._config_bytes(self.config))
+        os.utime(staged, ns=(st.st_atime_ns, st.st_mtime_ns))
+        code = self._tool("cp", "-p", str(staged), str(path))
+        return f"cp -p config -> {self.config} (exit {code})"
+
+    # -- hard links -----------------------------------------------------------------------
+    def op_hardlink(self) -> str:
+        files = self._files()
+        if not files:
+            return self.op_create()
+        src, dst = self.rng.choice(files), self._new_path()
+        os.link(src, dst)
+        return f"link {src.relative_to(self.root)} -> {dst.relative_to(self.root)}"
+
+    def op_cp_al(self) -> str:
+        folders = self._folders(movable=True)
+        if not folders:
+            return self.op_hardlink()
+        src = self.rng.choice(folders)
+        self.counter += 1
+        dst = src.with_name(f"{src.name}-l{self.counter}")
+        code = self._tool("cp", "-al", str(src), str(dst))
+        return f"cp -al {src.relative_to(self.root)} {dst.relative_to(self.root)} (exit {code})"
+
+    def op_hardlink_edit(self) -> str:
+        """Edit a multiply-linked file in place through one of its names (same
+        size; the mtime restored half the time): every other name changes too."""
+        linked = [p for p in self._files() if p.stat().st_nlink > 1]
+        if not linked:
+            return self.op_hardlink()
+        path = self.rng.choice(linked)
+        st = path.stat()
+        self._note(path)
+        with open(path, "r+b") as fh:
+            fh.write(self._text(st.st_size))
+        restored = self.rng.random() < 0.5
+        if restored:
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        return (f"edit in place via link {path.relative_to(self.root)} "
+                f"(nlink {st.st_nlink}{', mtime restored' if restored else ''})")
+
+    # -- bind mounts ---------------------------------------------------------------------
+    def op_bind_mount(self) -> str:
+        """An outside folder holding concepts bind-mounted onto an empty folder
+        inside a scope (root only; refused mounts count as skipped)."""
+        if len(self.mounts) >= MAX_MOUNTS:
+            return self.op_umount()
+        self.counter += 1
+        source = self.outside / f"mnt-src{self.counter}"
+        for _ in range(self.rng.randint(1, 3)):
+            self.counter += 1
+            self._write(source / f"m{self.counter}.md")
+        folders = [f for f in [self.kb, *self._folders()] if not self._mounted(f)]
+        point = self.rng.choice(folders) / f"mnt{self.counter}"
+        point.mkdir()
+        if self.rng.random() < 0.5:  # let the daemon watch the empty folder first
+            with contextlib.suppress(Divergence):
+                self.search(COMMON, direct=False)
+        if self._tool("mount", "--bind", str(source), str(point)) != 0:
+            point.rmdir()
+            self.figures.skipped["bind_mount"] += 1
+            return f"mount --bind refused: {point.relative_to(self.root)} (skipped)"
+        self.mounts[point] = source
+        return f"mount --bind {source.name} {point.relative_to(self.root)}"
+
+    def op_umount(self) -> str:
+        if not self.mounts:
+            return self.op_bind_mount()
+        point = self.rng.choice(sorted(self.mounts))
+        self._unmount(point)
+        if self.rng.random() < 0.5:
+            point.rmdir()
+        return f"umount {point.relative_to(self.root)}"
+
+    def _unmount(self, point: Path) -> None:
+        for path in self.mounts[point].rglob("*.md"):
+            self._note(path)
+        if self._tool("umount", str(point)) != 0:
+            self._tool("umount", "-l", str(point))  # busy: detach it from the tree now
+        del self.mounts[point]
+
+    def op_mount_edit(self) -> str:
+        """Create or rewrite a concept inside a mounted folder, through the
+        mount or through the source's own path."""
+        if not self.mounts:
+            return self.op_bind_mount()
+        point = self.rng.choice(sorted(self.mounts))
+        base = point if self.rng.random() < 0.5 else self.mounts[point]
+        files = sorted(base.rglob("*.md"))
+        if files and self.rng.random() < 0.7:
+            path = self.rng.choice(files)
+        else:
+            self.counter += 1
+            path = base / f"m{self.counter}.md"
+        self._write(path)
+        via = "mount" if base == point else "source"
+        return f"edit in mount {point.relative_to(self.root)} via {via}: {path.name}"
+
+    # -- huge repetitive documents ------------------------------------------------------------
+    def op_huge_doc(self) -> str:
+        """A 1-1.7 MB concept in which HUGE repeats 110k-190k times (under the
+        2 MiB max_file_bytes); at most MAX_HUGE exist, older ones are removed."""
+        old = [p for p in self._files() if p.stat().st_size > 1 << 19]
+        if len(old) >= MAX_HUGE:
+            gone = self.rng.choice(old)
+            gone.unlink()
+            return f"huge delete {gone.relative_to(self.root)}"
+        path = self._new_path()
+        words = self.rng.sample(self.vocab, 3)
+        self.recent.update(words)
+        body = (HUGE + " ") * self.rng.randint(110_000, 190_000)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"---\ntitle: {words[0]}\n---\n{COMMON} {body}{words[1]} {words[2]}\n")
+        self.huge_written = True
+        return f"huge create {path.relative_to(self.root)} ({path.stat().st_size} bytes)"
 
     FILE_OPS = {
         "create": 6, "edit_same_size_restored_mtime": 5, "save_via_rename": 4,
         "rename_file": 3, "rename_folder": 1, "delete": 3, "delete_folder": 1,
         "git_checkout": 1, "chmod_000": 1, "replace_by_symlink": 1, "replace_by_folder": 1,
+        # the classes of docs/reliability.md "Soak: stamps, links, mounts, huge documents"
+        "tar_release": 2, "rsync_release": 2, "config_swap": 1, "config_swap_cp": 1,
+        "hardlink": 2, "cp_al": 1, "hardlink_edit": 3, "bind_mount": 1, "umount": 1,
+        "mount_edit": 2, "huge_doc": 1,
     }
+    GROWING = {"create", "replace_by_folder", "tar_release", "rsync_release", "hardlink",
+               "cp_al", "bind_mount", "mount_edit", "huge_doc"}
 
     # -- daemon abuse ----------------------------------------------------------------
     def daemon_pids(self) -> list[int]:
@@ -293,7 +646,7 @@ class Soak:
         if r < 0.10 and pids and self.overflow_files:
             bulk = self.root / SCOPE / f"bulk{self.counter}"
             bulk.mkdir()
-            self.search("common", direct=False)  # a barrier: bulk/ is watched from now on
+            self.search(COMMON, direct=False)  # a barrier: bulk/ is watched from now on
             pids = self.daemon_pids()
             self._signal(pids, signal.SIGSTOP)
             self.overflowed = True
@@ -366,60 +719,117 @@ class Soak:
         out, err = io.StringIO(), io.StringIO()
         args = ["-C", str(self.root), "--json", "search", "--limit", "100000",
                 *(["--direct"] if direct else []), "--", query]
-        code = main(args, stdout=out, stderr=err)
+        with hang_guard(self.hang_seconds, f"search {'--direct ' if direct else ''}{query!r}"):
+            code = main(args, stdout=out, stderr=err)
         if code not in (0, 1):
             raise Divergence(f"search {'--direct ' if direct else ''}{query!r} exit {code}: "
                              f"{err.getvalue().strip()}")
         doc: dict[str, Any] = json.loads(out.getvalue())
         return doc
 
-    def queries(self) -> list[str]:
-        w1, w2 = self.rng.sample(self.vocab, 2)
-        return ["common", f"{w1} OR tag:{self.rng.choice(self.vocab[:10])}",
-                f"{w2[:3]}* -{w1}", f"path:{SCOPE}/d1/ common"]
+    def marker_words(self) -> list[str]:
+        """COMMON (every document: creations, deletions, renames, scope
+        changes), HUGE once huge documents exist, up to three words written or
+        overwritten since the last check (edits), one word at random."""
+        words = [COMMON, *([HUGE] if self.huge_written else [])]
+        words += self.rng.sample(sorted(self.recent), min(3, len(self.recent)))
+        words.append(self.rng.choice(self.vocab))
+        self.recent.clear()
+        return list(dict.fromkeys(words))
 
-    def check(self) -> None:
+    def language_query(self) -> str:
+        w1, w2 = self.rng.sample(self.vocab, 2)
+        return self.rng.choice([f"{w1} OR tag:{self.rng.choice(self.vocab[:10])}",
+                                f"{w2[:5]}* -{w1}", f"path:{SCOPE}/d1/ {COMMON}"])
+
+    def _freshness(self, n: int, alive: list[int], fresh: dict[str, Any]) -> None:
+        self.figures.modes[fresh["mode"]] += 1
+        if fresh["mode"] not in ("watcher-clean", "fallback"):
+            raise Divergence(f"unexpected freshness mode {fresh}")
+        if self.stopped:
+            if fresh["mode"] == "watcher-clean":
+                raise Divergence(f"watcher-clean while the daemon is stopped: {fresh}")
+            # One query proves it; the rest run with the daemon resumed
+            # (each stopped query costs a whole barrier budget).
+            self._signal(self.stopped, signal.SIGCONT)
+            self.stopped = []
+        if n == 0 and self.killed and not alive and fresh["mode"] != "fallback":
+            raise Divergence(f"not a fallback right after SIGKILL: {fresh}")
+        if fresh["mode"] == "watcher-clean" and (fresh["barrier_ms"] is None
+                                                 or fresh["generation"] is None):
+            raise Divergence(f"watcher-clean without a barrier: {fresh}")
+
+    def check(self) -> list[str]:
+        """Run the queries; returns the divergences found (each one line)."""
         alive = self.daemon_pids()
-        for n, query in enumerate(self.queries()):
-            got = self.search(query, direct=False)
-            want = self.search(query, direct=True)
-            self.figures.queries += 1
-            fresh = got["freshness"]
-            self.figures.modes[fresh["mode"]] += 1
-            a = {r["path"] for r in got["results"]}
-            b = {r["path"] for r in want["results"]}
-            if a != b:
-                raise Divergence(f"{query!r}: indexed-only {sorted(a - b)[:5]}, "
-                                 f"direct-only {sorted(b - a)[:5]} (freshness {fresh})")
-            if fresh["mode"] not in ("watcher-clean", "fallback"):
-                raise Divergence(f"unexpected freshness mode {fresh}")
-            if self.stopped:
-                if fresh["mode"] == "watcher-clean":
-                    raise Divergence(f"watcher-clean while the daemon is stopped: {fresh}")
-                # One query proves it; the rest run with the daemon resumed
-                # (each stopped query costs a whole barrier budget).
-                self._signal(self.stopped, signal.SIGCONT)
-                self.stopped = []
-            if n == 0 and self.killed and not alive and fresh["mode"] != "fallback":
-                raise Divergence(f"not a fallback right after SIGKILL: {fresh}")
-            if fresh["mode"] == "watcher-clean" and (fresh["barrier_ms"] is None
-                                                     or fresh["generation"] is None):
-                raise Divergence(f"watcher-clean without a barrier: {fresh}")
+        words = self.marker_words()
+        answers = []
+        problems: list[str] = []
+        for n, word in enumerate(words):
+            got = self.search(word, direct=False)
+            self.figures.oracle_queries += 1
+            self._freshness(n, alive, got["freshness"])
+            answers.append((word, got))
         self.killed = False
+        want = oracle.containing_each(self.root, words)
+        for word, got in answers:
+            paths = {r["path"] for r in got["results"]}
+            if paths != want[word]:
+                fresh = got["freshness"]
+                self.figures.divergent_modes[fresh["mode"]] += 1
+                problems.append(
+                    f"{word!r} [{self.config}]: indexed-only {sorted(paths - want[word])[:4]}, "
+                    f"oracle-only {sorted(want[word] - paths)[:4]} "
+                    f"(freshness {fresh['mode']} {fresh.get('reason')})")
+        if self.direct_every and self.figures.checks % self.direct_every == 0:
+            query = self.language_query()
+            got, direct = self.search(query, direct=False), self.search(query, direct=True)
+            self.figures.direct_queries += 1
+            self.figures.modes[got["freshness"]["mode"]] += 1
+            a = {r["path"] for r in got["results"]}
+            b = {r["path"] for r in direct["results"]}
+            if a != b:
+                self.figures.divergent_modes[got["freshness"]["mode"]] += 1
+                problems.append(f"{query!r} [{self.config}]: indexed-only {sorted(a - b)[:4]}, "
+                                f"direct-only {sorted(b - a)[:4]} "
+                                f"(freshness {got['freshness']})")
+        self.figures.checks += 1
+        return problems
 
     # -- the loop ------------------------------------------------------------------------
-    def step(self) -> None:
-        names = list(self.FILE_OPS)
-        weights = [self.FILE_OPS[n] for n in names]
-        for _ in range(self.rng.randint(1, 4)):
-            name = self.rng.choices(names, weights)[0]
+    def _pick(self, tour: list[str]) -> str:
+        if tour:
+            return tour.pop()
+        names = [n for n, w in self.weights.items() if w > 0]
+        name = self.rng.choices(names, [self.weights[n] for n in names])[0]
+        if name in self.GROWING and len(self._files()) > MAX_FILES:
+            return "delete_folder" if self.rng.random() < 0.2 else "delete"
+        return name
+
+    def step(self, budget: int, tour: list[str]) -> None:
+        for _ in range(min(budget, self.rng.randint(1, 2 * self.check_every - 1))):
+            name = self._pick(tour)
             self.log.append(getattr(self, f"op_{name}")())
             self.figures.operations[name] += 1
+            self.window.append(name)
         if self.daemon_ops:
             line = self.abuse()
             if line:
                 self.log.append(line)
-        self.check()
+        problems = self.check()
+        if problems:
+            self.figures.divergences += len(problems)
+            self.figures.divergent_kinds.update(set(self.window))
+            tail = "\n  ".join(self.log[-12:])
+            report = (f"seed {self.seed}, step {self.figures.steps}, "
+                      f"op {self.figures.file_operations}: " + "\n  ".join(problems)
+                      + f"\n  after:\n  {tail}")
+            if not self.keep_going:
+                raise Divergence(report)
+            if len(self.figures.first_divergences) < 10:
+                self.figures.first_divergences.append(report)
+            self.heal()
+        self.window = []
         if self.overflowed:
             self.overflowed = False
             if "overflow" in self._last_reconcile_reason():
@@ -430,18 +840,29 @@ class Soak:
             self.writer = None
         self.figures.steps += 1
 
-    def run(self, steps: int) -> Figures:
+    def heal(self) -> None:
+        """--keep-going: drop every daemon and the whole index storage, so the
+        next check starts from a fresh build and a stale state found once is
+        not counted again at every later check."""
+        self.kill_all()
+        if self.writer is not None:
+            self.writer.kill()
+            self.writer.wait()
+            self.writer = None
+        shutil.rmtree(self.root / ".ct" / "okf", ignore_errors=True)
+        self.figures.heals += 1
+
+    def run(self, ops: int) -> Figures:
+        t0 = time.monotonic()
+        tour = [n for n, w in self.weights.items() if w > 0] if self.tour else []
+        self.rng.shuffle(tour)
         try:
-            for i in range(steps):
-                mark = len(self.log)
-                try:
-                    self.step()
-                except Divergence as exc:
-                    self.figures.divergences += 1
-                    tail = "\n  ".join(self.log[max(0, mark - 12):])
-                    raise Divergence(f"seed {self.seed}, step {i}: {exc}\n  after:\n  "
-                                     f"{tail}") from None
+            while self.figures.file_operations < ops:
+                if self.time_box is not None and time.monotonic() - t0 > self.time_box:
+                    break
+                self.step(ops - self.figures.file_operations, tour)
         finally:
+            self.figures.seconds = time.monotonic() - t0
             self.close()
         return self.figures
 
@@ -457,35 +878,76 @@ class Soak:
             self.writer.kill()
             self.writer.wait()
         self.kill_all()
+        for point in sorted(self.mounts, reverse=True):
+            self._unmount(point)
 
 
-def run_soak(root: Path, steps: int, seed: int, **kwargs: Any) -> Figures:
+def run_soak(root: Path, ops: int, seed: int, **kwargs: Any) -> Figures:
     soak = Soak(root, seed, **kwargs)
     soak.setup()
-    return soak.run(steps)
+    return soak.run(ops)
+
+
+def _weights(only: str | None, overrides: list[str]) -> dict[str, int]:
+    weights = dict(Soak.FILE_OPS)
+    if only:
+        chosen = {n.strip().replace("-", "_") for n in only.split(",") if n.strip()}
+        unknown = chosen - set(weights)
+        if unknown:
+            raise SystemExit(f"soak: unknown operation kind(s): {', '.join(sorted(unknown))}")
+        weights = {n: (w if n in chosen else 0) for n, w in weights.items()}
+    for item in overrides:
+        name, _, value = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if name not in weights or not value.strip().isdigit():
+            raise SystemExit(f"soak: --weight wants KIND=N with a known kind, got {item!r}")
+        weights[name] = int(value)
+    if not any(weights.values()):
+        raise SystemExit("soak: every operation kind has weight 0")
+    return weights
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--ops", type=int, default=3000, help="file-system operations to apply")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--overflow-files", type=int, default=20_000)
+    ap.add_argument("--check-every", type=int, default=4, metavar="K",
+                    help="mean file operations between two query batches")
+    ap.add_argument("--direct-every", type=int, default=1, metavar="N",
+                    help="compare one query with --direct every N checks (0: never)")
+    ap.add_argument("--only", default=None, metavar="KIND,...",
+                    help="only these operation kinds (names of Soak.FILE_OPS)")
+    ap.add_argument("--weight", action="append", default=[], metavar="KIND=N")
+    ap.add_argument("--no-abuse", action="store_true", help="no daemon kills/stops/damage")
+    ap.add_argument("--hang-guard", type=float, default=120.0, metavar="S")
+    ap.add_argument("--time-box", type=float, default=None, metavar="S",
+                    help="stop after S seconds and print the figures so far")
+    ap.add_argument("--keep-going", action="store_true",
+                    help="count divergences (dropping the index after each) instead of "
+                         "stopping at the first")
     args = ap.parse_args(argv)
+    weights = _weights(args.only, args.weight)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
-    print(f"soak seed {seed} (replay: --seed {seed}), {args.steps} steps", flush=True)
+    print(f"soak seed {seed} (replay: --seed {seed}), {args.ops} file operations", flush=True)
     base = Path(tempfile.mkdtemp(prefix="ctindex-soak-", dir=args.workdir))
-    t0 = time.monotonic()
     try:
-        figures = run_soak(base / "project", args.steps, seed,
-                           overflow_files=args.overflow_files)
+        figures = run_soak(base / "project", args.ops, seed,
+                           overflow_files=args.overflow_files, daemon_ops=not args.no_abuse,
+                           check_every=args.check_every, weights=weights,
+                           direct_every=args.direct_every, hang_seconds=args.hang_guard,
+                           keep_going=args.keep_going, time_box=args.time_box)
     except Divergence as exc:
         print(f"DIVERGENCE: {exc}", flush=True)
         print(f"kept for inspection: {base}", flush=True)
         return 1
-    shutil.rmtree(base, ignore_errors=True)
-    doc = {"seed": seed, "seconds": round(time.monotonic() - t0, 1), **figures.as_dict()}
+    doc = {"seed": seed, **figures.as_dict()}
     print(json.dumps(doc, indent=1), flush=True)
+    if figures.divergences:
+        print(f"kept for inspection: {base}", flush=True)
+        return 1
+    shutil.rmtree(base, ignore_errors=True)
     return 0
 
 
