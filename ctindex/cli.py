@@ -23,7 +23,8 @@ from typing import TextIO
 from ctindex.errors import CtindexError
 
 PROG = "ctindex"
-COMMANDS = ("init", "scopes", "why", "status", "update", "rebuild", "search", "watch")
+COMMANDS = ("init", "scopes", "why", "status", "update", "rebuild", "verify", "search",
+            "watch")
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -98,6 +99,17 @@ def _watch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=("status", "start", "stop"))
 
 
+def _verify_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repair", action="store_true",
+                   help="fix what was found (damage: rebuild; drift: update), then verify again")
+    _metrics_arg(p)
+
+
+def _metrics_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metrics-file", metavar="PATH", default=None,
+                   help="also write the metrics in the Prometheus textfile format (atomically)")
+
+
 def _no_args(p: argparse.ArgumentParser) -> None:
     return None
 
@@ -110,6 +122,8 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "status": ("index and watcher metrics", _status_args),
     "update": ("full reconciliation; publishes a generation if something changed", _no_args),
     "rebuild": ("build a fresh index and publish it atomically", _no_args),
+    "verify": ("read every byte of the index and compare it with the files; writes nothing "
+               "unless --repair", _verify_args),
     "search": ("indexed query; exit 1 when nothing matches", _search_args),
     "watch": ("daemon control", _watch_args),
 }
