@@ -342,7 +342,11 @@ def ensure_fresh(project: Project, plan: Plan,
                             else f"{BUILD_MISMATCH}; {why_not}")
             return fresh
         if failed.spawnable:
-            why_not = spawn(project.root, paths)  # never waited for: the next query uses it
+            from ctindex.cimode import spawn_blocked
+
+            why_not = spawn_blocked()  # CI jobs: no daemon outliving the job
+            if why_not is None:
+                why_not = spawn(project.root, paths)  # never waited for: the next query uses it
             if why_not is not None and why_not != STARTING:
                 reason = why_not
         return reconcile_now(project, plan, mode="fallback", reason=reason)
