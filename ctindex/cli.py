@@ -86,6 +86,14 @@ def _why_args(p: argparse.ArgumentParser) -> None:
 
 def _status_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", action="store_true")
+    _metrics_arg(p)
+
+
+def _write_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict", nargs="?", const="all", default=None, metavar="KINDS",
+                   help="exit 2 naming each file when any of KINDS occurs: errors, warnings, "
+                        "missing-roots, comma-separated (default: all)")
+    _metrics_arg(p)
 
 
 def _search_args(p: argparse.ArgumentParser) -> None:
@@ -110,18 +118,15 @@ def _metrics_arg(p: argparse.ArgumentParser) -> None:
                    help="also write the metrics in the Prometheus textfile format (atomically)")
 
 
-def _no_args(p: argparse.ArgumentParser) -> None:
-    return None
-
-
 # name -> (help, declares the command's own arguments)
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "init": ("print (default) or write the derived .ct/index.jsonc; never indexes", _init_args),
     "scopes": ("show scopes, exclusions, origins, provider versions and limits", _scopes_args),
     "why": ("decision trace per path; exit 0 only if every path is included", _why_args),
     "status": ("index and watcher metrics", _status_args),
-    "update": ("full reconciliation; publishes a generation if something changed", _no_args),
-    "rebuild": ("build a fresh index and publish it atomically", _no_args),
+    "update": ("full reconciliation; publishes a generation if something changed",
+               _write_args),
+    "rebuild": ("build a fresh index and publish it atomically", _write_args),
     "verify": ("read every byte of the index and compare it with the files; writes nothing "
                "unless --repair", _verify_args),
     "search": ("indexed query; exit 1 when nothing matches", _search_args),

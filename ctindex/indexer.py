@@ -54,6 +54,7 @@ class UpdateReport:
     errors: int = 0
     warnings: int = 0
     merged_segments: int = 0
+    missing_roots: list[str] = field(default_factory=list)  # configured scope roots not found
     entries_visited: int = 0
     reconcile_ms: float = 0.0
     duration_ms: float = 0.0
@@ -387,6 +388,7 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
                  "writer": rt.build_id()}  # which build wrote it: not the format version
     if reason:
         pass_info["reason"] = reason
+    report.missing_roots = list(res.report.missing_roots.sample)
     problems = walk_problems(res.report)
     if problems:  # what the walk could not see is reported, never a silent drop
         pass_info["problems"] = problems
