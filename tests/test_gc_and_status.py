@@ -75,7 +75,8 @@ def test_status_keeps_the_last_full_reconciliation_apart_from_narrowed_passes(
 
     assert run_cli("-C", str(project), "update").code == 0
     p = Project.at(project)
-    target = next((project / "okf" / "bundles" / "ga4").rglob("*.md"))
+    target = next(f for f in (project / "okf" / "bundles" / "ga4").rglob("*.md")
+                  if f.name != "index.md")
     target.write_text(target.read_text() + "\nmore\n")
     indexer.update_paths(p, load_plan(p), [target.relative_to(project).as_posix()])
     status = json.loads(run_cli("-C", str(project), "--json", "status").out)
