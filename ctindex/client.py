@@ -221,7 +221,11 @@ def spawn(project_root: Path, paths: rt.RuntimePaths, *, ignore_cache: bool = Fa
     reason). Every failure to persist the runtime folder or the claim is
     cached so the next commands do not try again within the back-off window.
     """
-    if not ignore_cache and rt.spawn_failure(paths) is not None:
+    failure = None if ignore_cache else rt.spawn_failure(paths)
+    if failure is not None:
+        error = failure.get("error")
+        if isinstance(error, str) and error.startswith(rt.STOPPED_PREFIX):
+            return error  # e.g. "daemon stopped: memory-limit", backed off like a failure
         return SPAWN_CACHED
     try:
         rt.ensure_private_dir(paths.dir)
