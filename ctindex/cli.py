@@ -209,10 +209,16 @@ def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
     if out is sys.stdout and isinstance(out, io.TextIOWrapper):
         # Keys of undecodable names are surrogate-escaped: print their bytes.
         out.reconfigure(errors="surrogateescape")
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        return _run(sys.argv[1:] if argv is None else list(argv), out, err, cwd)
+        return _run(args, out, err, cwd)
     except CtindexError as exc:
         err.write(f"{PROG}: {exc}\n")
+        if _wants_json(args):  # a JSON reader gets the error as JSON too (schemas/error.json)
+            from ctindex.output import write_json
+
+            write_json(out, {"error": {"message": str(exc), "kind": type(exc).__name__,
+                                       "exit_code": exc.exit_code}})
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -228,7 +234,13 @@ def _run(argv: list[str], out: TextIO, err: TextIO,
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             args = parser.parse_args(argv)
     except SystemExit as exc:  # --help or a usage error already printed
-        return exc.code if isinstance(exc.code, int) else 2
+        status = exc.code if isinstance(exc.code, int) else 2
+        if status and _wants_json(argv):
+            from ctindex.output import write_json
+
+            write_json(out, {"error": {"message": "usage error (the message is on stderr)",
+                                       "kind": "UsageError", "exit_code": status}})
+        return status
     if args.version:
         out.write(f"{PROG} {_version()}\n")
         return 0
@@ -290,6 +302,19 @@ def _silence_stdout(out: TextIO) -> None:
 
 
 _GLOBAL_WITH_VALUE = ("-C", "--project")
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """`--json` among the options (not a query word after `--`, not the value of -C)."""
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            return False
+        if token == "--json":
+            return True
+        i += 2 if token in _GLOBAL_WITH_VALUE else 1
+    return False
 
 
 def ct_main(argv: list[str] | None = None) -> int:

@@ -132,9 +132,12 @@ def watcher_json(doc: dict[str, Any]) -> dict[str, Any]:
         out["spawn_failure"] = {"error": failure.get("error"), "count": failure.get("count"),
                                 "at_unix_ms": _unix_ms(failure.get("time")),
                                 "retry_after_unix_ms": _unix_ms(failure.get("retry_after"))}
-    rec = out.get("last_reconcile")
-    if isinstance(rec, dict) and "at_ns" in rec:
-        out["last_reconcile"] = pass_json(rec)
+    for key in ("last_reconcile", "last_batch"):  # the daemon's: "at" in float seconds
+        rec = out.get(key)
+        if isinstance(rec, dict):
+            rec = dict(rec)
+            rec["at_unix_ms"] = _unix_ms(rec.pop("at", None))
+            out[key] = rec
     return out
 
 
