@@ -23,7 +23,8 @@ from typing import TextIO
 from ctindex.errors import CtindexError
 
 PROG = "ctindex"
-COMMANDS = ("init", "scopes", "why", "status", "update", "rebuild", "search", "watch")
+COMMANDS = ("init", "scopes", "why", "status", "update", "rebuild", "verify", "search",
+            "watch")
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -85,6 +86,14 @@ def _why_args(p: argparse.ArgumentParser) -> None:
 
 def _status_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", action="store_true")
+    _metrics_arg(p)
+
+
+def _write_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict", nargs="?", const="all", default=None, metavar="KINDS",
+                   help="exit 2 naming each file when any of KINDS occurs: errors, warnings, "
+                        "missing-roots, comma-separated (default: all)")
+    _metrics_arg(p)
 
 
 def _search_args(p: argparse.ArgumentParser) -> None:
@@ -98,8 +107,15 @@ def _watch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=("status", "start", "stop"))
 
 
-def _no_args(p: argparse.ArgumentParser) -> None:
-    return None
+def _verify_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repair", action="store_true",
+                   help="fix what was found (damage: rebuild; drift: update), then verify again")
+    _metrics_arg(p)
+
+
+def _metrics_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metrics-file", metavar="PATH", default=None,
+                   help="also write the metrics in the Prometheus textfile format (atomically)")
 
 
 # name -> (help, declares the command's own arguments)
@@ -108,8 +124,11 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "scopes": ("show scopes, exclusions, origins, provider versions and limits", _scopes_args),
     "why": ("decision trace per path; exit 0 only if every path is included", _why_args),
     "status": ("index and watcher metrics", _status_args),
-    "update": ("full reconciliation; publishes a generation if something changed", _no_args),
-    "rebuild": ("build a fresh index and publish it atomically", _no_args),
+    "update": ("full reconciliation; publishes a generation if something changed",
+               _write_args),
+    "rebuild": ("build a fresh index and publish it atomically", _write_args),
+    "verify": ("read every byte of the index and compare it with the files; writes nothing "
+               "unless --repair", _verify_args),
     "search": ("indexed query; exit 1 when nothing matches", _search_args),
     "watch": ("daemon control", _watch_args),
 }
@@ -190,10 +209,16 @@ def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
     if out is sys.stdout and isinstance(out, io.TextIOWrapper):
         # Keys of undecodable names are surrogate-escaped: print their bytes.
         out.reconfigure(errors="surrogateescape")
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        return _run(sys.argv[1:] if argv is None else list(argv), out, err, cwd)
+        return _run(args, out, err, cwd)
     except CtindexError as exc:
         err.write(f"{PROG}: {exc}\n")
+        if _wants_json(args):  # a JSON reader gets the error as JSON too (schemas/error.json)
+            from ctindex.output import write_json
+
+            write_json(out, {"error": {"message": str(exc), "kind": type(exc).__name__,
+                                       "exit_code": exc.exit_code}})
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -209,7 +234,13 @@ def _run(argv: list[str], out: TextIO, err: TextIO,
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             args = parser.parse_args(argv)
     except SystemExit as exc:  # --help or a usage error already printed
-        return exc.code if isinstance(exc.code, int) else 2
+        status = exc.code if isinstance(exc.code, int) else 2
+        if status and _wants_json(argv):
+            from ctindex.output import write_json
+
+            write_json(out, {"error": {"message": "usage error (the message is on stderr)",
+                                       "kind": "UsageError", "exit_code": status}})
+        return status
     if args.version:
         out.write(f"{PROG} {_version()}\n")
         return 0
@@ -271,6 +302,19 @@ def _silence_stdout(out: TextIO) -> None:
 
 
 _GLOBAL_WITH_VALUE = ("-C", "--project")
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """`--json` among the options (not a query word after `--`, not the value of -C)."""
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            return False
+        if token == "--json":
+            return True
+        i += 2 if token in _GLOBAL_WITH_VALUE else 1
+    return False
 
 
 def ct_main(argv: list[str] | None = None) -> int:

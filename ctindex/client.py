@@ -221,7 +221,11 @@ def spawn(project_root: Path, paths: rt.RuntimePaths, *, ignore_cache: bool = Fa
     reason). Every failure to persist the runtime folder or the claim is
     cached so the next commands do not try again within the back-off window.
     """
-    if not ignore_cache and rt.spawn_failure(paths) is not None:
+    failure = None if ignore_cache else rt.spawn_failure(paths)
+    if failure is not None:
+        error = failure.get("error")
+        if isinstance(error, str) and error.startswith(rt.STOPPED_PREFIX):
+            return error  # e.g. "daemon stopped: memory-limit", backed off like a failure
         return SPAWN_CACHED
     try:
         rt.ensure_private_dir(paths.dir)
@@ -342,7 +346,11 @@ def ensure_fresh(project: Project, plan: Plan,
                             else f"{BUILD_MISMATCH}; {why_not}")
             return fresh
         if failed.spawnable:
-            why_not = spawn(project.root, paths)  # never waited for: the next query uses it
+            from ctindex.cimode import spawn_blocked
+
+            why_not = spawn_blocked()  # CI jobs: no daemon outliving the job
+            if why_not is None:
+                why_not = spawn(project.root, paths)  # never waited for: the next query uses it
             if why_not is not None and why_not != STARTING:
                 reason = why_not
         return reconcile_now(project, plan, mode="fallback", reason=reason)

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     LinkedEntry = tuple[Fingerprint, int]  # a file's recorded fingerprint and recorded_ns
 
 STATUS_NAME = "last-reconcile.json"  # best-effort record of passes that published nothing
+# The same for full passes only (update, rebuild, daemon audits): a narrowed
+# pass after one must not hide when the tree was last compared in full.
+FULL_STATUS_NAME = "last-full-reconcile.json"
 
 
 @dataclass
@@ -51,6 +54,7 @@ class UpdateReport:
     errors: int = 0
     warnings: int = 0
     merged_segments: int = 0
+    missing_roots: list[str] = field(default_factory=list)  # configured scope roots not found
     entries_visited: int = 0
     reconcile_ms: float = 0.0
     duration_ms: float = 0.0
@@ -323,6 +327,9 @@ def _locked(project: Project, plan: Plan, only: list[str] | None, *, fresh: bool
                             progress=progress, reason=reason)
         report.reason = reason if (fresh or stale) else None
         report.notes[:0] = notes
+        from ctindex.store import gc
+
+        gc.collect(index_dir)  # every writing pass, published or not (store/gc.py)
         return report
 
 
@@ -381,6 +388,7 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
                  "writer": rt.build_id()}  # which build wrote it: not the format version
     if reason:
         pass_info["reason"] = reason
+    report.missing_roots = list(res.report.missing_roots.sample)
     problems = walk_problems(res.report)
     if problems:  # what the walk could not see is reported, never a silent drop
         pass_info["problems"] = problems
@@ -630,20 +638,25 @@ def _build_part(part: tuple[str, list[str]]) -> tuple[str, Any, dict[str, str], 
 
 def _record_pass(index_dir: Path, info: dict[str, Any]) -> None:
     """Remember the last pass for `status` (best effort: a read-only share skips it)."""
-    target = index_dir / STATUS_NAME
-    tmp = index_dir / f"{STATUS_NAME}.{os.getpid()}.tmp"
-    try:
-        tmp.write_text(json.dumps(info))
-        os.replace(tmp, target)
-    except OSError:
-        pass
+    names = [STATUS_NAME] if info.get("kind") == "narrowed" else [STATUS_NAME, FULL_STATUS_NAME]
+    for name in names:
+        target = index_dir / name
+        tmp = index_dir / f"{name}.{os.getpid()}.tmp"
+        try:
+            tmp.write_text(json.dumps(info))
+            os.replace(tmp, target)
+        except OSError:
+            pass
 
 
-def last_pass(index_dir: Path, m: StoreManifest | None) -> dict[str, Any]:
-    """The most recent reconciliation recorded (manifest or status file)."""
+def last_pass(index_dir: Path, m: StoreManifest | None, *, full: bool = False) -> dict[str, Any]:
+    """The most recent reconciliation recorded (manifest or status file);
+    with `full`, the most recent full one (narrowed passes skipped)."""
     best: dict[str, Any] = dict(m.reconcile) if m is not None else {}
+    if full and best.get("kind") == "narrowed":
+        best = {}
     try:
-        got = json.loads(read_all(index_dir / STATUS_NAME))
+        got = json.loads(read_all(index_dir / (FULL_STATUS_NAME if full else STATUS_NAME)))
         if isinstance(got, dict) and got.get("at_ns", 0) > best.get("at_ns", 0):
             best = got
     except (OSError, ValueError):

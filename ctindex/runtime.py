@@ -199,6 +199,9 @@ def read_json(path: Path, limit: int = 1 << 20) -> dict[str, Any] | None:
 
 BACKOFF_FIRST_S = 60.0
 BACKOFF_MAX_S = 3600.0
+# A cached "failure" that is a daemon's own stop (memory-limit) rather than a
+# failed spawn: the freshness reason names it as it is (client.spawn).
+STOPPED_PREFIX = "daemon stopped: "
 
 
 def record_spawn_failure(paths: RuntimePaths, error: str, now: float | None = None) -> bool:

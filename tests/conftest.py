@@ -36,6 +36,12 @@ if TYPE_CHECKING:
 
     from tests.daemon_support import CliProject
 
+# The suite tests lazy daemon starts; run under a CI service (which sets CI)
+# searches would start none (ctindex/cimode.py). tests/test_ci_mode.py sets
+# CI explicitly for the processes it runs.
+os.environ.pop("CI", None)
+os.environ.pop("CTINDEX_WATCH", None)
+
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "fixtures" / "okf-bundles"
 BUNDLES = ("acme_retail", "crypto_bitcoin", "ga4", "stackoverflow")

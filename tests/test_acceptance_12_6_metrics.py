@@ -40,7 +40,7 @@ def test_acceptance_12_6_scope_timing_storage_metrics_in_text_and_json(
     assert isinstance(last["duration_ms"], float | int) and last["entries_visited"] > 0
     watcher = status["watcher"]
     for key in ("lane", "memory_ceiling_bytes", "physical_memory_bytes", "spawn_failure",
-                "last_heartbeat", "dirty_paths", "pending", "last_batch", "rss_bytes"):
+                "last_heartbeat_unix_ms", "dirty_paths", "pending", "last_batch", "rss_bytes"):
         assert key in watcher
 
     text = run_cli("-C", str(project), "status").out

@@ -1,4 +1,5 @@
-"""`ctindex rebuild`: a fresh index published in one manifest swap."""
+"""`ctindex rebuild`: a fresh index published in one manifest swap
+(`--strict` as for `update`, see ctindex/commands/update.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from ctindex.commands import Context
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    from ctindex.commands.update import emit
+    from ctindex.commands.update import finish, strict_kinds
     from ctindex.indexer import rebuild
     from ctindex.plan import load_plan
 
+    kinds = strict_kinds(getattr(args, "strict", None))
     plan = load_plan(ctx.project)
     report = rebuild(ctx.project, plan, progress=None if ctx.quiet else ctx.err)
-    emit(ctx, report, "rebuild")
-    return 0
+    return finish(ctx, args, report, "rebuild", kinds)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +31,25 @@ def _bytes_in(folder: Path, recursive: bool) -> int:
 
 
 def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
+    """The status document. A malformed configuration does not hide what
+    does not depend on it: the index's counts and bytes, and the watcher,
+    are still reported; `problem` says why the rest (`stale`) is missing."""
+    from ctindex.errors import PolicyError
     from ctindex.indexer import check_generation, last_pass, provider_versions, rebuild_reason
-    from ctindex.plan import load_plan
+    from ctindex.plan import Plan, load_plan
     from ctindex.store.files import IndexCorrupt
+    from ctindex.store.gc import index_bytes
     from ctindex.store.manifest import read_diag, read_manifest
 
     index_dir = Path(ctx.project.index_dir)
-    plan = load_plan(ctx.project)
-    doc: dict[str, Any] = {"index": str(index_dir), "exists": False, "problem": None}
+    doc: dict[str, Any] = {"index": str(index_dir), "exists": False, "problem": None,
+                           "config_error": None}
+    plan: Plan | None
+    try:
+        plan = load_plan(ctx.project)
+    except PolicyError as exc:
+        plan = None
+        doc["config_error"] = str(exc)
     try:
         m = read_manifest(index_dir)
     except IndexCorrupt as exc:
@@ -48,20 +60,32 @@ def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
             check_generation(index_dir, m)
         except IndexCorrupt as exc:
             doc["problem"] = f"{exc}; the next update or search rebuilds the index"
+    live, retired = index_bytes(index_dir, m)
+    if m is None:
+        stale = "no index yet"
+    elif plan is None:
+        stale = None  # unknown without a plan: config_error says why
+    else:
+        stale = rebuild_reason(m, plan)
     doc.update({
         "generation": m.generation if m else None,
         "documents": m.documents if m else 0,
         "segments": len(m.segments) if m else 0,
         "tombstones": m.tombstones if m else 0,
         "source_bytes": m.source_bytes if m else 0,
-        "index_bytes": _bytes_in(index_dir, False),
+        "index_bytes": live + retired,
+        "index_live_bytes": live,
+        "index_retired_bytes": retired,
         "runtime_bytes": _bytes_in(Path(ctx.project.runtime_dir), True),
         "provider": m.provider if m else provider_versions(),
-        "stale": rebuild_reason(m, plan) if m else "no index yet",
+        "stale": stale,
         "provider_errors": m.errors if m else 0,
         "frontmatter_warnings": m.warnings if m else 0,
-        "last_reconcile": last_pass(index_dir, m),
+        "last_reconcile": pass_json(last_pass(index_dir, m)),
+        "last_full_reconcile": pass_json(last_pass(index_dir, m, full=True)),
     })
+    if doc["config_error"] and not doc["problem"]:
+        doc["problem"] = f"{doc['config_error']} (policy metrics unavailable)"
     doc["exists"] = m is not None
     from ctindex.client import watcher_status
 
@@ -77,12 +101,60 @@ def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
     return doc
 
 
+def pass_json(info: dict[str, Any]) -> dict[str, Any] | None:
+    """A recorded pass in the JSON convention (docs/cli.md): durations
+    `*_ms`, points in time `*_unix_ms`; None when no pass is recorded."""
+    if not info:
+        return None
+    out = {k: v for k, v in info.items() if k != "at_ns"}
+    at = info.get("at_ns")
+    out["at_unix_ms"] = at // 1_000_000 if isinstance(at, int) else None
+    out.setdefault("reason", None)
+    out.setdefault("problems", [])
+    return out
+
+
+def _unix_ms(seconds: Any) -> int | None:
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        return int(seconds * 1000)
+    return None
+
+
+def watcher_json(doc: dict[str, Any]) -> dict[str, Any]:
+    """client.watcher_status() in the JSON convention: its float-second
+    times become integer `*_unix_ms` (the daemon's records keep seconds)."""
+    out = dict(doc)
+    for old, new in (("started", "started_unix_ms"), ("last_heartbeat", "last_heartbeat_unix_ms"),
+                     ("stopped", "stopped_unix_ms")):
+        out[new] = _unix_ms(out.pop(old, None))
+    failure = out.get("spawn_failure")
+    if isinstance(failure, dict):
+        out["spawn_failure"] = {"error": failure.get("error"), "count": failure.get("count"),
+                                "at_unix_ms": _unix_ms(failure.get("time")),
+                                "retry_after_unix_ms": _unix_ms(failure.get("retry_after"))}
+    for key in ("last_reconcile", "last_batch"):  # the daemon's: "at" in float seconds
+        rec = out.get(key)
+        if isinstance(rec, dict):
+            rec = dict(rec)
+            rec["at_unix_ms"] = _unix_ms(rec.pop("at", None))
+            out[key] = rec
+    return out
+
+
 def run(ctx: Context, args: argparse.Namespace) -> int:
     verbose = getattr(args, "verbose", False)
     doc = collect(ctx, verbose)
+    # 2: the configuration cannot be honoured (spec §11); 1: a problem with
+    # the index is reported; 0: nothing wrong (no index yet is not a problem).
+    code = 2 if doc["config_error"] else (1 if doc["problem"] else 0)
+    metrics = getattr(args, "metrics_file", None)
+    if metrics:
+        from ctindex.metrics import status_metrics, write_textfile
+
+        write_textfile(metrics, status_metrics(ctx.project, doc, code == 0))
     if ctx.json:
-        ctx.emit_json(doc)
-        return 0
+        ctx.emit_json({**doc, "watcher": watcher_json(doc["watcher"]), "exit_code": code})
+        return code
     if doc["problem"]:
         ctx.echo(f"problem: {doc['problem']}")
     gen = doc["generation"] if doc["generation"] is not None else "none (no index yet)"
@@ -91,21 +163,28 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
              f"{human_count(doc['segments'], 'segment')}, "
              f"{human_count(doc['tombstones'], 'tombstone')}")
     ctx.echo(f"source: {human_bytes(doc['source_bytes'])} ({doc['source_bytes']:,} bytes); "
-             f"index: {human_bytes(doc['index_bytes'])}; "
+             f"index: {human_bytes(doc['index_bytes'])} (live "
+             f"{human_bytes(doc['index_live_bytes'])}, retired "
+             f"{human_bytes(doc['index_retired_bytes'])} awaiting collection); "
              f"runtime: {human_bytes(doc['runtime_bytes'])}")
     p = doc["provider"]
     ctx.echo(f"provider: {p.get('id')} v{p.get('version')}, tokenizer v{p.get('tokenizer_version')}"
              + (f" (stale: {doc['stale']})" if doc["stale"] else ""))
-    last = doc["last_reconcile"]
-    if last:
+    for label, key in (("last reconciliation", "last_reconcile"),
+                       ("last full reconciliation", "last_full_reconcile")):
+        last = doc[key]
+        if not last:
+            ctx.echo(f"{label}: none")
+            continue
         why = f" ({last['reason']})" if last.get("reason") else ""
-        ctx.echo(f"last reconciliation: {last.get('kind')}{why}, "
+        ago = ""
+        if isinstance(last.get("at_unix_ms"), int):
+            ago = f", {human_ms(time.time() * 1000 - last['at_unix_ms'])} ago"
+        ctx.echo(f"{label}: {last.get('kind')}{why}, "
                  f"{human_count(int(last.get('entries_visited', 0)), 'entry', 'entries')} visited "
-                 f"in {human_ms(last.get('duration_ms'))}")
+                 f"in {human_ms(last.get('duration_ms'))}{ago}")
         for line in last.get("problems", []):
             ctx.echo(f"  not seen  {line}")
-    else:
-        ctx.echo("last reconciliation: none")
     ctx.echo(f"provider errors: {doc['provider_errors']:,}; "
              f"frontmatter warnings: {doc['frontmatter_warnings']:,}"
              + ("" if verbose or not
@@ -119,4 +198,4 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         ctx.echo(f"  error    {item['message']}")
     for item in doc.get("warnings", []):
         ctx.echo(f"  warning  {item['message']}")
-    return 0
+    return code

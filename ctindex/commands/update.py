@@ -1,31 +1,121 @@
-"""`ctindex update`: explicit full reconciliation (PRODUCT.md §2)."""
+"""`ctindex update`: explicit full reconciliation (PRODUCT.md §2).
+
+`--strict[=KINDS]` (also on `rebuild`) makes CI fail on what the index
+could not take in: `errors` (provider errors: not UTF-8, NUL bytes, ...),
+`warnings` (malformed frontmatter, indexed as text) and `missing-roots`
+(a configured scope root that is not there). Every such file is named on
+stderr, one line each, and the exit code is 2. The index is still updated
+and published: strictness judges the result, it does not veto it. Without
+`--strict` the text names the first few files of each kind and the count.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctindex.commands import Context
+from ctindex.errors import UsageError
 from ctindex.output import human_ms
 
 if TYPE_CHECKING:
     from ctindex.indexer import UpdateReport
+
+STRICT_KINDS = ("errors", "warnings", "missing-roots")
+SHOWN = 5  # files named per kind in the text output without --strict
+
+
+def strict_kinds(value: str | None) -> frozenset[str]:
+    """The kinds `--strict[=KINDS]` names (empty: not strict)."""
+    if value is None:
+        return frozenset()
+    if value == "all":
+        return frozenset(STRICT_KINDS)
+    kinds = frozenset(k.strip() for k in value.split(",") if k.strip())
+    unknown = sorted(kinds - set(STRICT_KINDS))
+    if unknown or not kinds:
+        raise UsageError(f"--strict: unknown kind {', '.join(map(repr, unknown)) or '(none)'} "
+                         f"(known: {', '.join(STRICT_KINDS)})")
+    return kinds
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     from ctindex.indexer import update
     from ctindex.plan import load_plan
 
+    kinds = strict_kinds(getattr(args, "strict", None))
     plan = load_plan(ctx.project)
     report = update(ctx.project, plan, progress=None if ctx.quiet else ctx.err)
-    emit(ctx, report, "update")
-    return 0
+    return finish(ctx, args, report, "update", kinds)
+
+
+def problems(ctx: Context, report: UpdateReport) -> dict[str, list[dict[str, str]]]:
+    """What the published generation could not take in, by kind, each a
+    list of {path, message}, sorted by path."""
+    from ctindex.store.files import IndexCorrupt
+    from ctindex.store.manifest import read_diag, read_manifest
+
+    errors: dict[str, str] = {}
+    warnings: dict[str, str] = {}
+    index_dir = Path(ctx.project.index_dir)
+    try:
+        m = read_manifest(index_dir)
+        if m is not None and m.diag and (m.errors or m.warnings):
+            errors, warnings = read_diag(index_dir / m.diag)
+    except (IndexCorrupt, OSError, ValueError, KeyError):
+        pass  # counted in the report all the same; `verify` names the damage
+    return {
+        "errors": [{"path": k, "message": v} for k, v in sorted(errors.items())],
+        "warnings": [{"path": k, "message": v} for k, v in sorted(warnings.items())],
+        "missing-roots": [{"path": r, "message": "scope root missing, a symlink or not a folder"}
+                          for r in sorted(report.missing_roots)],
+    }
+
+
+_LABEL = {"errors": "provider error", "warnings": "frontmatter warning",
+          "missing-roots": "missing scope root"}
+
+
+def finish(ctx: Context, args: argparse.Namespace, report: UpdateReport, verb: str,
+           kinds: frozenset[str]) -> int:
+    found = problems(ctx, report)
+    failing = {k: v for k, v in found.items() if k in kinds and v}
+    code = 2 if failing else 0
+    metrics = getattr(args, "metrics_file", None)
+    if metrics:
+        from ctindex.metrics import update_metrics, write_textfile
+
+        write_textfile(metrics, update_metrics(ctx.project, verb, report,
+                                               len(report.missing_roots), code == 0))
+    if ctx.json:
+        doc = report.as_dict()
+        doc["problems"] = {k.replace("-", "_"): v for k, v in found.items()}
+        doc["strict"] = sorted(kinds)
+        doc["exit_code"] = code
+        ctx.emit_json(doc)
+    else:
+        emit(ctx, report, verb)
+        for kind in STRICT_KINDS:
+            items = found[kind]
+            if kind in failing or not items:
+                continue
+            for item in items[:SHOWN]:
+                ctx.echo(f"  {_LABEL[kind]}: {item['path']}: {item['message']}")
+            if len(items) > SHOWN:
+                ctx.echo(f"  ... {len(items) - SHOWN} more {_LABEL[kind]}s "
+                         f"({len(items)} in all; `ctindex status --verbose` lists them)")
+    for kind, items in failing.items():
+        for item in items:
+            ctx.err.write(f"ctindex: strict: {_LABEL[kind]}: {item['path']}: {item['message']}\n")
+    if failing:
+        counts = ", ".join(f"{len(v)} {_LABEL[k]}{'s' if len(v) != 1 else ''}"
+                           for k, v in failing.items())
+        ctx.err.write(f"ctindex: --strict: {counts} (the index was still published)\n")
+    return code
 
 
 def emit(ctx: Context, report: UpdateReport, verb: str) -> None:
-    if ctx.json:
-        ctx.emit_json(report.as_dict())
-        return
     r = report
     if r.rebuilt:
         head = f"rebuilt ({r.reason})" if verb == "update" else "rebuilt"

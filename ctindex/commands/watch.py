@@ -25,7 +25,9 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         doc = client.watcher_status(ctx.project, plan)
         doc["holds_busy"] = busy_filesystem(doc) if doc.get("running") else None
         if ctx.json:
-            ctx.emit_json(doc)
+            from ctindex.commands.status import watcher_json
+
+            ctx.emit_json(watcher_json(doc))
         else:
             for line in watcher_lines(doc):
                 ctx.echo(line)

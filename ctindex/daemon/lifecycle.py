@@ -43,6 +43,7 @@ GAP_LATE_S = 10.0  # a heartbeat this late: the process was stopped or starved
 ERROR_RETRY_S = 5.0  # after an indexing error, wait before trying again
 POLL_WAIT_S = 0.05  # poll-lane watcher has no fd: how often to look for cookies
 AUDIT_JITTER = 0.25
+MEMORY_LIMIT = "memory-limit"  # stop reason above the memory ceiling (spec §10)
 TRIM_DELAY_S = 0.2  # quiet time after indexing work before memory is released
 ROUTINE_PASSES = ("startup", "audit")  # full passes not caused by lost events
 # Full passes a barrier must finish before it answers: the narrowed pass it
@@ -131,6 +132,11 @@ class Daemon:
             lock.write(f"{self.pid} {self.instance}\n")
             lock.flush()
             self._serve()
+            if self.stop_reason == MEMORY_LIMIT:
+                # The next query would start a daemon that walks everything and
+                # crosses the ceiling again: back off like a failed spawn (spec
+                # §10 allows a later query to start a fresh one; not every one).
+                rt.record_spawn_failure(self.paths, rt.STOPPED_PREFIX + MEMORY_LIMIT)
         except BaseException as exc:  # exceptional exit: log detail, never content
             self.stop_reason = self.stop_reason or "error"
             self._log("exit", error=f"{type(exc).__name__}: {exc}", where=sysinfo.where(exc))
@@ -552,7 +558,7 @@ class Daemon:
             self._replan()
         self.rss = sysinfo.rss()
         if self.rss > self.plan.memory_ceiling:
-            self.stop_reason = "memory-limit"
+            self.stop_reason = MEMORY_LIMIT
         elif mono - self.last_activity > self.plan.idle_seconds:
             self.stop_reason = "idle"
         self._write_status(self._lane())

@@ -516,3 +516,71 @@ class Segment:
     def stored(self, docid: int) -> StoredDoc:
         key, cid, scope, title, typ, desc, tags, body, size = json.loads(self._record(docid))
         return StoredDoc(key, cid, scope, title, typ, desc, tuple(tags), body, size)
+
+    # -- audit ---------------------------------------------------------------------
+    def verify_all(self) -> int:
+        """Read every byte of the file and check every checksum (`ctindex
+        verify`). Queries check only the parts they read, so damage in a part
+        no query touched would otherwise stay hidden. Also checks that the
+        sections tile the file exactly (no gap, overlap or trailing bytes,
+        each of which would be bytes no checksum covers). Returns the bytes
+        read; raises IndexCorrupt naming the part at fault."""
+        size = self.file_size()
+        pos = HEADER_SIZE
+        for idx, (off, length, _) in enumerate(self.sections):
+            if off != pos:
+                raise IndexCorrupt(f"{self.path}: section {idx} at byte {off}, expected {pos} "
+                                   "(damaged index file)")
+            pos = off + length
+        if pos != size:
+            raise IndexCorrupt(f"{self.path}: {size} bytes, its sections end at byte {pos} "
+                               "(damaged or truncated)")
+        for idx, (_, _, want) in enumerate(self.sections):
+            if want:
+                self._section(idx)
+        # Term blocks, then each term's postings: together they must cover
+        # the postings section end to end.
+        if self._block_offs[-1] != self.sections[S_BLOCKS][1]:
+            raise self._corrupt("term blocks length")
+        width = self.doc_size + 2
+        expect = 0
+        terms = 0
+        for b in range(self.nblocks):
+            names, ents = self._block(b)
+            for i in range(len(names)):
+                off, df, want = _ENTRY.unpack_from(ents, i * _ENTRY.size)
+                if off != expect:
+                    raise self._corrupt(f"postings layout at term {b * BLOCK_TERMS + i}")
+                data = self._read(self.sections[S_POSTINGS][0] + off, df * width)
+                if crc(data) != want:
+                    raise self._corrupt(f"postings of {names[i]!r}")
+                expect += df * width
+            terms += len(names)
+            self._blocks.pop(b, None)  # an audit must not keep the whole dictionary
+        if terms != self.nterms or expect != self.sections[S_POSTINGS][1]:
+            raise self._corrupt("term dictionary size")
+        # Stored records: every record block, every document's record.
+        rtable = self._section(S_RTABLE)
+        nrblocks = len(rtable) // _RBLOCK.size
+        expect = 0
+        for block in range(nrblocks):
+            off, blen, _ = _RBLOCK.unpack_from(rtable, block * _RBLOCK.size)
+            if off != expect:
+                raise self._corrupt(f"record block {block} layout")
+            expect += blen
+        if expect != self.sections[S_RECORDS][1]:
+            raise self._corrupt("record blocks size")
+        for docid in range(self.ndocs):
+            try:
+                json.loads(self._record(docid))
+            except (ValueError, zlib.error) as exc:
+                raise IndexCorrupt(f"{self.path}: document {docid} unreadable ({exc}) "
+                                   "(damaged index file)") from exc
+        self._rblock = None
+        # Token streams, run by run; their offsets must end at the section end.
+        offs, _ = self._seq_index()
+        if self.ndocs and offs[self.ndocs] != self.sections[S_SEQS][1]:
+            raise self._corrupt("token streams size")
+        for _ in self.sequences(range(self.ndocs)):
+            pass
+        return size

@@ -34,7 +34,7 @@ MAX_DELETED_RATIO = 0.2
 # A retired file stays on disk this long, so a reader that read the previous
 # MANIFEST just before the swap can still open everything it names.
 GRACE_NS = 60 * 1_000_000_000
-_OURS = ("seg-", "del-", "files-", "diag-")
+OURS = ("seg-", "del-", "files-", "diag-")  # name prefixes of store files
 
 Reanalyze = Callable[[StoredDoc], BuildInput]
 
@@ -261,7 +261,7 @@ def collect_garbage(index_dir: Path, m: StoreManifest, now: int) -> list[list[An
     for name in _listdir(index_dir):
         if name in referenced or name in retired_names:
             continue
-        if name.startswith(_OURS) or (name.startswith(MANIFEST_NAME) and name.endswith(".tmp")):
+        if name.startswith(OURS) or (name.startswith(MANIFEST_NAME) and name.endswith(".tmp")):
             try:
                 age = now - os.stat(index_dir / name).st_mtime_ns
             except OSError:
@@ -275,7 +275,7 @@ def highest_generation(index_dir: Path) -> int:
     """The largest generation number in the store's file names (0 if none)."""
     best = 0
     for name in _listdir(index_dir):
-        if name.startswith(_OURS):
+        if name.startswith(OURS):
             part = name.split("-")[1:2]
             if part and part[0].isdigit():
                 best = max(best, int(part[0]))
