@@ -214,8 +214,12 @@ def _opt_float(value: Any) -> float | None:
 # -- spawn ------------------------------------------------------------------------
 
 
-def spawn(project_root: Path, paths: rt.RuntimePaths, *, ignore_cache: bool = False) -> str | None:
+def spawn(project_root: Path, paths: rt.RuntimePaths, *, ignore_cache: bool = False,
+          successor: bool = False) -> str | None:
     """Start a daemon unless that is known to fail or already under way.
+
+    `successor`: a daemon of another build is leaving; the new one waits
+    briefly for its lock instead of giving up at once (docs/daemon.md).
 
     Returns None when a daemon was launched, else why not (a freshness
     reason). Every failure to persist the runtime folder or the claim is
@@ -240,7 +244,7 @@ def spawn(project_root: Path, paths: rt.RuntimePaths, *, ignore_cache: bool = Fa
     try:
         subprocess.Popen(  # fixed argv, no shell
             [sys.executable, "-m", "ctindex.daemon", "--project", os.fspath(project_root),
-             "--claim", token],
+             "--claim", token, *(["--successor"] if successor else [])],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True, cwd="/",
         )
@@ -341,7 +345,7 @@ def ensure_fresh(project: Project, plan: Plan,
             # here, not raced by the successor's startup pass), then start
             # the successor: it finds the index current.
             fresh = reconcile_now(project, plan, mode="fallback", reason=reason)
-            why_not = spawn(project.root, paths)
+            why_not = spawn(project.root, paths, successor=True)
             fresh.reason = (f"{BUILD_MISMATCH}; restarted" if why_not in (None, STARTING)
                             else f"{BUILD_MISMATCH}; {why_not}")
             return fresh

@@ -11,6 +11,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ctindex.daemon")
     parser.add_argument("--project", required=True, help="project root folder")
     parser.add_argument("--claim", default=None, help="token of the launcher's startup claim")
+    parser.add_argument("--successor", action="store_true",
+                        help="a daemon of another build is leaving: wait for its lock")
     args = parser.parse_args(argv)
 
     from ctindex import runtime as rt
@@ -23,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     project = Project.at(args.project)
     paths = rt.RuntimePaths.for_project(project)
     try:
-        Daemon(project, paths, RealEngine(project), args.claim).run()
+        Daemon(project, paths, RealEngine(project), args.claim,
+               successor=args.successor).run()
     except Exception as exc:  # before the lock/log exist: all we can do is back clients off
         rt.record_spawn_failure(paths, f"daemon start: {type(exc).__name__}: {exc}")
         return 1

@@ -14,7 +14,7 @@ from ctindex import runtime as rt
 
 LOCK_ATTEMPTS = 5  # a `watch status` probe can hold the lock for an instant
 LOCK_RETRY_S = 0.02
-# A daemon launched with a claim may be the successor of one that is leaving
+# A daemon launched as `--successor` replaces one that is leaving
 # (another build, docs/daemon.md "Build identity"): it waits up to 2 s for
 # that one's graceful exit. Detached, so no query waits with it.
 SUCCESSOR_ATTEMPTS = 100

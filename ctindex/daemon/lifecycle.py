@@ -71,13 +71,16 @@ class Stats:
 
 class Daemon:
     def __init__(self, project: Project, paths: rt.RuntimePaths, engine: Engine,
-                 claim_token: str | None = None, *,
+                 claim_token: str | None = None, *, successor: bool = False,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
         self.project = project
         self.paths = paths
         self.engine = engine
         self.claim_token = claim_token
+        # Only a successor waits for the lock: a redundant lazy start (two
+        # launchers racing) must leave at once, as before.
+        self.successor = successor
         self.clock = clock
         self.wall = wall
         self.stop_reason: str | None = None
@@ -121,8 +124,8 @@ class Daemon:
         another process holds the lock (then nothing was touched)."""
         os.umask(0o077)
         rt.ensure_private_dir(self.paths.dir)
-        lock = files.acquire_lock(self.paths.lock, files.LOCK_ATTEMPTS if self.claim_token is None
-                                  else files.SUCCESSOR_ATTEMPTS)
+        lock = files.acquire_lock(self.paths.lock, files.SUCCESSOR_ATTEMPTS if self.successor
+                                  else files.LOCK_ATTEMPTS)
         if lock is None:
             self._drop_claim()  # the holder is alive: this claim served its purpose
             return None
