@@ -30,8 +30,10 @@ TOKENIZER_VERSION: int = _INFO.tokenizer_version if _INFO else 1
 # whole text is indexed as body): concept frontmatter is a few hundred bytes.
 MAX_FRONTMATTER_BYTES = 64 * 1024
 
-# Field order and BM25F-lite weights: a term in the title counts three times
-# a body occurrence (tags and description twice). Integers keep the weighted
+# Field order and stored weights: a term in the title counts three times a
+# body occurrence (tags and description twice) in its posting's tf; BM25F's
+# own per-field weights are the matcher's (docs/search.md), which derives the
+# body's raw count from this total and the per-field terms. Integers keep the weighted
 # term frequencies exact (they are stored as u16 in segments).
 FIELDS = ("title", "tags", "description", "body")
 WEIGHTS = (3, 2, 2, 1)
