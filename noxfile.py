@@ -43,3 +43,13 @@ def soak(session: nox.Session) -> None:
     (docs/reliability.md)."""
     session.install("-e", ".[test]")
     session.run("python", "-m", "tests.soak_harness", "--ops", "3000", *session.posargs)
+
+
+@nox.session
+def relevance(session: nox.Session) -> None:
+    """Known-item relevance, ctindex vs SQLite FTS5 bm25() (bench/relevance.py):
+    installs its larger corpus with npm at run time and rewrites the relevance
+    section of docs/benchmarks.md."""
+    session.install("-e", ".[dev]")
+    session.run("python", "-m", "bench.relevance", "--write", "docs/benchmarks.md",
+                *session.posargs)

@@ -86,6 +86,21 @@ def run_one(module_name: str) -> tuple[str, bool]:
     return section, True
 
 
+def _relevance_section(path: Path) -> str:
+    """The section `python -m bench.relevance --write` keeps in the file: it
+    needs a corpus installed at run time, so `nox -s bench` does not re-measure
+    it but must not drop it either."""
+    from bench.relevance import END, START
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    if START not in text or END not in text:
+        return ""
+    return START + text.split(START, 1)[1].split(END, 1)[0] + END + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
     parser.add_argument("names", nargs="*", help="benchmarks to run (default: all)")
@@ -101,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         sections.append(section)
         ok = ok and succeeded
     args.output.parent.mkdir(parents=True, exist_ok=True)
+    kept = _relevance_section(args.output)
+    if kept:
+        sections.append(kept)
     args.output.write_text("\n".join(sections), encoding="utf-8")
     print(f"bench.run: wrote {args.output}", file=sys.stderr)
     return 0 if ok else 1

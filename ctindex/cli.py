@@ -80,6 +80,13 @@ def _scopes_args(p: argparse.ArgumentParser) -> None:
                    help="also every setting with its origin, hard rules and plan digest")
 
 
+class _RawFormatter(_Formatter):
+    """Keeps the epilog's lines (the query syntax table) as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "".join(indent + line for line in text.splitlines(keepends=True))
+
+
 def _why_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH")
 
@@ -96,11 +103,32 @@ def _write_args(p: argparse.ArgumentParser) -> None:
     _metrics_arg(p)
 
 
+_QUERY_SYNTAX = """\
+query syntax (docs/search.md):
+  margin revenue        every word (implicit AND; an explicit AND is the same)
+  "gross margin"        the words consecutively, inside one field
+  marg*                 a word starting with the prefix
+  -legacy               not matching the clause
+  a OR b                either side; OR binds tighter than AND
+  ( ... )               group clauses
+  type:Metric  tag:finance  path:okf/bundles/ga4/   filters (any case)
+  tables/transactions   a concept ID, or the phrase of its words
+
+examples:
+  ctindex search "gross margin" OR revenue*
+  ctindex search tag:finance -type:Policy margin
+
+ranking: exact title/ID matches first, then BM25F (docs/search.md)."""
+
+
 def _search_args(p: argparse.ArgumentParser) -> None:
+    p.epilog = _QUERY_SYNTAX
+    p.formatter_class = _RawFormatter
     p.add_argument("query", nargs="+", metavar="QUERY")
     p.add_argument("--direct", action="store_true",
                    help="answer by reading the files, without the index")
-    p.add_argument("--limit", type=_positive, default=10, metavar="N")
+    p.add_argument("--limit", type=_positive, default=10, metavar="N",
+                   help="show at most N results (default: 10)")
 
 
 def _watch_args(p: argparse.ArgumentParser) -> None:

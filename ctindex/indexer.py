@@ -152,7 +152,7 @@ def build_input(doc: okf.Document, analysis: okf.Analysis | None = None) -> Buil
     a = okf.analyze(doc) if analysis is None else analysis
     stored = StoredDoc(doc.key, doc.concept_id, doc.scope, doc.title, doc.type,
                        doc.description, doc.tags, doc.body, doc.size)
-    return BuildInput(stored, a.tokens, a.tfw, a.length)
+    return BuildInput(stored, a.tokens, a.tfw, a.length, a.flens)
 
 
 def _reanalyze(s: StoredDoc) -> BuildInput:

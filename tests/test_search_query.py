@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctindex.providers.okf_markdown import FACET_TAG, FACET_TYPE
+from ctindex.providers.okf_markdown import FACET_TAG, FACET_TYPE, FACET_TYPE_WORD
 from ctindex.search.query import (
     And,
     Facet,
@@ -29,7 +29,8 @@ from ctindex.search.query import (
     ("-legacy", Not(Term("legaci"))),
     ("a OR b c", And((Or((Term("a"), Term("b"))), Term("c")))),
     ("a or b", And((Term("a"), Term("or"), Term("b")))),
-    ("type:Metric", Facet(FACET_TYPE + "metric")),
+    # One word: the whole type or any word of it (docs/search.md).
+    ("type:Metric", Or((Facet(FACET_TYPE + "metric"), Facet(FACET_TYPE_WORD + "metric")))),
     ('type:"BigQuery  Table"', Facet(FACET_TYPE + "bigquery table")),
     ("tag:Finance", Facet(FACET_TAG + "finance")),
     ("path:./acme_retail/metrics", PathPrefix("acme_retail/metrics")),

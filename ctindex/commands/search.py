@@ -96,7 +96,8 @@ def _emit(ctx: Context, text: str, fresh: Freshness, outcome: Outcome) -> int:
     fresh.generation = outcome.generation
     if ctx.json:
         ctx.emit_json({"query": text, "results": [r.to_json() for r in outcome.results],
-                       "total": outcome.total, "freshness": fresh.to_json()})
+                       "total": outcome.total, "freshness": fresh.to_json(),
+                       "notes": list(outcome.notes)})
     else:
         _text(ctx, outcome, fresh)
     return 0 if outcome.total else 1
@@ -106,7 +107,8 @@ def _text(ctx: Context, outcome: Outcome, fresh: Freshness) -> None:
     for r in outcome.results:
         tags = f"  [{', '.join(r.tags)}]" if r.tags else ""
         kind = f"  ({r.type})" if r.type else ""
-        ctx.echo(f"{r.score:7.3f}  {r.id}  —  {r.title}{kind}{tags}")
+        match = f"  · {r.match} match" if r.match else ""
+        ctx.echo(f"{r.score:7.3f}  {r.id}  —  {r.title}{kind}{tags}{match}")
         ctx.echo(f"         {r.path}")
         if r.snippet:
             ctx.echo(f"         {r.snippet}")
@@ -118,5 +120,5 @@ def _text(ctx: Context, outcome: Outcome, fresh: Freshness) -> None:
     ctx.echo(f"{shown} of {outcome.total} matches · {where} · {how}{timing}")
     if fresh.rebuilt:
         ctx.note(f"index rebuilt before answering: {fresh.rebuilt}")
-    for note in fresh.notes:
+    for note in (*fresh.notes, *outcome.notes):
         ctx.note(note)

@@ -36,7 +36,9 @@ class ProviderInfo(NamedTuple):  # not a dataclass: imported by every search
 OKF_MARKDOWN = ProviderInfo(
     id="okf-markdown",
     version=1,
-    tokenizer_version=1,
+    # 2: per-field statistics and exact-match keys for BM25F ranking
+    # (docs/search.md); an index of version 1 is rebuilt (spec §3).
+    tokenizer_version=2,
     extensions=(".md",),
     reserved_names=("index.md", "log.md"),
     default_include=("**/*.md",),

@@ -30,8 +30,10 @@ TOKENIZER_VERSION: int = _INFO.tokenizer_version if _INFO else 1
 # whole text is indexed as body): concept frontmatter is a few hundred bytes.
 MAX_FRONTMATTER_BYTES = 64 * 1024
 
-# Field order and BM25F-lite weights: a term in the title counts three times
-# a body occurrence (tags and description twice). Integers keep the weighted
+# Field order and stored weights: a term in the title counts three times a
+# body occurrence (tags and description twice) in its posting's tf; BM25F's
+# own per-field weights are the matcher's (docs/search.md), which derives the
+# body's raw count from this total and the per-field terms. Integers keep the weighted
 # term frequencies exact (they are stored as u16 in segments).
 FIELDS = ("title", "tags", "description", "body")
 WEIGHTS = (3, 2, 2, 1)
@@ -41,6 +43,23 @@ WEIGHTS = (3, 2, 2, 1)
 SEP = "\x00"
 FACET_TYPE = "\x00type:"
 FACET_TAG = "\x00tag:"
+# Each word of the type, so `type:bigquery` finds `BigQuery Table` (docs/search.md).
+FACET_TYPE_WORD = "\x00typew:"
+
+# Ranking-only terms (docs/search.md, "Ranking"; docs/format.md). No query word
+# can be one of them (a word has no control character), so they never change
+# which documents match; the matcher reads them to score and order matches.
+# Per field raw term frequencies for BM25F: `FIELD_TERM[f] + term`, for the
+# title, tags, description and concept ID (the body's is derived from the
+# weighted total, which stays the term's own posting).
+FIELD_TERM = ("\x01t", "\x01g", "\x01d", "\x01i")
+# Exact-match keys: the document's title terms in order, its concept ID's
+# terms, its last ID segment's terms, and the title's distinct terms sorted
+# (near-exact: same words, any order).
+EXACT_TITLE = "\x02t"
+EXACT_ID = "\x02i"
+EXACT_LAST = "\x02l"
+EXACT_TITLE_SET = "\x02s"
 
 WORD_RE = re.compile(r"[^\W_]+")
 # The same tokens on pure-ASCII text (the ASCII letters and digits are exactly
@@ -76,8 +95,11 @@ class Analysis(NamedTuple):
     """A document as the matcher sees it."""
 
     tokens: list[str]  # the token stream: field tokens separated by SEP
-    tfw: dict[str, int]  # weighted term frequency (incl. facets)
-    length: int  # weighted document length (BM25 dl)
+    tfw: dict[str, int]  # weighted term frequency (incl. facets and ranking terms)
+    length: int  # weighted document length
+    # Raw token counts of title, tags, description and concept ID (BM25F
+    # per-field length normalisation; the body's is length minus the weighted rest).
+    flens: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
 # -- parsing -------------------------------------------------------------------
@@ -381,15 +403,34 @@ def _analysis(doc: Document, raws: list[list[str]]) -> Analysis:
     length = len(body)
     tokens: list[str] = []
     weights = [WEIGHTS[0], *([WEIGHTS[1]] * len(doc.tags)), WEIGHTS[2]]
-    for weight, toks in zip(weights, fields[1:], strict=True):
+    slots = [0, *([1] * len(doc.tags)), 2]  # FIELD_TERM index of each field
+    flens = [0, 0, 0, 0]
+    for weight, slot, toks in zip(weights, slots, fields[1:], strict=True):
         tokens.extend(toks)
         tokens.append(SEP)
         length += weight * len(toks)
+        flens[slot] += len(toks)
+        head = FIELD_TERM[slot]
         for t in toks:
             tfw[t] = tfw.get(t, 0) + weight
+            tfw[head + t] = tfw.get(head + t, 0) + 1
     tokens.extend(body)
     if doc.type:
         tfw[FACET_TYPE + facet(doc.type)] = 1
+        for w in facet(doc.type).split():
+            for part in words(w):
+                tfw[FACET_TYPE_WORD + part.casefold()] = 1
     for tag in doc.tags:
         tfw[FACET_TAG + facet(tag)] = 1
-    return Analysis(tokens=tokens, tfw=tfw, length=length)
+    id_terms = terms(doc.concept_id)
+    flens[3] = len(id_terms)
+    for t in id_terms:
+        tfw[FIELD_TERM[3] + t] = tfw.get(FIELD_TERM[3] + t, 0) + 1
+    title = fields[1]
+    last = terms(doc.concept_id.rsplit("/", 1)[-1])
+    for head, seq in ((EXACT_TITLE, title), (EXACT_ID, id_terms), (EXACT_LAST, last),
+                      (EXACT_TITLE_SET, sorted(set(title)))):
+        if seq:
+            tfw[head + " ".join(seq)] = 1
+    return Analysis(tokens=tokens, tfw=tfw, length=length,
+                    flens=(flens[0], flens[1], flens[2], flens[3]))

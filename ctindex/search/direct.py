@@ -71,6 +71,16 @@ class MemoryPartition:
     def length_sum(self) -> int:
         return sum(a.length for a in self.analyses)
 
+    def field_lengths(self) -> list[list[int]]:
+        return [[a.flens[f] for a in self.analyses] for f in range(4)]
+
+    def field_length_sums(self) -> list[int]:
+        return [sum(a.flens[f] for a in self.analyses) for f in range(4)]
+
+    def terms_with_prefix(self, prefix: str) -> list[str]:
+        # Word terms only: ranking and facet terms start with a control character.
+        return sorted(t for t in self._post if t.startswith(prefix) and t[:1].isalnum())
+
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0)

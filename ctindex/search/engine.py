@@ -26,6 +26,7 @@ class Result(NamedTuple):
     tags: list[str]
     score: float
     snippet: str
+    match: str = ""  # "exact" or "near-exact" when a tier above score decided (docs/search.md)
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -36,26 +37,34 @@ class Outcome(NamedTuple):
     total: int
     generation: int | None  # None for --direct
     keys: frozenset[str]  # every matching path (not only the shown ones)
+    notes: tuple[str, ...] = ()  # about the ranking (a prefix's expansion cap was hit)
 
 
-def _finish(scores: Sequence[dict[int, float]], parts: Sequence[matcher.Partition], node: Node,
+_MATCH = {matcher.TIER_EXACT: "exact", matcher.TIER_NEAR: "near-exact"}
+
+
+def _finish(ranking: matcher.Ranking, parts: Sequence[matcher.Partition], node: Node,
             limit: int, fetch: Any, key_of: Any,
             want_keys: bool) -> tuple[list[Result], frozenset[str], int]:
+    scores, tiers = ranking.scores, ranking.tiers
     terms = set(matcher.scoring_terms(node))
     prefixes = tuple(f for c in matcher.prefix_clauses(node) for f in c.forms)
     keys = frozenset(key_of(matcher.Hit(i, d, 0.0)) for i, sc in enumerate(scores)
                      for d in sc) if want_keys else frozenset()
-    # Doc ids follow key order inside a partition: a cheap deterministic tie-break.
-    best = heapq.nsmallest(limit, ((-s, i, d) for i, sc in enumerate(scores)
-                                   for d, s in sc.items()))
-    top = [matcher.Hit(i, d, -neg) for neg, i, d in best]
+    # Tier, then score; doc ids follow key order inside a partition: a cheap
+    # deterministic tie-break, made exact across partitions by the sort below.
+    best = heapq.nsmallest(limit, ((-tiers[i].get(d, 0), -s, i, d)
+                                   for i, sc in enumerate(scores) for d, s in sc.items()))
     results = []
-    for h in top:
-        d: StoredDoc = fetch(h)
-        results.append(Result(id=d.concept_id, scope=d.scope, path=d.key, title=d.title,
-                              type=d.type, tags=list(d.tags), score=round(h.score, 4),
-                              snippet=make_snippet(d.body, d.description, terms, prefixes)))
-    results.sort(key=lambda r: (-r.score, r.path))
+    for neg_tier, neg, i, d in best:
+        doc: StoredDoc = fetch(matcher.Hit(i, d, -neg))
+        results.append(Result(id=doc.concept_id, scope=doc.scope, path=doc.key,
+                              title=doc.title, type=doc.type, tags=list(doc.tags),
+                              score=round(-neg, 4),
+                              snippet=make_snippet(doc.body, doc.description, terms, prefixes),
+                              match=_MATCH.get(-neg_tier, "")))
+    rank = {v: k for k, v in _MATCH.items()}
+    results.sort(key=lambda r: (-rank.get(r.match, 0), -r.score, r.path))
     return results, keys, sum(map(len, scores))
 
 
@@ -77,12 +86,12 @@ def search_index(index_dir: str | os.PathLike[str], node: Node, limit: int,
                                    or snap.generation < expect[1]):
             raise PlanMismatch(f"generation {snap.generation} does not match")
         parts = [SegmentPartition(v) for v in snap.views]
-        scores = matcher.search(node, parts)
+        ranking = matcher.search(node, parts)
         results, keys, total = _finish(
-            scores, parts, node, limit,
+            ranking, parts, node, limit,
             fetch=lambda h: parts[h.part].seg.stored(h.doc),
             key_of=lambda h: parts[h.part].seg.keys()[h.doc], want_keys=want_keys)
-        return Outcome(results, total, snap.generation, keys)
+        return Outcome(results, total, snap.generation, keys, ranking.notes)
 
     return with_snapshot(Path(index_dir), work)
 
@@ -93,13 +102,13 @@ def search_direct(root: str, plan: Plan, node: Node, limit: int,
 
     docs, _ = read_documents(root, plan)
     part = MemoryPartition(docs)
-    scores = matcher.search(node, [part])
+    ranking = matcher.search(node, [part])
 
     def fetch(h: matcher.Hit) -> StoredDoc:
         d = part.docs[h.doc]
         return StoredDoc(d.key, d.concept_id, d.scope, d.title, d.type, d.description,
                          d.tags, d.body, d.size)
 
-    results, keys, total = _finish(scores, [part], node, limit, fetch=fetch,
+    results, keys, total = _finish(ranking, [part], node, limit, fetch=fetch,
                                    key_of=lambda h: part.docs[h.doc].key, want_keys=want_keys)
-    return Outcome(results, total, None, keys)
+    return Outcome(results, total, None, keys, ranking.notes)

@@ -18,6 +18,7 @@ class SegmentPartition:
         self._tf: dict[str, dict[int, int]] = {}
         self._universe: set[int] | None = None
         self._prefix: dict[str, set[int]] = {}
+        self._flen_sums: list[int] | None = None
 
     def universe(self) -> set[int]:
         if self._universe is None:
@@ -73,3 +74,15 @@ class SegmentPartition:
 
     def length_sum(self) -> int:
         return self.ref.length_sum
+
+    def field_lengths(self) -> list[array[Any]]:
+        return self.seg.field_lengths()
+
+    def field_length_sums(self) -> list[int]:
+        if self._flen_sums is None:  # tombstoned documents are no part of the statistics
+            flens = self.seg.field_lengths()
+            self._flen_sums = [sum(f) - sum(f[d] for d in self.deleted) for f in flens]
+        return self._flen_sums
+
+    def terms_with_prefix(self, prefix: str) -> list[str]:
+        return self.seg.terms_with_prefix(prefix)

@@ -13,11 +13,41 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from ctindex.search.query import And, Facet, Node, Not, Or, PathPrefix, Phrase, Prefix, Term
+from ctindex.providers.okf_markdown import (
+    EXACT_ID,
+    EXACT_LAST,
+    EXACT_TITLE,
+    EXACT_TITLE_SET,
+    FIELD_TERM,
+    WEIGHTS,
+)
+from ctindex.search.query import (
+    And,
+    Facet,
+    IdWord,
+    Node,
+    Not,
+    Or,
+    PathPrefix,
+    Phrase,
+    Prefix,
+    Term,
+)
 
+# BM25F (docs/search.md, "Ranking"): per field (weight, b), in the order
+# title, tags, description, concept ID, body. Short identifying fields get a
+# high b, so a title that *is* the query beats a long title that merely
+# contains it; the body keeps BM25's usual 0.75.
 K1 = 1.2
-B = 0.75
-PREFIX_SCORE = 1.0
+FIELDS = (("title", 4.0, 0.9), ("tags", 2.0, 0.6), ("description", 2.0, 0.75),
+          ("id", 3.0, 0.9), ("body", 1.0, 0.75))
+# A prefix scores like its expansions (the best one per document); past this
+# many expansions only the closest to the prefix (shortest, then in term
+# order) score, and the answer says so. Matching always uses all of them.
+PREFIX_CAP = 50
+# Order of matches: tier first (exact, near-exact, other), then score.
+TIER_EXACT = 2
+TIER_NEAR = 1
 
 
 class Partition(Protocol):
@@ -35,6 +65,10 @@ class Partition(Protocol):
     def path_prefix(self, prefix: str) -> set[int]: ...  # docs whose key starts with prefix
     def lengths(self) -> Sequence[int]: ...  # weighted length per doc id
     def length_sum(self) -> int: ...  # over live docs
+    def field_lengths(self) -> Sequence[Sequence[int]]: ...  # per FIELD_TERM field:
+    #                                   raw token count per doc id
+    def field_length_sums(self) -> Sequence[int]: ...  # the same summed over live docs
+    def terms_with_prefix(self, prefix: str) -> list[str]: ...  # word terms, sorted
 
 
 def path_matches(key: str, prefix: str) -> bool:
@@ -81,6 +115,9 @@ def evaluate(node: Node, part: Partition) -> set[int]:
             found: set[int] = bulk(sorted(cands), want)
             return found
         return {d for d, seq in part.sequences(sorted(cands)) if has_run(seq, want)}
+    if isinstance(node, IdWord):
+        words: Node = Term(node.terms[0]) if len(node.terms) == 1 else Phrase(node.terms)
+        return evaluate(words, part) | set(part.tf(EXACT_ID + " ".join(node.terms)))
     if isinstance(node, Prefix):
         out: set[int] = set()
         for form in node.forms:
@@ -113,22 +150,20 @@ def evaluate(node: Node, part: Partition) -> set[int]:
 
 
 def scoring_terms(node: Node) -> list[str]:
-    """Terms that contribute BM25 to the score: every word and phrase word of
-    the query outside a negation. Filters do not score; prefixes score a
-    constant (``prefix_clauses``)."""
+    """Terms that contribute BM25F to the score: every word and phrase word of
+    the query outside a negation. Filters do not score; prefixes score through
+    their expansions (``prefix_clauses``)."""
     out: dict[str, None] = {}
     for n in _positive(node):
         if isinstance(n, Term):
             out[n.term] = None
-        elif isinstance(n, Phrase):
+        elif isinstance(n, (Phrase, IdWord)):
             out.update(dict.fromkeys(n.terms))
     return list(out)
 
 
 def prefix_clauses(node: Node) -> list[Prefix]:
-    """Prefix clauses outside a negation. Like Lucene's constant-score rewrite
-    of multi-term queries, a prefix adds PREFIX_SCORE to each document it
-    matches instead of BM25 over its (possibly thousands of) expansions."""
+    """Prefix clauses outside a negation."""
     return [n for n in _positive(node) if isinstance(n, Prefix)]
 
 
@@ -140,10 +175,48 @@ def _positive(node: Node) -> Iterator[Node]:
         yield node
 
 
+def exact_sequences(node: Node) -> list[list[str]]:
+    """The word sequences exact-match tiers compare with titles and IDs: a
+    plain conjunction of words, phrases and ID-shaped words (filters and
+    negations aside) gives its words in order; each alternative of an OR
+    gives its own; a prefix gives itself as a word (``revenue*`` is exact for
+    the title "Revenue"). A conjunction with an OR or a prefix among other
+    words gives none: it asks for no single concept."""
+    if isinstance(node, Or):
+        return [seq for c in node.children for seq in exact_sequences(c)]
+    if isinstance(node, Prefix):
+        return [[f] for f in node.forms]
+    clauses = [c for c in (node.children if isinstance(node, And) else (node,))
+               if not _is_filter(c)]
+    if len(clauses) == 1 and isinstance(clauses[0], (Or, Prefix)):
+        return exact_sequences(clauses[0])
+    seq: list[str] = []
+    for c in clauses:
+        if isinstance(c, Term):
+            seq.append(c.term)
+        elif isinstance(c, (Phrase, IdWord)):
+            seq.extend(c.terms)
+        else:
+            return []
+    return [seq] if seq else []
+
+
+def _is_filter(node: Node) -> bool:
+    if isinstance(node, Or):
+        return all(_is_filter(c) for c in node.children)
+    return isinstance(node, (Facet, PathPrefix, Not))
+
+
 class Hit(NamedTuple):
     part: int  # index of the partition
     doc: int
     score: float
+
+
+class Ranking(NamedTuple):
+    scores: list[dict[int, float]]  # per partition: every match -> BM25F score
+    tiers: list[dict[int, int]]  # per partition: matches of a tier above 0
+    notes: tuple[str, ...]  # e.g. a prefix's expansion cap was hit
 
 
 def idf(n_docs: int, df: int) -> float:
@@ -151,35 +224,103 @@ def idf(n_docs: int, df: int) -> float:
     return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
 
 
-def search(node: Node, parts: Sequence[Partition]) -> list[dict[int, float]]:
-    """BM25 score of every match, per partition (doc -> score), with
-    statistics summed over all partitions."""
-    matched = [evaluate(node, p) for p in parts]
-    if not any(matched):
-        return [{} for _ in parts]
+class _Stats(NamedTuple):
+    n_docs: int
+    avg: tuple[float, ...]  # average raw length per field of FIELDS
+
+
+def _stats(parts: Sequence[Partition]) -> _Stats:
     n_docs = sum(p.size() for p in parts)
-    avgdl = max(sum(p.length_sum() for p in parts) / max(n_docs, 1), 1e-9)
-    terms = scoring_terms(node)
-    prefixes = prefix_clauses(node)
-    tfs = [[p.tf(t) for t in terms] for p in parts]
-    weights = [idf(n_docs, sum(len(tfs[i][j]) for i in range(len(parts))))
-               for j in range(len(terms))]
-    # Term at a time over each partition's matches; norm = k1 (1 - b + b dl / avgdl).
-    norm_a, norm_b = K1 * (1 - B), K1 * B / avgdl
+    sums = [sum(p.field_length_sums()[f] for p in parts) for f in range(len(FIELD_TERM))]
+    weighted = sum(p.length_sum() for p in parts)
+    body = weighted - WEIGHTS[0] * sums[0] - WEIGHTS[1] * sums[1] - WEIGHTS[2] * sums[2]
+    n = max(n_docs, 1)
+    return _Stats(n_docs, tuple(max(x / n, 1e-9) for x in (*sums, body)))
+
+
+def _term_scores(term: str, parts: Sequence[Partition], docs: Sequence[set[int]],
+                 st: _Stats) -> list[dict[int, float]]:
+    """BM25F of one term for the given documents of each partition:
+    tf~ = sum_f w_f tf_f / (1 - b_f + b_f len_f / avglen_f), then
+    idf * tf~ (k1 + 1) / (tf~ + k1). Statistics span all partitions."""
+    mains = [p.tf(term) for p in parts]
+    w = idf(st.n_docs, sum(map(len, mains)))
+    # Field order of FIELD_TERM is title, tags, description, ID; FIELDS adds body.
+    ws = [FIELDS[f][1] for f in range(4)]
+    a = [1 - FIELDS[f][2] for f in range(5)]
+    bl = [FIELDS[f][2] / st.avg[f] for f in range(5)]
+    wb = FIELDS[4][1]
     k1p = K1 + 1
     out: list[dict[int, float]] = []
-    for i, (p, docs) in enumerate(zip(parts, matched, strict=True)):
-        scores = dict.fromkeys(docs, 0.0)
-        if docs:
-            lengths = p.lengths()
-            for j, w in enumerate(weights):
-                tf = tfs[i][j]
-                for d in docs.intersection(tf) if len(tf) > len(docs) else (
-                        d for d in tf if d in scores):
-                    f = tf[d]
-                    scores[d] += w * f * k1p / (f + norm_a + norm_b * lengths[d])
-            for clause in prefixes:
-                for d in evaluate(clause, p).intersection(docs):
-                    scores[d] += PREFIX_SCORE
-        out.append(scores)
+    for p, main, want in zip(parts, mains, docs, strict=True):
+        got: dict[int, float] = {}
+        out.append(got)
+        if not want:
+            continue
+        fields = [p.tf(head + term) for head in FIELD_TERM]
+        flens = p.field_lengths()
+        lengths = p.lengths()
+        touched = want.intersection(main)
+        for posting in fields:
+            touched.update(want.intersection(posting))
+        for d in touched:
+            tf = [f.get(d, 0) for f in fields]
+            fl = [flens[f][d] for f in range(4)]
+            body = main.get(d, 0) - WEIGHTS[0] * tf[0] - WEIGHTS[1] * tf[1] - WEIGHTS[2] * tf[2]
+            body_len = lengths[d] - WEIGHTS[0] * fl[0] - WEIGHTS[1] * fl[1] - WEIGHTS[2] * fl[2]
+            x = 0.0
+            for f in range(4):
+                if tf[f]:
+                    x += ws[f] * tf[f] / (a[f] + bl[f] * fl[f])
+            if body > 0:
+                x += wb * body / (a[4] + bl[4] * max(body_len, 0))
+            got[d] = w * x * k1p / (x + K1)
     return out
+
+
+def search(node: Node, parts: Sequence[Partition]) -> Ranking:
+    """BM25F score and tier of every match, per partition, with statistics
+    summed over all partitions (so the index and --direct agree exactly)."""
+    matched = [evaluate(node, p) for p in parts]
+    scores: list[dict[int, float]] = [dict.fromkeys(m, 0.0) for m in matched]
+    tiers: list[dict[int, int]] = [{} for _ in parts]
+    if not any(matched):
+        return Ranking(scores, tiers, ())
+    st = _stats(parts)
+    for t in scoring_terms(node):
+        for sc, got in zip(scores, _term_scores(t, parts, matched, st), strict=True):
+            for d, v in got.items():
+                sc[d] += v
+    notes: list[str] = []
+    for clause in prefix_clauses(node):
+        inside = [evaluate(clause, p) & m for p, m in zip(parts, matched, strict=True)]
+        found: set[str] = set()
+        for p in parts:
+            for form in clause.forms:
+                found.update(p.terms_with_prefix(form))
+        expansions = sorted(found, key=lambda t: (len(t), t))
+        if len(expansions) > PREFIX_CAP:
+            notes.append(f"prefix {clause.forms[0]}* has {len(expansions)} expansions: the "
+                         f"{PREFIX_CAP} closest score, all of them match")
+            expansions = expansions[:PREFIX_CAP]
+        best: list[dict[int, float]] = [{} for _ in parts]
+        for t in expansions:
+            for b, got in zip(best, _term_scores(t, parts, inside, st), strict=True):
+                for d, v in got.items():
+                    if v > b.get(d, 0.0):
+                        b[d] = v
+        for sc, b in zip(scores, best, strict=True):
+            for d, v in b.items():
+                sc[d] += v
+    keys: list[tuple[str, int]] = []
+    for seq in exact_sequences(node):
+        joined = " ".join(seq)
+        keys += [(EXACT_TITLE + joined, TIER_EXACT), (EXACT_ID + joined, TIER_EXACT),
+                 (EXACT_LAST + joined, TIER_EXACT),
+                 (EXACT_TITLE_SET + " ".join(sorted(set(seq))), TIER_NEAR)]
+    for p, m, tier in zip(parts, matched, tiers, strict=True):
+        for key, level in keys:
+            for d in m.intersection(p.tf(key)):
+                if level > tier.get(d, 0):
+                    tier[d] = level
+    return Ranking(scores, tiers, tuple(notes))

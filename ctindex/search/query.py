@@ -4,7 +4,11 @@
     clause   := unary ("OR" unary)*          OR binds tighter than the implicit AND
     unary    := "-" unary | primary
     primary  := "(" query ")" | '"' words '"' | FIELD ":" value | word | word "*"
-    FIELD    := type | tag | path
+    FIELD    := type | tag | path           (any case: TYPE:Metric)
+
+An explicit ``AND`` between clauses is accepted and means the implicit AND.
+A word with a ``/`` (``tables/transactions``) is ID-shaped: it matches the
+phrase of its words or the document whose concept ID it is (docs/search.md).
 
 Words are analysed exactly like document text (casefold, stem), so a word that
 is several tokens (``gross-margin``) means the phrase of those tokens.
@@ -56,6 +60,15 @@ class Phrase(_Node):
         self.terms = terms
 
 
+class IdWord(_Node):
+    """An ID-shaped word: its terms as a phrase, or a concept ID equal to them."""
+
+    __slots__ = ("terms",)
+
+    def __init__(self, terms: tuple[str, ...]) -> None:
+        self.terms = terms
+
+
 class Prefix(_Node):
     __slots__ = ("forms",)
 
@@ -98,7 +111,7 @@ class And(_Node):
         self.children = children
 
 
-Node = Term | Phrase | Prefix | Facet | PathPrefix | Not | Or | And
+Node = Term | Phrase | IdWord | Prefix | Facet | PathPrefix | Not | Or | And
 
 _SPECIAL = '()"'
 
@@ -138,6 +151,7 @@ def _lex(q: str) -> list[_Tok]:
                 j += 1
             word = q[i:j]
             name, colon, rest = word.partition(":")
+            name = name.lower()  # field names are case-insensitive (TYPE:Metric)
             if colon and name in ("type", "tag", "path"):
                 if not rest and j < n and q[j] == '"':  # field:"quoted value"
                     end = q.find('"', j + 1)
@@ -149,6 +163,8 @@ def _lex(q: str) -> list[_Tok]:
                 toks.append(_Tok("field", rest, i + 1, field=name))
             elif word == "OR":
                 toks.append(_Tok("or", word, i + 1))
+            elif word == "AND":
+                toks.append(_Tok("and", word, i + 1))
             elif word == "-":
                 raise QueryError(f"query: '-' must be followed by a term (column {i + 1})")
             else:
@@ -173,6 +189,13 @@ class _Parser:
     def query(self, closing: bool) -> Node:
         clauses: list[Node] = []
         while (tok := self.peek()) is not None and tok.kind != "rparen":
+            if tok.kind == "and":  # explicit AND: the implicit one, with a term each side
+                self.take()
+                nxt = self.peek()
+                if not clauses or nxt is None or nxt.kind in ("rparen", "or", "and"):
+                    raise QueryError(f"query: 'AND' at column {tok.col} needs a term on "
+                                     "both sides")
+                continue
             clauses.append(self.clause())
         if not closing and self.peek() is not None:
             raise QueryError(f"query: unmatched ')' at column {self.take().col}")
@@ -186,7 +209,7 @@ class _Parser:
         while (tok := self.peek()) is not None and tok.kind == "or":
             self.take()
             nxt = self.peek()
-            if nxt is None or nxt.kind in ("rparen", "or"):
+            if nxt is None or nxt.kind in ("rparen", "or", "and"):
                 raise QueryError(f"query: 'OR' at column {tok.col} needs a term on both sides")
             alts.append(self.unary())
         return alts[0] if len(alts) == 1 else Or(tuple(alts))
@@ -194,11 +217,12 @@ class _Parser:
     def unary(self) -> Node:
         tok = self.take()
         if tok.kind == "neg":
-            if self.peek() is None or self.peek().kind in ("rparen", "or"):  # type: ignore[union-attr]
+            if self.peek() is None or self.peek().kind in ("rparen", "or", "and"):  # type: ignore[union-attr]
                 raise QueryError(f"query: '-' at column {tok.col} must be followed by a term")
             return Not(self.unary())
-        if tok.kind == "or":
-            raise QueryError(f"query: 'OR' at column {tok.col} needs a term on both sides")
+        if tok.kind in ("or", "and"):
+            raise QueryError(f"query: '{tok.text}' at column {tok.col} needs a term on both "
+                             "sides")
         if tok.kind == "lparen":
             inner = self.query(closing=True)
             if self.peek() is None:
@@ -226,7 +250,17 @@ def _words(text: str, col: int, quoted: bool) -> Node:
 
 def _word(tok: _Tok) -> Node:
     text = tok.text
+    inner = text.rstrip("*")
+    if "*" in inner:
+        raise QueryError(f"query: {text!r} at column {tok.col}: '*' may only end a word "
+                         "(a prefix like 'marg*')")
     if not text.endswith("*"):
+        if "/" in text.strip("/"):
+            from ctindex.providers.okf_markdown import terms
+
+            found = tuple(terms(text))
+            if found:
+                return IdWord(found)
         return _words(text, tok.col, quoted=False)
     from ctindex.providers.okf_markdown import normalize_term, words
 
@@ -250,7 +284,14 @@ def _field(tok: _Tok) -> Node:
             prefix = prefix[2:]
         return PathPrefix(prefix.lstrip("/"))
     head = FACET_TYPE if tok.field == "type" else FACET_TAG
-    return Facet(head + facet(tok.text))
+    value = facet(tok.text)
+    if tok.field == "type" and " " not in value:
+        from ctindex.providers.okf_markdown import FACET_TYPE_WORD
+
+        # One word matches the whole type or any word of it (type:bigquery
+        # finds "BigQuery Table").
+        return Or((Facet(head + value), Facet(FACET_TYPE_WORD + value)))
+    return Facet(head + value)
 
 
 def parse_query(q: str) -> Node:

@@ -28,16 +28,18 @@ from typing import Any, NamedTuple
 from ctindex.store.files import IndexCorrupt, crc, write_new
 
 MAGIC = b"CTSEG\x00\x01\x00"
-FORMAT = 1
+# 2: section 10, the per-field lengths BM25F normalises by (docs/format.md).
+FORMAT = 2
 BLOCK_TERMS = 64
 _HEAD = struct.Struct("<8sIIIIII")  # magic, format, ndocs, nterms, nblocks, flags, nsections
 _SECTION = struct.Struct("<QQI")  # offset, length, crc (0 for regions checked piecewise)
 _ENTRY = struct.Struct("<QII")  # postings offset, df, postings crc
 _DOCREF = struct.Struct("<IIII")  # record block, offset in it, length, crc of the record
 _RBLOCK = struct.Struct("<QII")  # record block offset, length, crc
-NSECTIONS = 10
+NSECTIONS = 11
 (S_TOP, S_BLOCKS, S_POSTINGS, S_LENGTHS, S_DOCREFS, S_RTABLE, S_RECORDS,
- S_KEYS, S_SEQOFFS, S_SEQS) = range(NSECTIONS)
+ S_KEYS, S_SEQOFFS, S_SEQS, S_FLENS) = range(NSECTIONS)
+NFIELDS = 4  # title, tags, description, concept ID (okf_markdown.FIELD_TERM)
 SEQ_BLOCK_DOCS = 64  # token streams are checksummed per run of this many documents
 RECORD_BLOCK_DOCS = 32
 RECORD_BLOCK_BYTES = 64 * 1024
@@ -82,6 +84,7 @@ class BuildInput(NamedTuple):
     tokens: list[str]  # analysis token stream (SEP between fields)
     tfw: dict[str, int]
     length: int
+    flens: tuple[int, int, int, int] = (0, 0, 0, 0)  # Analysis.flens
 
 
 class SegmentInfo(NamedTuple):
@@ -187,14 +190,15 @@ def build_segment(path: Path, items: Sequence[BuildInput], sep: str,
                            for i in range(0, ndocs, SEQ_BLOCK_DOCS)])
     lengths = array("I", [it.length for it in items])
     length_sum = sum(lengths)
+    flens = array("I", [it.flens[f] for f in range(NFIELDS) for it in items])
     keys = [it.doc.key.encode("utf-8", "surrogateescape") for it in items]
     key_offs = array("I", [0])
     key_offs.extend(accumulate(map(len, keys)))
 
     sections = [top, b"".join(blocks), b"".join(postings), _le(lengths), b"".join(refs),
                 b"".join(rtable), b"".join(rblocks), _le(key_offs) + b"".join(keys),
-                _le(seq_offs) + _le(seq_crcs), b"".join(seqs)]
-    checked = {S_TOP, S_LENGTHS, S_DOCREFS, S_RTABLE, S_KEYS, S_SEQOFFS}
+                _le(seq_offs) + _le(seq_crcs), b"".join(seqs), _le(flens)]
+    checked = {S_TOP, S_LENGTHS, S_DOCREFS, S_RTABLE, S_KEYS, S_SEQOFFS, S_FLENS}
     table = b""
     pos = HEADER_SIZE
     for i, sec in enumerate(sections):
@@ -243,6 +247,7 @@ class Segment:
             raise
         self._blocks: dict[int, tuple[list[str], memoryview]] = {}
         self._lengths: array[Any] | None = None
+        self._flens: list[array[Any]] | None = None
         self._keys: list[str] | None = None
         self._rtable: bytes | None = None
         self._seq_offs: array[Any] | None = None
@@ -409,6 +414,17 @@ class Segment:
         if self._lengths is None:
             self._lengths = _arr("I", self._section(S_LENGTHS))
         return self._lengths
+
+    def field_lengths(self) -> list[array[Any]]:
+        """Raw token counts per field (title, tags, description, concept ID),
+        one array of ndocs each."""
+        if self._flens is None:
+            data = _arr("I", self._section(S_FLENS))
+            if len(data) != NFIELDS * self.ndocs:
+                raise self._corrupt("field lengths")
+            n = self.ndocs
+            self._flens = [data[f * n:(f + 1) * n] for f in range(NFIELDS)]
+        return self._flens
 
     def keys(self) -> list[str]:
         if self._keys is None:

@@ -1,0 +1,152 @@
+"""Ranking rules (docs/search.md, "Ranking"), each on a small corpus where that
+rule alone decides the order. Every test checks the index and `--direct`
+(same order, same scores) and that the matching set is the independent
+oracle's (tests/oracle.py): ranking reorders, it never adds or drops."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctindex.indexer import update
+from ctindex.plan import load_plan
+from ctindex.project import Project
+from ctindex.search.engine import Outcome, search_direct, search_index
+from ctindex.search.matcher import PREFIX_CAP
+from ctindex.search.query import QueryError, parse_query
+from tests import oracle
+
+
+def _project(tmp_path: Path, docs: dict[str, str]) -> Project:
+    root = tmp_path / "p"
+    kb = root / "kb"
+    kb.mkdir(parents=True)
+    (root / ".git").mkdir()
+    (kb / "index.md").write_text("# kb\n")
+    for rel, text in docs.items():
+        path = kb / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (root / ".ct").mkdir()
+    (root / ".ct" / "index.jsonc").write_text('{"version": 1, "watch": false}')
+    project = Project.at(root)
+    update(project, load_plan(project))
+    return project
+
+
+def _doc(title: str, body: str, tags: tuple[str, ...] = ()) -> str:
+    tag_line = f"tags: [{', '.join(tags)}]\n" if tags else ""
+    return f"---\ntitle: {title}\ntype: Concept\n{tag_line}---\n{body}\n"
+
+
+def _both(project: Project, query: str) -> Outcome:
+    """The indexed answer, checked against --direct (same ids, same scores)."""
+    node = parse_query(query)
+    indexed = search_index(project.index_dir, node, 50, want_keys=True)
+    direct = search_direct(str(project.root), load_plan(project), node, 50, want_keys=True)
+    assert [(r.path, r.score, r.match) for r in indexed.results] == [
+        (r.path, r.score, r.match) for r in direct.results]
+    assert indexed.keys == direct.keys
+    return indexed
+
+
+def _ids(out: Outcome) -> list[str]:
+    return [r.id for r in out.results]
+
+
+def test_rule_exact_title_outranks_partial_matches(tmp_path: Path) -> None:
+    # The long page says the words far more often; the short one *is* the concept.
+    long_body = " ".join(["zqxv7marker ledger entries"] * 40)
+    project = _project(tmp_path, {
+        "a/overview.md": _doc("Zqxv7marker Ledger Overview and History", long_body),
+        "b/ledger.md": _doc("Zqxv7marker Ledger", "The ledger."),
+        "c/other.md": _doc("Unrelated", "zqxv7marker ledger zqxv7marker ledger"),
+    })
+    out = _both(project, "zqxv7marker ledger")
+    assert _ids(out)[0] == "b/ledger"
+    assert out.results[0].match == "exact"
+    assert {r.path for r in out.results} == set(out.keys)
+    assert set(out.keys) == oracle.containing(project.root, "zqxv7marker")
+
+
+def test_rule_near_exact_title_any_order(tmp_path: Path) -> None:
+    project = _project(tmp_path, {
+        "x/long.md": _doc("Zqxv7marker Ledger Reconciliation Guide",
+                          " ".join(["zqxv7marker ledger"] * 30)),
+        "y/short.md": _doc("Ledger Zqxv7marker", "A page."),
+    })
+    out = _both(project, "zqxv7marker ledger")
+    assert _ids(out)[0] == "y/short" and out.results[0].match == "near-exact"
+
+
+def test_rule_id_query_finds_the_concept_first(tmp_path: Path) -> None:
+    # The concept's text never holds the phrase "tables orders"; another page does.
+    project = _project(tmp_path, {
+        "tables/orders.md": _doc("Customer Orders zqxv7marker", "One row per order."),
+        "guides/joins.md": _doc("Joins", "Join tables orders to tables orders lines. "
+                                "zqxv7marker"),
+    })
+    out = _both(project, "tables/orders")
+    assert _ids(out) == ["tables/orders", "guides/joins"]
+    assert out.results[0].match == "exact"
+    # The last ID segment alone is an exact match too.
+    assert _ids(_both(project, "orders"))[0] == "tables/orders"
+
+
+def test_rule_field_length_normalisation(tmp_path: Path) -> None:
+    # The same single title occurrence of the word, no exact match: the
+    # shorter title field wins (its own b), whatever the bodies' lengths.
+    project = _project(tmp_path, {
+        "m/long-title.md": _doc("Zqxv7marker and eleven other words in a very long heading",
+                                "short body"),
+        "m/short-title.md": _doc("Zqxv7marker Summary", " ".join(["filler"] * 200)),
+    })
+    out = _both(project, "zqxv7marker")
+    assert [r.match for r in out.results] == ["", ""]
+    assert _ids(out) == ["m/short-title", "m/long-title"]
+    assert out.results[0].score > out.results[1].score
+
+
+def test_rule_prefix_scored_like_terms(tmp_path: Path) -> None:
+    # A constant prefix score tied these and broke the tie by path; scored by
+    # its expansions, the page about zqxv7docker comes first.
+    project = _project(tmp_path, {
+        "a/compose.md": _doc("Compose", "mentions zqxv7dockerfile once among many words "
+                             + " ".join(["padding"] * 80)),
+        "z/docker.md": _doc("Zqxv7docker", "zqxv7docker runs zqxv7docker containers"),
+    })
+    out = _both(project, "zqxv7dock*")
+    assert _ids(out) == ["z/docker", "a/compose"]
+    assert out.results[0].score > out.results[1].score > 0
+    assert not out.notes
+
+
+def test_rule_prefix_cap_is_noted_and_matching_unchanged(tmp_path: Path) -> None:
+    many = {f"p/{i}.md": _doc(f"Page {i}", f"zqxv7w{i:03d} text") for i in range(PREFIX_CAP + 5)}
+    project = _project(tmp_path, many)
+    out = _both(project, "zqxv7w*")
+    assert out.total == PREFIX_CAP + 5
+    assert out.notes and f"{PREFIX_CAP + 5} expansions" in out.notes[0]
+
+
+def test_type_filter_on_whole_words_any_case(tmp_path: Path) -> None:
+    project = _project(tmp_path, {
+        "t/a.md": "---\ntitle: A\ntype: BigQuery Table\n---\nzqxv7marker\n",
+        "t/b.md": "---\ntitle: B\ntype: Metric\n---\nzqxv7marker\n",
+    })
+    assert _ids(_both(project, "TYPE:bigquery zqxv7marker")) == ["t/a"]
+    assert _ids(_both(project, 'type:"bigquery table"')) == ["t/a"]
+    assert _ids(_both(project, "zqxv7marker AND Type:METRIC")) == ["t/b"]
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    ("foo*bar", "'*' may only end a word"),
+    ("AND margin", "'AND' at column 1 needs a term on both sides"),
+    ("margin AND", "needs a term on both sides"),
+    ("a AND OR b", "needs a term on both sides"),
+])
+def test_query_papercuts_rejected_in_one_line(query: str, message: str) -> None:
+    with pytest.raises(QueryError, match=message) as err:
+        parse_query(query)
+    assert "\n" not in str(err.value)
