@@ -21,6 +21,8 @@ CONFIG_VERSION = 1
 # Builds the error for a key path and a problem (validate() binds the file name).
 Fail = Callable[[str, str], PolicyError]
 GIB = 1 << 30
+# A real store is a few hundred bytes; anything this large is not one.
+MAX_CONFIG_BYTES = 1 << 20
 
 # key -> (default, minimum, maximum); None default means "computed per machine".
 INT_SETTINGS: dict[str, tuple[int | None, int, int]] = {
@@ -67,11 +69,17 @@ class Config:
 
 
 def load_config(path: Path) -> Config:
-    """Parse `path` if it exists; raise PolicyError on any problem."""
+    """Parse `path` if it exists; raise PolicyError on any problem. A FIFO,
+    device, symlink or oversized file is refused before anything is read
+    (ctindex/statefile.py; a symlink is not followed, spec §11)."""
+    from ctindex.statefile import UnsafeFile, read_bounded
+
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         return Config(None, {}, None, None)
+    except UnsafeFile as exc:
+        raise PolicyError(str(exc)) from None
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:

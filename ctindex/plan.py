@@ -30,6 +30,7 @@ from ctindex.config import (
 )
 from ctindex.project import INDEX_KEY, Project, StrPath
 from ctindex.providers import OKF_MARKDOWN, PROVIDERS
+from ctindex.statefile import read_text_bounded
 
 if TYPE_CHECKING:
     from ctindex.decide import Decision, PlanPathFilter
@@ -40,6 +41,7 @@ DERIVED, PROJECT, HARD = "derived", "project", "hard"
 POLICY_VERSION = 1
 ROOT_DEPTH = 3                 # PRODUCT.md §4: okf/bundles/<name>/index.md
 ROOTS_CACHE = "roots.json"
+ROOTS_CACHE_LIMIT = 16 << 20   # a mtime per visited folder: far below this
 _RACY_NS = 2_000_000_000       # FAT's 2 s: a folder newer than this may change unseen
 _NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_]\w*>")
 
@@ -351,7 +353,7 @@ def _scan_roots(project: Project, exclude: PatternSet) -> tuple[tuple[str, ...],
 def _read_cache(project: Project, cache: Path,
                 fingerprint: str) -> tuple[tuple[str, ...], dict[str, int]] | None:
     try:
-        data = json.loads(cache.read_text(encoding="utf-8"))
+        data = json.loads(read_text_bounded(cache, ROOTS_CACHE_LIMIT))
         if data.get("fingerprint") != fingerprint:
             return None
         folders = {str(k): int(v) for k, v in data["folders"].items()}

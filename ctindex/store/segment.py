@@ -25,6 +25,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ctindex.statefile import open_regular
 from ctindex.store.files import IndexCorrupt, crc, write_new
 
 MAGIC = b"CTSEG\x00\x01\x00"
@@ -231,7 +232,8 @@ class Segment:
         self.path = path
         self.name = path.name
         try:
-            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            # Never blocks on a FIFO or reads a device put in the file's place.
+            self._fd = open_regular(path)
         except FileNotFoundError:
             raise
         except OSError as exc:
