@@ -39,7 +39,8 @@ MIB = 1 << 20
 class UnsafeFile(OSError):
     """A state or configuration file that is not a plain, bounded, regular file."""
 
-    def __init__(self, path: str | os.PathLike[str], problem: str, code: int = errno.EINVAL) -> None:
+    def __init__(self, path: str | os.PathLike[str], problem: str,
+                 code: int = errno.EINVAL) -> None:
         super().__init__(code, problem, os.fspath(path))
         self.problem = problem
 

@@ -9,12 +9,12 @@ rather than re-implemented.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import logging.handlers
 import os
 import time
 from pathlib import Path
-from typing import TextIO
 
 from ctindex.statefile import UnsafeFile, open_regular
 
@@ -51,7 +51,7 @@ class _RegularFileHandler(logging.handlers.RotatingFileHandler):
     first log line. The runtime folder is the daemon's own, so whatever is
     not a regular file there is removed and a fresh log started."""
 
-    def _open(self) -> TextIO:
+    def _open(self) -> io.TextIOWrapper:
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
         try:
             fd = open_regular(self.baseFilename, flags)
