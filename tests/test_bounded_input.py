@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -65,15 +65,16 @@ def test_snippet_output_unchanged_for_ordinary_text() -> None:
 
 
 @pytest.fixture(scope="module")
-def hit_heavy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def hit_heavy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A 1.8 MB concept (under max_file_bytes) holding one word 450,000 times."""
     project = tmp_path_factory.mktemp("hits")
     docs = project / "docs"
     docs.mkdir()
     (docs / "heavy.md").write_text("# Heavy\n\n" + "zqx " * 450_000 + "zqxv7marker\n")
     (docs / "light.md").write_text("# Light\n\nzqx zqxv7marker once.\n")
-    write_config(project, "docs")
-    return project
+    write_config(project, "docs")  # watch on: the indexed search goes through the daemon
+    yield project
+    ctindex("-C", str(project), "watch", "stop")
 
 
 @pytest.mark.parametrize("mode", ["indexed", "direct"])
