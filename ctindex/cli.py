@@ -4,7 +4,8 @@
 Parsing is argparse; each command lives in ``ctindex.commands.<name>`` and
 is imported only when run, so `why` and `scopes` never load index, search or
 daemon code. Exit codes: 0 success, 1 no hit / not included, 2 the policy
-cannot be honoured (or a usage error), 130 interrupted, 141 broken pipe.
+cannot be honoured (or a usage error), 74 stdout cannot be written (a full
+disk, `> /dev/full`), 130 interrupted, 141 broken pipe.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ctindex.errors import CtindexError
+from ctindex.output import emit, flush, output_failed
 
 PROG = "ctindex"
 COMMANDS = ("init", "scopes", "why", "status", "update", "rebuild", "verify", "search",
@@ -221,12 +223,23 @@ def console() -> None:
     code = main()
     try:
         sys.stdout.flush()
-        sys.stderr.flush()
     except BrokenPipeError:
         code = 141
-    except (OSError, ValueError):
+    except OSError as exc:  # what main() wrote is lost: never exit 0 for it
+        code = _report(sys.stderr, f"{PROG}: cannot write the output: {exc.strerror or exc}", 74)
+    except ValueError:  # stdout already closed
         pass
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
     os._exit(code)
+
+
+def _report(err: TextIO, line: str, code: int) -> int:
+    """Print one error line (a full or closed stderr is ignored); returns `code`."""
+    with contextlib.suppress(OSError, ValueError):
+        err.write(line + "\n")
+        err.flush()
+    return code
 
 
 def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
@@ -241,7 +254,7 @@ def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
     try:
         return _run(args, out, err, cwd)
     except CtindexError as exc:
-        err.write(f"{PROG}: {exc}\n")
+        _report(err, f"{PROG}: {exc}", exc.exit_code)
         if _wants_json(args):  # a JSON reader gets the error as JSON too (schemas/error.json)
             from ctindex.output import write_json
 
@@ -269,8 +282,12 @@ def _run(argv: list[str], out: TextIO, err: TextIO,
             write_json(out, {"error": {"message": "usage error (the message is on stderr)",
                                        "kind": "UsageError", "exit_code": status}})
         return status
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # --help into a full stdout
+        raise output_failed(exc) from None
     if args.version:
-        out.write(f"{PROG} {_version()}\n")
+        emit(out, f"{PROG} {_version()}\n")
         return 0
     if not args.command:
         parser.print_usage(err)
@@ -304,7 +321,7 @@ def _run(argv: list[str], out: TextIO, err: TextIO,
     if args.command != "search":  # search turns it on itself when it must index
         gc.enable()
     code: int = module.run(ctx, args)
-    out.flush()
+    flush(out)
     return code
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctindex import runtime as rt
+from ctindex.statefile import open_regular, read_bounded
 
 if TYPE_CHECKING:
     from ctindex.fastpath import Hint
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT_S = 0.1
 CLAIM_STALE_S = 10.0
 MAX_REPLY = 1 << 20
+LOCK_RECORD_LIMIT = 4096  # the lock file holds "pid instance"
 
 # Failure reasons (shown in freshness.reason and `watch status`).
 NO_DAEMON = "no daemon"
@@ -380,7 +382,8 @@ def lock_held(paths: rt.RuntimePaths) -> bool:
     import portalocker
 
     try:
-        fh = open(paths.lock, encoding="utf-8")  # noqa: SIM115 (closed below)
+        # Not a plain open(): a FIFO in the lock's place would block it forever.
+        fh = os.fdopen(open_regular(paths.lock), encoding="utf-8")
     except OSError:
         return False
     try:
@@ -486,7 +489,7 @@ def _verified_pid(paths: rt.RuntimePaths) -> int | None:
         return None
     try:
         created = psutil.Process(pid).create_time()
-        holder = paths.lock.read_text(encoding="utf-8").split()
+        holder = read_bounded(paths.lock, LOCK_RECORD_LIMIT).decode("utf-8", "replace").split()
     except (psutil.Error, OSError):
         return None
     if abs(created - started) > 2.0 or holder[1:2] != [instance]:

@@ -21,6 +21,11 @@ CONFIG_VERSION = 1
 # Builds the error for a key path and a problem (validate() binds the file name).
 Fail = Callable[[str, str], PolicyError]
 GIB = 1 << 30
+# A real store is a few hundred bytes. json5's parser costs ~50 us per list
+# item, so the bound also keeps a hostile store's parse to a few seconds.
+MAX_CONFIG_BYTES = 64 << 10
+# `scopes[i].include[j]` is four levels deep; json5 recurses (docs/reliability.md).
+MAX_NESTING = 16
 
 # key -> (default, minimum, maximum); None default means "computed per machine".
 INT_SETTINGS: dict[str, tuple[int | None, int, int]] = {
@@ -67,11 +72,17 @@ class Config:
 
 
 def load_config(path: Path) -> Config:
-    """Parse `path` if it exists; raise PolicyError on any problem."""
+    """Parse `path` if it exists; raise PolicyError on any problem. A FIFO,
+    device, symlink or oversized file is refused before anything is read
+    (ctindex/statefile.py; a symlink is not followed, spec §11)."""
+    from ctindex.statefile import UnsafeFile, read_bounded
+
     try:
-        raw = path.read_bytes()
+        raw = read_bounded(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         return Config(None, {}, None, None)
+    except UnsafeFile as exc:
+        raise PolicyError(str(exc)) from None
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
@@ -84,11 +95,49 @@ def load_config(path: Path) -> Config:
 def parse_config(text: str, path: Path) -> Config:
     import json5  # only needed when a project store exists
 
+    too_deep = _too_deep(text, MAX_NESTING)
+    if too_deep is not None:
+        line = text.count("\n", 0, too_deep) + 1
+        raise PolicyError(f"{path}: nested deeper than {MAX_NESTING} levels at line {line}"
+                          " (a project store needs four)")
     try:
         data = json5.loads(text, allow_duplicate_keys=False)
     except ValueError as exc:
         raise PolicyError(f"{path}: {_json5_message(str(exc))}") from None
+    except RecursionError:  # belt and braces: _too_deep should have caught it
+        raise PolicyError(f"{path}: nested too deeply") from None
     return validate(data, path)
+
+
+def _too_deep(text: str, limit: int) -> int | None:
+    """The offset where `[`/`{` nesting first exceeds `limit`, outside JSON5
+    strings and comments, or None. json5's parser recurses about fifteen
+    frames per level and hits Python's recursion limit near 60 levels, so
+    the depth is bounded before it parses. One pass, linear in the text."""
+    depth, i, end = 0, 0, len(text)
+    while i < end:
+        c = text[i]
+        if c in "[{":
+            depth += 1
+            if depth > limit:
+                return i
+        elif c in "]}":
+            depth -= 1
+        elif c in "\"'":
+            i += 1
+            while i < end and text[i] != c:
+                i += 2 if text[i] == "\\" else 1
+        elif text.startswith("//", i):
+            i = text.find("\n", i)
+            if i < 0:
+                return None
+        elif text.startswith("/*", i):
+            i = text.find("*/", i + 2)
+            if i < 0:
+                return None
+            i += 1
+        i += 1
+    return None
 
 
 def _json5_message(message: str) -> str:
@@ -237,6 +286,12 @@ def pattern_problem(pattern: str) -> str | None:
         return f"invalid ({exc})"
     if not compiled.patterns or compiled.patterns[0].include is None:
         return "matches nothing (invalid wildcard syntax)"
+    from ctindex.glob import translate  # what PatternSet will match with
+
+    try:
+        re.compile(translate(pattern))
+    except (ValueError, re.error) as exc:
+        return f"invalid ({exc})"
     return None
 
 

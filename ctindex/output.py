@@ -11,6 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from ctindex.errors import CtindexError
+
 _UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
 
 
@@ -50,10 +52,41 @@ def human_count(count: int, singular: str, plural: str | None = None) -> str:
     return f"{count:,} {word}"
 
 
+class OutputError(CtindexError):
+    """stdout cannot be written (a full disk, `> /dev/full`, an I/O error):
+    exit 74, EX_IOERR of sysexits.h (docs/cli.md). A closed pipe is not
+    this: BrokenPipeError passes through and ends the command quietly with
+    141, as `| head -1` expects."""
+
+    exit_code = 74
+
+
+def output_failed(exc: OSError) -> OutputError:
+    return OutputError(f"cannot write the output: {exc.strerror or exc}")
+
+
+def emit(stream: TextIO, text: str) -> None:
+    """Write command output; a write error is one OutputError line, not a traceback."""
+    try:
+        stream.write(text)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise output_failed(exc) from None
+
+
+def flush(stream: TextIO) -> None:
+    try:
+        stream.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise output_failed(exc) from None
+
+
 def write_json(stream: TextIO, document: Any) -> None:
     """The command's single JSON document, newline-terminated."""
-    stream.write(json.dumps(document, indent=2, ensure_ascii=True))
-    stream.write("\n")
+    emit(stream, json.dumps(document, indent=2, ensure_ascii=True) + "\n")
 
 
 def table(rows: Sequence[Sequence[str]], indent: str = "") -> str:

@@ -27,10 +27,10 @@ from ctindex.config import (
     INT_SETTINGS,
     Config,
     load_config,
-    pattern_factory,
 )
 from ctindex.project import INDEX_KEY, Project, StrPath
 from ctindex.providers import OKF_MARKDOWN, PROVIDERS
+from ctindex.statefile import read_text_bounded
 from reconciler.fingerprint import Fingerprint, fingerprint_of, from_json, racily_clean
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ ROOTS_CACHE = "roots.json"
 # Bumped when the roots cache's layout changes: version 1 held folder mtimes
 # alone, which reproducible archives and rsync -a keep while adding a root.
 _ROOTS_CACHE_FORMAT = 2
-_NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_]\w*>")
+ROOTS_CACHE_LIMIT = 16 << 20   # a fingerprint per visited folder: far below this
 
 
 @dataclass(frozen=True)
@@ -68,27 +68,23 @@ class Scope:
 
 
 class PatternSet:
-    """Gitignore-style patterns compiled once: pathspec translates them, and
-    their regexes are joined into one alternation so the hot path (the
-    reconciler's accept/descend on every entry) costs one regex match instead
-    of one per pattern. ``first`` names the deciding pattern for `why`."""
+    """Gitignore-style patterns compiled once: ctindex/glob.py translates
+    them (the same matches as pathspec's translation, but without
+    super-linear backtracking), and their regexes are joined into one
+    alternation so the hot path (the reconciler's accept/descend on every
+    entry) costs one regex match instead of one per pattern. ``first`` names
+    the deciding pattern for `why`."""
 
     def __init__(self, patterns: Iterable[str]) -> None:
-        import pathspec
+        from ctindex.glob import translate
 
         self.patterns = tuple(patterns)
-        spec = pathspec.PathSpec.from_lines(pattern_factory(), self.patterns)
-        # (text, regex) of every positive pattern; pathspec's RegexPattern has
-        # `.regex`, the base Pattern type does not declare it.
-        self._regexes: list[tuple[str, re.Pattern[str]]] = []
-        for text, compiled in zip(self.patterns, spec.patterns, strict=True):
-            regex = getattr(compiled, "regex", None)
-            if compiled.include and regex is not None:
-                self._regexes.append((text, regex))
-        # Older pathspec releases put a named group in every regex; names may
-        # not repeat in one alternation, so turn them into plain groups.
-        parts = [_NAMED_GROUP.sub("(?:", regex.pattern) for _text, regex in self._regexes]
-        self._any = re.compile("|".join(f"(?:{part})" for part in parts)) if parts else None
+        # Every accepted pattern is positive (config.pattern_problem refuses `!`).
+        sources = [(text, translate(text)) for text in self.patterns]
+        self._regexes: list[tuple[str, re.Pattern[str]]] = [
+            (text, re.compile(source)) for text, source in sources]
+        self._any = (re.compile("|".join(f"(?:{source})" for _text, source in sources))
+                     if sources else None)
 
     def matches(self, path: str) -> bool:
         return self._any is not None and self._any.match(path) is not None
@@ -371,7 +367,7 @@ def _scan_roots(project: Project,
 def _read_cache(project: Project, cache: Path,
                 fingerprint: str) -> tuple[tuple[str, ...], dict[str, Fingerprint]] | None:
     try:
-        data = json.loads(cache.read_text(encoding="utf-8"))
+        data = json.loads(read_text_bounded(cache, ROOTS_CACHE_LIMIT))
         if data.get("fingerprint") != fingerprint:
             return None
         folders: dict[str, Fingerprint] = {}

@@ -185,11 +185,13 @@ def write_json(path: Path, record: dict[str, Any]) -> None:
 
 def read_json(path: Path, limit: int = 1 << 20) -> dict[str, Any] | None:
     """A JSON object from `path`, or None when missing, unreadable or corrupt
-    (runtime files are hints: a bad one is treated as absent, never trusted)."""
+    (runtime files are hints: a bad one is treated as absent, never trusted).
+    A FIFO, device or symlink in its place is absent too: it is never opened
+    in a way that could block or follow it (ctindex/statefile.py)."""
+    from ctindex.statefile import read_bounded
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit)
-        value = json.loads(data)
+        value = json.loads(read_bounded(path, limit))
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TextIO
 
-from ctindex.output import write_json
+from ctindex.output import emit, write_json
 from ctindex.project import Project
 
 
@@ -31,7 +31,7 @@ class Context:
 
     def echo(self, text: str = "") -> None:
         """One line (or block) of text output on stdout."""
-        self.out.write(text if text.endswith("\n") else text + "\n")
+        emit(self.out, text if text.endswith("\n") else text + "\n")
 
     def note(self, text: str) -> None:
         """An informational line on stderr, silenced by -q."""

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import IO
 
 from ctindex import runtime as rt
+from ctindex.statefile import open_regular
 
 LOCK_ATTEMPTS = 5  # a `watch status` probe can hold the lock for an instant
 LOCK_RETRY_S = 0.02
@@ -25,7 +26,10 @@ def acquire_lock(path: Path, attempts: int = LOCK_ATTEMPTS) -> IO[str] | None:
     The returned file must stay open for the daemon's life."""
     import portalocker
 
-    fh = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held for the daemon's life)
+    # Held for the daemon's life. Opened without blocking or following a
+    # symlink: a FIFO put in its place must not hang the daemon's start.
+    fh = os.fdopen(open_regular(path, os.O_RDWR | os.O_CREAT | os.O_APPEND),
+                   "a+", encoding="utf-8")
     for attempt in range(attempts):
         try:
             portalocker.lock(fh, portalocker.LOCK_EX | portalocker.LOCK_NB)

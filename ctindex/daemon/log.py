@@ -8,10 +8,15 @@ rather than re-implemented.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import logging.handlers
+import os
 import time
 from pathlib import Path
+
+from ctindex.statefile import UnsafeFile, open_regular
 
 MAX_BYTES = 32 * 1024
 BACKUPS = 2
@@ -22,7 +27,7 @@ class LifecycleLog:
         self._logger = logging.getLogger(f"ctindex.daemon.{path}")
         self._logger.propagate = False
         self._logger.setLevel(logging.INFO)
-        self._handler = logging.handlers.RotatingFileHandler(
+        self._handler = _RegularFileHandler(
             path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8", delay=True
         )
         self._handler.setFormatter(logging.Formatter("%(message)s"))
@@ -38,6 +43,23 @@ class LifecycleLog:
     def close(self) -> None:
         self._logger.removeHandler(self._handler)
         self._handler.close()
+
+
+class _RegularFileHandler(logging.handlers.RotatingFileHandler):
+    """RotatingFileHandler whose (re)open never blocks or follows a symlink:
+    a FIFO in daemon.log's place would otherwise hang the daemon at its
+    first log line. The runtime folder is the daemon's own, so whatever is
+    not a regular file there is removed and a fresh log started."""
+
+    def _open(self) -> io.TextIOWrapper:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        try:
+            fd = open_regular(self.baseFilename, flags)
+        except UnsafeFile:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.baseFilename)
+            fd = open_regular(self.baseFilename, flags | os.O_EXCL)
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
 
 
 def _clean(value: object) -> str:

@@ -79,7 +79,9 @@ def has_run(seq: array[Any], ranks: Sequence[int]) -> bool:
     """True when `ranks` occur consecutively in `seq` (a phrase match).
 
     Works on the raw bytes with ``bytes.find`` (C speed); a hit must start on
-    an item boundary, else the search continues past it.
+    an item boundary, else the search resumes at the next boundary (not the
+    next byte), so there are at most len(seq) finds however the bytes of
+    the ranks overlap.
     """
     pattern = array(seq.typecode, ranks).tobytes()
     hay = seq.tobytes()
@@ -88,7 +90,7 @@ def has_run(seq: array[Any], ranks: Sequence[int]) -> bool:
     while at >= 0:
         if at % size == 0:
             return True
-        at = hay.find(pattern, at + 1)
+        at = hay.find(pattern, at - at % size + size)
     return False
 
 

@@ -36,11 +36,7 @@ def make_snippet(body: str, description: str, terms: Collection[str],
 
 def _window(text: str, spans: list[tuple[int, int, str]], hits: list[int],
             terms: Collection[str]) -> str:
-    best, best_score = hits[0], -1
-    for h in hits:
-        distinct = {spans[i][2] for i in hits if h <= i < h + WINDOW_WORDS}
-        if len(distinct) > best_score:
-            best, best_score = h, len(distinct)
+    best = _best_start(spans, hits)
     first = max(best - 6, 0)
     last = min(best + WINDOW_WORDS, len(spans)) - 1
     start, end = spans[first][0], spans[last][1]
@@ -55,6 +51,30 @@ def _window(text: str, spans: list[tuple[int, int, str]], hits: list[int],
     out.append(text[pos:end])
     out.append("…" if last < len(spans) - 1 else "")
     return _clip(_flat("".join(out)))
+
+
+def _best_start(spans: list[tuple[int, int, str]], hits: list[int]) -> int:
+    """The hit whose window of WINDOW_WORDS words holds the most distinct
+    matched terms, the earliest on a tie. One sliding window over the
+    (increasing) hits with a count per term: each hit enters and leaves it
+    once, so a document with hundreds of thousands of hits costs linear time
+    (re-collecting the window for every hit was quadratic)."""
+    counts: dict[str, int] = {}
+    best, best_score = hits[0], -1
+    ahead = 0  # hits[:ahead] have entered the window
+    for behind, h in enumerate(hits):
+        while ahead < len(hits) and hits[ahead] < h + WINDOW_WORDS:
+            term = spans[hits[ahead]][2]
+            counts[term] = counts.get(term, 0) + 1
+            ahead += 1
+        if len(counts) > best_score:
+            best, best_score = h, len(counts)
+        term = spans[hits[behind]][2]  # h leaves before the next window
+        if counts[term] == 1:
+            del counts[term]
+        else:
+            counts[term] -= 1
+    return best
 
 
 def _clip(text: str) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from ctindex.errors import CtindexError, IndexWriteError
 
 FAULT_ENV = "CTINDEX_FAULT"
+INDEX_FILE_LIMIT = 1 << 40  # read_all: no index file comes near a TiB
 
 
 class IndexCorrupt(CtindexError):
@@ -111,5 +112,10 @@ def replace_atomically(target: Path, data: bytes) -> None:
 
 
 def read_all(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+    """An index file, refused (OSError) unless it is a regular file: a FIFO
+    or device put in its place must not hang a reader (ctindex/statefile.py).
+    Index files are as large as the corpus needs, so the bound is generous;
+    a regular file's read ends at its size anyway."""
+    from ctindex.statefile import read_bounded
+
+    return read_bounded(path, INDEX_FILE_LIMIT)

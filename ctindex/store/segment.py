@@ -25,6 +25,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ctindex.statefile import open_regular
 from ctindex.store.files import IndexCorrupt, crc, write_new
 
 MAGIC = b"CTSEG\x00\x01\x00"
@@ -235,7 +236,8 @@ class Segment:
         self.path = path
         self.name = path.name
         try:
-            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            # Never blocks on a FIFO or reads a device put in the file's place.
+            self._fd = open_regular(path)
         except FileNotFoundError:
             raise
         except OSError as exc:
@@ -517,16 +519,23 @@ class Segment:
             data = self._read(base + start, offs[last] - start)
             if crc(data) != crcs[r]:
                 raise self._corrupt(f"token streams of documents {first}+")
+            # Every find resumes at the next item boundary at least, and a
+            # document that is decided (found, or not a candidate) is skipped
+            # whole: a stream with many occurrences costs one pass, not one
+            # find per overlapping occurrence.
             at = data.find(pattern)
             while at >= 0:
+                if at % size:
+                    at = data.find(pattern, at - at % size + size)
+                    continue
                 pos = start + at
                 d = bisect_right(offs, pos, first, last) - 1
                 end = offs[d + 1]
-                if at % size == 0 and pos + len(pattern) <= end and d in wanted:
+                # A hit running past `end` spills into the next document, and
+                # so would every later hit in this one.
+                if d in wanted and pos + len(pattern) <= end:
                     out.add(d)
-                    at = data.find(pattern, end - start)  # next document
-                else:
-                    at = data.find(pattern, at + 1)
+                at = data.find(pattern, end - start)  # next document
         return out
 
     def stored(self, docid: int) -> StoredDoc:
