@@ -1,4 +1,4 @@
-"""Benchmark: the watcher daemon (PRODUCT.md §9).
+"""Benchmark: the watcher daemon (docs/targets.md).
 
 On the generated corpus of bench/bench_index.py (~40k documents):
 

@@ -1,4 +1,4 @@
-"""Benchmark: the index engine versus SQLite FTS5 and ripgrep (PRODUCT.md §9).
+"""Benchmark: the index engine versus SQLite FTS5 and ripgrep (docs/targets.md).
 
 On a generated corpus of ~40k small OKF documents with a Zipf vocabulary:
 

@@ -59,7 +59,7 @@ def machine_header() -> str:
         "# Benchmarks",
         "",
         "Written by `nox -s bench` (`python -m bench.run`); each figure is measured",
-        "side by side with its peer in the same run. Targets: PRODUCT.md §9.",
+        "side by side with its peer in the same run. Targets: docs/targets.md.",
         "",
         f"- date: {now}",
         f"- machine: {cores} cores ({_cpu_model()}), {ram / (1 << 30):.1f} GiB RAM",

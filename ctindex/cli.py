@@ -1,5 +1,5 @@
 """Command-line front end: `ctindex <command>`, and `ct okf index <command>` /
-`ct okf search QUERY` as aliases (PRODUCT.md §2).
+`ct okf search QUERY` as aliases (docs/cli.md).
 
 Parsing is argparse; each command lives in ``ctindex.commands.<name>`` and
 is imported only when run, so `why` and `scopes` never load index, search or

@@ -314,7 +314,7 @@ def fast_barrier(project: Project, hint: Hint) -> BarrierResult | BarrierFailed 
 
 def ensure_fresh(project: Project, plan: Plan,
                  prior: tuple[str, BarrierResult | BarrierFailed] | None = None) -> Freshness:
-    """Make the index reflect the filesystem before a query; say how (PRODUCT.md §6).
+    """Make the index reflect the filesystem before a query; say how (spec §7).
 
     watch off -> reconcile-on-query; a barrier answered over native events ->
     watcher-clean; a barrier answered by a full pass (poll lane, degraded

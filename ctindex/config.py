@@ -1,4 +1,4 @@
-"""Read and strictly validate `.ct/index.jsonc` (spec §4, PRODUCT.md §3).
+"""Read and strictly validate `.ct/index.jsonc` (spec §4, docs/decisions/policy.md).
 
 Every problem raises ``PolicyError("<file>: <key path>: <problem>")``: the
 CLI prints that one line and exits 2. Only the keys of the spec's example

@@ -1,6 +1,6 @@
 """Errors the user can cause: each carries one line the CLI prints as is.
 
-Every class maps to an exit code (PRODUCT.md §2); the CLI catches
+Every class maps to an exit code (docs/cli.md); the CLI catches
 ``CtindexError`` and never shows a traceback for these.
 """
 

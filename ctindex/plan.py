@@ -40,7 +40,7 @@ DERIVED, PROJECT, HARD = "derived", "project", "hard"
 # Bump when the decision rules themselves change: every plan digest changes,
 # so every scope is invalidated (spec §4).
 POLICY_VERSION = 1
-ROOT_DEPTH = 3                 # PRODUCT.md §4: okf/bundles/<name>/index.md
+ROOT_DEPTH = 3                 # docs/decisions/policy.md: okf/bundles/<name>/index.md
 ROOTS_CACHE = "roots.json"
 # Bumped when the roots cache's layout changes: version 1 held folder mtimes
 # alone, which reproducible archives and rsync -a keep while adding a root.
@@ -296,7 +296,7 @@ def load_plan(project: Project) -> Plan:
                 config_stamp=stamp, stamped_ns=stamped_ns)
 
 
-# --- OKF root detection (PRODUCT.md §4) ---------------------------------------
+# --- OKF root detection (docs/decisions/policy.md, "Derived plan") ---------------
 
 def detect_roots(project: Project, exclude: PatternSet) -> tuple[str, ...]:
     """Folders at depth 0..3 holding a regular `index.md`, topmost winning,

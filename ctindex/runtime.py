@@ -3,7 +3,7 @@
 Everything here is on the query path (the client computes the socket path on
 every indexed search), so it imports only the standard library.
 
-Layout (spec §8, PRODUCT.md §3), all beneath the hard-excluded `.ct/okf/runtime/`:
+Layout (spec §8, docs/daemon.md), all beneath the hard-excluded `.ct/okf/runtime/`:
 
     daemon.lock     portalocker lock held for the daemon's whole life
     spawn.claim     startup claim, created O_EXCL by the launching client

@@ -1,4 +1,4 @@
-"""`ctindex search QUERY`: the indexed query (PRODUCT.md §6, docs/search.md)."""
+"""`ctindex search QUERY`: the indexed query (docs/search.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`ctindex update`: explicit full reconciliation (PRODUCT.md §2).
+"""`ctindex update`: explicit full reconciliation (docs/cli.md).
 
 `--strict[=KINDS]` (also on `rebuild`) makes CI fail on what the index
 could not take in: `errors` (provider errors: not UTF-8, NUL bytes, ...),

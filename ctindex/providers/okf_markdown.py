@@ -1,4 +1,4 @@
-"""The `okf-markdown` provider, v1 (PRODUCT.md §5): parse and tokenize.
+"""The `okf-markdown` provider, v1 (docs/provider.md): parse and tokenize.
 
 ``parse(key, data)`` turns the exact bytes of one file into a ``Document`` or
 a ``ProviderError``; ``analyze(doc)`` turns a document into the token stream

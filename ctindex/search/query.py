@@ -1,4 +1,4 @@
-"""The query language (PRODUCT.md §6; docs/search.md).
+"""The query language (docs/search.md).
 
     query    := clause+                      all clauses must match (AND)
     clause   := unary ("OR" unary)*          OR binds tighter than the implicit AND
