@@ -1,1 +1,76 @@
-"""ctindex package."""
+"""ctindex: a persistent full-text index of OKF concept documents that is
+never silently stale.
+
+The Python API (docs/api.md)::
+
+    import ctindex
+
+    with ctindex.Index("path/to/project") as index:
+        result = index.search("gross margin", limit=5)
+        concept = index.get("tables/transactions")
+
+Everything is imported on first use (module ``__getattr__``), so
+``import ctindex`` costs nothing a command does not need: every `ctindex`
+process imports this package first.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ctindex.api import (
+        Concept,
+        Freshness,
+        Hit,
+        Index,
+        Link,
+        SearchResult,
+        Status,
+        Timings,
+        UpdateReport,
+    )
+    from ctindex.decide import Decision
+    from ctindex.errors import (
+        AmbiguousConcept,
+        ConceptNotFound,
+        ConceptUnreadable,
+        CtindexError,
+        IndexBusy,
+        IndexCorrupt,
+        IndexWriteError,
+        PolicyError,
+        QueryError,
+        UsageError,
+    )
+
+_API = ("Concept", "Freshness", "Hit", "Index", "Link", "SearchResult", "Status", "Timings",
+        "UpdateReport")
+_ERRORS = ("AmbiguousConcept", "ConceptNotFound", "ConceptUnreadable", "CtindexError",
+           "IndexBusy", "IndexCorrupt", "IndexWriteError", "PolicyError", "QueryError",
+           "UsageError")
+_WHERE = {**dict.fromkeys(_API, "ctindex.api"), **dict.fromkeys(_ERRORS, "ctindex.errors"),
+          "Decision": "ctindex.decide"}
+
+__all__ = sorted((*_WHERE, "__version__"))
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # the next lookup is a plain attribute
+        return value
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("ctindex")
+        except PackageNotFoundError:
+            return "unknown"
+    raise AttributeError(f"module 'ctindex' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,7 +1,21 @@
 """Errors the user can cause: each carries one line the CLI prints as is.
 
-Every class maps to an exit code (docs/cli.md); the CLI catches
-``CtindexError`` and never shows a traceback for these.
+These are the stable error types of the Python API (docs/api.md, "Errors")
+as well: every class maps to an exit code (``exit_code``, docs/cli.md) and the CLI
+catches ``CtindexError`` and never shows a traceback for these. They are
+defined here, importing nothing, so both the query fast path and API users
+can name them without loading the modules that raise them.
+
+    CtindexError                 exit 2 unless a subclass says otherwise
+    ├── PolicyError              malformed .ct/index.jsonc, unknown provider (spec §11)
+    ├── UsageError               an unusable argument (-C not a folder, no project)
+    │   ├── QueryError           a malformed query
+    │   └── AmbiguousConcept     an ID that names concepts in several scopes
+    ├── IndexWriteError          writing the index failed (spec §11)
+    │   └── IndexBusy            another writer held the update lock too long
+    ├── IndexCorrupt             the published index cannot be read consistently
+    ├── ConceptNotFound          exit 1: no concept has that ID (with close matches)
+    └── ConceptUnreadable        the concept's file is not a readable document
 """
 
 from __future__ import annotations
@@ -22,5 +36,48 @@ class UsageError(CtindexError):
     """The command line names something unusable (e.g. ``-C`` is not a folder)."""
 
 
+class QueryError(UsageError):
+    """A malformed query (unterminated quote, a dangling OR, ...); the message
+    names the column (docs/search.md)."""
+
+
 class IndexWriteError(CtindexError):
     """Writing the index failed (spec §11: exit 2)."""
+
+
+class IndexBusy(IndexWriteError):
+    """Another writer held the update lock longer than the caller would wait
+    (a query then answers from the files instead: see search/freshness.py)."""
+
+
+class IndexCorrupt(CtindexError):
+    """The published index can not be read consistently (after retries)."""
+
+
+class ConceptNotFound(CtindexError):
+    """No concept of the project has this ID (exit 1, like a search without a
+    hit). ``suggestions`` holds the closest existing IDs, best first."""
+
+    exit_code = 1
+
+    def __init__(self, concept_id: str, suggestions: tuple[str, ...] = ()) -> None:
+        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+        super().__init__(f"{concept_id}: no such concept{hint}")
+        self.concept_id = concept_id
+        self.suggestions = suggestions
+
+
+class AmbiguousConcept(UsageError):
+    """The ID names a concept in more than one scope: ``candidates`` are their
+    project-relative paths; pass one of them (or the scope) instead."""
+
+    def __init__(self, concept_id: str, candidates: tuple[str, ...]) -> None:
+        super().__init__(f"{concept_id}: ambiguous concept ID, found in {len(candidates)} "
+                         f"scopes: {', '.join(candidates)} (name one by its path or scope)")
+        self.concept_id = concept_id
+        self.candidates = candidates
+
+
+class ConceptUnreadable(CtindexError):
+    """The concept's file exists and is included, but is not a document the
+    provider can read (not UTF-8, a NUL byte, changed while read)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from ctindex import runtime as rt
@@ -29,6 +30,7 @@ from reconciler.fingerprint import fingerprint_of, from_json, racily_clean
 if TYPE_CHECKING:
     from ctindex.plan import Plan
     from ctindex.project import Project
+    from reconciler.fingerprint import Fingerprint
 
 RECORD_NAME = "query-plan.json"
 VERSION = 2  # 1 held partial stamps (mtime, size, inode; folder mtimes)
@@ -101,13 +103,36 @@ def recall(project: Project) -> Hint | None:
                                record.get("folders"))
     if not isinstance(digest, str) or not isinstance(budget, int) or not isinstance(folders, dict):
         return None
-    for key, value in folders.items():
+    if not _folders_unchanged(project, {k: from_json(v) for k, v in folders.items()}):
+        return None
+    return Hint(digest, budget, stamp)
+
+
+def _folders_unchanged(project: Project, folders: Mapping[str, Fingerprint | None]) -> bool:
+    """True when every folder still has its recorded full fingerprint and is
+    a real folder (not a symlink put in its place)."""
+    for key, recorded in folders.items():
         try:
             st = os.lstat(project.path(key))
         except OSError:
-            return None
-        recorded = from_json(value)
+            return False
         if recorded is None or fingerprint_of(st) != recorded \
                 or (st.st_mode & 0o170000) != 0o040000:  # a real folder
-            return None
-    return Hint(digest, budget, stamp)
+            return False
+    return True
+
+
+def plan_current(project: Project, plan: Plan) -> bool:
+    """True while everything `plan` was computed from is unchanged: the
+    config file's and the detection folders' full fingerprints, the config
+    not racily clean against the moment it was stamped. A long-lived process
+    (ctindex/api.py) keeps its plan while this holds and plans again
+    otherwise, exactly where a new process would compute another plan."""
+    stamp = plan.config_stamp
+    if stamp is None or plan.detected_from is None:
+        return False
+    if config_stamp(project.config_path) != stamp:
+        return False
+    if isinstance(stamp, list) and racily_clean(stamp, plan.stamped_ns):
+        return False
+    return _folders_unchanged(project, plan.detected_from)

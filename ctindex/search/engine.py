@@ -15,6 +15,7 @@ from ctindex.store.segment import StoredDoc
 
 if TYPE_CHECKING:
     from ctindex.plan import Plan
+    from ctindex.store.snapshot import Snapshot
 
 
 class Result(NamedTuple):
@@ -78,22 +79,31 @@ def search_index(index_dir: str | os.PathLike[str], node: Node, limit: int,
     """`expect`: (plan digest, generation) a daemon vouched for; the query
     raises PlanMismatch unless the published manifest was indexed under that
     digest and is at least that generation (the fast path's last check)."""
-    from ctindex.search.index_partition import SegmentPartition
     from ctindex.store.snapshot import Snapshot, with_snapshot
 
     def work(snap: Snapshot) -> Outcome:
         if expect is not None and (snap.manifest.plan_digest != expect[0]
                                    or snap.generation < expect[1]):
             raise PlanMismatch(f"generation {snap.generation} does not match")
-        parts = [SegmentPartition(v) for v in snap.views]
-        ranking = matcher.search(node, parts)
-        results, keys, total = _finish(
-            ranking, parts, node, limit,
-            fetch=lambda h: parts[h.part].seg.stored(h.doc),
-            key_of=lambda h: parts[h.part].seg.keys()[h.doc], want_keys=want_keys)
-        return Outcome(results, total, snap.generation, keys, ranking.notes)
+        return search_snapshot(snap, node, limit, want_keys)
 
     return with_snapshot(Path(index_dir), work)
+
+
+def search_snapshot(snap: Snapshot, node: Node, limit: int, want_keys: bool = False) -> Outcome:
+    """The query on one open generation. The partitions (and their per-term
+    caches) live for this query only; the segments' own caches of what they
+    read live as long as `snap`, which the long-lived API keeps open between
+    queries while the published manifest stays the same (ctindex/api.py)."""
+    from ctindex.search.index_partition import SegmentPartition
+
+    parts = [SegmentPartition(v) for v in snap.views]
+    ranking = matcher.search(node, parts)
+    results, keys, total = _finish(
+        ranking, parts, node, limit,
+        fetch=lambda h: parts[h.part].seg.stored(h.doc),
+        key_of=lambda h: parts[h.part].seg.keys()[h.doc], want_keys=want_keys)
+    return Outcome(results, total, snap.generation, keys, ranking.notes)
 
 
 def search_direct(root: str, plan: Plan, node: Node, limit: int,

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ctindex.errors import UsageError
+from ctindex.errors import QueryError
 
-
-class QueryError(UsageError):
-    """A malformed query (exit 2, one line)."""
+__all__ = ["QueryError", "parse_query"]
 
 
 class _Node:

@@ -12,14 +12,10 @@ import os
 import zlib
 from pathlib import Path
 
-from ctindex.errors import CtindexError, IndexWriteError
+from ctindex.errors import IndexCorrupt, IndexWriteError
 
 FAULT_ENV = "CTINDEX_FAULT"
 INDEX_FILE_LIMIT = 1 << 40  # read_all: no index file comes near a TiB
-
-
-class IndexCorrupt(CtindexError):
-    """The published index can not be read consistently (after retries)."""
 
 
 def crc(data: bytes | memoryview) -> int:

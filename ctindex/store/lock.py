@@ -7,18 +7,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from ctindex.errors import IndexWriteError
+from ctindex.errors import IndexBusy, IndexWriteError
 
 LOCK_NAME = "update.lock"
 DEFAULT_TIMEOUT_S = 60.0
 # File descriptors of locks this process holds: a forked helper closes them
 # (release_inherited) so that only this process keeps the lock alive.
 HELD_FDS: set[int] = set()
-
-
-class IndexBusy(IndexWriteError):
-    """Another writer held the update lock longer than the caller would wait
-    (a query then answers from the files instead: see search/freshness.py)."""
 
 
 def release_inherited() -> None:
