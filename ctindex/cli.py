@@ -26,7 +26,7 @@ from ctindex.output import emit, flush, output_failed
 
 PROG = "ctindex"
 COMMANDS = ("init", "scopes", "why", "status", "update", "rebuild", "verify", "search",
-            "watch")
+            "show", "watch", "mcp")
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -129,8 +129,25 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", nargs="+", metavar="QUERY")
     p.add_argument("--direct", action="store_true",
                    help="answer by reading the files, without the index")
-    p.add_argument("--limit", type=_positive, default=10, metavar="N",
-                   help="show at most N results (default: 10)")
+    p.add_argument("--limit", type=_positive, default=None, metavar="N",
+                   help="show at most N results (default: 10; every match with --paths/--ids)")
+    listing = p.add_mutually_exclusive_group()
+    listing.add_argument("--paths", action="store_true",
+                         help="print only the matching paths, one a line, like `rg -l` "
+                              "(freshness on stderr)")
+    listing.add_argument("--ids", action="store_true",
+                         help="print only the matching concept IDs, one a line")
+
+
+def _show_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("concept", metavar="ID",
+                   help="concept ID (path in its bundle without .md) or project-relative path")
+    p.add_argument("--scope", metavar="ROOT", default=None,
+                   help="the scope root to look in when the ID is in several")
+
+
+def _mcp_args(p: argparse.ArgumentParser) -> None:
+    del p  # no options: the host talks over stdin/stdout (docs/mcp.md)
 
 
 def _watch_args(p: argparse.ArgumentParser) -> None:
@@ -160,7 +177,10 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "verify": ("read every byte of the index and compare it with the files; writes nothing "
                "unless --repair", _verify_args),
     "search": ("indexed query; exit 1 when nothing matches", _search_args),
+    "show": ("print a concept by its ID; exit 1 when there is none (close matches on stderr)",
+             _show_args),
     "watch": ("daemon control", _watch_args),
+    "mcp": ("serve the Model Context Protocol over stdio (needs ctindex[mcp])", _mcp_args),
 }
 
 
@@ -258,8 +278,12 @@ def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
         if _wants_json(args):  # a JSON reader gets the error as JSON too (schemas/error.json)
             from ctindex.output import write_json
 
-            write_json(out, {"error": {"message": str(exc), "kind": type(exc).__name__,
-                                       "exit_code": exc.exit_code}})
+            error: dict[str, object] = {"message": str(exc), "kind": type(exc).__name__,
+                                        "exit_code": exc.exit_code}
+            for extra in ("suggestions", "candidates"):  # ctindex.errors: `show`'s lists
+                if getattr(exc, extra, None):
+                    error[extra] = list(getattr(exc, extra))
+            write_json(out, {"error": error})
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -334,6 +358,8 @@ def _writes(args: argparse.Namespace) -> bool:
         return True
     if args.command == "search":
         return not getattr(args, "direct", False)
+    if args.command in ("show", "mcp"):  # both read a fresh index (suggestions, search)
+        return True
     return args.command == "watch" and getattr(args, "action", None) == "start"
 
 

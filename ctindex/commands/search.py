@@ -19,11 +19,19 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 
     text = " ".join(args.query)
     node = parse_query(text)  # a malformed query is a usage error (exit 2)
+    listing = ("paths" if getattr(args, "paths", False)
+               else "ids" if getattr(args, "ids", False) else None)
+    if listing and ctx.json:
+        from ctindex.errors import UsageError
+
+        raise UsageError("--paths and --ids print lines, not JSON: drop --json or them")
+    if args.limit is None:  # like `rg -l`, a listing names every match
+        args.limit = ALL if listing else DEFAULT_LIMIT
     prior = None
     if not args.direct:
         answer, prior = _fast(ctx, node, args.limit)
         if answer is not None:
-            return _emit(ctx, text, *answer)
+            return _emit(ctx, text, *answer, listing=listing)
     import gc
 
     gc.enable()  # the slow path may reconcile or index: collect as usual
@@ -51,8 +59,11 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         from ctindex import fastpath
 
         fastpath.remember(ctx.project, plan)
-    return _emit(ctx, text, fresh, outcome)
+    return _emit(ctx, text, fresh, outcome, listing=listing)
 
+
+DEFAULT_LIMIT = 10
+ALL = 1 << 62  # --paths/--ids without --limit
 
 Answer = tuple["Freshness", "Outcome"]
 Prior = tuple[str, "BarrierResult | BarrierFailed"]  # (plan digest, the barrier's outcome)
@@ -89,7 +100,8 @@ def _fast(ctx: Context, node: Node, limit: int) -> tuple[Answer | None, Prior | 
     return (fresh, outcome), None
 
 
-def _emit(ctx: Context, text: str, fresh: Freshness, outcome: Outcome) -> int:
+def _emit(ctx: Context, text: str, fresh: Freshness, outcome: Outcome,
+          listing: str | None = None) -> int:
     # The generation reported is the one the answer was read from (None for
     # answers from the files), never the one a barrier or an update named: an
     # outside `rebuild` can publish a newer one the daemon has not seen.
@@ -98,9 +110,23 @@ def _emit(ctx: Context, text: str, fresh: Freshness, outcome: Outcome) -> int:
         ctx.emit_json({"query": text, "results": [r.to_json() for r in outcome.results],
                        "total": outcome.total, "freshness": fresh.to_json(),
                        "notes": list(outcome.notes)})
+    elif listing is not None:
+        _lines(ctx, outcome, fresh, listing)
     else:
         _text(ctx, outcome, fresh)
     return 0 if outcome.total else 1
+
+
+def _lines(ctx: Context, outcome: Outcome, fresh: Freshness, listing: str) -> None:
+    """--paths / --ids: one per line on stdout, best first; the freshness
+    statement (every answer carries one) on stderr, silenced by -q."""
+    ctx.out.write("".join(f"{r.path if listing == 'paths' else r.id}\n"
+                          for r in outcome.results))
+    where = f"generation {fresh.generation}" if fresh.generation is not None else "no index"
+    how = fresh.mode + (f" ({fresh.reason})" if fresh.reason else "")
+    ctx.note(f"{len(outcome.results)} of {outcome.total} matches · {where} · {how}")
+    for note in (*fresh.notes, *outcome.notes):
+        ctx.note(note)
 
 
 def _text(ctx: Context, outcome: Outcome, fresh: Freshness) -> None:

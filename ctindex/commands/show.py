@@ -1,0 +1,38 @@
+"""`ctindex show ID`: one concept by its ID (docs/cli.md, "show").
+
+Built on the Python API (ctindex/api.py, `Index.get`): the ID is resolved
+as OKF does, the path relative to its scope (bundle) root without `.md`, in
+every scope, or taken as a project-relative path. The concept is read from
+its file when asked, so it is never stale.
+
+Text output is the file exactly as it is (frontmatter and body), so
+`ctindex show ID > copy.md` reproduces it; `--json` adds the parsed fields,
+the whole frontmatter mapping and the links. Exit codes: 0 shown; 1 no such
+concept (the closest IDs are named on stderr, and in the JSON error);
+2 an ambiguous ID (the candidates are named), an unreadable concept file or
+a configuration that cannot be honoured.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ctindex.commands import Context
+
+
+def run(ctx: Context, args: argparse.Namespace) -> int:
+    from ctindex.api import Index
+
+    index = Index(ctx.project.root)
+    try:
+        concept = index.get(args.concept, scope=args.scope)
+    finally:
+        index.close()
+    if ctx.json:
+        ctx.emit_json(concept.to_json())
+    else:
+        ctx.out.write(concept.text if concept.text.endswith("\n") or not concept.text
+                      else concept.text + "\n")
+    if concept.warning:
+        ctx.note(concept.warning)
+    return 0
