@@ -53,7 +53,12 @@ _ERRORS = ("AmbiguousConcept", "ConceptNotFound", "ConceptUnreadable", "CtindexE
 _WHERE = {**dict.fromkeys(_API, "ctindex.api"), **dict.fromkeys(_ERRORS, "ctindex.errors"),
           "Decision": "ctindex.decide"}
 
-__all__ = sorted((*_WHERE, "__version__"))
+__all__ = [
+    "AmbiguousConcept", "Concept", "ConceptNotFound", "ConceptUnreadable", "CtindexError",
+    "Decision", "Freshness", "Hit", "Index", "IndexBusy", "IndexCorrupt", "IndexWriteError",
+    "Link", "PolicyError", "QueryError", "SearchResult", "Status", "Timings", "UpdateReport",
+    "UsageError", "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -79,7 +79,7 @@ def search_index(index_dir: str | os.PathLike[str], node: Node, limit: int,
     """`expect`: (plan digest, generation) a daemon vouched for; the query
     raises PlanMismatch unless the published manifest was indexed under that
     digest and is at least that generation (the fast path's last check)."""
-    from ctindex.store.snapshot import Snapshot, with_snapshot
+    from ctindex.store.snapshot import with_snapshot
 
     def work(snap: Snapshot) -> Outcome:
         if expect is not None and (snap.manifest.plan_digest != expect[0]

@@ -12,7 +12,8 @@ import os
 import zlib
 from pathlib import Path
 
-from ctindex.errors import IndexCorrupt, IndexWriteError
+from ctindex.errors import IndexCorrupt as IndexCorrupt  # re-exported: its old home
+from ctindex.errors import IndexWriteError
 
 FAULT_ENV = "CTINDEX_FAULT"
 INDEX_FILE_LIMIT = 1 << 40  # read_all: no index file comes near a TiB

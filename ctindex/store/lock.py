@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from ctindex.errors import IndexBusy, IndexWriteError
+from ctindex.errors import IndexBusy as IndexBusy  # re-exported: its old home
+from ctindex.errors import IndexWriteError
 
 LOCK_NAME = "update.lock"
 DEFAULT_TIMEOUT_S = 60.0
