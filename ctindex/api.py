@@ -61,7 +61,7 @@ __all__ = ["Concept", "Freshness", "Hit", "Index", "Link", "SearchResult", "Stat
 
 @dataclass(frozen=True)
 class Freshness:
-    """How fresh an answer is (PRODUCT.md §6; the JSON `freshness` object).
+    """How fresh an answer is (spec §7; the JSON `freshness` object of docs/cli.md).
 
     `mode`: ``watcher-clean`` (a daemon barrier), ``fallback`` (with the
     `reason`), ``reconcile-on-query`` (watching disabled) or ``direct``
