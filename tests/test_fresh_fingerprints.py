@@ -281,3 +281,49 @@ def test_generation_reported_is_generation_read(
     assert set(proj.hits(doc)) == oracle.containing(proj.root, MARK)
     text = proj.cli("search", MARK).stdout
     assert f"generation {published.generation} ·" in text, text
+
+
+# -- the same two items with watching off (every query reconciles itself) --------
+
+
+def test_config_swap_same_stamp_is_seen_daemon_off(tmp_path: Path) -> None:
+    _v1, v2 = _tarballs(tmp_path)
+    root = _watch_off_project(tmp_path)
+    default = list(oracle.DEFAULT_EXCLUDE)
+    keep = {"version": 1, "watch": False, "exclude": [*default, "okf/bundles/zz/**"]}
+    drop = {"version": 1, "watch": False, "exclude": [*default, "okf/bundles/b2/**"]}
+    assert len(json.dumps(keep)) == len(json.dumps(drop))
+    config = root / ".ct" / "index.jsonc"
+    config.write_text(json.dumps(keep))
+    _extract(v2, root)
+    os.utime(config, ns=(FIXED_NS, FIXED_NS))
+    swap = tmp_path / "index.jsonc"
+    swap.write_text(json.dumps(drop))
+    os.utime(swap, ns=(FIXED_NS, FIXED_NS))
+    _outlive_racy_window(root)
+    assert _hits(_search(root)) == oracle.containing(root, MARK) and len(_hits(_search(root))) == 2
+    before = _stamps(config)
+    subprocess.run(["cp", "-p", str(swap), str(config)], check=True)
+    assert _stamps(config) == before, "precondition: same size, mtime and inode"
+    expected = oracle.containing(root, MARK)
+    assert expected == {"okf/bundles/b1/concepts/b1-one.md"}
+    doc = _search(root)
+    assert doc["freshness"]["mode"] == "reconcile-on-query"
+    assert _hits(doc) == expected
+    assert _hits(_search(root, "--direct")) == expected
+
+
+def test_generation_reported_is_generation_read_daemon_off(tmp_path: Path) -> None:
+    v1, _v2 = _tarballs(tmp_path)
+    root = _watch_off_project(tmp_path)
+    _extract(v1, root)
+    _search(root)
+    index_dir = Project.at(root).index_dir
+    first = read_manifest(index_dir)
+    assert first is not None
+    assert cli_main("-C", str(root), "rebuild").code == 0  # another writer publishes
+    published = read_manifest(index_dir)
+    assert published is not None and published.generation > first.generation
+    doc = _search(root)
+    assert doc["freshness"]["generation"] == published.generation, doc["freshness"]
+    assert _hits(doc) == oracle.containing(root, MARK)
