@@ -330,6 +330,15 @@ def ensure_fresh(project: Project, plan: Plan,
     settings = plan.settings
     if not settings.watch:
         return reconcile_now(project, plan, mode="reconcile-on-query", reason="watch disabled")
+    from ctindex.netfs import freshness_reason, project_share
+
+    share = project_share(project, plan)
+    if share is not None:
+        # No daemon on a network filesystem (ctindex/netfs.py): this walk is
+        # the query's one and only freshness, and no spawn is attempted.
+        fresh = reconcile_now(project, plan, mode="fallback", reason="network filesystem")
+        fresh.reason = freshness_reason(share, fresh.reconcile_ms)
+        return fresh
     paths = rt.RuntimePaths.for_project(project)
     digest = plan.digest()
     try:

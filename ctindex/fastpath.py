@@ -74,6 +74,10 @@ def remember(project: Project, plan: Plan) -> None:
     folders = plan.detected_from
     if not plan.settings.watch or folders is None or not project.runtime_dir.is_dir():
         return
+    from ctindex.netfs import project_share
+
+    if project_share(project, plan) is not None:
+        return  # no daemon to ask there (ctindex/netfs.py): a record only costs stats
     # The stamp the plan was read under, and only while it is still current:
     # a config changed since would otherwise be recorded with the old digest.
     stamp = plan.config_stamp

@@ -367,8 +367,10 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
 
     if stale:  # forget what is known under stale scopes: all of it comes back as added
         previous = Manifest({k: e for k, e in previous.raw().items() if not _under(k, stale)})
+    from ctindex.netfs import walk_threads
+
     res = reconcile(project.root, plan.path_filter(), Manifest() if fresh else previous,
-                    only=only, sink=sink)
+                    only=only, sink=sink, workers=walk_threads(project.root))
     bar.done()
     report = UpdateReport(added=len(res.added), changed=len(res.changed),
                           removed=len(res.removed), renamed=len(res.renamed),

@@ -86,7 +86,7 @@ def subtree(sorted_keys: list[str], key: str) -> list[str]:
 class _Pass:
     def __init__(self, base: str, flt: PathFilter, previous: Manifest, sink: Sink | None,
                  stat: StatFn, clock_ns: Callable[[], int], granularity_ns: int,
-                 max_depth: int, retries: int, ops: FsOps | None) -> None:
+                 max_depth: int, retries: int, ops: FsOps | None, workers: int = 0) -> None:
         self.previous = previous
         self.prev = previous.raw()
         # Unchanged entries are only noted in `seen` (cheap append); the new table is
@@ -105,9 +105,14 @@ class _Pass:
         self.ops = ops or FsOps()
         self.base = base
         self.unchanged = Unchanged(self.prev, granularity_ns, self.seen)
-        self.walker = Walker(base, flt, stat, self.on_files, self.kept.append,
-                             self.res.report, self.res.metrics, max_depth, self.ops,
-                             self.unchanged)
+        args = (base, flt, stat, self.on_files, self.kept.append, self.res.report,
+                self.res.metrics, max_depth, self.ops, self.unchanged)
+        if workers > 0:  # latency-bound filesystems (reconciler/parallel_walk.py)
+            from reconciler.parallel_walk import ParallelWalker
+
+            self.walker: Walker = ParallelWalker(*args, workers=workers)
+        else:
+            self.walker = Walker(*args)
 
     def on_files(self, dfd: int, files: FileBatch) -> None:
         """One call per folder; a full fingerprint match costs no read. With the
@@ -243,15 +248,17 @@ def reconcile(base: Path | str, flt: PathFilter, previous: Manifest,
               stat: StatFn = os.lstat, clock_ns: Callable[[], int] = time.time_ns, *,
               granularity_ns: int = DEFAULT_GRANULARITY_NS,
               max_depth: int = DEFAULT_MAX_DEPTH, retries: int = DEFAULT_RETRIES,
-              ops: FsOps | None = None) -> ReconcileResult:
+              ops: FsOps | None = None, workers: int = 0) -> ReconcileResult:
     """Diff the filtered tree under `base` against `previous` (see docs/architecture.md).
 
     `only` narrows the pass to those keys (files, or folders meaning their
-    subtree); entries outside it are carried over unchanged.
+    subtree); entries outside it are carried over unchanged. `workers` > 0
+    lists and stats folders with that many requests in flight (same result;
+    for network filesystems, reconciler/parallel_walk.py).
     """
     t0 = time.perf_counter_ns()
     p = _Pass(os.path.abspath(os.fspath(base)), flt, previous, sink, stat, clock_ns,
-              granularity_ns, max_depth, retries, ops)
+              granularity_ns, max_depth, retries, ops, workers)
     # All roots, even nested ones: a nested root may sit under a pruned folder.
     roots = sorted({normalize_key(r) for r in flt.roots()})
     scopes = None if only is None else minimal_scopes(only)

@@ -48,7 +48,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         from ctindex.client import ensure_fresh
         from ctindex.search.engine import search_index
         from ctindex.search.freshness import answer_from_files, answer_repairing
-        from ctindex.store.lock import IndexBusy
+        from ctindex.store.lock import IndexBusy, IndexReadOnly
 
         try:
             fresh = ensure_fresh(ctx.project, plan, prior)
@@ -56,6 +56,9 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
                 ctx.project.index_dir, node, args.limit))
         except IndexBusy as busy:  # a stopped or slow writer holds the update lock
             fresh, outcome = answer_from_files(ctx.project, plan, node, args.limit, busy)
+        except IndexReadOnly as denied:  # behind the files and cannot be written
+            fresh, outcome = answer_from_files(ctx.project, plan, node, args.limit, denied,
+                                               why="read-only index")
         from ctindex import fastpath
 
         fastpath.remember(ctx.project, plan)

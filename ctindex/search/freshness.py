@@ -68,7 +68,10 @@ def ensure_fresh(project: Project, plan: Plan, *, mode: str = "reconcile-on-quer
         m = read_manifest(index_dir)
         if m is not None and rebuild_reason(m, plan) is None:
             table = load_file_table(index_dir, m)
-            res = reconcile(project.root, plan.path_filter(), table)
+            from ctindex.netfs import walk_threads
+
+            res = reconcile(project.root, plan.path_filter(), table,
+                            workers=walk_threads(project.root))
             if not res.has_changes:
                 generation = m.generation
                 if newly_trusted(table, res):
@@ -117,15 +120,17 @@ def answer_repairing(project: Project, plan: Plan, fresh: Freshness, query: Call
 
 
 def answer_from_files(project: Project, plan: Plan, node: Any, limit: int,
-                      busy: Exception) -> tuple[Freshness, Any]:
-    """The answer when the index cannot be brought up to date in time (the
-    update lock is held by a stopped or slow writer): the `--direct` oracle,
-    reported as a fallback. Slower, never stale, never a failure."""
+                      busy: Exception,
+                      why: str = "index busy") -> tuple[Freshness, Any]:
+    """The answer when the index cannot be brought up to date (the update
+    lock is held by a stopped or slow writer; `why` "read-only index": it
+    cannot be written at all): the `--direct` oracle, reported as a
+    fallback. Slower, never stale, never a failure."""
     from ctindex.search.engine import search_direct
 
     t0 = time.perf_counter()
     outcome = search_direct(str(project.root), plan, node, limit)
-    fresh = Freshness("fallback", "index busy: answered from the files", None,
+    fresh = Freshness("fallback", f"{why}: answered from the files", None,
                       reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
                       notes=[str(busy)])
     return fresh, outcome

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -15,6 +16,16 @@ DEFAULT_TIMEOUT_S = 60.0
 # File descriptors of locks this process holds: a forked helper closes them
 # (release_inherited) so that only this process keeps the lock alive.
 HELD_FDS: set[int] = set()
+
+
+class IndexReadOnly(IndexWriteError):
+    """The index folder cannot be written at all (a read-only share or mount,
+    a folder of another user): `update`/`rebuild` still exit 2 (spec §11),
+    while a query answers from the files (docs/network-shares.md)."""
+
+
+# errno values that mean "this index cannot be written by us", not a fault.
+READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 
 
 def release_inherited() -> None:
@@ -40,7 +51,8 @@ def update_lock(index_dir: Path, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator
     try:
         os.makedirs(index_dir, exist_ok=True)
     except OSError as exc:
-        raise IndexWriteError(f"{index_dir}: cannot create index folder ({exc.strerror})") from exc
+        kind = IndexReadOnly if exc.errno in READ_ONLY_ERRNOS else IndexWriteError
+        raise kind(f"{index_dir}: cannot create index folder ({exc.strerror})") from exc
     flags = portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
     lock = portalocker.Lock(str(path), mode="a", timeout=timeout, flags=flags)
     try:
@@ -49,7 +61,8 @@ def update_lock(index_dir: Path, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator
         raise IndexBusy(f"{path}: another writer held the update lock for more than "
                         f"{timeout:g} s") from exc
     except OSError as exc:
-        raise IndexWriteError(f"{path}: cannot take the update lock ({exc.strerror})") from exc
+        kind = IndexReadOnly if exc.errno in READ_ONLY_ERRNOS else IndexWriteError
+        raise kind(f"{path}: cannot take the update lock ({exc.strerror})") from exc
     fd = lock.fh.fileno() if lock.fh is not None else -1
     HELD_FDS.add(fd)
     try:

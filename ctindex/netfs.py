@@ -1,0 +1,109 @@
+"""Is this project on a network filesystem, and how should it be walked?
+
+docs/network-shares.md is the user's page; the rules here:
+
+* A project whose index folder or any scope root lies on a network
+  filesystem (NFS, SMB/CIFS, FUSE such as sshfs, 9p, virtiofs, cluster
+  filesystems: backends/mounts.py REMOTE and every `fuse.*`) gets no
+  daemon: no event reaches this host for a change made on the server or on
+  another client, so a daemon could only walk the share on every barrier,
+  the walk the query makes itself (spec §7: synchronous reconciliation is
+  the fallback for filesystems without reliable events). The query's own
+  walk is its freshness: one walk per query, never two, and no spawn that
+  is bound to fail (a Unix socket cannot be created on most shares).
+* That walk lists and stats folders with WALK_THREADS requests in flight
+  (reconciler/parallel_walk.py); on local disks the serial walk stays.
+  `CTINDEX_WALK_THREADS=N` overrides both (0: serial everywhere).
+
+The mount table is read once per process (and only off the search fast
+path: importing backends.mounts and parsing the table costs ~1 ms).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from ctindex.plan import Plan
+    from ctindex.project import Project
+
+WALK_THREADS = 16  # measured on the sshfs rig (docs/network-shares.md)
+WALK_THREADS_MAX = 64
+THREADS_ENV = "CTINDEX_WALK_THREADS"
+
+
+class Share(NamedTuple):
+    fstype: str  # "fuse.sshfs", "nfs4", "cifs", ...
+    mount_point: str
+    kind: str  # "FUSE filesystem", "remote filesystem", "SMB share", ...
+
+
+def is_network(fstype: str) -> str | None:
+    """The kind of network filesystem `fstype` is, or None (local or unknown)."""
+    from backends.mounts import REMOTE
+
+    kind = REMOTE.get(fstype)
+    if kind is None and fstype.startswith("fuse."):
+        kind = "FUSE filesystem"
+    return kind
+
+
+_cache: dict[tuple[str, ...], Share | None] = {}
+
+
+def share_of(paths: list[str]) -> Share | None:
+    """The first network filesystem holding one of `paths` or mounted below
+    one of them; None when all are local (or the mount table is unreadable:
+    then the usual lanes decide, backends/choose.py)."""
+    key = tuple(paths)
+    if key in _cache:
+        return _cache[key]
+    from backends.mounts import mount_of, mounts_below, read_mounts
+
+    found: Share | None = None
+    try:
+        table = read_mounts()
+    except OSError:
+        table = []
+    for raw in paths:
+        path = os.path.realpath(raw)
+        holder = mount_of(path, table)
+        for m in ([holder] if holder is not None else []) + mounts_below(path, table):
+            kind = is_network(m.fstype)
+            if kind is not None:
+                found = Share(m.fstype, m.mount_point, kind)
+                break
+        if found is not None:
+            break
+    _cache[key] = found
+    return found
+
+
+def project_share(project: Project, plan: Plan | None = None) -> Share | None:
+    """The network filesystem the project's index or scopes live on, if any."""
+    paths = [os.fspath(project.index_dir)]
+    if plan is not None:
+        paths += [os.fspath(project.path(r)) for r in plan.path_filter().roots()]
+    else:
+        paths.append(os.fspath(project.root))
+    return share_of([p for p in paths if os.path.lexists(p)] or [os.fspath(project.root)])
+
+
+def walk_threads(root: Path | str) -> int:
+    """How many metadata requests the reconciler keeps in flight under `root`:
+    WALK_THREADS on a network filesystem, 0 (the serial walk) elsewhere."""
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if raw:
+        try:
+            return max(0, min(int(raw), WALK_THREADS_MAX))
+        except ValueError:
+            pass  # a malformed override is ignored, never a failure of the query
+    return WALK_THREADS if share_of([os.fspath(root)]) is not None else 0
+
+
+def freshness_reason(share: Share, reconcile_ms: float | None) -> str:
+    """The honest freshness line: which filesystem, and what the answer cost."""
+    spent = f"{reconcile_ms:.0f} ms" if reconcile_ms is not None else "?"
+    return f"network filesystem {share.fstype}: reconciled in {spent}"
