@@ -33,7 +33,8 @@ import os
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+
 from reconciler.report import PassMetrics, WalkReport
 from reconciler.walk import (
     DEFAULT_MAX_DEPTH,
@@ -88,10 +89,8 @@ def _prefetch(ops: FsOps, fd: int) -> list[os.DirEntry[str]]:
     with ops.scandir(fd) as it:
         entries = list(it)
     for entry in entries:
-        try:
+        with suppress(OSError):  # stat'ed again by the walking thread, which reports it
             entry.stat(follow_symlinks=False)
-        except OSError:
-            pass  # stat'ed again by the walking thread, which reports it
     return entries
 
 

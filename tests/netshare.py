@@ -122,7 +122,9 @@ class Rig:
 
     def nsenter(self, *, pid_ns: bool = False) -> list[str]:
         flags = ["--mount", "--net"] + (["--pid"] if pid_ns else [])
-        return ["nsenter", "--target", str(self.pid), *flags, "--"]
+        # Entering a mount namespace resets the working folder to its root:
+        # keep ours, so `python -m ctindex` runs the checkout under test.
+        return ["nsenter", "--target", str(self.pid), *flags, f"--wd={os.getcwd()}", "--"]
 
     def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S,
             env: dict[str, str] | None = None,
@@ -181,8 +183,10 @@ class Rig:
         if proc is None:
             return
         if proc.poll() is None:
+            # The serving process unmounts and stops sshd on SIGTERM; unshare
+            # itself only waits for it (and kills it if unshare dies).
             with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
+                os.kill(self.pid, signal.SIGTERM) if self.pid else proc.kill()
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:

@@ -167,7 +167,7 @@ def test_share_two_hosts_concurrent_writers(net: Rig) -> None:
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for h in hosts for argv in (["update"], ["--json", "search", "zqxv7both"])]
         for proc in procs:
-            out, err = proc.communicate(timeout=300)
+            _out, err = proc.communicate(timeout=300)
             assert proc.returncode in (0, 1), err
             assert "Traceback" not in err, err
         for host in hosts:  # settled: both hosts agree with the server's files
