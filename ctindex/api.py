@@ -317,7 +317,7 @@ class Index:
         from ctindex.search.freshness import Freshness as Fresh
         from ctindex.search.freshness import answer_from_files
         from ctindex.search.query import parse_query
-        from ctindex.store.lock import IndexBusy
+        from ctindex.store.lock import IndexBusy, IndexReadOnly
 
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
@@ -341,6 +341,10 @@ class Index:
                 except IndexBusy as busy:  # a stopped or slow writer holds the update lock
                     marks.append(time.perf_counter())
                     fresh, outcome = answer_from_files(self.project, plan, node, limit, busy)
+                except IndexReadOnly as denied:  # behind the files and cannot be written
+                    marks.append(time.perf_counter())
+                    fresh, outcome = answer_from_files(self.project, plan, node, limit, denied,
+                                                       why="read-only index")
                 t1 = marks[0] if marks else time.perf_counter()
         t2 = time.perf_counter()
         # As the CLI: the generation reported is the one the answer was read from.
@@ -378,7 +382,7 @@ class Index:
 
     def _fresh_ids(self, plan: Plan) -> list[tuple[str, str]]:
         from ctindex.providers.okf_markdown import concept_id as id_of
-        from ctindex.store.lock import IndexBusy
+        from ctindex.store.lock import IndexBusy, IndexReadOnly
 
         def listing(snap: Snapshot) -> list[tuple[str, str]]:
             out = []
@@ -394,8 +398,8 @@ class Index:
         try:
             found: list[tuple[str, str]] = self._indexed(plan, listing)[1]
             return found
-        except IndexBusy:
-            return []  # only suggestions depend on it: none rather than a wait
+        except (IndexBusy, IndexReadOnly):
+            return []  # only suggestions depend on it: none rather than a wait or a failure
 
     def _suggest(self, plan: Plan, wanted: str, scope: str | None) -> tuple[str, ...]:
         """Close matches among the existing IDs: the IDs ending in the asked

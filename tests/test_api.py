@@ -382,3 +382,35 @@ def test_a_search_process_loads_none_of_the_api(project: Path) -> None:
     loaded = _modules_after(code)
     assert not {m for m in loaded if m in ("ctindex.api", "ctindex.mcp_server", "difflib",
                                            "ctindex.commands.show") or m.startswith("mcp")}
+
+
+_READ_ONLY_READER = """
+import json, subprocess, sys
+import ctindex
+root, idx = sys.argv[1], sys.argv[2]
+subprocess.run(["mount", "--bind", idx, idx], check=True)
+subprocess.run(["mount", "-o", "remount,bind,ro", idx], check=True)
+with open(root + "/okf/bundles/ga4/tables/behind.md", "w") as fh:  # the index is now behind the files
+    fh.write("# Behind\\n\\n" + sys.argv[3] + "\\n")
+with ctindex.Index(root) as index:
+    result = index.search(sys.argv[3], limit=100)
+print(json.dumps({"paths": sorted(h.path for h in result.hits), "mode": result.freshness.mode,
+                  "reason": result.freshness.reason}))
+"""
+
+
+def test_api_read_only_index_answers_from_the_files(project: Path) -> None:
+    """As `ctindex search` does: an index that is behind the files and cannot be
+    written (a read-only mount) answers from the files, labelled, not an error."""
+    with ctindex.Index(project) as index:
+        assert index.search(MARK).total == 0  # builds the index
+    idx = project / ".ct" / "okf"
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, "-c",
+                           _READ_ONLY_READER, str(project), str(idx), MARK],
+                          capture_output=True, text=True, timeout=120)
+    if done.returncode != 0 and "unshare" in done.stderr:
+        pytest.skip(f"no private mount namespace here: {done.stderr.strip()[:80]}")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["mode"] == "fallback" and "read-only index" in answer["reason"], answer
+    assert set(answer["paths"]) == oracle.containing(project, MARK) == {"okf/bundles/ga4/tables/behind.md"}
