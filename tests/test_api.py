@@ -390,7 +390,8 @@ import ctindex
 root, idx = sys.argv[1], sys.argv[2]
 subprocess.run(["mount", "--bind", idx, idx], check=True)
 subprocess.run(["mount", "-o", "remount,bind,ro", idx], check=True)
-with open(root + "/okf/bundles/ga4/tables/behind.md", "w") as fh:  # the index is now behind the files
+# The index is now behind the files.
+with open(root + "/okf/bundles/ga4/tables/behind.md", "w") as fh:
     fh.write("# Behind\\n\\n" + sys.argv[3] + "\\n")
 with ctindex.Index(root) as index:
     result = index.search(sys.argv[3], limit=100)
@@ -413,4 +414,5 @@ def test_api_read_only_index_answers_from_the_files(project: Path) -> None:
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert answer["mode"] == "fallback" and "read-only index" in answer["reason"], answer
-    assert set(answer["paths"]) == oracle.containing(project, MARK) == {"okf/bundles/ga4/tables/behind.md"}
+    behind = {"okf/bundles/ga4/tables/behind.md"}
+    assert set(answer["paths"]) == oracle.containing(project, MARK) == behind
