@@ -43,6 +43,26 @@ os.environ.pop("CI", None)
 os.environ.pop("CTINDEX_WATCH", None)
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def outlive_racy_window(root: Path) -> None:
+    """Wait until every stamp under `root` is older than the racy-clean window
+    (reconciler.DEFAULT_GRANULARITY_NS), so what a pass records is trusted
+    from the start: tests that count published or opened generations would
+    otherwise see the later pass that confirms racily clean entries."""
+    import time
+
+    from reconciler import DEFAULT_GRANULARITY_NS
+
+    newest = 0
+    for folder, _dirs, names in os.walk(root):
+        for name in (".", *names):
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(folder, name))
+                newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+    wait = (newest + DEFAULT_GRANULARITY_NS - time.time_ns()) / 1e9 + 0.05
+    if wait > 0:
+        time.sleep(wait)
 CORPUS = REPO / "fixtures" / "okf-bundles"
 BUNDLES = ("acme_retail", "crypto_bitcoin", "ga4", "stackoverflow")
 

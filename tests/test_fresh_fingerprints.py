@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,8 @@ import pytest
 
 from ctindex.project import Project
 from ctindex.store.manifest import read_manifest
-from reconciler import DEFAULT_GRANULARITY_NS
 from tests import oracle
-from tests.conftest import cli_main
+from tests.conftest import cli_main, outlive_racy_window
 from tests.daemon_support import TEST_CONFIG, CliProject, wait_for
 
 MARK = "zqxv7marker"
@@ -69,19 +67,6 @@ def _rsync(tarball: Path, root: Path, tmp: Path) -> None:
     subprocess.run(["rsync", "-a", f"{build}/", f"{root}/"], check=True)
 
 
-def _outlive_racy_window(root: Path) -> None:
-    """Wait until every stamp under `root` is older than the racy-clean window,
-    so caches are written and trusted (otherwise the bug could not show)."""
-    newest = 0
-    for folder, _dirs, files in os.walk(root):
-        for name in (".", *files):
-            st = os.lstat(os.path.join(folder, name))
-            newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
-    wait = (newest + DEFAULT_GRANULARITY_NS - time.time_ns()) / 1e9 + 0.05
-    if wait > 0:
-        time.sleep(wait)
-
-
 def _stamps(path: Path) -> tuple[int, int, int]:
     st = os.lstat(path)
     return st.st_size, st.st_mtime_ns, st.st_ino
@@ -117,7 +102,7 @@ def test_fixed_mtime_tar_adds_bundle_daemon_off(tmp_path: Path, entry: str) -> N
     v1, v2 = _tarballs(tmp_path)
     root = _watch_off_project(tmp_path)
     _extract(v1, root)
-    _outlive_racy_window(root)
+    outlive_racy_window(root)
     for _ in range(2):
         assert _hits(_search(root)) == oracle.containing(root, MARK) == {
             "okf/bundles/b1/concepts/b1-one.md"}
@@ -145,7 +130,7 @@ def test_fixed_mtime_rsync_adds_bundle_daemon_off(tmp_path: Path) -> None:
     v1, v2 = _tarballs(tmp_path)
     root = _watch_off_project(tmp_path)
     _rsync(v1, root, tmp_path)
-    _outlive_racy_window(root)
+    outlive_racy_window(root)
     for _ in range(2):
         assert _hits(_search(root)) == oracle.containing(root, MARK)
     bundles = root / "okf" / "bundles"
@@ -159,7 +144,7 @@ def test_fixed_mtime_rsync_adds_bundle_daemon_off(tmp_path: Path) -> None:
 def _daemon_project(make_cli_project: Callable[..., CliProject], v1: Path) -> CliProject:
     proj = make_cli_project(bundles=())
     _extract(v1, proj.root)
-    _outlive_racy_window(proj.root)
+    outlive_racy_window(proj.root)
     proj.search(MARK)  # no daemon yet: answers by fallback and starts one
     proj.wait_daemon()
     doc = proj.search(MARK)
@@ -222,7 +207,7 @@ def _swap_config_project(tmp_path: Path, make_cli_project: Callable[..., CliProj
     swap = tmp_path / "index.jsonc"
     swap.write_text(json.dumps(drop))
     os.utime(swap, ns=(FIXED_NS, FIXED_NS))
-    _outlive_racy_window(proj.root)
+    outlive_racy_window(proj.root)
     proj.search(MARK)
     proj.wait_daemon()
     doc = proj.search(MARK)
@@ -300,7 +285,7 @@ def test_config_swap_same_stamp_is_seen_daemon_off(tmp_path: Path) -> None:
     swap = tmp_path / "index.jsonc"
     swap.write_text(json.dumps(drop))
     os.utime(swap, ns=(FIXED_NS, FIXED_NS))
-    _outlive_racy_window(root)
+    outlive_racy_window(root)
     assert _hits(_search(root)) == oracle.containing(root, MARK) and len(_hits(_search(root))) == 2
     before = _stamps(config)
     subprocess.run(["cp", "-p", str(swap), str(config)], check=True)
