@@ -150,3 +150,100 @@ def test_query_papercuts_rejected_in_one_line(query: str, message: str) -> None:
     with pytest.raises(QueryError, match=message) as err:
         parse_query(query)
     assert "\n" not in str(err.value)
+
+
+def _ordered(project: Project, query: str, limit: int) -> Outcome:
+    """Like `_both` with a limit: the index and --direct agree on the order,
+    the scores and the notes even when the limit cuts between equal keys."""
+    node = parse_query(query)
+    indexed = search_index(project.index_dir, node, limit, want_keys=True)
+    direct = search_direct(str(project.root), load_plan(project), node, limit, want_keys=True)
+    assert [(r.path, r.score, r.match) for r in indexed.results] == [
+        (r.path, r.score, r.match) for r in direct.results]
+    assert indexed.keys == direct.keys and indexed.notes == direct.notes
+    return indexed
+
+
+# Titles whose order differs from the paths' (and from code-point order:
+# "banana" is lower case), two equal titles tied by path.
+_TITLED = {
+    "a/zulu.md": ("banana split", ("fin",)),
+    "b/yankee.md": ("Apple", ("fin",)),
+    "c/xray.md": ("Cherry", ()),
+    "d/whiskey.md": ("apple", ("fin",)),
+    "e/victor.md": ("Éclair", ()),
+}
+
+
+def _titled_project(tmp_path: Path) -> Project:
+    return _project(tmp_path, {rel: _doc(title, "zqxv7marker text", tags)
+                               for rel, (title, tags) in _TITLED.items()})
+
+
+def test_filter_only_queries_order_by_title(tmp_path: Path) -> None:
+    project = _titled_project(tmp_path)
+    by_title = ["b/yankee", "d/whiskey", "a/zulu", "c/xray", "e/victor"]
+    for query, want in [("type:Concept", by_title),
+                        ("path:kb/", by_title),
+                        ("-zqxv7nothing", by_title),
+                        ("tag:fin", ["b/yankee", "d/whiskey", "a/zulu"]),
+                        ("type:Concept -tag:fin", ["c/xray", "e/victor"])]:
+        out = _ordered(project, query, 50)
+        assert _ids(out) == want, query
+        assert all(r.score == 0 and r.match == "" for r in out.results)
+        assert not out.notes
+    # The matching set is the oracle's (every document holds the marker).
+    assert set(_ordered(project, "path:kb/", 50).keys) == oracle.containing(
+        project.root, "zqxv7marker")
+    # A query with a word still ranks by score: the title order is for filters only.
+    assert _ordered(project, "zqxv7marker type:Concept", 50).total == len(_TITLED)
+
+
+def test_filter_only_title_order_across_segments(tmp_path: Path) -> None:
+    # A document added later lands in a second segment; the order (and the
+    # cut of --limit) is over all segments, as --direct sees one partition.
+    project = _titled_project(tmp_path)
+    (project.root / "kb" / "f" ).mkdir()
+    (project.root / "kb" / "f" / "aaa.md").write_text(_doc("Aardvark", "zqxv7marker"))
+    update(project, load_plan(project))
+    out = _ordered(project, "type:Concept", 3)
+    assert _ids(out) == ["f/aaa", "b/yankee", "d/whiskey"]
+
+
+def test_filter_only_over_title_cap_orders_by_path_with_note(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctindex.search import engine
+    project = _titled_project(tmp_path)
+    (project.root / "kb" / "0").mkdir()
+    (project.root / "kb" / "0" / "first.md").write_text(_doc("Zebra", "zqxv7marker"))
+    update(project, load_plan(project))  # a second segment, ahead of the first by path
+    monkeypatch.setattr(engine, "TITLE_ORDER_CAP", 3)
+    out = _ordered(project, "type:Concept", 2)
+    assert _ids(out) == ["0/first", "a/zulu"]  # path order across both segments
+    assert out.notes and "6 matches" in out.notes[0] and "by path" in out.notes[0]
+    # At or under the cap: by title again, no note.
+    small = _ordered(project, "tag:fin", 10)
+    assert _ids(small) == ["b/yankee", "d/whiskey", "a/zulu"] and not small.notes
+
+
+def test_equal_scores_cut_by_path_across_segments(tmp_path: Path) -> None:
+    # Equal scores are ordered by path over all segments: the index used to
+    # fill --limit from its first segment before looking at a later one, so it
+    # disagreed with --direct whenever the cut fell between equal scores.
+    project = _titled_project(tmp_path)
+    (project.root / "kb" / "0").mkdir()
+    (project.root / "kb" / "0" / "first.md").write_text(_doc("Zebra", "zqxv7marker text"))
+    update(project, load_plan(project))
+    out = _ordered(project, "zqxv7marker", 2)
+    assert len({r.score for r in out.results}) == 1
+    assert _ids(out) == ["0/first", "a/zulu"]
+
+
+def test_is_filter_only_shapes() -> None:
+    from ctindex.search.matcher import is_filter_only
+    for q in ("type:Metric", "tag:a path:kb/", "-draft", "(type:A tag:b) OR path:x/",
+              "-zq -(a OR b) tag:x"):
+        assert is_filter_only(parse_query(q)), q
+    for q in ("margin", "type:A margin", "marg*", '"a b"', "tables/orders",
+              "tag:x OR word", "-a b"):
+        assert not is_filter_only(parse_query(q)), q

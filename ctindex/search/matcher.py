@@ -203,6 +203,14 @@ def exact_sequences(node: Node) -> list[list[str]]:
     return [seq] if seq else []
 
 
+def is_filter_only(node: Node) -> bool:
+    """True when the query is made of filters and negations only (``type:X``,
+    ``tag:x``, ``path:p/``, ``-word``, their ORs): nothing in it scores, so
+    every match has score 0 and tier 0 and the order is the title's
+    (ctindex/search/engine.py, docs/search.md "Filter-only queries")."""
+    return all(isinstance(n, (Facet, PathPrefix)) for n in _positive(node))
+
+
 def _is_filter(node: Node) -> bool:
     if isinstance(node, Or):
         return all(_is_filter(c) for c in node.children)
