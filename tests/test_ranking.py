@@ -5,6 +5,7 @@ oracle's (tests/oracle.py): ranking reorders, it never adds or drops."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from ctindex.search.engine import Outcome, search_direct, search_index
 from ctindex.search.matcher import PREFIX_CAP
 from ctindex.search.query import QueryError, parse_query
 from tests import oracle
+from tests.daemon_support import CliProject
 
 
 def _project(tmp_path: Path, docs: dict[str, str]) -> Project:
@@ -247,3 +249,32 @@ def test_is_filter_only_shapes() -> None:
     for q in ("margin", "type:A margin", "marg*", '"a b"', "tables/orders",
               "tag:x OR word", "-a b"):
         assert not is_filter_only(parse_query(q)), q
+
+
+def _title_order(results: list[dict[str, str]]) -> list[str]:
+    return [r["path"] for r in sorted(results, key=lambda r: (r["title"].casefold(), r["path"]))]
+
+
+@pytest.mark.parametrize("watch", [True, False])
+def test_filter_only_title_order_through_the_cli(
+        make_cli_project: Callable[..., CliProject], watch: bool) -> None:
+    # The same order whether a clean daemon vouches for the index (fast
+    # path), the search reconciles first (watching off) or --direct reads
+    # the files; a document created after the index was built is in it.
+    cp = make_cli_project(bundles=("acme_retail", "ga4"),
+                          config=None if watch else {"watch": False})
+    cp.cli("update")
+    if watch:
+        cp.cli("watch", "start")
+        cp.wait_daemon()
+    new = cp.root / "acme_retail" / "metrics" / "zz-new.md"
+    new.write_text("---\ntitle: aardvark zqxv7marker\ntype: Metric\n---\nzqxv7marker\n")
+    got = cp.search("type:Metric")
+    assert got["freshness"]["mode"] == ("watcher-clean" if watch else "reconcile-on-query")
+    paths = [r["path"] for r in got["results"]]
+    assert paths == _title_order(got["results"]) and len(paths) > 3
+    assert paths[0] == "acme_retail/metrics/zz-new.md"
+    assert oracle.containing(cp.root, "zqxv7marker") <= set(paths)
+    direct = cp.search("type:Metric", direct=True)
+    assert [(r["path"], r["score"]) for r in direct["results"]] == [
+        (r["path"], r["score"]) for r in got["results"]]
