@@ -27,9 +27,17 @@ word, are left out: they have no single known item):
 
 * ``title``: the words of a document's title;
 * ``name``: the ``title`` queries of one word (a bare name);
+* ``multi``: the ``title`` queries of two words or more;
+* ``passage``: the first four words of a document's description (or of its
+  body's first line of prose) as a plain AND, a user remembering a sentence:
+  no title tier decides, so this is where word proximity can matter. Left
+  out when another document holds the same four words consecutively;
 * ``id``: a document's concept ID as typed (``tables/transactions``), OKF only;
 * ``readme``: the README's own example ``"gross margin" OR revenue*``, whose
   known item is ``metrics/revenue``.
+
+``--proximity W`` sets ctindex's proximity weight for the run (an experiment:
+``0`` measures without it, docs/search.md "Proximity").
 
 ``--write FILE`` replaces the section between the relevance markers of FILE
 (``docs/benchmarks.md``); ``bench.run`` keeps that section when it rewrites
@@ -181,6 +189,43 @@ def id_queries(docs: Sequence[Doc]) -> list[Query]:
     return out
 
 
+PASSAGE_WORDS = 4
+
+
+def _prose_line(d: Doc) -> str:
+    """The description, or else the body's first line of prose (at least
+    eight words; headings, fences, tables, lists, quotes and HTML aside)."""
+    if len(_WORD.findall(d.description)) >= PASSAGE_WORDS:
+        return d.description
+    for line in d.body.splitlines():
+        text = line.strip()
+        if (text and text[0] not in "#`|<>[!-*+=~" and "](" not in text
+                and len(_WORD.findall(text)) >= 8):
+            return text
+    return ""
+
+
+def passage_queries(docs: Sequence[Doc]) -> list[Query]:
+    """The first PASSAGE_WORDS words of a document's description (or first
+    line of prose), as an AND of words: a user remembering a sentence. The
+    words stand together in the known item; no title tier decides. Left out
+    when another document holds the same words consecutively too."""
+    grams: dict[tuple[str, ...], int] = {}
+    for d in docs:
+        ws = [w.casefold() for w in _WORD.findall("\n".join((d.title, *d.tags,
+                                                              d.description, d.body)))]
+        for g in {tuple(ws[i:i + PASSAGE_WORDS]) for i in range(len(ws) - PASSAGE_WORDS + 1)}:
+            grams[g] = grams.get(g, 0) + 1
+    out = []
+    for d in docs:
+        words = tuple(_WORD.findall(_prose_line(d)))[:PASSAGE_WORDS]
+        if len(words) < PASSAGE_WORDS or grams.get(tuple(w.casefold() for w in words)) != 1:
+            continue
+        text = " ".join(w.lower() if w in ("OR", "AND") else w for w in words)
+        out.append(Query(text, _fts_and(words), d.key, tuple(w.casefold() for w in words)))
+    return out
+
+
 def readme_queries(docs: Sequence[Doc]) -> list[Query]:
     out = []
     for d in docs:
@@ -296,6 +341,8 @@ def measure(work: Path, corpora: Sequence[str]) -> str:
         words_of = word_sets(docs)
         sets = {"title": title_queries(docs)}
         sets["name"] = [q for q in sets["title"] if len(q.words) == 1]
+        sets["multi"] = [q for q in sets["title"] if len(q.words) > 1]
+        sets["passage"] = passage_queries(docs)
         if name == "okf":
             sets["id"] = id_queries(docs)
             sets["readme"] = readme_queries(docs)
@@ -304,7 +351,7 @@ def measure(work: Path, corpora: Sequence[str]) -> str:
                 continue
             truth = [all_words_set(words_of, q.words) if q.words else set() for q in queries]
             a, b = score(ct, queries, truth), score(fts, queries, truth)
-            recall = (f"{a.recall:.3f} | {b.recall:.3f}" if set_name in ("title", "name")
+            recall = (f"{a.recall:.3f} | {b.recall:.3f}" if queries[0].words
                       else "n/a | n/a")
             lines.append(f"| {name} ({len(docs)} docs) | {set_name} | {a.n} | {a.top1:.3f} "
                          f"| {b.top1:.3f} | {a.mrr:.3f} | {b.mrr:.3f} | {a.mrr - b.mrr:+.3f} "
@@ -336,7 +383,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="corpora to measure (default: both)")
     p.add_argument("--write", type=Path, metavar="FILE",
                    help="replace the relevance section of FILE (docs/benchmarks.md)")
+    p.add_argument("--proximity", type=float, metavar="W",
+                   help="experiment: ctindex's proximity weight (matcher.PROXIMITY_WEIGHT)")
     args = p.parse_args(argv)
+    if args.proximity is not None:
+        from ctindex.search import matcher
+        matcher.PROXIMITY_WEIGHT = args.proximity
     with tempfile.TemporaryDirectory(prefix="ctindex-relevance-") as tmp:
         section = measure(Path(tmp), args.corpus or ["okf", "npm"])
     print(section)

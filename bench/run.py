@@ -89,7 +89,9 @@ def run_one(module_name: str) -> tuple[str, bool]:
 def _relevance_section(path: Path) -> str:
     """The section `python -m bench.relevance --write` keeps in the file: it
     needs a corpus installed at run time, so `nox -s bench` does not re-measure
-    it but must not drop it either."""
+    it but must not drop it either. Hand-written `###` comparisons right after
+    the end marker (figures measured once, e.g. with and without proximity)
+    are kept with it, up to the next `## ` section."""
     from bench.relevance import END, START
 
     try:
@@ -98,7 +100,9 @@ def _relevance_section(path: Path) -> str:
         return ""
     if START not in text or END not in text:
         return ""
-    return START + text.split(START, 1)[1].split(END, 1)[0] + END + "\n"
+    inside, after = text.split(START, 1)[1].split(END, 1)
+    tail = after.split("\n## ", 1)[0].strip("\n")
+    return START + inside + END + "\n" + (f"\n{tail}\n" if tail else "")
 
 
 def main(argv: list[str] | None = None) -> int:
