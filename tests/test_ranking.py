@@ -278,3 +278,70 @@ def test_filter_only_title_order_through_the_cli(
     direct = cp.search("type:Metric", direct=True)
     assert [(r["path"], r["score"]) for r in direct["results"]] == [
         (r["path"], r["score"]) for r in got["results"]]
+
+
+def test_rule_proximity_words_together_rank_higher(tmp_path: Path) -> None:
+    # The same words, counts and lengths: only the distance between the
+    # query's words differs. Without proximity they tie and the path decides
+    # ("a/far" first); with it the page where they stand together wins.
+    filler = " ".join(["padding"] * 30)
+    project = _project(tmp_path, {
+        "a/far.md": _doc("Notes", f"zqxv7alpha {filler} zqxv7beta"),
+        "b/near.md": _doc("Notes", f"zqxv7alpha zqxv7beta {filler}"),
+        "c/one.md": _doc("Notes", f"zqxv7alpha {filler}"),
+    })
+    out = _ordered(project, "zqxv7alpha zqxv7beta", 10)
+    assert _ids(out) == ["b/near", "a/far"]
+    assert out.results[0].score > out.results[1].score
+    assert set(out.keys) == oracle.containing(project.root, "zqxv7beta")
+    # Word order does not matter, a field boundary does: words split between
+    # the title and the body have no span.
+    assert _ids(_ordered(project, "zqxv7beta zqxv7alpha", 10)) == ["b/near", "a/far"]
+
+
+def test_min_span_within_one_field() -> None:
+    from array import array
+
+    from ctindex.search.matcher import min_span
+    sep = 0xFFFF
+    seq = array("H", [5, 1, 9, 9, 2, sep, 1, 7, 2, 9, 9, 9, 1, 2])
+    assert min_span(seq, [1, 2], sep) == 2  # "1 2" at the end of the body
+    assert min_span(seq, [2, 1], sep) == 2
+    assert min_span(array("H", [1, 9, sep, 2]), [1, 2], sep) is None  # split by a field
+    assert min_span(seq, [1, 3], sep) is None
+    # Bytes of a rank straddling two items (0x0200, 0x0001 holds 02 01 at an
+    # odd offset, the bytes of 0x0102) are no occurrence.
+    assert min_span(array("H", [0x0200, 0x0001]), [0x0102, 0x0001], sep) is None
+    assert min_span(array("H", [0x0200, 0x0102, 0x0001]), [0x0102, 0x0001], sep) == 2
+
+
+def test_proximity_never_changes_matching(monkeypatch: pytest.MonkeyPatch,
+                                          bundles_project: Path) -> None:
+    from ctindex.search import matcher
+    project = Project.at(bundles_project)
+    update(project, load_plan(project))
+    queries = ["gross margin", "revenue orders", "bigquery table events", "user session",
+               '"gross margin" revenue', "orders customer -revenue", "page views OR sessions"]
+    with_prox = {q: _ordered(project, q, 1000) for q in queries}
+    monkeypatch.setattr(matcher, "PROXIMITY_WEIGHT", 0.0)
+    reordered = 0
+    for q in queries:
+        without = _ordered(project, q, 1000)
+        assert with_prox[q].keys == without.keys and with_prox[q].total == without.total, q
+        reordered += _ids(with_prox[q]) != _ids(without)
+    assert reordered >= 2  # proximity did decide something here
+
+
+def test_proximity_pool_is_the_same_over_segments(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only the first PROXIMITY_POOL matches get the bonus; which ones is
+    # decided over all segments with the path breaking ties, as in --direct.
+    from ctindex.search import matcher
+    body = "zqxv7alpha zqxv7beta"
+    project = _project(tmp_path, {"m/b.md": _doc("Notes", body), "m/c.md": _doc("Notes", body)})
+    (project.root / "kb" / "m" / "a.md").write_text(_doc("Notes", body))
+    update(project, load_plan(project))  # m/a.md in a second segment
+    monkeypatch.setattr(matcher, "PROXIMITY_POOL", 1)
+    out = _ordered(project, "zqxv7alpha zqxv7beta", 10)
+    assert _ids(out) == ["m/a", "m/b", "m/c"]
+    assert out.results[0].score > out.results[1].score == out.results[2].score

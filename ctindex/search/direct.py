@@ -65,6 +65,9 @@ class MemoryPartition:
     def path_prefix(self, prefix: str) -> set[int]:
         return {i for i, d in enumerate(self.docs) if path_matches(d.key, prefix)}
 
+    def key(self, doc: int) -> str:
+        return self.docs[doc].key
+
     def lengths(self) -> list[int]:
         return [a.length for a in self.analyses]
 

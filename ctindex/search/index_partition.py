@@ -69,6 +69,9 @@ class SegmentPartition:
                 out.add(d)
         return out
 
+    def key(self, doc: int) -> str:
+        return self.seg.keys()[doc]
+
     def lengths(self) -> array[Any]:
         return self.seg.lengths()
 

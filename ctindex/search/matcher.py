@@ -8,6 +8,7 @@ how they score lives here, so the two paths can not drift apart.
 
 from __future__ import annotations
 
+import heapq
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
@@ -63,6 +64,7 @@ class Partition(Protocol):
     #                                               (doc, token stream as term ranks)
     def sep_rank(self) -> int: ...
     def path_prefix(self, prefix: str) -> set[int]: ...  # docs whose key starts with prefix
+    def key(self, doc: int) -> str: ...  # the document's project-relative path
     def lengths(self) -> Sequence[int]: ...  # weighted length per doc id
     def length_sum(self) -> int: ...  # over live docs
     def field_lengths(self) -> Sequence[Sequence[int]]: ...  # per FIELD_TERM field:
@@ -288,6 +290,88 @@ def _term_scores(term: str, parts: Sequence[Partition], docs: Sequence[set[int]]
     return out
 
 
+# Proximity (docs/search.md, "Proximity"; measured in docs/benchmarks.md):
+# a match holding every scoring word of the query inside one field gets
+# PROXIMITY_WEIGHT * k / span on top of its BM25F, span being the shortest
+# run of tokens holding all k words (k / span = 1 when they stand together).
+# Only the first PROXIMITY_POOL matches by (tier, BM25F, path) are read: the
+# bonus only raises, so they stay above every other match, and the work is
+# at most that many token streams whatever the query matches. 0 turns it off.
+PROXIMITY_WEIGHT = 1.0
+PROXIMITY_POOL = 100
+
+
+def positions(seq: array[Any], rank: int) -> list[int]:
+    """Indexes of `rank` in `seq`, found with ``bytes.find`` on item
+    boundaries (as ``has_run``): O(occurrences) finds at C speed, not a
+    Python step per token."""
+    hay = seq.tobytes()
+    pattern = array(seq.typecode, [rank]).tobytes()
+    size = seq.itemsize
+    out: list[int] = []
+    at = hay.find(pattern)
+    while at >= 0:
+        if at % size == 0:
+            out.append(at // size)
+            at = hay.find(pattern, at + size)
+        else:
+            at = hay.find(pattern, at - at % size + size)
+    return out
+
+
+def min_span(seq: array[Any], ranks: Sequence[int], sep: int) -> int | None:
+    """The length of the shortest run of `seq` inside one field (no `sep`)
+    holding every one of `ranks` (distinct); None when no field holds them
+    all. Walks the occurrences of the ranks only, O(occurrences * k)."""
+    k = len(ranks)
+    events = [(pos, -1) for pos in positions(seq, sep)]
+    for i, r in enumerate(ranks):
+        found = positions(seq, r)
+        if not found:
+            return None
+        events += [(pos, i) for pos in found]
+    events.sort()
+    last = [-1] * k
+    seen = 0
+    best: int | None = None
+    for pos, i in events:
+        if i < 0:  # a field boundary: a run never spans it
+            last = [-1] * k
+            seen = 0
+            continue
+        if last[i] < 0:
+            seen += 1
+        last[i] = pos
+        if seen == k:
+            span = pos - min(last) + 1
+            if best is None or span < best:
+                best = span
+    return best
+
+
+def _proximity(node: Node, parts: Sequence[Partition], scores: list[dict[int, float]],
+               tiers: list[dict[int, int]]) -> None:
+    terms = scoring_terms(node)
+    if PROXIMITY_WEIGHT <= 0 or len(terms) < 2:
+        return
+    ranks = [[p.rank(t) for t in terms] for p in parts]
+    # A total key over all partitions, so the index and --direct pick the same pool.
+    pool = heapq.nsmallest(PROXIMITY_POOL, (
+        (-tiers[i].get(d, 0), -s, p.key(d), i, d)
+        for i, (p, sc) in enumerate(zip(parts, scores, strict=True))
+        if all(r is not None for r in ranks[i]) for d, s in sc.items()))
+    by_part: list[list[int]] = [[] for _ in parts]
+    for *_, i, d in pool:
+        by_part[i].append(d)
+    for i, (p, sc) in enumerate(zip(parts, scores, strict=True)):
+        want = [r for r in ranks[i] if r is not None]
+        sep = p.sep_rank()
+        for d, seq in p.sequences(sorted(by_part[i])):
+            span = min_span(seq, want, sep)
+            if span is not None:
+                sc[d] += PROXIMITY_WEIGHT * len(want) / span
+
+
 def search(node: Node, parts: Sequence[Partition]) -> Ranking:
     """BM25F score and tier of every match, per partition, with statistics
     summed over all partitions (so the index and --direct agree exactly)."""
@@ -333,4 +417,5 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
             for d in m.intersection(p.tf(key)):
                 if level > tier.get(d, 0):
                     tier[d] = level
+    _proximity(node, parts, scores, tiers)
     return Ranking(scores, tiers, tuple(notes))
