@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -110,6 +111,44 @@ class Watcher(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class FileWatching(Protocol):
+    """A backend that can also watch single files (per inode: inotify).
+
+    A folder watch sees writes made through the names in that folder only; a
+    watch on the file itself sees writes through any of its names and the
+    link count changing (docs/backends.md, "File watches"). The daemon hands
+    over the keys of the files that reached the index; events on them come
+    back as dirty keys in Batch.paths like any other."""
+
+    @property
+    def file_budget(self) -> int: ...  # at most this many file watches are held
+
+    def watch_files(self, keys: Iterable[str]) -> set[str]:
+        """Watch each key's file (re-pointing a key whose name now holds
+        another inode); returns the keys whose watch is new (not watched
+        before, or re-pointed). A key not in watched_files() afterwards is
+        not watched: gone, a folder, or over the budget. Never raises for a key."""
+        ...
+
+    def unwatch_files(self, keys: Iterable[str]) -> None: ...
+
+    def watched_files(self) -> AbstractSet[str]: ...
+
+
+def file_watching(watcher: object) -> FileWatching | None:
+    """The FileWatching backend in use behind `watcher`, if any. A wrapper
+    that switches lanes (backends.choose.Supervised) exposes the backend in
+    use as `current`."""
+    seen = 0
+    while not isinstance(watcher, FileWatching):
+        watcher = getattr(watcher, "current", None)
+        seen += 1
+        if watcher is None or seen > 4:
+            return None
+    return watcher
 
 
 def join_key(parent: str, name: str) -> str:

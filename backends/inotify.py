@@ -9,7 +9,11 @@ Translation rules (docs/backends.md has the reasoning):
   once; its watches are dropped after `move_grace` seconds;
 * IN_Q_OVERFLOW, and the loss of a root (deleted, moved, unmounted), become
   `rescan` with a reason; ENOSPC/EMFILE/ENOMEM while adding a watch set
-  `degraded` and ask for a rescan of every root.
+  `degraded` and ask for a rescan of every root;
+* a file watch (one per indexed file, within `file_budget`) reports its
+  keys for a write through any of the file's names and for a link count
+  change; it follows its inode, so the daemon re-points keys after renames
+  (watch_files) and a watch whose inode is gone (IN_IGNORED) is dropped.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import errno
 import os
 import select
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from backends import inotify_c as c
@@ -59,6 +64,46 @@ COOKIE_MASK = (
     | c.IN_DONT_FOLLOW
     | c.IN_MASK_ADD
 )
+# A watch on one indexed file: writes through *any* of its names (a second
+# name made outside every watched folder after the daemon's pass), and
+# IN_ATTRIB for the link count moving (inotify(7): link(2)/unlink(2) of
+# another name). No IN_EXCL_UNLINK here: on a file watch it would hide a write
+# made through an open descriptor whose name was unlinked meanwhile, while
+# the indexed name still holds the inode (the kernel tests the writer's
+# dentry). IN_DONT_FOLLOW: a symlink put in a key's place is not followed.
+FILE_MASK = (
+    c.IN_MODIFY
+    | c.IN_CLOSE_WRITE
+    | c.IN_ATTRIB
+    | c.IN_DELETE_SELF
+    | c.IN_MOVE_SELF
+    | c.IN_DONT_FOLLOW
+)
+# File watches share fs.inotify.max_user_watches with our folder watches,
+# other daemons of the same user and every other inotify user (editors, IDEs).
+# So they take at most half of what the folders leave, and never more than
+# FILE_WATCHES_MAX (kernel memory: up to ~1 KiB per watch on 64-bit,
+# Documentation/admin-guide/sysctl/fs.rst; 64 MiB at the cap).
+FILE_WATCHES_MAX = 65_536
+MAX_USER_WATCHES = "/proc/sys/fs/inotify/max_user_watches"
+FALLBACK_MAX_USER_WATCHES = 8192  # the historical default, when /proc is unreadable
+
+
+def max_user_watches(path: str = MAX_USER_WATCHES) -> int:
+    try:
+        with open(path, encoding="ascii") as fh:
+            return max(0, int(fh.read().strip()))
+    except (OSError, ValueError):
+        return FALLBACK_MAX_USER_WATCHES
+
+
+def file_watch_budget(limit: int, folders: int, cap: int = FILE_WATCHES_MAX) -> int:
+    """How many file watches to hold: half of what the folder watches leave
+    of the per-user limit (headroom for new folders and other programs),
+    at most `cap`."""
+    return max(0, min(cap, (limit - folders) // 2))
+
+
 LIMIT_ERRNOS = {errno.ENOSPC, errno.EMFILE, errno.ENOMEM}
 # A folder that vanished or changed kind between the event and our add_watch:
 # its parent's events already report it.
@@ -80,6 +125,7 @@ class InotifyWatcher:
         binding: c.Libc | None = None,
         clock: Callable[[], float] = time.monotonic,
         move_grace: float = 0.5,
+        file_cap: int = FILE_WATCHES_MAX,
     ) -> None:
         self.base = os.fspath(base)
         self.roots = normalize_roots(roots)
@@ -97,6 +143,12 @@ class InotifyWatcher:
         # MOVED_FROM of a folder waiting for its MOVED_TO: cookie -> (key, wds, seen)
         self._moves: dict[int, tuple[str, list[int], float]] = {}
         self._acc = BatchBuilder()  # findings made outside read() (initial walk errors)
+        # File watches. One inode may hold several indexed keys (hard links
+        # inside the scopes): the kernel gives one wd per inode.
+        self._files: dict[int, set[str]] = {}  # wd -> keys
+        self._file_wd: dict[str, int] = {}  # key -> wd
+        self._file_cap = file_cap
+        self.file_budget = 0  # set once the folders are watched
         self._fd = self._c.init1(c.IN_NONBLOCK | c.IN_CLOEXEC)
         try:
             for root in self.roots:
@@ -105,6 +157,8 @@ class InotifyWatcher:
         except BaseException:
             self.close()
             raise
+        self.file_budget = file_watch_budget(max_user_watches(), len(self._dirs) + 1,
+                                             self._file_cap)
 
     # -- public -----------------------------------------------------------
     def fileno(self) -> int | None:
@@ -113,6 +167,75 @@ class InotifyWatcher:
     def watched(self) -> dict[str, int]:
         """Folder key -> wd of every live content watch (for tests and status)."""
         return {key: wd for wd, key in self._dirs.items()}
+
+    # -- file watches (backends.base.FileWatching) ------------------------------
+    def watch_files(self, keys: Iterable[str]) -> set[str]:
+        new: set[str] = set()
+        for key in keys:
+            if len(self._file_wd) >= self.file_budget and key not in self._file_wd:
+                continue  # over budget: the caller keeps these another way
+            path = os.fsencode(key_path(self.base, key))
+            try:
+                # IN_MASK_ADD: should the name now hold a folder we watch,
+                # its mask (a superset of FILE_MASK) is left as it is.
+                wd = self._c.add_watch(self._fd, path, FILE_MASK | c.IN_MASK_ADD)
+            except OSError as e:
+                self._detach(key)  # whatever it pointed at, it is not this name now
+                if e.errno in LIMIT_ERRNOS:
+                    # The per-user limit is shared: someone else took the
+                    # headroom. Hold no more, keep the folder watches working.
+                    self.file_budget = len(self._file_wd)
+                continue
+            if wd in self._dirs or wd == self._cookie_wd:
+                # The name now holds a folder we watch (or the cookie folder):
+                # never turn that watch into a file watch.
+                self._detach(key)
+                continue
+            old = self._file_wd.get(key)
+            if old != wd:
+                if old is not None:
+                    self._detach(key)
+                self._file_wd[key] = wd
+                self._files.setdefault(wd, set()).add(key)
+                new.add(key)
+        return new
+
+    def unwatch_files(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            self._detach(key)
+
+    def watched_files(self) -> AbstractSet[str]:
+        return self._file_wd.keys()  # a live view: no copy per pass
+
+    def file_watch_count(self) -> int:
+        """Kernel watches held for files (several keys of one inode: one)."""
+        return len(self._files)
+
+    def _detach(self, key: str) -> None:
+        wd = self._file_wd.pop(key, None)
+        if wd is None:
+            return
+        keys = self._files.get(wd)
+        if keys is None:
+            return
+        keys.discard(key)
+        if not keys:
+            del self._files[wd]
+            with contextlib.suppress(OSError):  # EINVAL: its inode is already gone
+                self._c.rm_watch(self._fd, wd)
+
+    def _file_event(self, wd: int, mask: int, acc: BatchBuilder) -> None:
+        keys = self._files[wd]
+        # Any event on the file itself: content written through some name, a
+        # name added or removed (IN_ATTRIB: link count), renamed, deleted.
+        # The narrowed pass decides from the file; a rename is also seen by
+        # the folder watches, and the pass re-points the keys.
+        acc.paths.update(keys)
+        if mask & c.IN_IGNORED:  # inode gone (or unmounted): the kernel dropped the watch
+            del self._files[wd]
+            for key in keys:
+                if self._file_wd.get(key) == wd:
+                    del self._file_wd[key]
 
     def read(self, timeout: float | None = 0.0) -> Batch:
         if self._fd < 0:
@@ -143,6 +266,8 @@ class InotifyWatcher:
             os.close(self._fd)  # drops every watch with it
             self._fd = -1
         self._dirs.clear()
+        self._files.clear()
+        self._file_wd.clear()
 
     # -- watches ----------------------------------------------------------
     def _add(self, key: str, acc: BatchBuilder, fd: int) -> int | None:
@@ -305,6 +430,9 @@ class InotifyWatcher:
     # -- translation ------------------------------------------------------
     def _translate(self, ev: c.Event, acc: BatchBuilder) -> None:
         mask = ev.mask
+        if ev.wd in self._files:
+            self._file_event(ev.wd, mask, acc)
+            return
         if ev.wd == self._cookie_wd and ev.wd not in self._dirs:
             if ev.name and mask & (c.IN_CREATE | c.IN_MOVED_TO):
                 acc.cookies.add(os.fsdecode(ev.name))

@@ -65,6 +65,10 @@ class UpdateReport:
     # each barrier (docs/daemon.md, "Changes no event announces").
     linked: dict[str, LinkedEntry] = field(default_factory=dict)
     linked_full: bool = False
+    # Every file the pass recorded within what it walked (all roots, or the
+    # keys it was narrowed to), same form: the daemon watches each of these
+    # files itself (ctindex/daemon/filewatch.py).
+    seen: dict[str, LinkedEntry] = field(default_factory=dict)
 
     @property
     def content_changed(self) -> bool:
@@ -72,7 +76,8 @@ class UpdateReport:
 
     def as_dict(self) -> dict[str, Any]:
         # `linked` is the daemon's input, not part of `update --json`.
-        return {k: v for k, v in asdict(self).items() if k not in ("linked", "linked_full")}
+        return {k: v for k, v in asdict(self).items()
+                if k not in ("linked", "linked_full", "seen")}
 
 
 MAX_MESSAGE = 300  # characters kept of one provider error / warning
@@ -122,6 +127,19 @@ def stale_scopes(m: StoreManifest, plan: Plan) -> list[str]:
 
 def _under(key: str, roots: list[str]) -> bool:
     return any(not r or key == r or key.startswith(r + "/") for r in roots)
+
+
+def _within(key: str, folders: set[str]) -> bool:
+    """`key` is one of `folders` or below one: walks up the key, O(depth),
+    so a pass narrowed to thousands of keys stays linear in what it saw."""
+    if "" in folders:
+        return True
+    probe = key
+    while probe:
+        if probe in folders:
+            return True
+        probe = probe.rpartition("/")[0]
+    return False
 
 
 _WALK_PROBLEMS = (  # WalkReport bucket -> what it means for the index
@@ -382,6 +400,9 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
     report.linked = {k: (Fingerprint(*e[:5]), e[6]) for k in res.linked
                      if (e := recorded.get(k)) is not None}
     report.linked_full = only is None
+    inside = None if only is None else set(only)
+    report.seen = {k: (Fingerprint(*e[:5]), e[6]) for k, e in recorded.items()
+                   if inside is None or _within(k, inside)}
     kind = "rebuild" if fresh else ("narrowed" if only is not None else "full")
     pass_info: dict[str, Any] = {
                  "kind": kind,

@@ -218,16 +218,16 @@ def test_long_lived_index_sees_changes_with_a_daemon(make_cli_project: Callable[
     cp.wait_daemon()
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    # The daemon misses a rewrite through a hard link made after its last
-    # pass (the CLI's search as well): test_daemon_misses_a_link_made_after_its_pass.
-    _sees_every_change(cp.root, scratch, "watcher-clean", skip=("hard link",))
+    # Including a rewrite through a hard link made after the daemon's last
+    # pass: test_daemon_sees_a_link_made_after_its_pass.
+    _sees_every_change(cp.root, scratch, "watcher-clean")
 
 
-@pytest.mark.xfail(strict=True, reason="daemon: a second name made after the daemon's pass "
-                   "is not tracked (ctindex/daemon/links.py), and nothing announces the rewrite")
-def test_daemon_misses_a_link_made_after_its_pass(make_cli_project: Callable[..., CliProject],
+def test_daemon_sees_a_link_made_after_its_pass(make_cli_project: Callable[..., CliProject],
                                                    tmp_path: Path) -> None:
-    """Found while testing the API; the same with `ctindex search` processes."""
+    """Found while testing the API; the same with `ctindex search` processes.
+    Closed by watching every indexed file itself (ctindex/daemon/filewatch.py):
+    the write through the new name reaches the file's own watch."""
     cp = make_cli_project(root=tmp_path / "proj", bundles=("ga4",))
     cp.cli("watch", "start")
     cp.wait_daemon()

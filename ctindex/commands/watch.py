@@ -113,9 +113,22 @@ def _unannounced_lines(doc: object) -> list[str]:
     else:
         linked = (f"{human_count(int(links.get('tracked') or 0), 'file')} with several names "
                   f"re-checked per barrier (last: {human_ms(last.get('duration_ms'))})")
-    return [f"unannounced changes: {linked}; mount table checked "
-            f"{human_count(int(doc.get('mount_checks') or 0), 'time')}, "
-            f"{human_count(int(doc.get('mount_changes') or 0), 'change')} in scope"]
+    lines = [f"unannounced changes: {linked}; mount table checked "
+             f"{human_count(int(doc.get('mount_checks') or 0), 'time')}, "
+             f"{human_count(int(doc.get('mount_changes') or 0), 'change')} in scope"]
+    files = doc.get("file_watches")
+    if isinstance(files, dict) and files.get("available"):
+        line = f"file_watches: {files.get('watched')} of {files.get('budget')}"
+        rest = int(files.get("rechecked") or 0)
+        if files.get("rechecked_over_cap"):
+            line += (f", over budget: more than {files.get('rechecked_cap')} unwatched files, "
+                     "each barrier reconciles fully")
+        elif files.get("over_budget"):
+            line += f", over budget: {human_count(rest, 'file')} re-checked per barrier"
+        elif rest:
+            line += f"; {human_count(rest, 'file')} re-checked per barrier (racily clean)"
+        lines.append(line)
+    return lines
 
 
 def watcher_lines(doc: dict[str, Any]) -> list[str]:

@@ -36,6 +36,10 @@ class Applied:
     # None when the engine does not report them.
     linked: Mapping[str, LinkedEntry] | None = None
     linked_full: bool = False  # the pass walked every root
+    # Every file the pass recorded (same form as `linked`): the daemon
+    # watches each one itself (ctindex/daemon/filewatch.py); None when the
+    # engine does not report them.
+    seen: Mapping[str, LinkedEntry] | None = None
 
 
 class ConfigStamp(NamedTuple):
@@ -209,4 +213,5 @@ def _applied(report: Any) -> Applied:
         dirty=int(report.dirty),
         linked=report.linked,
         linked_full=bool(report.linked_full),
+        seen=report.seen,
     )

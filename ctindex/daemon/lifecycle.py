@@ -31,6 +31,7 @@ from ctindex.daemon import files, sysinfo
 from ctindex.daemon.barrier import Cookies, Waiter
 from ctindex.daemon.dirtyset import DirtySet, Pending
 from ctindex.daemon.engine import Applied, ConfigStamp, Engine, PlanView
+from ctindex.daemon.filewatch import FileWatches
 from ctindex.daemon.links import LinkTracker
 from ctindex.daemon.log import LifecycleLog
 from ctindex.daemon.server import Connection, IpcServer
@@ -106,6 +107,8 @@ class Daemon:
         # Changes no event announces (docs/daemon.md): files with several
         # names, and mounts made or removed inside (or above) a scope.
         self.links = LinkTracker(os.fspath(project.root))
+        # ... and every indexed file watched itself (ctindex/daemon/filewatch.py).
+        self.files = FileWatches(os.fspath(project.root))
         self.mounts: MountTable | None = None
         self._wake: tuple[socket.socket, socket.socket] | None = None
         self._last_beat = (clock(), self.started_wall)
@@ -250,6 +253,7 @@ class Daemon:
         # mount made while it opens is a change the next check sees.
         table = MountTable()
         self.watcher = self.engine.open_watcher(self.plan, self.cookie_key)
+        self.files.reset()  # a new watcher holds no file watches: the next full pass adds them
         self._sync_watcher_fd()
         root = self.project.root
         table.track([key_path(root, r) for r in self.watcher.roots]
@@ -412,6 +416,10 @@ class Daemon:
         self.dirty.add(self.links.check(), now)
         if self.links.over_cap:
             self.dirty.request_rescan("hard-links-over-cap", now)
+        # Files over the file-watch budget (or racily clean when watched).
+        self.dirty.add(self.files.check(), now)
+        if self.files.over_cap:
+            self.dirty.request_rescan("file-watches-over-budget", now)
         pending = self.dirty.take()  # no debounce wait for a barrier
         if pending.rescan:
             remaining = min(w.deadline for w in waiters) - now
@@ -468,6 +476,7 @@ class Daemon:
             if pending.rescan:
                 applied = self.engine.reconcile(self.plan)
             else:
+                self.files.prewatch(self.watcher, pending.paths)
                 applied = self.engine.reconcile_paths(self.plan, pending.paths)
         except PolicyError as exc:
             self.stop_reason = "policy-error"
@@ -486,6 +495,10 @@ class Daemon:
         if self.links.learn(applied.linked, applied.linked_full or pending.rescan,
                             pending.paths):
             self.dirty.request_rescan("new-hard-link", done)
+        moved = self.files.learn(self.watcher, applied.seen, applied.linked_full or pending.rescan,
+                                 pending.paths)
+        if moved:  # changed between the pass and its watch: no event will say so
+            self.dirty.add(moved, self.clock())
         self.stats.last_error = None
         self._write_status(self._lane())
         return True
@@ -613,6 +626,7 @@ class Daemon:
             "last_error": self.stats.last_error,
             "unannounced": {
                 "hard_links": self.links.status(),
+                "file_watches": self.files.status(self.watcher),
                 "mount_checks": self.mounts.checks if self.mounts else 0,
                 "mount_changes": self.mounts.changes if self.mounts else 0,
             },

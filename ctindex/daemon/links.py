@@ -33,6 +33,14 @@ if TYPE_CHECKING:
 LINKED_MAX = 20_000  # ~ the stat cost of a small full pass per barrier; memory ~ 4 MiB
 
 
+def vouches(st: os.stat_result, fp: Fingerprint, recorded_ns: int, gran: int) -> bool:
+    """The reconciler's rule (spec §7): `st` proves the file is what the
+    index recorded only if all five fingerprint fields match and the record
+    was not racily clean (taken within the granularity of the file's stamps)."""
+    return ((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev) == fp
+            and recorded_ns - fp.mtime_ns >= gran and recorded_ns - fp.ctime_ns >= gran)
+
+
 def _under_any(key: str, folders: set[str]) -> bool:
     """`key` is one of `folders` or inside one (walks up the key: O(depth))."""
     if "" in folders:
@@ -111,8 +119,7 @@ class LinkTracker:
             except OSError:
                 changed.append(key)
                 continue
-            if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev) != fp \
-                    or recorded_ns - fp.mtime_ns < gran or recorded_ns - fp.ctime_ns < gran:
+            if not vouches(st, fp, recorded_ns, gran):
                 changed.append(key)
         self.checks += 1
         self.stats += len(self.entries)

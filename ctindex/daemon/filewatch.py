@@ -1,0 +1,153 @@
+"""A watch on every indexed file: writes through names no folder watch sees.
+
+Folder watches report a write under the name it was made through. A file
+that gains a second name outside every watched folder *after* the daemon's
+last pass (so links.py never saw st_nlink > 1) can then be rewritten through
+that name without a single folder event. inotify watches are per inode, so
+a watch on the file itself reports that write (IN_MODIFY, IN_CLOSE_WRITE)
+and the link(2) before it (IN_ATTRIB: link count). The backend holds the
+watches (backends/inotify.py); this module decides which keys it holds and
+covers what it cannot hold (docs/daemon.md, "Changes no event announces").
+
+* Every pass hands over what it recorded (`Applied.seen`): a full pass
+  replaces the watched set, a narrowed one replaces it under its keys. Each
+  key is watched again (add_watch on a watched inode returns its wd; a name
+  that now holds another inode is re-pointed).
+* Watch, then verify: a write between the pass reading a file and its watch
+  existing has no event, so each newly handed file is lstat'ed after the
+  watch is in place and compared with what the pass recorded (spec §7's
+  rule, ctindex/daemon/links.vouches); a mismatch makes the key dirty.
+* A file the backend cannot watch (over its budget, or no file-watching
+  backend behind a native lane) or whose record is racily clean is kept here
+  with its fingerprint and lstat'ed at every barrier, like links.py does:
+  nothing is vouched for that nothing watches. Above REST_MAX such files
+  every barrier reconciles fully (reason `file-watches-over-budget`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING, Any
+
+from backends.base import Watcher, file_watching
+from ctindex.daemon.links import LinkTracker, _under_any, vouches
+
+if TYPE_CHECKING:
+    from ctindex.indexer import LinkedEntry
+
+# Files re-checked by lstat per barrier when the watch budget is exhausted:
+# ~1 µs of lstat each on a local disk (docs/benchmarks.md), so 200,000 keep
+# a barrier within ~0.3 s of its 500 ms budget; beyond that a full pass per
+# barrier is the honest answer.
+REST_MAX = 200_000
+
+
+class FileWatches:
+    def __init__(self, base: str, rest_cap: int = REST_MAX) -> None:
+        self.base = base
+        # Files nothing watches: re-checked per barrier (the LinkTracker's rule).
+        self.rest = LinkTracker(base, cap=rest_cap)
+        self.verified = 0  # lstat calls made after adding watches, in total
+        self.active = False  # the backend in use can watch files
+
+    def reset(self) -> None:
+        """A new watcher holds no file watches; the full pass that follows
+        every reopen hands them all over again."""
+        self.rest.learn({}, True, ())
+
+    def learn(self, watcher: Watcher | None, seen: Mapping[str, LinkedEntry] | None,
+              full: bool, keys: Iterable[str]) -> list[str]:
+        """Take in what one pass recorded; returns keys to make dirty (the
+        file moved between the pass and its watch)."""
+        if seen is None:  # an engine that does not report them: nothing to act on
+            return []
+        backend = file_watching(watcher)
+        self.active = backend is not None
+        if backend is None:
+            # Folder events only (or the poll lane, where every barrier is a
+            # full pass anyway): nothing is kept, nothing claimed.
+            return []
+        folders = set(keys)
+        held = backend.watched_files()
+        if full:
+            gone = [k for k in held if k not in seen]
+        else:
+            # A narrowed pass is usually a few file keys: those decide
+            # directly. Only a key that is neither (a folder, or a name now
+            # gone) needs a scan of the watched set, O(watched * depth).
+            gone, folder_keys = [], set()
+            for k in folders:
+                if k in seen:
+                    continue
+                if k in held:
+                    gone.append(k)
+                else:
+                    folder_keys.add(k)
+            if folder_keys:
+                gone.extend(k for k in held if k not in seen and _under_any(k, folder_keys))
+        backend.unwatch_files(gone)
+        new = backend.watch_files(seen)
+        dirty, rest = self._verify(seen, held, new)
+        self.rest.learn(rest, full, folders)
+        return dirty
+
+    def prewatch(self, watcher: Watcher | None, keys: Iterable[str]) -> None:
+        """Before a narrowed pass: watch its keys first, so the pass reads
+        each file after its watch exists and no write can fall between
+        (a folder key or a name that is gone is simply not watched; keys
+        the pass does not record are dropped again by learn)."""
+        backend = file_watching(watcher)
+        if backend is not None:
+            backend.watch_files(keys)
+
+    def _verify(self, seen: Mapping[str, LinkedEntry], held: AbstractSet[str],
+                new: set[str]) -> tuple[list[str], dict[str, LinkedEntry]]:
+        """Only watches made after the pass read the file can have missed a
+        write: those are lstat'ed now (`held` is live: what is watched)."""
+        dirty: list[str] = []
+        rest: dict[str, LinkedEntry] = {}
+        gran = self.rest.granularity_ns
+        lstat, join, base = os.lstat, os.path.join, self.base
+        for key, entry in seen.items():
+            if key not in held:
+                rest[key] = entry
+                continue
+            if key not in new:
+                continue  # watched before the pass read it: any later write has an event
+            fp, recorded_ns = entry
+            try:
+                st = lstat(join(base, key))
+            except OSError:
+                dirty.append(key)
+                continue
+            if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev) != fp:
+                dirty.append(key)
+            elif not vouches(st, fp, recorded_ns, gran):
+                # Racily clean: an equal fingerprint proves nothing for a
+                # write in the same tick before the watch existed. Re-checked
+                # at barriers until a later pass records it cleanly.
+                rest[key] = entry
+        self.verified += len(new)
+        return dirty, rest
+
+    def check(self) -> list[str]:
+        """At a barrier: the files nothing watches, by their fingerprint."""
+        return self.rest.check()
+
+    @property
+    def over_cap(self) -> bool:
+        return self.rest.over_cap
+
+    def status(self, watcher: Watcher | None) -> dict[str, Any]:
+        backend = file_watching(watcher)
+        watched = len(backend.watched_files()) if backend is not None else 0
+        budget = backend.file_budget if backend is not None else 0
+        rest = self.rest.status()
+        return {"available": backend is not None, "watched": watched, "budget": budget,
+                "over_budget": backend is not None and (rest["tracked"] > 0 or rest["over_cap"])
+                and watched >= budget,
+                "rechecked": rest["tracked"], "rechecked_over_cap": rest["over_cap"],
+                "rechecked_cap": rest["cap"], "checks": rest["checks"], "stats": rest["stats"],
+                "last_check": rest["last_check"], "verified": self.verified}
