@@ -112,6 +112,10 @@ LOST_RETRY_S = 1.0  # how often a lost root is looked for again (a walk)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+def _keys(held: str | frozenset[str]) -> frozenset[str]:
+    return frozenset((held,)) if isinstance(held, str) else held
+
+
 class InotifyWatcher:
     name = "inotify"
 
@@ -125,7 +129,7 @@ class InotifyWatcher:
         binding: c.Libc | None = None,
         clock: Callable[[], float] = time.monotonic,
         move_grace: float = 0.5,
-        file_cap: int = FILE_WATCHES_MAX,
+        file_cap: int | None = None,  # FILE_WATCHES_MAX, looked up when opened
     ) -> None:
         self.base = os.fspath(base)
         self.roots = normalize_roots(roots)
@@ -145,9 +149,12 @@ class InotifyWatcher:
         self._acc = BatchBuilder()  # findings made outside read() (initial walk errors)
         # File watches. One inode may hold several indexed keys (hard links
         # inside the scopes): the kernel gives one wd per inode.
-        self._files: dict[int, set[str]] = {}  # wd -> keys
+        # wd -> its key, or the frozenset of its keys when the inode has
+        # several indexed names (rare: a set per file would double the
+        # daemon's memory per indexed file, docs/benchmarks.md).
+        self._files: dict[int, str | frozenset[str]] = {}
         self._file_wd: dict[str, int] = {}  # key -> wd
-        self._file_cap = file_cap
+        self._file_cap = FILE_WATCHES_MAX if file_cap is None else file_cap
         self.file_budget = 0  # set once the folders are watched
         self._fd = self._c.init1(c.IN_NONBLOCK | c.IN_CLOEXEC)
         try:
@@ -196,7 +203,11 @@ class InotifyWatcher:
                 if old is not None:
                     self._detach(key)
                 self._file_wd[key] = wd
-                self._files.setdefault(wd, set()).add(key)
+                held = self._files.get(wd)
+                if held is None:
+                    self._files[wd] = key
+                else:
+                    self._files[wd] = _keys(held) | {key}
                 new.add(key)
         return new
 
@@ -215,17 +226,21 @@ class InotifyWatcher:
         wd = self._file_wd.pop(key, None)
         if wd is None:
             return
-        keys = self._files.get(wd)
-        if keys is None:
+        held = self._files.get(wd)
+        if held is None:
             return
-        keys.discard(key)
-        if not keys:
+        left = _keys(held) - {key}
+        if len(left) > 1:
+            self._files[wd] = left
+        elif left:
+            self._files[wd] = next(iter(left))
+        else:
             del self._files[wd]
             with contextlib.suppress(OSError):  # EINVAL: its inode is already gone
                 self._c.rm_watch(self._fd, wd)
 
     def _file_event(self, wd: int, mask: int, acc: BatchBuilder) -> None:
-        keys = self._files[wd]
+        keys = _keys(self._files[wd])
         # Any event on the file itself: content written through some name, a
         # name added or removed (IN_ATTRIB: link count), renamed, deleted.
         # The narrowed pass decides from the file; a rename is also seen by

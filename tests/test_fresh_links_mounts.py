@@ -127,6 +127,234 @@ def test_links_tracked_set_and_its_cost_are_reported(make_cli_project: Callable[
     assert "5 files with several names re-checked per barrier" in text
 
 
+# -- file watches: a name made after the daemon's pass ------------------------------
+
+def same_size_rewrite_keeping_mtime(path: Path, old: str, new: str, tmp: Path) -> None:
+    """Rewrite `path` in place (same size) and put its mtime back with
+    `touch -r`: only ctime, and the file's own inotify watch, tell."""
+    assert len(old) == len(new)
+    reference = tmp / "mtime-reference"
+    subprocess.run(["touch", "-r", str(path), str(reference)], check=True)
+    rewrite_in_place(path, old, new)
+    subprocess.run(["touch", "-r", str(reference), str(path)], check=True)
+
+
+def test_file_watch_sees_a_link_made_after_the_pass_outside_the_project(
+        flow: tuple[CliProject, str], tmp_path: Path) -> None:
+    project, mode = flow
+    target = project.root / METRICS / "late.md"
+    target.write_text("# Late\n\nzqxv7lateone is the word.\n")
+    agrees(project, "zqxv7lateone", mode)  # the pass sees one name (st_nlink 1)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.link(target, outside / "late.md")  # no folder watch sees this name
+    same_size_rewrite_keeping_mtime(outside / "late.md", "zqxv7lateone", "zqxv7latetwo",
+                                    tmp_path)
+    assert project.hits(agrees(project, "zqxv7latetwo", mode)) == [f"{METRICS}/late.md"]
+    agrees(project, "zqxv7lateone", mode)
+    if mode == "watcher-clean":  # the link count change made the LinkTracker take it in
+        assert project.status()["unannounced"]["hard_links"]["tracked"] == 1
+    # Once more, now that the daemon knows the second name: still right.
+    same_size_rewrite_keeping_mtime(outside / "late.md", "zqxv7latetwo", "zqxv7latee3e",
+                                    tmp_path)
+    agrees(project, "zqxv7latee3e", mode)
+    agrees(project, "zqxv7latetwo", mode)
+
+
+def test_file_watch_follows_a_rename(flow: tuple[CliProject, str], tmp_path: Path) -> None:
+    project, mode = flow
+    first = project.root / METRICS / "before_rename.md"
+    first.write_text("# Renamed\n\nzqxv7renone is the word.\n")
+    agrees(project, "zqxv7renone", mode)
+    moved = project.root / METRICS / "after_rename.md"
+    subprocess.run(["mv", str(first), str(moved)], check=True)
+    assert project.hits(agrees(project, "zqxv7renone", mode)) == [f"{METRICS}/after_rename.md"]
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.link(moved, outside / "x.md")
+    same_size_rewrite_keeping_mtime(outside / "x.md", "zqxv7renone", "zqxv7rentwo", tmp_path)
+    assert project.hits(agrees(project, "zqxv7rentwo", mode)) == [f"{METRICS}/after_rename.md"]
+    agrees(project, "zqxv7renone", mode)
+    if mode == "watcher-clean":
+        files = project.status()["unannounced"]["file_watches"]
+        assert files["available"] and not files["over_budget"]
+        assert files["watched"] == len(indexed_keys(project))
+
+
+def indexed_keys(project: CliProject) -> set[str]:
+    return set(oracle.indexed_files(project.root))
+
+
+@pytest.fixture()
+def small_budget(make_cli_project: Callable[..., CliProject],
+                 monkeypatch: pytest.MonkeyPatch) -> Iterator[CliProject]:
+    """A daemon (the real engine, forked from this process) whose inotify
+    backend may hold only 3 file watches: the rest of the files are over budget."""
+    import backends.inotify
+    from ctindex.daemon.engine import RealEngine
+    from ctindex.project import Project
+
+    monkeypatch.setattr(backends.inotify, "FILE_WATCHES_MAX", 3)
+    project = make_cli_project()
+    with forked_daemon(project.root, lambda: RealEngine(Project.at(project.root))):
+        project.wait_daemon()
+        yield project
+
+
+def test_file_watch_budget_exceeded_rechecks_the_rest(small_budget: CliProject,
+                                                      tmp_path: Path) -> None:
+    project = small_budget
+    target = project.root / METRICS / "zz_over_budget.md"
+    target.write_text("# Over\n\nzqxv7budone is the word.\n")
+    agrees(project, "zqxv7budone", "watcher-clean")
+    files = project.status()["unannounced"]["file_watches"]
+    assert files["watched"] == files["budget"] == 3 and files["over_budget"]
+    assert files["rechecked"] >= len(indexed_keys(project)) - 3
+    checks_before = files["stats"]
+    # Not watched (over budget): a second name and a same-size rewrite with
+    # the mtime kept are caught by the per-barrier fingerprint check.
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.link(target, outside / "o.md")
+    same_size_rewrite_keeping_mtime(outside / "o.md", "zqxv7budone", "zqxv7budtwo", tmp_path)
+    assert project.hits(agrees(project, "zqxv7budtwo", "watcher-clean")) == [
+        f"{METRICS}/zz_over_budget.md"]
+    agrees(project, "zqxv7budone", "watcher-clean")
+    files = project.status()["unannounced"]["file_watches"]
+    # Counted, not timed: one lstat per unwatched file per barrier.
+    assert files["stats"] - checks_before >= 2 * (len(indexed_keys(project)) - 3)
+    text = project.cli("watch", "status").stdout
+    assert "file_watches: 3 of 3, over budget" in text
+
+
+def test_file_watch_budget_exceeded_past_the_recheck_cap_reconciles_fully(
+        make_cli_project: Callable[..., CliProject], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    import backends.inotify
+    import ctindex.daemon.filewatch
+    from ctindex.daemon.engine import RealEngine
+    from ctindex.project import Project
+
+    monkeypatch.setattr(backends.inotify, "FILE_WATCHES_MAX", 0)
+    monkeypatch.setattr(ctindex.daemon.filewatch, "REST_MAX", 2)
+    project = make_cli_project()
+    with forked_daemon(project.root, lambda: RealEngine(Project.at(project.root))):
+        project.wait_daemon()
+        target = project.root / METRICS / "capped.md"
+        target.write_text("# Capped\n\nzqxv7capone is the word.\n")
+        # A full pass before every answer, and the answer says so.
+        doc = agrees(project, "zqxv7capone", "watcher-clean")
+        assert doc["freshness"]["reason"] == "reconciled by the daemon: file-watches-over-budget"
+        reconciles = project.status()["reconciles"]
+        os.link(target, tmp_path / "c.md")
+        same_size_rewrite_keeping_mtime(tmp_path / "c.md", "zqxv7capone", "zqxv7captwo",
+                                        tmp_path)
+        doc = agrees(project, "zqxv7captwo", "watcher-clean")
+        assert doc["freshness"]["reason"] == "reconciled by the daemon: file-watches-over-budget"
+        assert project.status()["reconciles"] == reconciles + 1
+        files = project.status()["unannounced"]["file_watches"]
+        assert files["rechecked_over_cap"] and files["watched"] == 0
+        assert "each barrier reconciles fully" in project.cli("watch", "status").stdout
+
+
+def kernel_watches(fd: int) -> int:
+    """Watches the kernel holds on an inotify fd (/proc/self/fdinfo)."""
+    with open(f"/proc/self/fdinfo/{fd}", encoding="ascii") as fh:
+        return sum(1 for line in fh if line.startswith("inotify wd:"))
+
+
+def test_file_watches_do_not_leak_when_files_go(tmp_path: Path) -> None:
+    from backends.inotify import InotifyWatcher
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    keys = []
+    for i in range(40):
+        (docs / f"f{i}.md").write_text(f"{i}\n")
+        keys.append(f"docs/f{i}.md")
+    os.link(docs / "f0.md", docs / "f0_again.md")  # two keys, one inode, one watch
+    os.link(docs / "f1.md", outside / "f1.md")  # survives the unlink of its indexed name
+    w = InotifyWatcher(tmp_path, ["docs"], lambda key: True)
+    try:
+        fd = w.fileno()
+        assert fd is not None
+        folders = kernel_watches(fd)
+        assert w.watch_files([*keys, "docs/f0_again.md"]) == {*keys, "docs/f0_again.md"}
+        assert w.file_watch_count() == 40 and kernel_watches(fd) == folders + 40
+        for round_ in range(3):  # deleted and recreated: the count stays bounded
+            for i in range(40):
+                (docs / f"f{i}.md").unlink()
+            (docs / "f0_again.md").unlink()
+            batch = w.read(0.0)
+            assert set(keys) <= batch.paths
+            # The daemon drops keys its pass no longer records (f1's inode lives on
+            # through its outside name, so no IN_IGNORED would ever drop it).
+            w.unwatch_files([*keys, "docs/f0_again.md"])
+            w.read(0.0)  # the IN_IGNORED of the removed watches
+            assert w.file_watch_count() == 0 and not w.watched_files()
+            assert kernel_watches(fd) == folders, round_
+            for i in range(40):
+                (docs / f"f{i}.md").write_text(f"{i} again\n")
+            w.watch_files(keys)
+            assert kernel_watches(fd) == folders + 40
+            os.link(docs / "f0.md", docs / "f0_again.md")
+            w.watch_files(["docs/f0_again.md"])
+    finally:
+        w.close()
+
+
+def test_file_watch_follows_its_inode_and_is_re_pointed(tmp_path: Path) -> None:
+    """Backend rules: one watch per inode, it follows a rename, a key whose
+    name now holds another inode is re-pointed, IN_IGNORED drops it."""
+    from backends.inotify import InotifyWatcher
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("a\n")
+    other = tmp_path / "other.md"
+    w = InotifyWatcher(tmp_path, ["docs"], lambda key: True)
+    try:
+        assert w.watch_files(["docs/a.md"]) == {"docs/a.md"}
+        assert w.watch_files(["docs/a.md"]) == set()  # same inode: nothing new
+        os.link(docs / "a.md", other)
+        assert w.read(0.0).paths == {"docs/a.md"}  # IN_ATTRIB: the link count moved
+        with open(other, "a") as fh:
+            fh.write("through the other name\n")
+        assert w.read(0.0).paths == {"docs/a.md"}  # no folder event; the file's own
+        os.rename(docs / "a.md", docs / "b.md")
+        assert {"docs/a.md", "docs/b.md"} <= w.read(0.0).paths
+        assert w.watch_files(["docs/b.md"]) == {"docs/b.md"}
+        w.unwatch_files(["docs/a.md"])  # what the pass no longer records
+        assert w.file_watch_count() == 1 and set(w.watched_files()) == {"docs/b.md"}
+        with open(other, "a") as fh:
+            fh.write("again\n")
+        assert w.read(0.0).paths == {"docs/b.md"}  # the watch moved with its inode
+        # A new file under the same name: the key is re-pointed to it.
+        (docs / "b.md.tmp").write_text("new\n")
+        os.replace(docs / "b.md.tmp", docs / "b.md")
+        w.read(0.0)
+        assert w.watch_files(["docs/b.md"]) == {"docs/b.md"}
+        with open(other, "a") as fh:
+            fh.write("the old inode: not indexed any more\n")
+        assert w.read(0.0).paths == set()
+        (docs / "b.md").unlink()  # last name: IN_DELETE_SELF, IN_IGNORED
+        assert "docs/b.md" in w.read(0.0).paths
+        assert w.file_watch_count() == 0 and not w.watched_files()
+    finally:
+        w.close()
+
+
+def test_file_watch_budget_rule() -> None:
+    from backends.inotify import file_watch_budget
+
+    assert file_watch_budget(8192, 100) == 4046  # half of what the folders leave
+    assert file_watch_budget(1_000_000, 1000) == 65_536  # the fixed cap
+    assert file_watch_budget(100, 500) == 0  # folders first
+
+
+
 # -- mounts --------------------------------------------------------------------------
 
 def mount(*args: str) -> None:

@@ -38,17 +38,18 @@ if TYPE_CHECKING:
     from ctindex.indexer import LinkedEntry
 
 # Files re-checked by lstat per barrier when the watch budget is exhausted:
-# ~1 µs of lstat each on a local disk (docs/benchmarks.md), so 200,000 keep
-# a barrier within ~0.3 s of its 500 ms budget; beyond that a full pass per
-# barrier is the honest answer.
-REST_MAX = 200_000
+# ~2.5 µs each unloaded (docs/benchmarks.md: a bare lstat walk of 200,000
+# files in 486 ms), 12-15 µs on the loaded 2-core test machine, so 20,000
+# cost 50-300 ms of a barrier's 500 ms budget (links.LINKED_MAX's reasoning).
+# Beyond that a full pass per barrier is the honest answer.
+REST_MAX = 20_000
 
 
 class FileWatches:
-    def __init__(self, base: str, rest_cap: int = REST_MAX) -> None:
+    def __init__(self, base: str, rest_cap: int | None = None) -> None:
         self.base = base
         # Files nothing watches: re-checked per barrier (the LinkTracker's rule).
-        self.rest = LinkTracker(base, cap=rest_cap)
+        self.rest = LinkTracker(base, cap=REST_MAX if rest_cap is None else rest_cap)
         self.verified = 0  # lstat calls made after adding watches, in total
         self.active = False  # the backend in use can watch files
 
