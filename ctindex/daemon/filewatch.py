@@ -67,8 +67,9 @@ class FileWatches:
         backend = file_watching(watcher)
         self.active = backend is not None
         if backend is None:
-            # Folder events only (or the poll lane, where every barrier is a
-            # full pass anyway): nothing is kept, nothing claimed.
+            # The poll lane (every barrier is a full pass anyway) or a backend
+            # without file watches (docs/backends.md): nothing kept here.
+            self.rest.learn({}, True, ())
             return []
         folders = set(keys)
         held = backend.watched_files()
