@@ -346,6 +346,52 @@ def test_file_watch_follows_its_inode_and_is_re_pointed(tmp_path: Path) -> None:
         w.close()
 
 
+def test_file_watches_verify_rules(tmp_path: Path) -> None:
+    """Watch first, or verify (docs/reliability.md, "File watches" rule 3)."""
+    from backends.inotify import InotifyWatcher
+    from ctindex.daemon.filewatch import FileWatches
+    from reconciler import Fingerprint
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+
+    def entry(name: str, recorded_after_ns: int = 3_000_000_000) -> tuple[Fingerprint, int]:
+        st = os.lstat(docs / name)
+        fp = Fingerprint(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        return fp, max(st.st_mtime_ns, st.st_ctime_ns) + recorded_after_ns
+
+    for name in ("clean.md", "moved.md", "racy.md", "racy_linked.md", "late.md"):
+        (docs / name).write_text(name)
+    os.link(docs / "racy_linked.md", tmp_path / "other.md")
+    seen = {f"docs/{n}": entry(n) for n in ("clean.md", "moved.md")}
+    seen |= {f"docs/{n}": entry(n, 0) for n in ("racy.md", "racy_linked.md")}
+    rewrite_in_place(docs / "moved.md", "moved", "MOVED")  # after the pass read it
+    w = InotifyWatcher(tmp_path, ["docs"], lambda key: True, file_cap=4)
+    files = FileWatches(os.fspath(tmp_path))
+    try:
+        assert w.file_budget == 4
+        seen["docs/late.md"] = entry("late.md")  # the fifth: over the budget
+        assert files.learn(w, seen, True, ()) == ["docs/moved.md"]
+        # Racily clean with one name: trusted; with another name, or unwatched: re-checked.
+        assert set(files.rest.entries) == {"docs/racy_linked.md", "docs/late.md"}
+        assert files.verified == 4 and len(w.watched_files()) == 4
+        # A narrowed pass's keys are watched before it reads them: nothing to verify.
+        files.prewatch(w, ["docs/moved.md"])
+        assert files.learn(w, {"docs/moved.md": entry("moved.md")}, False,
+                           ["docs/moved.md"]) == []
+        assert files.verified == 4
+        # Gone from what the pass records: unwatched, and the budget frees up.
+        (docs / "clean.md").unlink()
+        assert files.learn(w, {}, False, ["docs/clean.md"]) == []
+        assert "docs/clean.md" not in w.watched_files()
+        assert files.learn(w, {"docs/late.md": entry("late.md")}, False, ["docs/late.md"]) == []
+        assert "docs/late.md" in w.watched_files() and "docs/late.md" not in files.rest.entries
+        # No file-watching backend: nothing kept, nothing claimed.
+        assert files.learn(None, seen, True, ()) == [] and not files.rest.entries
+    finally:
+        w.close()
+
+
 def test_file_watch_budget_rule() -> None:
     from backends.inotify import file_watch_budget
 

@@ -13,12 +13,14 @@ covers what it cannot hold (docs/daemon.md, "Changes no event announces").
   replaces the watched set, a narrowed one replaces it under its keys. Each
   key is watched again (add_watch on a watched inode returns its wd; a name
   that now holds another inode is re-pointed).
-* Watch, then verify: a write between the pass reading a file and its watch
-  existing has no event, so each newly handed file is lstat'ed after the
-  watch is in place and compared with what the pass recorded (spec §7's
-  rule, ctindex/daemon/links.vouches); a mismatch makes the key dirty.
-* A file the backend cannot watch (over its budget, or no file-watching
-  backend behind a native lane) or whose record is racily clean is kept here
+* Watch first, or verify: a write between the pass reading a file and its
+  watch existing has no event. So a narrowed pass's keys are watched before
+  it runs (prewatch), and each file first watched after a pass read it is
+  lstat'ed once the watch is in place and compared with what the pass
+  recorded (spec §7's rule, ctindex/daemon/links.vouches); a mismatch
+  makes the key dirty.
+* A file the backend cannot watch (over its budget) or whose record is
+  racily clean while it has another name is kept here
   with its fingerprint and lstat'ed at every barrier, like links.py does:
   nothing is vouched for that nothing watches. Above REST_MAX such files
   every barrier reconciles fully (reason `file-watches-over-budget`).
@@ -126,10 +128,17 @@ class FileWatches:
                 continue
             if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev) != fp:
                 dirty.append(key)
-            elif not vouches(st, fp, recorded_ns, gran):
-                # Racily clean: an equal fingerprint proves nothing for a
-                # write in the same tick before the watch existed. Re-checked
-                # at barriers until a later pass records it cleanly.
+            elif not vouches(st, fp, recorded_ns, gran) and st.st_nlink > 1:
+                # Racily clean with another name: an equal fingerprint proves
+                # nothing for a write through that name in the same tick,
+                # before the watch existed. Re-checked at barriers until a
+                # later pass records it cleanly. With one name, any write
+                # since the pass read the file went through the indexed name
+                # (a folder event) or after the watch existed (a file event),
+                # save a name linked, written through and unlinked again
+                # within one tick of that read (docs/reliability.md, "File
+                # watches"); trusting it spares a narrowed pass per barrier
+                # for every file a full pass met just after it was written.
                 rest[key] = entry
         self.verified += len(new)
         return dirty, rest
