@@ -13,7 +13,7 @@ means "this whole subtree may be dirty".
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -126,11 +126,14 @@ class FileWatching(Protocol):
     @property
     def file_budget(self) -> int: ...  # at most this many file watches are held
 
-    def watch_files(self, keys: Iterable[str]) -> set[str]:
+    def watch_files(self, keys: Iterable[str],
+                    inodes: Mapping[str, int] | None = None) -> set[str]:
         """Watch each key's file (re-pointing a key whose name now holds
         another inode); returns the keys whose watch is new (not watched
-        before, or re-pointed). A key not in watched_files() afterwards is
-        not watched: gone, a folder, or over the budget. Never raises for a key."""
+        before, or re-pointed). `inodes`: the inode number the caller
+        recorded for a key; a key already watched at that inode is skipped.
+        A key not in watched_files() afterwards is not watched: gone, a
+        folder, or over the budget. Never raises for a key."""
         ...
 
     def unwatch_files(self, keys: Iterable[str]) -> None: ...

@@ -23,7 +23,7 @@ import errno
 import os
 import select
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
@@ -112,6 +112,9 @@ LOST_RETRY_S = 1.0  # how often a lost root is looked for again (a walk)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+_WD_BITS = 0xFFFF_FFFF  # a wd is a positive C int
+
+
 def _keys(held: str | frozenset[str]) -> frozenset[str]:
     return frozenset((held,)) if isinstance(held, str) else held
 
@@ -153,7 +156,11 @@ class InotifyWatcher:
         # several indexed names (rare: a set per file would double the
         # daemon's memory per indexed file, docs/benchmarks.md).
         self._files: dict[int, str | frozenset[str]] = {}
-        self._file_wd: dict[str, int] = {}  # key -> wd
+        # key -> wd | (inode << 32): the inode the caller recorded when the
+        # watch was made (0: unknown). A later pass that recorded the same
+        # inode needs no add_watch (see watch_files). One int per key: a
+        # tuple would cost ~60 B more per indexed file.
+        self._file_wd: dict[str, int] = {}
         self._file_cap = FILE_WATCHES_MAX if file_cap is None else file_cap
         self.file_budget = 0  # set once the folders are watched
         self._fd = self._c.init1(c.IN_NONBLOCK | c.IN_CLOEXEC)
@@ -176,10 +183,20 @@ class InotifyWatcher:
         return {key: wd for wd, key in self._dirs.items()}
 
     # -- file watches (backends.base.FileWatching) ------------------------------
-    def watch_files(self, keys: Iterable[str]) -> set[str]:
+    def watch_files(self, keys: Iterable[str],
+                    inodes: Mapping[str, int] | None = None) -> set[str]:
         new: set[str] = set()
         for key in keys:
-            if len(self._file_wd) >= self.file_budget and key not in self._file_wd:
+            packed = self._file_wd.get(key)
+            ino = inodes.get(key, 0) if inodes is not None else 0
+            if packed is not None and ino and packed >> 32 == ino:
+                # Watched at the inode this pass recorded for the name: no
+                # syscall (40,000 re-adds cost a full pass ~0.5-1 s). A name
+                # that came to hold another inode has a recorded inode that
+                # differs; after lost events (overflow) every known inode is
+                # forgotten, so the next pass re-adds every key.
+                continue
+            if packed is None and len(self._file_wd) >= self.file_budget:
                 continue  # over budget: the caller keeps these another way
             path = os.fsencode(key_path(self.base, key))
             try:
@@ -198,17 +215,17 @@ class InotifyWatcher:
                 # never turn that watch into a file watch.
                 self._detach(key)
                 continue
-            old = self._file_wd.get(key)
+            old = None if packed is None else packed & _WD_BITS
             if old != wd:
                 if old is not None:
                     self._detach(key)
-                self._file_wd[key] = wd
                 held = self._files.get(wd)
                 if held is None:
                     self._files[wd] = key
                 else:
                     self._files[wd] = _keys(held) | {key}
                 new.add(key)
+            self._file_wd[key] = wd | (ino << 32)
         return new
 
     def unwatch_files(self, keys: Iterable[str]) -> None:
@@ -223,9 +240,10 @@ class InotifyWatcher:
         return len(self._files)
 
     def _detach(self, key: str) -> None:
-        wd = self._file_wd.pop(key, None)
-        if wd is None:
+        packed = self._file_wd.pop(key, None)
+        if packed is None:
             return
+        wd = packed & _WD_BITS
         held = self._files.get(wd)
         if held is None:
             return
@@ -249,7 +267,7 @@ class InotifyWatcher:
         if mask & c.IN_IGNORED:  # inode gone (or unmounted): the kernel dropped the watch
             del self._files[wd]
             for key in keys:
-                if self._file_wd.get(key) == wd:
+                if self._file_wd.get(key, 0) & _WD_BITS == wd:
                     del self._file_wd[key]
 
     def read(self, timeout: float | None = 0.0) -> Batch:
@@ -433,10 +451,16 @@ class InotifyWatcher:
         self._lost[root] = self._clock() + LOST_RETRY_S
         acc.need([root], reason)
 
+    def _forget_file_inodes(self) -> None:
+        """Events were lost (an IN_IGNORED among them, perhaps): the next
+        pass re-adds every file watch instead of trusting what it knew."""
+        self._file_wd = {k: v & _WD_BITS for k, v in self._file_wd.items()}
+
     def _overflowed(self, acc: BatchBuilder) -> None:
         # Folders created while events were dropped have no watch yet: re-walk
         # (add_watch on a watched folder just returns its wd).
         acc.need(self.roots, "overflow")
+        self._forget_file_inodes()
         self._moves.clear()
         for root in self.roots:
             if root not in self._lost:

@@ -10,9 +10,10 @@ watches (backends/inotify.py); this module decides which keys it holds and
 covers what it cannot hold (docs/daemon.md, "Changes no event announces").
 
 * Every pass hands over what it recorded (`Applied.seen`): a full pass
-  replaces the watched set, a narrowed one replaces it under its keys. Each
-  key is watched again (add_watch on a watched inode returns its wd; a name
-  that now holds another inode is re-pointed).
+  replaces the watched set, a narrowed one replaces it under its keys. A
+  key already watched at the inode the pass recorded costs nothing; any
+  other is watched (again): a name that now holds another inode is
+  re-pointed.
 * Watch first, or verify: a write between the pass reading a file and its
   watch existing has no event. So a narrowed pass's keys are watched before
   it runs (prewatch), and each file first watched after a pass read it is
@@ -29,7 +30,7 @@ covers what it cannot hold (docs/daemon.md, "Changes no event announces").
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,22 @@ if TYPE_CHECKING:
 # cost 50-300 ms of a barrier's 500 ms budget (links.LINKED_MAX's reasoning).
 # Beyond that a full pass per barrier is the honest answer.
 REST_MAX = 20_000
+
+
+class _Inodes(Mapping[str, int]):
+    """key -> the inode number a pass recorded, read from its report (no copy)."""
+
+    def __init__(self, seen: Mapping[str, LinkedEntry]) -> None:
+        self._seen = seen
+
+    def __getitem__(self, key: str) -> int:
+        return self._seen[key][0].ino
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._seen)
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
 
 class FileWatches:
@@ -92,7 +109,7 @@ class FileWatches:
             if folder_keys:
                 gone.extend(k for k in held if k not in seen and _under_any(k, folder_keys))
         backend.unwatch_files(gone)
-        new = backend.watch_files(seen)
+        new = backend.watch_files(seen, _Inodes(seen))
         dirty, rest = self._verify(seen, held, new)
         self.rest.learn(rest, full, folders)
         return dirty
