@@ -188,7 +188,10 @@ class InotifyWatcher:
         new: set[str] = set()
         for key in keys:
             packed = self._file_wd.get(key)
-            ino = inodes.get(key, 0) if inodes is not None else 0
+            ino = 0
+            if inodes is not None:
+                with contextlib.suppress(KeyError):  # one lookup, not get()'s two
+                    ino = inodes[key]
             if packed is not None and ino and packed >> 32 == ino:
                 # Watched at the inode this pass recorded for the name: no
                 # syscall (40,000 re-adds cost a full pass ~0.5-1 s). A name

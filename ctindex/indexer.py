@@ -9,12 +9,13 @@ records, never a second, possibly torn, read.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import sys
 import time
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -66,18 +67,22 @@ class UpdateReport:
     linked: dict[str, LinkedEntry] = field(default_factory=dict)
     linked_full: bool = False
     # Every file the pass recorded within what it walked (all roots, or the
-    # keys it was narrowed to), same form: the daemon watches each of these
-    # files itself (ctindex/daemon/filewatch.py).
-    seen: dict[str, LinkedEntry] = field(default_factory=dict)
+    # keys it was narrowed to), same form, read lazily from the new file
+    # table: the daemon watches each of these files itself
+    # (ctindex/daemon/filewatch.py); nobody else pays for it.
+    seen: Mapping[str, LinkedEntry] = field(default_factory=dict)
 
     @property
     def content_changed(self) -> bool:
         return bool(self.added or self.changed or self.removed or self.renamed)
 
     def as_dict(self) -> dict[str, Any]:
-        # `linked` is the daemon's input, not part of `update --json`.
-        return {k: v for k, v in asdict(self).items()
-                if k not in ("linked", "linked_full", "seen")}
+        # `linked` and `seen` are the daemon's input, not part of `update
+        # --json`; skipped before copying (asdict would deep-copy `seen`,
+        # the whole new file table).
+        skip = ("linked", "linked_full", "seen")
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
+                if f.name not in skip}
 
 
 MAX_MESSAGE = 300  # characters kept of one provider error / warning
@@ -127,6 +132,38 @@ def stale_scopes(m: StoreManifest, plan: Plan) -> list[str]:
 
 def _under(key: str, roots: list[str]) -> bool:
     return any(not r or key == r or key.startswith(r + "/") for r in roots)
+
+
+class RecordedFiles(Mapping[str, "LinkedEntry"]):
+    """The entries of a pass's file table within what it walked, as
+    (fingerprint, recorded_ns), made on access: a query that reconciles
+    itself never builds 40,000 of them."""
+
+    def __init__(self, raw: Mapping[str, Sequence[Any]], only: list[str] | None) -> None:
+        from reconciler import Fingerprint  # once: not per entry (an import costs ~4 µs)
+
+        self._raw = raw
+        self._inside = None if only is None else set(only)
+        self._fp = Fingerprint
+
+    def __contains__(self, key: object) -> bool:
+        if self._inside is None:
+            return key in self._raw
+        return isinstance(key, str) and key in self._raw and _within(key, self._inside)
+
+    def __getitem__(self, key: str) -> LinkedEntry:
+        e = self._raw[key]  # KeyError when absent
+        if self._inside is not None and not _within(key, self._inside):
+            raise KeyError(key)
+        return self._fp(*e[:5]), e[6]
+
+    def __iter__(self) -> Iterator[str]:
+        inside = self._inside
+        return iter(self._raw) if inside is None else \
+            (k for k in self._raw if _within(k, inside))
+
+    def __len__(self) -> int:
+        return len(self._raw) if self._inside is None else sum(1 for _ in self)
 
 
 def _within(key: str, folders: set[str]) -> bool:
@@ -400,9 +437,7 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
     report.linked = {k: (Fingerprint(*e[:5]), e[6]) for k in res.linked
                      if (e := recorded.get(k)) is not None}
     report.linked_full = only is None
-    inside = None if only is None else set(only)
-    report.seen = {k: (Fingerprint(*e[:5]), e[6]) for k, e in recorded.items()
-                   if inside is None or _within(k, inside)}
+    report.seen = RecordedFiles(recorded, only)
     kind = "rebuild" if fresh else ("narrowed" if only is not None else "full")
     pass_info: dict[str, Any] = {
                  "kind": kind,

@@ -131,12 +131,13 @@ class FileWatches:
         rest: dict[str, LinkedEntry] = {}
         gran = self.rest.granularity_ns
         lstat, join, base = os.lstat, os.path.join, self.base
-        for key, entry in seen.items():
+        for key in seen:
             if key not in held:
-                rest[key] = entry
+                rest[key] = seen[key]
                 continue
             if key not in new:
                 continue  # watched before the pass read it: any later write has an event
+            entry = seen[key]
             fp, recorded_ns = entry
             try:
                 st = lstat(join(base, key))

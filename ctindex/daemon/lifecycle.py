@@ -416,7 +416,7 @@ class Daemon:
         self.dirty.add(self.links.check(), now)
         if self.links.over_cap:
             self.dirty.request_rescan("hard-links-over-cap", now)
-        # Files over the file-watch budget (or racily clean when watched).
+        # Files over the file-watch budget (or racily clean with another name).
         self.dirty.add(self.files.check(), now)
         if self.files.over_cap:
             self.dirty.request_rescan("file-watches-over-budget", now)
