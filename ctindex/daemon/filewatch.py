@@ -70,7 +70,6 @@ class FileWatches:
         # Files nothing watches: re-checked per barrier (the LinkTracker's rule).
         self.rest = LinkTracker(base, cap=REST_MAX if rest_cap is None else rest_cap)
         self.verified = 0  # lstat calls made after adding watches, in total
-        self.active = False  # the backend in use can watch files
 
     def reset(self) -> None:
         """A new watcher holds no file watches; the full pass that follows
@@ -84,7 +83,6 @@ class FileWatches:
         if seen is None:  # an engine that does not report them: nothing to act on
             return []
         backend = file_watching(watcher)
-        self.active = backend is not None
         if backend is None:
             # The poll lane (every barrier is a full pass anyway) or a backend
             # without file watches (docs/backends.md): nothing kept here.
