@@ -1,5 +1,5 @@
-"""`python -m ctindex` runs the CLI."""
+"""`python -m ctindex` runs the CLI (the daemon's answer first, ctindex/quick.py)."""
 
-from ctindex.cli import console
+from ctindex.quick import console
 
 console()

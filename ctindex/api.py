@@ -241,8 +241,9 @@ class Index:
         self.project = Project.at(root)
         self._lock = threading.RLock()
         self._plan: Plan | None = None
-        self._snap: Snapshot | None = None
-        self.opened = 0  # generations opened so far (reused between queries otherwise)
+        from ctindex.store.snapshot import OpenGeneration
+
+        self._open = OpenGeneration(Path(self.project.index_dir))
 
     @property
     def root(self) -> Path:
@@ -260,9 +261,7 @@ class Index:
     def close(self) -> None:
         """Close the open generation's files (the object stays usable)."""
         with self._lock:
-            if self._snap is not None:
-                self._snap.close()
-                self._snap = None
+            self._open.close()
 
     # -- plan and generation ----------------------------------------------------------
 
@@ -280,21 +279,13 @@ class Index:
 
     def _generation(self) -> Snapshot:
         """The published generation, reusing the open one while MANIFEST is
-        unchanged (compared in full, not by its stat)."""
-        from ctindex.store.manifest import read_manifest
-        from ctindex.store.snapshot import open_snapshot
+        unchanged (ctindex/store/snapshot.py OpenGeneration)."""
+        return self._open.current()
 
-        m = read_manifest(Path(self.project.index_dir))
-        if m is not None and self._snap is not None and self._snap.manifest == m:
-            return self._snap
-        fresh = open_snapshot(Path(self.project.index_dir))
-        if fresh is None:
-            raise FileNotFoundError(str(Path(self.project.index_dir) / "MANIFEST"))
-        if self._snap is not None:
-            self._snap.close()  # its files may be collected now: nothing reads them
-        self._snap = fresh
-        self.opened += 1
-        return fresh
+    @property
+    def opened(self) -> int:
+        """Generations opened so far (reused between queries otherwise)."""
+        return self._open.opened
 
     def _indexed(self, plan: Plan, work: Any) -> tuple[_Freshness, Any]:
         """Prove freshness (client.ensure_fresh: barrier or reconciliation,

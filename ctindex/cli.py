@@ -19,10 +19,13 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ctindex.errors import CtindexError
 from ctindex.output import emit, flush, output_failed
+
+if TYPE_CHECKING:
+    from ctindex.commands import QuickAnswer
 
 PROG = "ctindex"
 COMMANDS = ("init", "scopes", "why", "status", "update", "rebuild", "verify", "search",
@@ -263,8 +266,11 @@ def _report(err: TextIO, line: str, code: int) -> int:
 
 
 def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
-         stderr: TextIO | None = None, cwd: str | os.PathLike[str] | None = None) -> int:
-    """Run one command; returns the exit code (the console script exits with it)."""
+         stderr: TextIO | None = None, cwd: str | os.PathLike[str] | None = None,
+         answer: QuickAnswer | None = None) -> int:
+    """Run one command; returns the exit code (the console script exits with it).
+    `answer`: how `search` gets its fresh answer instead of its own barrier
+    (the daemon's query path, ctindex/daemon/query.py; None everywhere else)."""
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
     if out is sys.stdout and isinstance(out, io.TextIOWrapper):
@@ -272,7 +278,7 @@ def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
         out.reconfigure(errors="surrogateescape")
     args = sys.argv[1:] if argv is None else list(argv)
     try:
-        return _run(args, out, err, cwd)
+        return _run(args, out, err, cwd, answer)
     except CtindexError as exc:
         _report(err, f"{PROG}: {exc}", exc.exit_code)
         if _wants_json(args):  # a JSON reader gets the error as JSON too (schemas/error.json)
@@ -293,7 +299,7 @@ def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
 
 
 def _run(argv: list[str], out: TextIO, err: TextIO,
-         cwd: str | os.PathLike[str] | None) -> int:
+         cwd: str | os.PathLike[str] | None, answer: QuickAnswer | None = None) -> int:
     parser = build_parser(command_of(argv))
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -334,6 +340,7 @@ def _run(argv: list[str], out: TextIO, err: TextIO,
     project = Project.at(root or start)
     ctx = Context(project=project, json=getattr(args, "json", False),
                   quiet=getattr(args, "quiet", False), out=out, err=err, cwd=here)
+    ctx.answer = answer
     name = f"ctindex.commands.{args.command}"
     try:
         module = importlib.import_module(name)

@@ -6,11 +6,22 @@ imports are its own cost.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ctindex.output import emit, write_json
 from ctindex.project import Project
+
+if TYPE_CHECKING:
+    from ctindex.search.engine import Outcome
+    from ctindex.search.freshness import Freshness
+    from ctindex.search.query import Node
+
+# A search's fresh answer made elsewhere (the daemon's query path,
+# ctindex/daemon/query.py): (context, parsed query, limit) -> (freshness,
+# outcome), printed by the command's own code so the bytes are the same.
+QuickAnswer = Callable[["Context", "Node", int], "tuple[Freshness, Outcome]"]
 
 
 class Context:
@@ -25,6 +36,7 @@ class Context:
         self.out = out
         self.err = err
         self.cwd = cwd      # relative PATH arguments are taken from here
+        self.answer: QuickAnswer | None = None  # set only by the daemon's query path
 
     def emit_json(self, document: Any) -> None:
         write_json(self.out, document)

@@ -28,6 +28,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if args.limit is None:  # like `rg -l`, a listing names every match
         args.limit = ALL if listing else DEFAULT_LIMIT
     prior = None
+    if ctx.answer is not None and not args.direct:  # the daemon's query path
+        return _emit(ctx, text, *ctx.answer(ctx, node, args.limit), listing=listing)
     if not args.direct:
         answer, prior = _fast(ctx, node, args.limit)
         if answer is not None:
@@ -146,6 +148,9 @@ def _text(ctx: Context, outcome: Outcome, fresh: Freshness) -> None:
     how = fresh.mode + (f" ({fresh.reason})" if fresh.reason else "")
     timing = (f", reconciled in {fresh.reconcile_ms:.1f} ms"
               if fresh.reconcile_ms is not None else "")
+    if fresh.mode == "watcher-clean" and fresh.barrier_ms is not None:
+        # What the freshness cost: the daemon's proof (spec §7), as JSON's barrier_ms.
+        timing = f", barrier {fresh.barrier_ms:.1f} ms{timing}"
     ctx.echo(f"{shown} of {outcome.total} matches · {where} · {how}{timing}")
     if fresh.rebuilt:
         ctx.note(f"index rebuilt before answering: {fresh.rebuilt}")

@@ -34,6 +34,7 @@ from ctindex.daemon.engine import Applied, ConfigStamp, Engine, PlanView
 from ctindex.daemon.filewatch import FileWatches
 from ctindex.daemon.links import LinkTracker
 from ctindex.daemon.log import LifecycleLog
+from ctindex.daemon.query import QUERY_BUDGET_S, Job, QueryService
 from ctindex.daemon.server import Connection, IpcServer
 from ctindex.errors import PolicyError
 from ctindex.project import Project, is_index_key
@@ -116,6 +117,7 @@ class Daemon:
         self.owner = True  # False once our lock file was deleted or replaced
         self.unreported: dict[str, Any] | None = None  # full pass not yet told to a client
         self.trim_due: float | None = None  # when to hand freed memory back (after work)
+        self.queries: QueryService | None = None  # the `search` op (ctindex/daemon/query.py)
 
     @property
     def plan(self) -> PlanView:
@@ -189,6 +191,7 @@ class Daemon:
                            {"build": self.build})
         server.start()
         self.server = server
+        self.queries = QueryService(self.project.root, self.project.index_dir, self._poke)
         self._drop_claim()
         self._log("start", backend=self.watcher.name, socket=self.paths.socket)
         self.dirty.request_rescan("startup")
@@ -220,6 +223,7 @@ class Daemon:
             self._drain_watcher()
         self._expire_waiters(now)
         self._answer_barriers()
+        self._answer_queries(now)
         if self.server is not None:
             self.server.expire(now)
         if self.dirty.ready(now) and now >= self.error_until:
@@ -239,6 +243,8 @@ class Daemon:
             times.append(max(deadline, self.error_until))
         if self.server is not None and (server_due := self.server.next_deadline()) is not None:
             times.append(server_due)
+        if self.queries is not None and (query_due := self.queries.deadline()) is not None:
+            times.append(query_due)
         waiting = self.cookies.deadline()
         if waiting is not None:
             times.append(waiting)
@@ -350,6 +356,9 @@ class Daemon:
         if op == "barrier":
             self.last_activity = now
             self._start_barrier(conn, request, now)
+        elif op == "search":
+            self.last_activity = now
+            self._start_search(conn, request, now)
         elif op == "status":
             self.server.reply(conn, {"ok": True, "status": self._status_record(self._lane())})
         elif op == "ping":
@@ -398,6 +407,94 @@ class Daemon:
         if self.watcher.fileno() is None:
             self._drain_watcher()  # poll lane: it notices the cookie by listing
 
+    # -- the query path (docs/daemon.md "Query path") ------------------------------
+
+    def _is_search(self, conn: Connection) -> bool:
+        return conn.request is not None and conn.request.get("op") == "search"
+
+    def _decline(self, conn: Connection, reason: str) -> None:
+        """Not answered here: the client runs the in-process path."""
+        assert self.server is not None
+        if self.queries is not None:
+            self.queries.declined += 1
+        self.server.reply(conn, {"ok": False, "declined": True, "error": reason,
+                                 "instance": self.instance})
+
+    def _untrusted(self) -> str | None:
+        """Why this daemon cannot vouch for an answer by itself now (then the
+        client's own barrier words it: unreliable filesystem, reconciled)."""
+        if self.watcher.name == "poll" or self.watcher.degraded:
+            return "events not trusted"
+        if self.unreported is not None:
+            return "a full pass to report"
+        return None
+
+    def _start_search(self, conn: Connection, request: dict[str, Any], now: float) -> None:
+        """A `search` from ctindex/quick.py: only for a client of this build
+        (another build's is declined without retiring: its own barrier then
+        retires this daemon and starts the successor, docs/daemon.md "Build
+        identity"), only under a plan still current, then the usual barrier."""
+        argv, cwd = request.get("argv"), request.get("cwd")
+        if request.get("build") != self.build:
+            self._decline(conn, "build mismatch")
+            return
+        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv) \
+                or not isinstance(cwd, str):
+            self._decline(conn, "malformed search")
+            return
+        assert self.queries is not None
+        if self.queries.busy:
+            self._decline(conn, "daemon busy")
+            return
+        why = self._untrusted()
+        if why is not None:
+            self._decline(conn, why)
+            return
+        # The plan the client would compute (spec §7: never another plan's
+        # answer): the config's fingerprint and bytes, the folders root
+        # detection listed, as on every heartbeat.
+        if self.engine.config_stamp() != self.config_stamp or \
+                self.engine.detection_changed(self.plan):
+            self._replan()
+            self._decline(conn, "plan changed")
+            return
+        self._start_barrier(conn, {"op": "search"}, now)
+
+    def _answer_search(self, waiter: Waiter, ok: bool) -> None:
+        """The barrier of a `search` is done: hand the query to the worker."""
+        assert self.queries is not None
+        why = "daemon error" if not ok else self._untrusted()
+        if why is None and self.queries.busy:
+            why = "daemon busy"
+        if why is not None:
+            self._decline(waiter.conn, why)
+            return
+        now = self.clock()
+        assert self.server is not None and isinstance(waiter.conn.request, dict)
+        request = waiter.conn.request
+        deadline = now + QUERY_BUDGET_S
+        self.server.extend(waiter.conn, deadline + 0.5)
+        self.queries.submit(Job(waiter.conn, list(request["argv"]), str(request["cwd"]),
+                                self.plan.digest, self.stats.generation,
+                                round((now - waiter.started) * 1000, 3), deadline))
+
+    def _answer_queries(self, now: float) -> None:
+        if self.queries is None or self.server is None:
+            return
+        for job in self.queries.finished(now):
+            if job.late or job.declined is not None:
+                self._decline(job.conn, "slow query" if job.late else str(job.declined))
+                continue
+            self.queries.answered += 1
+            self.server.reply(job.conn, {"ok": True, "stdout": job.stdout,
+                                         "stderr": job.stderr, "code": job.code})
+
+    def _poke(self) -> None:
+        """Wake the loop from the worker thread (the signal wake-up socket)."""
+        if self._wake is not None:
+            with contextlib.suppress(OSError):
+                self._wake[1].send(b"q")
+
     def _expire_waiters(self, now: float) -> None:
         for waiter in self.cookies.expired(now):
             self._fail_barrier(waiter.conn, "cookie not seen in time")
@@ -405,9 +502,11 @@ class Daemon:
             self.dirty.request_rescan("cookie-timeout", now)
 
     def _answer_barriers(self) -> None:
-        waiters: list[Waiter] = self.cookies.ready()
-        if not waiters:
+        ready: list[Waiter] = self.cookies.ready()
+        if not ready:
             return
+        searches = [w for w in ready if self._is_search(w.conn)]
+        waiters = [w for w in ready if not self._is_search(w.conn)]
         now = self.clock()
         # Never trust a notification alone: a mount change it missed would
         # leave a scope unwatched (or on the wrong lane) behind a clean answer.
@@ -422,19 +521,26 @@ class Daemon:
             self.dirty.request_rescan("file-watches-over-budget", now)
         pending = self.dirty.take()  # no debounce wait for a barrier
         if pending.rescan:
-            remaining = min(w.deadline for w in waiters) - now
+            remaining = min(w.deadline for w in ready) - now
             last = self.stats.last_reconcile
             expected = (last or {}).get("duration_ms", 0.0) / 1000
             if expected > remaining:
                 # Cannot finish in time: let the clients reconcile themselves now
                 # rather than time out, then do the full pass anyway.
-                for w in waiters:
+                for w in ready:
                     self._fail_barrier(w.conn, "reconcile pending")
                 self._apply(pending)
                 return
         ok = self._apply(pending)
         if ok and self.dirty.rescan_reason in RETRY_BEFORE_ANSWER:
             ok = self._apply(self.dirty.take())  # one retry; a file still changing is live
+        # Searches first: one that finds a full pass to report declines and
+        # leaves the report for the client's own barrier (or for the plain
+        # barriers below, which then take it).
+        for w in searches:
+            self._answer_search(w, ok)
+        if not waiters:
+            return
         lane = self._lane()
         # A full pass forced by lost events since the last answer is reported
         # (once), so a query can say it was reconciled rather than just clean.
@@ -638,6 +744,7 @@ class Daemon:
             "stop_reason": self.stop_reason,
             "stopped": wall if self.stop_reason else None,
             "build": self.build,
+            "queries": self.queries.status() if self.queries is not None else None,
         }
 
     def _write_status(self, lane: str) -> None:
@@ -670,6 +777,8 @@ class Daemon:
         self.stop_reason = reason
         for waiter in self.cookies.drain():
             self._fail_barrier(waiter.conn, "daemon stopping")
+        if self.queries is not None:
+            self.queries.stop()  # a query under way: its client sees the socket close
         if self.server is not None:
             self.server.close()
         if self.watcher is not None:

@@ -308,6 +308,18 @@ class Segment:
             os.close(self._fd)
             self._fd = -1
 
+    @property
+    def cached_blocks(self) -> int:
+        """Term-dictionary blocks held from earlier reads (a long-lived
+        reader caps them: ctindex/daemon/query.py)."""
+        return len(self._blocks)
+
+    def forget_blocks(self) -> None:
+        """Drop the cached dictionary blocks and record block; they are read
+        again when needed."""
+        self._blocks.clear()
+        self._rblock = None
+
     # -- dictionary ------------------------------------------------------------
     def _block(self, b: int) -> tuple[list[str], memoryview]:
         got = self._blocks.get(b)

@@ -120,3 +120,34 @@ def with_snapshot(index_dir: Path, work: Callable[[Snapshot], T], *, close: bool
         raise last
     raise IndexCorrupt(f"{index_dir}: index files missing or unreadable ({last}); "
                        "run `ctindex rebuild`")
+
+
+class OpenGeneration:
+    """The published generation, kept open between reads by a long-lived
+    reader (the Python API's Index, the daemon's query path): MANIFEST is
+    read on every call and compared in full (not by its stat) with the one
+    held; only a different one opens the newer generation, and the older is
+    closed then (its files may be collected: nothing reads them). Not
+    thread-safe: one reader thread per instance."""
+
+    def __init__(self, index_dir: Path) -> None:
+        self.index_dir = index_dir
+        self.snap: Snapshot | None = None
+        self.opened = 0  # generations opened so far
+
+    def current(self) -> Snapshot:
+        m = read_manifest(self.index_dir)
+        if m is not None and self.snap is not None and self.snap.manifest == m:
+            return self.snap
+        fresh = open_snapshot(self.index_dir)
+        if fresh is None:
+            raise FileNotFoundError(str(self.index_dir / "MANIFEST"))
+        self.close()
+        self.snap = fresh
+        self.opened += 1
+        return fresh
+
+    def close(self) -> None:
+        if self.snap is not None:
+            self.snap.close()
+            self.snap = None

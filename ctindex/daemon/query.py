@@ -1,0 +1,228 @@
+"""The daemon's half of the query path (docs/daemon.md "Query path").
+
+A `search` request carries the client's command-line words, working folder
+and build id (ctindex/quick.py). The loop (ctindex/daemon/lifecycle.py)
+checks build, plan and watcher trust, runs the barrier for it as for any
+client, and then hands the query to the one worker thread here, which runs
+the CLI's own `main()` with `answer=` set: the same argument parsing, query
+parser, `search` command and output code as the in-process path, so stdout,
+stderr and exit code are those bytes by construction. The only difference
+is where the fresh answer comes from: the generation this daemon holds open
+(reopened only when MANIFEST changed, ctindex/store/snapshot.py
+OpenGeneration) instead of a barrier over the socket.
+
+Bounds (docs/reliability.md "Query path"):
+
+* The loop never waits for a query: the worker hands back its answer
+  through the wake socket. It holds the GIL at most one switch interval
+  (SLICE_S) at a time while the worker computes, so events, barriers and the
+  heartbeat are served between slices.
+* One query at a time; another one meanwhile is declined ("daemon busy")
+  and answered by its own process. A query not done within QUERY_BUDGET_S
+  is declined the same way (the worker's late answer is dropped).
+* Answers larger than MAX_OUTPUT characters are declined (never buffered
+  twice); the open generation's cached dictionary blocks are capped at
+  CACHE_BLOCKS across queries, and the heartbeat's RSS check against the
+  `status` ceiling covers all of it.
+
+Declining is always safe: the client then runs the in-process path with its
+own barrier and freshness rules (spec §7).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctindex.commands import Context
+    from ctindex.daemon.server import Connection
+    from ctindex.search.engine import Outcome
+    from ctindex.search.freshness import Freshness
+    from ctindex.search.query import Node
+
+QUERY_BUDGET_S = 2.0  # ctindex/quick.py waits this long beyond the barrier budget
+SLICE_S = 0.005  # sys.setswitchinterval: the longest the worker keeps the loop waiting
+MAX_OUTPUT = 8 << 20  # characters of stdout + stderr; the client takes 64 MiB of JSON
+CACHE_BLOCKS = 2048  # dictionary blocks (64 terms each) kept open between queries
+
+
+class Declined(Exception):
+    """This query is not answered here; the client answers it itself."""
+
+
+class Job:
+    """One search between the loop and the worker."""
+
+    __slots__ = ("argv", "barrier_ms", "code", "conn", "cwd", "deadline", "declined",
+                 "digest", "generation", "late", "stderr", "stdout")
+
+    def __init__(self, conn: Connection, argv: list[str], cwd: str, digest: str,
+                 generation: int, barrier_ms: float, deadline: float) -> None:
+        self.conn = conn
+        self.argv = argv
+        self.cwd = cwd
+        self.digest = digest  # the plan the barrier was made under
+        self.generation = generation  # the barrier's: the answer reads this or newer
+        self.barrier_ms = barrier_ms
+        self.deadline = deadline
+        self.stdout = ""
+        self.stderr = ""
+        self.code = 0
+        self.declined: str | None = None
+        self.late = False  # the loop declined it at its deadline: drop the result
+
+
+class QueryService:
+    """The worker thread and what it keeps between queries."""
+
+    def __init__(self, root: Path, index_dir: Path, wake: Callable[[], None]) -> None:
+        from ctindex.store.snapshot import OpenGeneration
+
+        self.root = os.fspath(root)
+        self._open = OpenGeneration(index_dir)  # used by the worker thread only
+        self._wake = wake
+        self._lock = threading.Lock()
+        self._todo = threading.Condition(self._lock)
+        self._queued: Job | None = None
+        self._running: Job | None = None
+        self._done: list[Job] = []
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self.answered = 0
+        self.declined = 0
+
+    # -- loop side ---------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        with self._lock:
+            return self._queued is not None or self._running is not None
+
+    def submit(self, job: Job) -> None:
+        with self._lock:
+            self._queued = job
+            self._todo.notify()
+        if self._thread is None:
+            sys.setswitchinterval(SLICE_S)  # the default today; stated, not assumed
+            self._thread = threading.Thread(target=self._work, name="ctindex-query",
+                                            daemon=True)
+            self._thread.start()
+
+    def finished(self, now: float) -> list[Job]:
+        """Jobs to answer now: done ones, and ones past their budget
+        (declined "slow query"; the worker's late result is dropped)."""
+        with self._lock:
+            done, self._done = self._done, []
+            for job in (self._queued, self._running):
+                if job is not None and job.deadline <= now and not job.late:
+                    job.late = True
+                    done.append(job)
+            if self._queued is not None and self._queued.late:
+                self._queued = None
+        return [j for j in done if not j.conn.closed]
+
+    def deadline(self) -> float | None:
+        with self._lock:
+            job = self._running or self._queued
+            return job.deadline if job is not None and not job.late else None
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopping = True
+            self._todo.notify()
+
+    def status(self) -> dict[str, int]:
+        return {"answered": self.answered, "declined": self.declined}
+
+    # -- worker side -------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while self._queued is None and not self._stopping:
+                    self._todo.wait()
+                if self._stopping:
+                    self._open.close()
+                    return
+                job, self._queued = self._queued, None
+                self._running = job
+            assert job is not None
+            result = self._run(job)
+            with self._lock:
+                self._running = None
+                if not job.late:  # else the loop declined it already
+                    job.stdout, job.stderr, job.code, job.declined = result
+                    self._done.append(job)
+            self._wake()
+
+    def _run(self, job: Job) -> tuple[str, str, int, str | None]:
+        """(stdout, stderr, exit code, why declined or None)."""
+        try:
+            out, err, code = self._search(job)
+        except Declined as why:
+            return "", "", 0, str(why)
+        except Exception as exc:  # never the loop's problem: the client answers itself
+            return "", "", 0, f"daemon error: {type(exc).__name__}"
+        finally:
+            self._cap()
+        if len(out) + len(err) > MAX_OUTPUT:
+            return "", "", 0, "answer too large"
+        return out, err, code, None
+
+    def _search(self, job: Job) -> tuple[str, str, int]:
+        from ctindex import cli
+
+        # The CLI's parser decides what the words mean; help, usage errors
+        # (their text depends on the terminal) and --direct are the client's.
+        sink = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                args = cli.build_parser(cli.command_of(job.argv)).parse_args(job.argv)
+        except SystemExit:
+            raise Declined("usage") from None
+        if args.command != "search" or args.direct or args.version:
+            raise Declined("not an indexed search")
+        out, err = io.StringIO(), io.StringIO()
+
+        def answer(ctx: Context, node: Node, limit: int) -> tuple[Freshness, Outcome]:
+            return self._answer(job, ctx, node, limit)
+
+        code = cli.main(job.argv, stdout=out, stderr=err, cwd=job.cwd, answer=answer)
+        return out.getvalue(), err.getvalue(), code
+
+    def _answer(self, job: Job, ctx: Context, node: Node,
+                limit: int) -> tuple[Freshness, Outcome]:
+        """The fresh answer of ctindex/commands/search.py's fast path (the
+        same checks as its `expect=`), from the generation held open."""
+        from ctindex.search.engine import search_snapshot
+        from ctindex.search.freshness import Freshness
+        from ctindex.store.files import IndexCorrupt
+
+        if os.fspath(ctx.project.root) != self.root:
+            raise Declined("another project")  # the words named another folder (-C)
+        try:
+            snap = self._open.current()
+            if snap.manifest.plan_digest != job.digest or snap.generation < job.generation:
+                raise Declined("not the generation the barrier vouched for")
+            outcome = search_snapshot(snap, node, limit)
+        except (IndexCorrupt, OSError) as exc:
+            self._open.close()
+            raise Declined(f"index unreadable: {exc}") from None  # the client repairs it
+        # The generation printed is the one read (ctindex/commands/search.py _emit).
+        return Freshness("watcher-clean", None, job.generation,
+                         barrier_ms=job.barrier_ms), outcome
+
+    def _cap(self) -> None:
+        snap = self._open.snap
+        if snap is None:
+            return
+        if sum(v.segment.cached_blocks for v in snap.views) > CACHE_BLOCKS:
+            for v in snap.views:
+                v.segment.forget_blocks()

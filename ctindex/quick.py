@@ -1,0 +1,205 @@
+"""The query path's client: `ctindex search` answered by the daemon.
+
+The console entry (`ctindex`, `python -m ctindex`) imports this module first
+and nothing else of ctindex. For a `search` it sends the words of the
+command line, the working folder and its build id to the project's daemon
+(the `search` op, docs/daemon.md "Query path") and prints the stdout and
+stderr text and the exit code the daemon computed with the in-process code
+(ctindex/daemon/query.py runs `ctindex.cli.main` itself, so the bytes are
+the same by construction). Whatever goes wrong here (no socket, another
+build, a declined or slow query, a daemon dying mid-answer, a reply that
+does not parse) returns None and the caller runs the in-process path, with
+its own barrier and its own freshness rules (spec §7): this path can make a
+search faster, never different.
+
+Standard library only, and only what a search costs anyway: no argparse,
+no plan, no index code before the request (`python -X importtime`,
+docs/decisions/perf.md §"Query path").
+"""
+
+from __future__ import annotations
+
+import _socket
+import os
+import sys
+from pathlib import Path  # already imported by ctindex.runtime
+
+from ctindex import runtime as rt
+
+OP = "search"
+# What this module can send: a `search` with none of these (help and version
+# text depend on the terminal, --direct needs no daemon, a fault hook must
+# fire in this process).
+_NOT_HERE = ("-h", "--help", "--version", "--direct")
+_WITH_VALUE = ("-C", "--project")
+FAULT_ENV = "CTINDEX_FAULT"  # ctindex/store/files.py: the crash-test hook
+CONNECT_TIMEOUT_S = 0.1
+DEFAULT_BARRIER_MS = 500  # ctindex/config.py's default, when no query-plan record says
+# Beyond the daemon's own bounds (barrier budget + QUERY_BUDGET_S of
+# ctindex/daemon/query.py): only a stopped or wedged daemon gets here.
+SLACK_S = 0.5
+QUERY_BUDGET_S = 2.0  # mirrors ctindex/daemon/query.py (a test checks they agree)
+MAX_REPLY = 64 << 20  # the daemon declines larger answers (MAX_OUTPUT in query.py)
+
+
+def console() -> None:
+    """Entry point of every `ctindex` process: the daemon's answer when it
+    has one, else the full CLI (ctindex.cli.console)."""
+    import gc
+
+    gc.disable()  # as ctindex.cli.console: a short-lived process, collected at exit
+    code = answer(sys.argv[1:])
+    if code is None:
+        from ctindex.cli import console as full
+
+        full()
+        return
+    os._exit(code)
+
+
+def _search_words(argv: list[str]) -> str | None:
+    """The -C value ('' for none) when `argv` is a search this path may
+    send, else None. A misreading here can only cost a fallback: the daemon
+    parses `argv` with the CLI's own parser and declines a project or a
+    command that is not its own."""
+    project = ""
+    command = None
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            break
+        if token in _NOT_HERE or token.startswith(("--project=", "--direct")):
+            return None
+        if command is None and token in _WITH_VALUE:
+            if i + 1 >= len(argv):
+                return None
+            project = argv[i + 1]
+            i += 2
+            continue
+        if command is None and not token.startswith("-"):
+            command = token
+        i += 1
+    return project if command == OP else None
+
+
+def _root(start: str) -> str | None:
+    """ctindex.project.find_root's rule (nearest folder with .ct/ or .git)."""
+    probe = start
+    while True:
+        if os.path.isdir(os.path.join(probe, ".ct")) or os.path.lexists(
+                os.path.join(probe, ".git")):
+            return probe
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return None
+        probe = parent
+
+
+def _budget_s(runtime: str) -> float:
+    """How long to wait for the daemon: the barrier budget the last plan
+    recorded (ctindex/fastpath.py's record; a hint, never trusted for more
+    than a wait), plus the daemon's query budget."""
+    record = rt.read_json(Path(runtime, "query-plan.json"), 4096)
+    budget = record.get("barrier_timeout_ms") if record else None
+    if not isinstance(budget, int) or isinstance(budget, bool) or not 10 <= budget <= 10_000:
+        budget = DEFAULT_BARRIER_MS
+    return budget / 1000 + QUERY_BUDGET_S + SLACK_S
+
+
+def answer(argv: list[str]) -> int | None:
+    """Print the daemon's answer to `argv` and return its exit code; None
+    when this path cannot answer (nothing has been written then)."""
+    if os.environ.get(FAULT_ENV):
+        return None
+    project = _search_words(argv)
+    if project is None:
+        return None
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return None
+    root = _root(os.path.abspath(os.path.join(cwd, project)))
+    if root is None:
+        return None
+    paths = rt.RuntimePaths(Path(root), Path(root, ".ct", "okf", "runtime"))
+    reply = _ask(os.fspath(paths.socket), {"op": OP, "argv": argv, "cwd": cwd,
+                                           "build": rt.build_id()},
+                 _budget_s(os.fspath(paths.dir)))
+    if reply is None:
+        return None
+    return _print(reply)
+
+
+def _ask(where: str, payload: dict[str, object], timeout: float) -> dict[str, object] | None:
+    """One bounded exchange (ctindex/client.py's `request`, without its
+    error vocabulary: any failure is just "not answered")."""
+    import json
+    import time
+
+    deadline = time.monotonic() + timeout
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    buf = bytearray()
+    try:
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        sock.connect(where)
+        if rt.peer_uid(sock) != os.getuid():
+            return None  # only the owner's daemon may answer (docs/daemon.md)
+        sock.sendall((json.dumps(payload, separators=(",", ":")) + "\n").encode())
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            sock.settimeout(left)
+            chunk = sock.recv(1 << 16)
+            if not chunk or len(buf) + len(chunk) > MAX_REPLY:
+                return None  # the daemon died or misbehaved mid-answer
+            buf += chunk
+    except (OSError, ValueError):
+        return None
+    finally:
+        sock.close()
+    try:
+        reply = json.loads(buf.partition(b"\n")[0])
+    except ValueError:
+        return None
+    if not isinstance(reply, dict) or reply.get("ok") is not True \
+            or reply.get("build") != rt.build_id():
+        return None  # declined, or not our build: never printed
+    out, err, code = reply.get("stdout"), reply.get("stderr"), reply.get("code")
+    if not isinstance(out, str) or not isinstance(err, str) or type(code) is not int:
+        return None
+    return reply
+
+
+def _print(reply: dict[str, object]) -> int:
+    """Write the answer as ctindex.cli.console would: stdout with
+    surrogateescape (undecodable names print their bytes), 141 on a closed
+    pipe, 74 when stdout cannot be written."""
+    out, err, code = str(reply["stdout"]), str(reply["stderr"]), reply["code"]
+    assert isinstance(code, int)
+    stdout = sys.stdout
+    try:
+        stdout.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
+        stdout.write(out)
+        stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        code = 141
+    except OSError as exc:
+        err += f"ctindex: cannot write the output: {exc.strerror or exc}\n"
+        code = 74
+    try:
+        sys.stderr.write(err)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    return code
+
+
+def _silence_stdout() -> None:
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
