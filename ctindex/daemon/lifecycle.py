@@ -417,6 +417,7 @@ class Daemon:
         assert self.server is not None
         if self.queries is not None:
             self.queries.declined += 1
+            self.queries.last_declined = reason
         self.server.reply(conn, {"ok": False, "declined": True, "error": reason,
                                  "instance": self.instance})
 

@@ -97,6 +97,7 @@ class QueryService:
         self._stopping = False
         self.answered = 0
         self.declined = 0
+        self.last_declined: str | None = None  # why (status detail)
 
     # -- loop side ---------------------------------------------------------------
 
@@ -138,8 +139,9 @@ class QueryService:
             self._stopping = True
             self._todo.notify()
 
-    def status(self) -> dict[str, int]:
-        return {"answered": self.answered, "declined": self.declined}
+    def status(self) -> dict[str, int | str | None]:
+        return {"answered": self.answered, "declined": self.declined,
+                "last_declined": self.last_declined}
 
     # -- worker side -------------------------------------------------------------
 
@@ -203,7 +205,7 @@ class QueryService:
         same checks as its `expect=`), from the generation held open."""
         from ctindex.search.engine import search_snapshot
         from ctindex.search.freshness import Freshness
-        from ctindex.store.files import IndexCorrupt
+        from ctindex.store.files import IndexCorrupt, fault
 
         if os.fspath(ctx.project.root) != self.root:
             raise Declined("another project")  # the words named another folder (-C)
@@ -212,6 +214,7 @@ class QueryService:
             if snap.manifest.plan_digest != job.digest or snap.generation < job.generation:
                 raise Declined("not the generation the barrier vouched for")
             outcome = search_snapshot(snap, node, limit)
+            fault("daemon-query")  # tests: the daemon dies with the answer unsent
         except (IndexCorrupt, OSError) as exc:
             self._open.close()
             raise Declined(f"index unreadable: {exc}") from None  # the client repairs it
