@@ -206,6 +206,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+_PARSERS: dict[str | None, argparse.ArgumentParser] = {}
+
+
+def parser_for(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser for `argv`'s command, built once per process: a command
+    process parses once anyway, the daemon's query path (ctindex/daemon/
+    query.py) parses every search it answers and would otherwise spend most
+    of a query building parsers. Parsing leaves a parser unchanged; help
+    and usage text read the terminal width when printed, not here."""
+    command = command_of(argv)
+    parser = _PARSERS.get(command)
+    if parser is None:
+        parser = _PARSERS[command] = build_parser(command)
+    return parser
+
+
 def command_of(argv: list[str]) -> str | None:
     """The command word of `argv` (the first positional that is not the value
     of -C/--project), when it names a command."""
@@ -300,7 +316,7 @@ def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
 
 def _run(argv: list[str], out: TextIO, err: TextIO,
          cwd: str | os.PathLike[str] | None, answer: QuickAnswer | None = None) -> int:
-    parser = build_parser(command_of(argv))
+    parser = parser_for(argv)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             args = parser.parse_args(argv)

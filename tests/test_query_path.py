@@ -311,3 +311,45 @@ def test_no_daemon_means_todays_path(make_cli_project: Make) -> None:
     assert doc["freshness"]["mode"] == "fallback"
     assert {r["path"] for r in doc["results"]} == oracle.containing(project.root, MARKER)
     assert not project.daemon_pids()
+
+
+def test_a_change_between_two_daemon_answers_is_seen(make_cli_project: Make) -> None:
+    """The same query twice around a change: the second answer reads the new
+    generation (the outcome cache belongs to the generation it was read from)."""
+    project = _clean_daemon(make_cli_project)
+    words = ("--json", "search", MARKER, "--limit", "1000")
+    first = json.loads(_answered_by_daemon(project, *words).stdout)
+    copy = project.root / "ga4" / "copied.md"
+    shutil.copy2(project.root / "acme_retail" / "metrics" / "marker-one.md", copy)  # cp -p
+    second = json.loads(_answered_by_daemon(project, *words).stdout)
+    assert {r["path"] for r in second["results"]} == oracle.containing(project.root, MARKER)
+    assert "ga4/copied.md" in {r["path"] for r in second["results"]}
+    assert second["freshness"]["generation"] > first["freshness"]["generation"]
+    assert second["freshness"]["generation"] == _manifest_generation(project)
+
+
+def test_the_daemons_query_caches_are_capped(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctindex.daemon import query
+    from ctindex.search.query import parse_query
+    from tests.conftest import copy_bundles, write_config
+
+    root = copy_bundles(tmp_path / "p")
+    write_config(root, "okf/bundles/acme_retail", watch=False)
+    assert cli_main("-C", str(root), "update").code == 0
+    service = query.QueryService(root, root / ".ct" / "okf", lambda: None)
+    snap = service._open.current()
+    for i in range(query.OUTCOMES * 2):
+        service._outcome(snap, parse_query(f"margin OR zqxv{i}"), 10)
+    assert len(service._outcomes) == query.OUTCOMES
+    assert service.computed == query.OUTCOMES * 2
+    service._outcome(snap, parse_query("margin OR zqxv127"), 10)  # the newest: kept
+    assert service.computed == query.OUTCOMES * 2
+    monkeypatch.setattr(query, "OUTCOME_RESULTS", 2)
+    service._outcome(snap, parse_query("a* OR e* OR i*"), 1 << 62)  # a long listing
+    assert (parse_query("a* OR e* OR i*"), 1 << 62) not in service._outcomes
+    assert sum(v.segment.cached_blocks for v in snap.views) > 0
+    monkeypatch.setattr(query, "CACHE_BLOCKS", 0)
+    service._cap()
+    assert sum(v.segment.cached_blocks for v in snap.views) == 0
+    service._open.close()

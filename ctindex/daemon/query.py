@@ -21,8 +21,11 @@ Bounds (docs/reliability.md "Query path"):
   and answered by its own process. A query not done within QUERY_BUDGET_S
   is declined the same way (the worker's late answer is dropped).
 * Answers larger than MAX_OUTPUT characters are declined (never buffered
-  twice); the open generation's cached dictionary blocks are capped at
-  CACHE_BLOCKS across queries, and the heartbeat's RSS check against the
+  twice). What is kept between queries is capped and belongs to the open
+  generation: its cached dictionary blocks (CACHE_BLOCKS), and the outcomes
+  of recent queries (OUTCOMES entries of at most OUTCOME_RESULTS results;
+  the same query on the same generation has the same outcome, and only the
+  freshness around it is made anew). The heartbeat's RSS check against the
   `status` ceiling covers all of it.
 
 Declining is always safe: the client then runs the in-process path with its
@@ -46,11 +49,17 @@ if TYPE_CHECKING:
     from ctindex.search.engine import Outcome
     from ctindex.search.freshness import Freshness
     from ctindex.search.query import Node
+    from ctindex.store.snapshot import Snapshot
 
 QUERY_BUDGET_S = 2.0  # ctindex/quick.py waits this long beyond the barrier budget
 SLICE_S = 0.005  # sys.setswitchinterval: the longest the worker keeps the loop waiting
 MAX_OUTPUT = 8 << 20  # characters of stdout + stderr; the client takes 64 MiB of JSON
 CACHE_BLOCKS = 2048  # dictionary blocks (64 terms each) kept open between queries
+# Outcomes of the open generation by (query, limit): deterministic for one
+# generation, dropped with it. Capped in entries and in results per entry
+# (a --paths listing of every match is not kept).
+OUTCOMES = 64
+OUTCOME_RESULTS = 100
 
 
 class Declined(Exception):
@@ -87,6 +96,8 @@ class QueryService:
 
         self.root = os.fspath(root)
         self._open = OpenGeneration(index_dir)  # used by the worker thread only
+        self._outcomes: dict[tuple[Node, int], Outcome] = {}  # of self._open.snap
+        self._outcomes_of = 0  # the `opened` count they belong to
         self._wake = wake
         self._lock = threading.Lock()
         self._todo = threading.Condition(self._lock)
@@ -98,6 +109,7 @@ class QueryService:
         self.answered = 0
         self.declined = 0
         self.last_declined: str | None = None  # why (status detail)
+        self.computed = 0  # outcomes computed (the others came from the capped cache)
 
     # -- loop side ---------------------------------------------------------------
 
@@ -141,7 +153,8 @@ class QueryService:
 
     def status(self) -> dict[str, int | str | None]:
         return {"answered": self.answered, "declined": self.declined,
-                "last_declined": self.last_declined}
+                "last_declined": self.last_declined, "computed": self.computed,
+                "cached": len(self._outcomes)}
 
     # -- worker side -------------------------------------------------------------
 
@@ -186,7 +199,7 @@ class QueryService:
         sink = io.StringIO()
         try:
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-                args = cli.build_parser(cli.command_of(job.argv)).parse_args(job.argv)
+                args = cli.parser_for(job.argv).parse_args(job.argv)
         except SystemExit:
             raise Declined("usage") from None
         if args.command != "search" or args.direct or args.version:
@@ -203,7 +216,6 @@ class QueryService:
                 limit: int) -> tuple[Freshness, Outcome]:
         """The fresh answer of ctindex/commands/search.py's fast path (the
         same checks as its `expect=`), from the generation held open."""
-        from ctindex.search.engine import search_snapshot
         from ctindex.search.freshness import Freshness
         from ctindex.store.files import IndexCorrupt, fault
 
@@ -213,7 +225,7 @@ class QueryService:
             snap = self._open.current()
             if snap.manifest.plan_digest != job.digest or snap.generation < job.generation:
                 raise Declined("not the generation the barrier vouched for")
-            outcome = search_snapshot(snap, node, limit)
+            outcome = self._outcome(snap, node, limit)
             fault("daemon-query")  # tests: the daemon dies with the answer unsent
         except (IndexCorrupt, OSError) as exc:
             self._open.close()
@@ -221,6 +233,22 @@ class QueryService:
         # The generation printed is the one read (ctindex/commands/search.py _emit).
         return Freshness("watcher-clean", None, job.generation,
                          barrier_ms=job.barrier_ms), outcome
+
+    def _outcome(self, snap: Snapshot, node: Node, limit: int) -> Outcome:
+        from ctindex.search.engine import search_snapshot
+
+        if self._outcomes_of != self._open.opened:  # another generation: forget all
+            self._outcomes, self._outcomes_of = {}, self._open.opened
+        key = (node, limit)
+        got = self._outcomes.pop(key, None)
+        if got is None:
+            got = search_snapshot(snap, node, limit)
+            self.computed += 1
+        if len(got.results) <= OUTCOME_RESULTS:
+            self._outcomes[key] = got  # most recent last
+            while len(self._outcomes) > OUTCOMES:
+                del self._outcomes[next(iter(self._outcomes))]
+        return got
 
     def _cap(self) -> None:
         snap = self._open.snap
