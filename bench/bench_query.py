@@ -188,7 +188,8 @@ def _big() -> list[str]:
                        capture_output=True, check=False)
         _settle(root, term)
         before = _answered(root)
-        commands: dict[str, tuple[list[str], dict[str, str]]] = {}
+        commands: dict[str, tuple[list[str], dict[str, str]]] = {
+            "pass": ([py, "-c", "pass"], _env())}
         for label, words, pattern in cases:
             commands[label] = ([_script(), *words], _env())
             if rg:
@@ -204,7 +205,8 @@ def _big() -> list[str]:
                        capture_output=True, check=False)
     lines = [
         f"Corpus of `bench_index.py` ({docs:,} documents), clean daemon, the console script; "
-        f"medians of {BIG_ROUNDS} rounds side by side with `rg -l -i`. {answered} of "
+        f"medians of {BIG_ROUNDS} rounds side by side with `rg -l -i` (ripgrep: `apt-get "
+        f"install ripgrep`) and `python -c pass` ({medians['pass']:.1f} ms). {answered} of "
         f"{BIG_ROUNDS * len(cases)} searches were answered by the daemon.",
         "",
         "| query | ctindex | `rg -l -i` | ratio | target |",

@@ -353,3 +353,42 @@ def test_the_daemons_query_caches_are_capped(tmp_path: Path,
     service._cap()
     assert sum(v.segment.cached_blocks for v in snap.views) == 0
     service._open.close()
+
+
+def test_a_slow_query_never_holds_the_loop(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop's side of the worker only hands over and collects: with the
+    worker stuck inside a query, submitting returned, a second query is
+    refused as busy, and past its budget the query is declined ("slow
+    query") and its late result dropped."""
+    import threading
+
+    from ctindex.daemon import query
+
+    release, inside = threading.Event(), threading.Event()
+
+    def stuck(self: query.QueryService, job: query.Job) -> tuple[str, str, int]:
+        inside.set()
+        release.wait(HANG_GUARD_S)
+        return "late\n", "", 0
+
+    monkeypatch.setattr(query.QueryService, "_search", stuck)
+    pokes: list[int] = []
+    service = query.QueryService(tmp_path, tmp_path / ".ct" / "okf", lambda: pokes.append(1))
+
+    class Conn:
+        closed = False
+
+    job = query.Job(Conn(), ["search", "x"], str(tmp_path), "digest", 1, 0.5, deadline=100.0)
+    service.submit(job)  # returns at once: the worker runs the query
+    assert inside.wait(HANG_GUARD_S)
+    assert service.busy and service.finished(now=50.0) == []
+    assert service.deadline() == 100.0
+    late = service.finished(now=100.0)
+    assert late == [job] and job.late  # the loop declines it now
+    assert service.deadline() is None
+    release.set()
+    wait_for(lambda: not service.busy, HANG_GUARD_S)
+    assert service.finished(now=200.0) == [] and job.stdout == ""  # the late result dropped
+    assert pokes  # the worker woke the loop
+    service.stop()

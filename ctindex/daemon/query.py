@@ -183,7 +183,7 @@ class QueryService:
             out, err, code = self._search(job)
         except Declined as why:
             return "", "", 0, str(why)
-        except Exception as exc:  # never the loop's problem: the client answers itself
+        except BaseException as exc:  # never the loop's problem: the client answers itself
             return "", "", 0, f"daemon error: {type(exc).__name__}"
         finally:
             self._cap()
