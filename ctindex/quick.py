@@ -110,8 +110,9 @@ def _budget_s(runtime: str) -> float:
 def answer(argv: list[str]) -> int | None:
     """Print the daemon's answer to `argv` and return its exit code; None
     when this path cannot answer (nothing has been written then)."""
-    if os.environ.get(FAULT_ENV):
-        return None
+    if os.environ.get(FAULT_ENV) or not hasattr(sys.stdout, "reconfigure") \
+            or sys.stderr is None:
+        return None  # a closed or replaced stream: the full CLI words that
     project = _search_words(argv)
     if project is None:
         return None
