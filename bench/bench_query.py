@@ -139,13 +139,13 @@ def _small() -> tuple[list[str], str]:
         "| --- | --- | --- | --- |",
         f"| `python -c pass` | {base:.1f} | - | - |",
         f"| `ctindex search margin` (pip console script) | {medians['script']:.1f} | "
-        f"+{medians['script'] - base:.1f} ms | ≤ +10 ms |",
+        f"{medians['script'] - base:+.1f} ms | ≤ +10 ms |",
         f"| `python -m ctindex search margin` | {medians['module']:.1f} | "
-        f"+{medians['module'] - base:.1f} ms | (≤ +10 ms) |",
+        f"{medians['module'] - base:+.1f} ms | (≤ +10 ms) |",
         f"| the same, in-process path (barrier over the socket, no daemon answer) | "
-        f"{medians['in-process']:.1f} | +{medians['in-process'] - base:.1f} ms | - |",
+        f"{medians['in-process']:.1f} | {medians['in-process'] - base:+.1f} ms | - |",
         f"| `python -c \"import re, sys\"` (what pip's wrapper adds) | "
-        f"{medians['wrapper']:.1f} | +{medians['wrapper'] - base:.1f} ms | - |",
+        f"{medians['wrapper']:.1f} | {medians['wrapper'] - base:+.1f} ms | - |",
         "",
     ]
     return lines, f"{medians['script'] - base:.1f}"
