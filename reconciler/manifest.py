@@ -171,7 +171,7 @@ class Manifest(Mapping[str, Entry]):
         raise TypeError("Manifest is unhashable")
 
     def __repr__(self) -> str:
-        return f"Manifest({len(self._raw)} entries)"
+        return f"Manifest({len(self)} entries)"
 
     # -- fast internal access (used by the differ) -----------------------------
     def raw(self) -> dict[str, RawEntry]:

@@ -15,11 +15,12 @@ surrogate escapes: ctindex/store/filetable.py, reconciler/manifest.py).
 
 from __future__ import annotations
 
+import importlib
 import os
 import struct
 import sys
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Protocol, cast
 
 from reconciler.manifest import RawEntry
 
@@ -48,7 +49,7 @@ class _Module(Protocol):
     CODE_DONE: int
     CODE_LINKED: int
 
-    def Table(self, records: bytes | memoryview, keys: bytes | memoryview,  # noqa: N802
+    def Table(self, records: bytes | memoryview, keys: bytes | memoryview,
               count: int, delta: list[tuple[bytes, bytes | None]]) -> NativeTable: ...
 
 
@@ -62,10 +63,9 @@ def _load() -> _Module | None:
             or sys.getfilesystemencodeerrors() != "surrogateescape":
         return None
     try:
-        from reconciler import _native  # type: ignore[attr-defined]
+        mod = cast(_Module, importlib.import_module("reconciler._native"))
     except Exception:  # not built, wrong ABI, a broken file: the pure path serves
         return None
-    mod: _Module = _native
     if (mod.CODE_DIRHINT, mod.CODE_DONE, mod.CODE_LINKED) != (
             CODE_DIRHINT, CODE_DONE, CODE_LINKED):
         return None  # a stale build of another version: not ours to trust

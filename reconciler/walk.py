@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from reconciler.manifest import RawEntry
-from reconciler.native import CODE_DIRHINT, CODE_LINKED, CODE_DONE, NativeTable, encode_key
+from reconciler.native import CODE_DIRHINT, CODE_DONE, CODE_LINKED, NativeTable, encode_key
 from reconciler.oserr import DENIED, GONE
 from reconciler.report import PassMetrics, WalkReport
 

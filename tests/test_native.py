@@ -101,7 +101,8 @@ def _change(files: list[bytes], changes: list[tuple[str, int]]) -> None:
             continue
         st_ = os.lstat(path)
         if kind == "edit-same-size-mtime-back":
-            data = open(path, "rb").read()
+            with open(path, "rb") as fh:
+                data = fh.read()
             with open(path, "wb") as fh:
                 fh.write(bytes(reversed(data)) if data != data[::-1] else data.upper())
             os.utime(path, ns=(st_.st_atime_ns, st_.st_mtime_ns))  # only ctime tells
@@ -301,8 +302,6 @@ def test_pure_switch_and_missing_extension_fall_back_silently(monkeypatch: pytes
                                                               ) -> None:
     """CTINDEX_PURE=1, or an extension that fails to import: the pure path,
     with no message, and the same answers."""
-    import builtins
-
     (tmp_path / "a.md").write_text("a")
     first = reconcile(tmp_path, SimpleFilter(), Manifest(), clock_ns=lambda: NOW)
     try:
@@ -310,14 +309,17 @@ def test_pure_switch_and_missing_extension_fall_back_silently(monkeypatch: pytes
         native_mod.reset()
         assert native_mod.module() is None
         monkeypatch.delenv("CTINDEX_PURE")
-        real_import = builtins.__import__
+
+        import importlib
+
+        real_import = importlib.import_module
 
         def broken(name: str, *args: Any, **kw: Any) -> Any:
-            if name == "reconciler" and args and args[2] and "_native" in args[2]:
+            if name == "reconciler._native":
                 raise ImportError("undefined symbol: PyFoo")  # a wrong-ABI build
             return real_import(name, *args, **kw)
 
-        monkeypatch.setattr(builtins, "__import__", broken)
+        monkeypatch.setattr(importlib, "import_module", broken)
         native_mod.reset()
         assert native_mod.module() is None
         packed = Manifest.from_bytes(first.manifest.to_bytes())

@@ -234,8 +234,8 @@ def test_daemon_answers_match_the_oracle_both_ways(tmp_path: Path) -> None:
             subprocess.run(["tar", "-xf", str(v2), "-C", str(root)], check=True)
             for word in (MARK, OTHER):
                 want = oracle.containing(root, word)
-                wait_for(lambda w=word, o=want: {r["path"] for r in _search(
-                    root, w, pure)["results"]} == o, timeout=30)
+                wait_for(lambda w=word, o=want, r=root, p=pure: {
+                    hit["path"] for hit in _search(r, w, p)["results"]} == o, timeout=30)
         finally:
             _cli(root, "watch", "stop", pure=pure)
             project.kill_daemons()
