@@ -43,7 +43,9 @@ def release_inherited() -> None:
     HELD_FDS.clear()
 
 
-POLL_S = 0.05  # how often a waiting writer retries the lock (the wait itself is bounded)
+# How often a waiting writer retries (the wait itself is bounded): portalocker's
+# default, so writers queue behind each other as they did when it took the lock.
+POLL_S = 0.25
 
 
 def _write_error(exc: OSError, what: str) -> IndexWriteError:
