@@ -437,9 +437,10 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
                           entries_visited=res.metrics.entries_visited,
                           reconcile_ms=round(res.metrics.duration_ms, 3),
                           rebuilt=fresh or bool(stale))
-    # lookup, not raw(): a table the native scan left packed stays packed.
+    # A view, not raw(): a table the native scan left packed stays packed.
+    recorded = res.manifest.raw_view()
     report.linked = {k: (Fingerprint(*e[:5]), e[6]) for k in res.linked
-                     if (e := res.manifest.lookup(k)) is not None}
+                     if (e := recorded.get(k)) is not None}
     report.linked_full = only is None
     report.seen = RecordedFiles(recorded, only)
     kind = "rebuild" if fresh else ("narrowed" if only is not None else "full")

@@ -193,6 +193,11 @@ class Manifest(Mapping[str, Entry]):
                 return None if rec is None else unpack(rec)
         return self.raw().get(key)
 
+    def raw_view(self) -> Mapping[str, RawEntry]:
+        """raw() as a read-only mapping that answers single keys without
+        materializing a lazily built table (iterating it does)."""
+        return self._raw if self._raw is not None else _RawView(self)
+
     def native_table(self) -> NativeTable | None:
         """The table as the native scan's hash index (reconciler/native.py),
         or None: no extension, or a table built as a dict."""
@@ -276,3 +281,27 @@ class Manifest(Mapping[str, Entry]):
             os.fsync(dfd)
         finally:
             os.close(dfd)
+
+
+class _RawView(Mapping[str, RawEntry]):
+    """Manifest.raw_view() of a table not yet materialized."""
+
+    __slots__ = ("_m",)
+
+    def __init__(self, manifest: Manifest) -> None:
+        self._m = manifest
+
+    def __getitem__(self, key: str) -> RawEntry:
+        e = self._m.lookup(key)
+        if e is None:
+            raise KeyError(key)
+        return e
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._m.lookup(key) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._m.raw())
+
+    def __len__(self) -> int:
+        return len(self._m)
