@@ -99,6 +99,17 @@ def _docs(root: Path) -> list[Path]:
     return sorted(p for p in (root / "kb").rglob("*.md") if p.name != "index.md")
 
 
+def split_frontmatter(text: str) -> tuple[str, str]:
+    """(frontmatter, body) as a minimal indexer splits them: frontmatter only
+    when the file opens with a `---` line and a closing one follows; any
+    other file is all body (the peer must index the same text we do)."""
+    if text.startswith("---\n"):
+        head, sep, body = text[3:].partition("\n---\n")
+        if sep:
+            return head, body
+    return "", text
+
+
 def fts5_build(root: Path, db: Path) -> None:
     """The peer: read every file, split frontmatter like a minimal indexer, FTS5 insert."""
     if db.exists():
@@ -109,7 +120,7 @@ def fts5_build(root: Path, db: Path) -> None:
     rows = []
     for p in _docs(root):
         text = p.read_text("utf-8")
-        head, _, body = text.partition("\n---\n")
+        head, body = split_frontmatter(text)
         title = next((ln[7:] for ln in head.splitlines() if ln.startswith("title: ")), p.stem)
         rows.append((str(p.relative_to(root)), title, body))
     con.executemany("INSERT INTO docs VALUES (?, ?, ?)", rows)

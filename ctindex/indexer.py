@@ -424,8 +424,12 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
         previous = Manifest({k: e for k, e in previous.raw().items() if not _under(k, stale)})
     from ctindex.netfs import walk_threads
 
+    # The table was built under this plan (a changed one means fresh or
+    # stale scopes, whose entries are dropped above): its unchanged keys need
+    # no filter call, which lets the native scan run (reconciler/native.py).
     res = reconcile(project.root, plan.path_filter(), Manifest() if fresh else previous,
-                    only=only, sink=sink, workers=walk_threads(project.root))
+                    only=only, sink=sink, workers=walk_threads(project.root),
+                    trust_filter=not fresh)
     bar.done()
     report = UpdateReport(added=len(res.added), changed=len(res.changed),
                           removed=len(res.removed), renamed=len(res.renamed),
@@ -433,7 +437,8 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
                           entries_visited=res.metrics.entries_visited,
                           reconcile_ms=round(res.metrics.duration_ms, 3),
                           rebuilt=fresh or bool(stale))
-    recorded = res.manifest.raw()
+    # A view, not raw(): a table the native scan left packed stays packed.
+    recorded = res.manifest.raw_view()
     report.linked = {k: (Fingerprint(*e[:5]), e[6]) for k in res.linked
                      if (e := recorded.get(k)) is not None}
     report.linked_full = only is None

@@ -17,6 +17,7 @@ from reconciler.walk import (
     DEFAULT_MAX_DEPTH,
     FileBatch,
     FsOps,
+    NativeScan,
     PathFilter,
     StatFn,
     Unchanged,
@@ -86,9 +87,21 @@ def subtree(sorted_keys: list[str], key: str) -> list[str]:
 class _Pass:
     def __init__(self, base: str, flt: PathFilter, previous: Manifest, sink: Sink | None,
                  stat: StatFn, clock_ns: Callable[[], int], granularity_ns: int,
-                 max_depth: int, retries: int, ops: FsOps | None, workers: int = 0) -> None:
+                 max_depth: int, retries: int, ops: FsOps | None, workers: int = 0,
+                 native: bool = False) -> None:
         self.previous = previous
-        self.prev = previous.raw()
+        # With the native scan the previous table stays packed (no dict of
+        # 200k tuples); entries are looked up one by one for the few files
+        # that differ (reconciler/native.py).
+        # Not with parallel listing threads: those prefetch DirEntry objects
+        # for latency-bound filesystems (reconciler/parallel_walk.py).
+        table = (previous.native_table() if native and workers == 0 and stat is os.lstat
+                 else None)
+        self.native = None if table is None else NativeScan(table, bytearray(table.size),
+                                                            granularity_ns)
+        self.prev: dict[str, RawEntry] | None = None if self.native else previous.raw()
+        self.prev_get: Callable[[str], RawEntry | None] = (
+            previous.lookup if self.prev is None else self.prev.get)
         # Unchanged entries are only noted in `seen` (cheap append); the new table is
         # the previous one copied in C plus `updates`, minus what is gone.
         self.updates: dict[str, RawEntry] = {}
@@ -104,7 +117,8 @@ class _Pass:
         self.retries = retries
         self.ops = ops or FsOps()
         self.base = base
-        self.unchanged = Unchanged(self.prev, granularity_ns, self.seen)
+        self.unchanged = Unchanged(self.prev, granularity_ns, self.seen) if self.prev is not None \
+            else None
         args = (base, flt, stat, self.on_files, self.kept.append, self.res.report,
                 self.res.metrics, max_depth, self.ops, self.unchanged)
         if workers > 0:  # latency-bound filesystems (reconciler/parallel_walk.py)
@@ -112,14 +126,20 @@ class _Pass:
 
             self.walker: Walker = ParallelWalker(*args, workers=workers)
         else:
-            self.walker = Walker(*args)
+            self.walker = Walker(*args, native=self.native)
+        if self.native is not None and self.walker.native is None:  # an injected listing
+            self.native = None
+            self.prev = previous.raw()
+            self.prev_get = self.prev.get
+            self.unchanged = self.walker.unchanged = Unchanged(self.prev, granularity_ns,
+                                                               self.seen)
 
     def on_files(self, dfd: int, files: FileBatch) -> None:
         """One call per folder; a full fingerprint match costs no read. With the
         default stat the walker already applied this rule (walk.Unchanged) and
         hands over only the files that failed it."""
         res, gran = self.res, self.gran
-        prev_get = self.prev.get
+        prev_get = self.prev_get
         seen = self.seen.append
         trusted = 0
         for name, key, st in files:
@@ -173,7 +193,12 @@ class _Pass:
 
     # -- assembling the result -----------------------------------------------------
     def finish(self, scopes: list[str] | None) -> ReconcileResult:
+        # Walk-time counters in one order whichever path bumped them first.
+        self.res.metrics.counts = dict(sorted(self.res.metrics.counts.items()))
+        if self.native is not None:
+            return self._finish_native(self.native)
         prev, updates, res = self.prev, self.updates, self.res
+        assert prev is not None and self.unchanged is not None
         res.unchanged += self.unchanged.count
         new = dict(prev)
         new.update(updates)
@@ -194,10 +219,51 @@ class _Pass:
                 del new[k]
         fresh = sorted(self.fresh)
         self._pair_renames(sorted(gone), fresh)
+        res.manifest = Manifest(new, self._carry_sorted(gone, fresh))
+        return self._summarize()
+
+    def _finish_native(self, nat: NativeScan) -> ReconcileResult:
+        """finish() for a full pass whose unchanged entries the native scan
+        marked in `nat.seen` instead of listing them in `self.seen`."""
+        updates, res = self.updates, self.res
+        res.unchanged += nat.trusted
+        met_prev = nat.trusted + len(self.seen) + len(updates) - len(self.fresh)
+        gone: list[str] = []
+        if met_prev != nat.table.live:
+            known = set(self.seen)
+            known.update(updates)
+            kept = set(self.kept)
+
+            def carried(key: str) -> bool:  # at or under a key we could not look at
+                if key in kept or "" in kept:
+                    return True
+                cut = key.rfind("/")
+                while cut > 0:
+                    if key[:cut] in kept:
+                        return True
+                    cut = key.rfind("/", 0, cut)
+                return False
+
+            for raw_key in nat.table.unseen(nat.seen):
+                k = raw_key.decode("utf-8", "surrogateescape")
+                if k not in known and not (kept and carried(k)):
+                    gone.append(k)
+        if not updates and not gone:
+            res.manifest = self.previous  # immutable: the same table, still packed
+        else:
+            new = dict(self.previous.raw())
+            new.update(updates)
+            for k in gone:
+                del new[k]
+            res.manifest = Manifest(new)
+        self._pair_renames(sorted(gone), sorted(self.fresh))
+        return self._summarize()
+
+    def _summarize(self) -> ReconcileResult:
+        res = self.res
         res.linked = self.walker.linked
         for lst in (res.changed, res.metadata_only, res.dirty):
             lst.sort()
-        res.manifest = Manifest(new, self._carry_sorted(gone, fresh))
         m = res.metrics
         for kind in ("added", "changed", "removed", "renamed", "metadata_only", "dirty"):
             m.counts[kind] = len(getattr(res, kind))
@@ -221,11 +287,12 @@ class _Pass:
 
     def _pair_renames(self, gone: list[str], fresh: list[str]) -> None:
         """A removed path whose (dev, ino) or digest equals an added one's is a rename."""
-        prev, new, res = self.prev, self.updates, self.res
+        prev_get, new, res = self.prev_get, self.updates, self.res
         by_inode: dict[tuple[int, int], str] = {}
         by_digest: dict[bytes, str] = {}
         for k in gone:
-            e = prev[k]
+            e = prev_get(k)
+            assert e is not None  # gone keys come from the previous table
             if e[3]:  # an inode number of 0 means "not provided"
                 by_inode.setdefault((e[3], e[4]), k)
             by_digest.setdefault(e[5], k)
@@ -248,22 +315,29 @@ def reconcile(base: Path | str, flt: PathFilter, previous: Manifest,
               stat: StatFn = os.lstat, clock_ns: Callable[[], int] = time.time_ns, *,
               granularity_ns: int = DEFAULT_GRANULARITY_NS,
               max_depth: int = DEFAULT_MAX_DEPTH, retries: int = DEFAULT_RETRIES,
-              ops: FsOps | None = None, workers: int = 0) -> ReconcileResult:
+              ops: FsOps | None = None, workers: int = 0,
+              trust_filter: bool = False) -> ReconcileResult:
     """Diff the filtered tree under `base` against `previous` (see docs/architecture.md).
 
     `only` narrows the pass to those keys (files, or folders meaning their
     subtree); entries outside it are carried over unchanged. `workers` > 0
     lists and stats folders with that many requests in flight (same result;
     for network filesystems, reconciler/parallel_walk.py).
+
+    `trust_filter`: `previous` was built by this same `flt` (same plan), so
+    a key it holds whose full fingerprint is unchanged is accepted again
+    without asking the filter. It allows the native scan (reconciler/native.py)
+    on full serial passes; the result is the same either way.
     """
     t0 = time.perf_counter_ns()
-    p = _Pass(os.path.abspath(os.fspath(base)), flt, previous, sink, stat, clock_ns,
-              granularity_ns, max_depth, retries, ops, workers)
-    # All roots, even nested ones: a nested root may sit under a pruned folder.
-    roots = sorted({normalize_key(r) for r in flt.roots()})
     scopes = None if only is None else minimal_scopes(only)
     if scopes == [""]:
         scopes = None
+    p = _Pass(os.path.abspath(os.fspath(base)), flt, previous, sink, stat, clock_ns,
+              granularity_ns, max_depth, retries, ops, workers,
+              native=trust_filter and scopes is None)
+    # All roots, even nested ones: a nested root may sit under a pruned folder.
+    roots = sorted({normalize_key(r) for r in flt.roots()})
     if scopes is None:
         for r in roots:
             p.walker.walk_root(r)

@@ -29,9 +29,12 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from reconciler.fingerprint import Fingerprint
+
+if TYPE_CHECKING:
+    from reconciler.native import NativeTable
 
 MAGIC = b"CTRMANI\x00"
 VERSION = 1
@@ -79,15 +82,60 @@ def _xxh3_128(data: bytes | memoryview) -> bytes:
     return xxhash.xxh3_128_digest(data)
 
 
-class Manifest(Mapping[str, Entry]):
-    """Immutable mapping key -> Entry. Build new ones, never mutate."""
+class TableSource(Protocol):
+    """A packed table a Manifest is built from only when someone needs the
+    dict: a nothing-changed pass with the native scan never does
+    (reconciler/native.py), so it never builds one tuple per entry."""
 
-    __slots__ = ("_raw", "_sorted")
+    def materialize(self) -> dict[str, RawEntry]: ...  # the whole table as a dict
+    def native(self) -> NativeTable | None: ...  # the same table for the native scan
+
+
+class _Packed:
+    """A verified manifest file as a TableSource (layout in the module docstring)."""
+
+    def __init__(self, data: bytes, count: int, rec_end: int, origin: str) -> None:
+        self.data, self.count, self.rec_end, self.origin = data, count, rec_end, origin
+
+    def materialize(self) -> dict[str, RawEntry]:
+        body = memoryview(self.data)[:-_TRAILER_LEN]
+        count, rec_end, origin = self.count, self.rec_end, self.origin
+        keys = bytes(body[rec_end:]).decode(_FS_ENCODING, _FS_ERRORS).split("\0") if count else []
+        if len(keys) != count:
+            raise ManifestCorrupt(f"{origin}: manifest key count mismatch")
+        with _gc_paused():
+            records = _RECORD.iter_unpack(body[_HEADER.size:rec_end])
+            raw: dict[str, RawEntry] = dict(zip(keys, records, strict=True))
+        if len(raw) != count:
+            raise ManifestCorrupt(f"{origin}: manifest has duplicate keys")
+        return raw
+
+    def native(self) -> NativeTable | None:
+        from reconciler.native import build_table
+
+        body = memoryview(self.data)[:-_TRAILER_LEN]
+        try:
+            return build_table(body[_HEADER.size:self.rec_end], body[self.rec_end:], self.count)
+        except ValueError as exc:  # key and record counts disagree
+            raise ManifestCorrupt(f"{self.origin}: manifest key count mismatch") from exc
+
+
+class Manifest(Mapping[str, Entry]):
+    """Immutable mapping key -> Entry. Build new ones, never mutate.
+
+    Built from a TableSource, the dict is materialized on first use; the
+    answers are the same either way."""
+
+    __slots__ = ("_native", "_raw", "_sorted", "_source")
 
     def __init__(self, raw: dict[str, RawEntry] | None = None,
-                 _sorted_keys: list[str] | None = None) -> None:
-        self._raw: dict[str, RawEntry] = raw if raw is not None else {}
+                 _sorted_keys: list[str] | None = None, *,
+                 source: TableSource | None = None) -> None:
+        self._raw: dict[str, RawEntry] | None = (
+            raw if raw is not None else (None if source is not None else {}))
         self._sorted: list[str] | None = _sorted_keys
+        self._source = source
+        self._native: list[NativeTable | None] = []  # decided on first use
 
     @classmethod
     def from_entries(cls, entries: Mapping[str, Entry] | Iterable[tuple[str, Entry]]) -> Manifest:
@@ -96,37 +144,70 @@ class Manifest(Mapping[str, Entry]):
 
     # -- Mapping ---------------------------------------------------------------
     def __getitem__(self, key: str) -> Entry:
-        r = self._raw[key]
+        r = self.raw()[key]
         return Entry(Fingerprint(r[0], r[1], r[2], r[3], r[4]), r[5], r[6])
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._raw)
+        return iter(self.raw())
 
     def __len__(self) -> int:
-        return len(self._raw)
+        if self._raw is None:
+            table = self.native_table()
+            if table is not None:
+                return table.live
+        return len(self.raw())
 
     def __contains__(self, key: object) -> bool:
-        return key in self._raw
+        if self._raw is None and isinstance(key, str):
+            return self.lookup(key) is not None
+        return key in self.raw()
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Manifest):
-            return self._raw == other._raw
+            return self.raw() == other.raw()
         return NotImplemented
 
     def __hash__(self) -> int:  # mappings are unhashable; keep Mapping semantics
         raise TypeError("Manifest is unhashable")
 
     def __repr__(self) -> str:
-        return f"Manifest({len(self._raw)} entries)"
+        return f"Manifest({len(self)} entries)"
 
     # -- fast internal access (used by the differ) -----------------------------
     def raw(self) -> dict[str, RawEntry]:
         """The underlying key -> tuple table. Callers must not mutate it."""
+        if self._raw is None:
+            assert self._source is not None
+            with _gc_paused():
+                self._raw = self._source.materialize()
         return self._raw
+
+    def lookup(self, key: str) -> RawEntry | None:
+        """One entry, without materializing a lazily built table."""
+        if self._raw is None:
+            table = self.native_table()
+            if table is not None:
+                from reconciler.native import encode_key, unpack
+
+                rec = table.get(encode_key(key))
+                return None if rec is None else unpack(rec)
+        return self.raw().get(key)
+
+    def raw_view(self) -> Mapping[str, RawEntry]:
+        """raw() as a read-only mapping that answers single keys without
+        materializing a lazily built table (iterating it does)."""
+        return self._raw if self._raw is not None else _RawView(self)
+
+    def native_table(self) -> NativeTable | None:
+        """The table as the native scan's hash index (reconciler/native.py),
+        or None: no extension, or a table built as a dict."""
+        if not self._native:
+            self._native.append(self._source.native() if self._source is not None else None)
+        return self._native[0]
 
     def sorted_keys(self) -> list[str]:
         if self._sorted is None:
-            self._sorted = sorted(self._raw)
+            self._sorted = sorted(self.raw())
         return self._sorted
 
     # -- serialisation -----------------------------------------------------------
@@ -135,8 +216,8 @@ class Manifest(Mapping[str, Entry]):
         return self._sorted
 
     def to_bytes(self) -> bytes:
-        keys = list(self._raw)
-        raw = self._raw
+        raw = self.raw()
+        keys = list(raw)
         blob = "\0".join(keys).encode(_FS_ENCODING, _FS_ERRORS)
         parts = [_HEADER.pack(MAGIC, VERSION, len(keys), len(blob))]
         pack = _RECORD.pack
@@ -158,15 +239,14 @@ class Manifest(Mapping[str, Entry]):
         rec_end = _HEADER.size + count * _RECORD.size
         if rec_end + blob_len != len(body):
             raise ManifestCorrupt(f"{origin}: manifest sizes inconsistent")
-        keys = bytes(body[rec_end:]).decode(_FS_ENCODING, _FS_ERRORS).split("\0") if count else []
-        if len(keys) != count:
-            raise ManifestCorrupt(f"{origin}: manifest key count mismatch")
-        with _gc_paused():
-            records = _RECORD.iter_unpack(body[_HEADER.size:rec_end])
-            raw: dict[str, RawEntry] = dict(zip(keys, records, strict=True))
-        if len(raw) != count:
-            raise ManifestCorrupt(f"{origin}: manifest has duplicate keys")
-        return cls(raw)
+        source = _Packed(data, count, rec_end, origin)
+        if _FS_ENCODING.lower() in ("utf-8", "utf8") and _FS_ERRORS == "surrogateescape":
+            table = source.native()
+            if table is not None:  # the dict is built only if someone asks for it
+                if table.live != count:
+                    raise ManifestCorrupt(f"{origin}: manifest has duplicate keys")
+                return cls(source=source)
+        return cls(source.materialize())
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Manifest:
@@ -201,3 +281,27 @@ class Manifest(Mapping[str, Entry]):
             os.fsync(dfd)
         finally:
             os.close(dfd)
+
+
+class _RawView(Mapping[str, RawEntry]):
+    """Manifest.raw_view() of a table not yet materialized."""
+
+    __slots__ = ("_m",)
+
+    def __init__(self, manifest: Manifest) -> None:
+        self._m = manifest
+
+    def __getitem__(self, key: str) -> RawEntry:
+        e = self._m.lookup(key)
+        if e is None:
+            raise KeyError(key)
+        return e
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._m.lookup(key) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._m.raw())
+
+    def __len__(self) -> int:
+        return len(self._m)

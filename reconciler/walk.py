@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from reconciler.manifest import RawEntry
+from reconciler.native import CODE_DIRHINT, CODE_DONE, CODE_LINKED, NativeTable, encode_key
 from reconciler.oserr import DENIED, GONE
 from reconciler.report import PassMetrics, WalkReport
 
@@ -44,6 +45,25 @@ class Unchanged:
     granularity_ns: int
     seen: list[str]
     count: int = 0
+
+
+@dataclass
+class NativeScan:
+    """The same rule applied by the native folder scan (reconciler/_native.c)
+    against the previous table in place: `seen` holds one byte per table
+    entry, set for each entry trusted as unchanged; `trusted` counts them.
+
+    The scan skips the path filter for a key the previous table holds with
+    an unchanged full fingerprint: that table was built by this same filter
+    (the caller vouches for it, reconcile(trust_filter=True)), and accept()
+    decides on the key and the size alone, both unchanged.
+    """
+
+    table: NativeTable
+    seen: bytearray
+    granularity_ns: int
+    trusted: int = 0
+
 
 S_IFMT = 0o170000  # inline mode tests: the hot loop runs once per entry
 S_IFREG, S_IFDIR, S_IFLNK = stat_mod.S_IFREG, stat_mod.S_IFDIR, stat_mod.S_IFLNK
@@ -73,7 +93,7 @@ class Walker:
     def __init__(self, base: str, flt: PathFilter, stat: StatFn, on_files: FilesFn,
                  keep: KeepFn, report: WalkReport, metrics: PassMetrics,
                  max_depth: int = DEFAULT_MAX_DEPTH, ops: FsOps | None = None,
-                 unchanged: Unchanged | None = None) -> None:
+                 unchanged: Unchanged | None = None, native: NativeScan | None = None) -> None:
         self.base = base
         self.flt = flt
         self.stat = stat
@@ -88,6 +108,8 @@ class Walker:
         self.metrics = metrics
         self.max_depth = max_depth
         self.ops = ops or FsOps()
+        # The native scan lists folders itself: only with the default stat and listing.
+        self.native = native if self.fast_stat and self.ops.scandir is os.scandir else None
         self.walked: set[str] = set()
         self.visited_files: set[str] = set()  # narrowed walks may reach a file via two roots
         # Accepted files with more than one name: a write through another name
@@ -148,6 +170,8 @@ class Walker:
     # -- listing ----------------------------------------------------------------
     def _scan(self, fd: int, key: str) -> list[str]:
         """List one open folder: dispatch files, return the names of folders to descend."""
+        if self.native is not None:
+            return self._scan_native(fd, key, self.native)
         m = self.metrics
         m.dirs_visited += 1
         try:
@@ -209,6 +233,66 @@ class Walker:
                 m.bump("other")
         if unch is not None:
             unch.count += trusted
+        if files:
+            self.on_files(fd, files)
+        return subdirs
+
+    def _scan_native(self, fd: int, key: str, nat: NativeScan) -> list[str]:
+        """_scan with the listing, stat and unchanged check done in C: only
+        folders, files that differ, failed stats and trusted files Python must
+        report (a non-ASCII name, more than one link) come back, in listing
+        order, so every report and list matches the pure path's."""
+        m = self.metrics
+        m.dirs_visited += 1
+        try:
+            entries, trusted, symlinks, other, pending = nat.table.scan(
+                fd, encode_key(key), nat.seen, nat.granularity_ns)
+        except OSError as exc:
+            self.fail(key, exc, is_dir=True)
+            return []
+        m.entries_visited += entries
+        nat.trusted += trusted
+        if symlinks:
+            m.bump("symlinks", symlinks)
+        if other:
+            m.bump("other", other)
+        subdirs: list[str] = []
+        files: FileBatch = []
+        prefix = f"{key}/" if key else ""
+        for name, code in pending:
+            ckey = prefix + name
+            if not name.isascii():
+                try:
+                    name.encode("utf-8")
+                except UnicodeEncodeError:
+                    self.report.undecodable.add(ckey)
+            if code & CODE_DONE:
+                if code & CODE_LINKED:
+                    self.linked.append(ckey)
+                continue
+            # Stat again: the pure path's per-entry rule, on what is there now.
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except OSError as exc:
+                self.fail(ckey, exc, is_dir=bool(code & CODE_DIRHINT))
+                continue
+            fmt = st.st_mode & S_IFMT
+            if fmt == S_IFREG:
+                if self.flt.accept(ckey, st):
+                    if st.st_nlink > 1:
+                        self.linked.append(ckey)
+                    files.append((name, ckey, st))  # on_files applies the full rule
+                else:
+                    m.bump("rejected")
+            elif fmt == S_IFDIR:
+                if self.flt.descend(ckey):
+                    subdirs.append(name)
+                else:
+                    m.bump("pruned")
+            elif fmt == S_IFLNK:
+                m.bump("symlinks")
+            else:
+                m.bump("other")
         if files:
             self.on_files(fd, files)
         return subdirs

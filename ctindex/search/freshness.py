@@ -70,8 +70,9 @@ def ensure_fresh(project: Project, plan: Plan, *, mode: str = "reconcile-on-quer
             table = load_file_table(index_dir, m)
             from ctindex.netfs import walk_threads
 
+            # rebuild_reason None: the table was built under this plan.
             res = reconcile(project.root, plan.path_filter(), table,
-                            workers=walk_threads(project.root))
+                            workers=walk_threads(project.root), trust_filter=True)
             if not res.has_changes:
                 generation = m.generation
                 if newly_trusted(table, res):

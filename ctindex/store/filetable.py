@@ -32,6 +32,7 @@ from ctindex.store.files import IndexCorrupt, read_all
 
 if TYPE_CHECKING:
     from reconciler import Manifest
+    from reconciler.native import NativeTable
 
 MAGIC = b"CTFILES\x00"
 VERSION = 1
@@ -125,6 +126,38 @@ class BaseTable:
         return out
 
 
+class _FullTable:
+    """A base file plus its delta as a reconciler TableSource (reconciler/manifest.py)."""
+
+    def __init__(self, base: BaseTable, delta: Delta) -> None:
+        # The check everything() makes, made now: damage must surface while
+        # loading (the caller rebuilds then), not in the middle of a pass.
+        nuls = base._data.count(b"\0", base._blob, len(base._data) - _TRAILER)
+        if base.count and nuls != base.count - 1:
+            raise IndexCorrupt("file table key count mismatch")
+        self.base, self.delta = base, delta
+
+    def materialize(self) -> dict[str, RawEntry]:
+        raw = self.base.everything()
+        for key, e in self.delta.items():
+            if e is None:
+                raw.pop(key, None)
+            else:
+                raw[key] = e
+        return raw
+
+    def native(self) -> NativeTable | None:
+        from reconciler.native import build_table
+
+        b = self.base
+        body = memoryview(b._data)[:-_TRAILER]
+        try:
+            return build_table(body[b._rec:b._offs], body[b._blob:], b.count,
+                               self.delta.items())
+        except ValueError as exc:
+            raise IndexCorrupt(f"file table keys and records disagree ({exc})") from exc
+
+
 def _under(key: str, scopes: list[str]) -> bool:
     return any(not s or key == s or key.startswith(s + "/") for s in scopes)
 
@@ -155,7 +188,11 @@ def load(index_dir: Path, files: str | None, delta_json: Mapping[str, Any],
     raw: dict[str, RawEntry] = {}
     if files is not None:
         base = BaseTable.load(index_dir / files)
-        raw = base.everything() if scopes is None else base.subtrees(scopes)
+        if scopes is None:
+            # Built as a dict only if someone needs one: a nothing-changed
+            # pass with the native scan compares against the file in place.
+            return Manifest(source=_FullTable(base, delta))
+        raw = base.subtrees(scopes)
     for key, e in delta.items():
         if scopes is not None and not _under(key, scopes):
             continue

@@ -1,0 +1,25 @@
+"""Build hook for the optional native core (docs/decisions/native.md).
+
+Everything else about the package lives in pyproject.toml. The extension is
+`optional=True`: without a C compiler (or on a platform it does not support)
+setuptools skips it and the pure-Python paths run, which are complete on
+their own (reconciler/native.py decides at import time).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from setuptools import Extension, setup
+
+# The scan reads the little-endian packed file table in place and uses
+# POSIX fstatat/fdopendir: Linux and macOS on little-endian CPUs.
+SUPPORTED = sys.byteorder == "little" and (sys.platform.startswith("linux")
+                                           or sys.platform == "darwin")
+
+ext_modules = [
+    Extension("reconciler._native", ["reconciler/_native.c"], optional=True,
+              extra_compile_args=["-O2", "-std=c99", "-Wall"]),
+] if SUPPORTED else []
+
+setup(ext_modules=ext_modules)
