@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ctindex import runtime as rt
+from ctindex.project import key_within
 from ctindex.providers import okf_markdown as okf
 from ctindex.store.files import IndexCorrupt, read_all
 from ctindex.store.manifest import StoreManifest, read_diag, read_manifest
@@ -149,34 +150,22 @@ class RecordedFiles(Mapping[str, "LinkedEntry"]):
     def __contains__(self, key: object) -> bool:
         if self._inside is None:
             return key in self._raw
-        return isinstance(key, str) and key in self._raw and _within(key, self._inside)
+        return isinstance(key, str) and key in self._raw and key_within(key, self._inside)
 
     def __getitem__(self, key: str) -> LinkedEntry:
         e = self._raw[key]  # KeyError when absent
-        if self._inside is not None and not _within(key, self._inside):
+        if self._inside is not None and not key_within(key, self._inside):
             raise KeyError(key)
         return self._fp(*e[:5]), e[6]
 
     def __iter__(self) -> Iterator[str]:
         inside = self._inside
         return iter(self._raw) if inside is None else \
-            (k for k in self._raw if _within(k, inside))
+            (k for k in self._raw if key_within(k, inside))
 
     def __len__(self) -> int:
         return len(self._raw) if self._inside is None else sum(1 for _ in self)
 
-
-def _within(key: str, folders: set[str]) -> bool:
-    """`key` is one of `folders` or below one: walks up the key, O(depth),
-    so a pass narrowed to thousands of keys stays linear in what it saw."""
-    if "" in folders:
-        return True
-    probe = key
-    while probe:
-        if probe in folders:
-            return True
-        probe = probe.rpartition("/")[0]
-    return False
 
 
 _WALK_PROBLEMS = (  # WalkReport bucket -> what it means for the index

@@ -207,6 +207,20 @@ def is_index_key(key: str) -> bool:
     return key == INDEX_KEY or key.startswith(_INDEX_PREFIX)
 
 
+def key_within(key: str, folders: set[str] | frozenset[str]) -> bool:
+    """`key` is one of the folder keys `folders` or below one ("" is the
+    project root). Walks up the key, O(depth), so filtering thousands of keys
+    by a narrowed pass's folders stays linear in the keys."""
+    if "" in folders:
+        return True
+    probe = key
+    while probe:
+        if probe in folders:
+            return True
+        probe = probe.rpartition("/")[0]
+    return False
+
+
 def is_normal_key(key: str) -> bool:
     """True for a key in canonical form: relative, '/'-separated, no '.', '..'
     or empty components (the project root is "")."""

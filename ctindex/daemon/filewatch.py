@@ -35,7 +35,8 @@ from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from backends.base import Watcher, file_watching
-from ctindex.daemon.links import LinkTracker, _under_any, vouches
+from ctindex.daemon.links import LinkTracker, vouches
+from ctindex.project import key_within
 
 if TYPE_CHECKING:
     from ctindex.indexer import LinkedEntry
@@ -105,7 +106,7 @@ class FileWatches:
                 else:
                     folder_keys.add(k)
             if folder_keys:
-                gone.extend(k for k in held if k not in seen and _under_any(k, folder_keys))
+                gone.extend(k for k in held if k not in seen and key_within(k, folder_keys))
         backend.unwatch_files(gone)
         new = backend.watch_files(seen, _Inodes(seen))
         dirty, rest = self._verify(seen, held, new)

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ctindex.project import key_within
 from reconciler import DEFAULT_GRANULARITY_NS, Fingerprint
 
 if TYPE_CHECKING:
@@ -40,17 +41,6 @@ def vouches(st: os.stat_result, fp: Fingerprint, recorded_ns: int, gran: int) ->
     return ((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev) == fp
             and recorded_ns - fp.mtime_ns >= gran and recorded_ns - fp.ctime_ns >= gran)
 
-
-def _under_any(key: str, folders: set[str]) -> bool:
-    """`key` is one of `folders` or inside one (walks up the key: O(depth))."""
-    if "" in folders:
-        return True
-    probe = key
-    while probe:
-        if probe in folders:
-            return True
-        probe = probe.rpartition("/")[0]
-    return False
 
 
 @dataclass
@@ -90,7 +80,7 @@ class LinkTracker:
         unknown = any((fp.dev, fp.ino) not in self._inodes for fp, _ in linked.values())
         folders = set(keys)
         if self.entries and folders:
-            for key in [k for k in self.entries if _under_any(k, folders)]:
+            for key in [k for k in self.entries if key_within(k, folders)]:
                 self._drop(key)
         for key, entry in linked.items():
             self._add(key, entry)
