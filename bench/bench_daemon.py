@@ -97,13 +97,14 @@ def _tiny_daemon_rss() -> int:
         shutil.rmtree(tiny, ignore_errors=True)
 
 
-def _own_copy() -> Path:
-    """A private copy of bench_index's corpus: that benchmark rebuilds and
-    toggles its own copy, this one runs a daemon on this one."""
+def _own_copy(name: str = "daemon") -> Path:
+    """A private, watched copy of bench_index's corpus (reused once complete):
+    that benchmark rebuilds and toggles its own copy, each daemon benchmark
+    runs a daemon on one of these, `name` telling them apart."""
     from bench.bench_index import DOCS, make_corpus
 
     source = make_corpus()
-    root = Path(tempfile.gettempdir()) / f"ctindex-bench-daemon-{DOCS}"
+    root = Path(tempfile.gettempdir()) / f"ctindex-bench-{name}-{DOCS}"
     marker = root.with_name(root.name + ".complete")
     if not marker.exists():
         shutil.rmtree(root, ignore_errors=True)

@@ -151,26 +151,11 @@ def _small() -> tuple[list[str], str]:
     return lines, f"{medians['script'] - base:.1f}"
 
 
-def _big_copy() -> Path:
-    from bench.bench_index import DOCS, make_corpus
-
-    source = make_corpus()
-    root = Path(tempfile.gettempdir()) / f"ctindex-bench-query-{DOCS}"
-    marker = root.with_name(root.name + ".complete")
-    if not marker.exists():
-        shutil.rmtree(root, ignore_errors=True)
-        shutil.copytree(source / "kb", root / "kb")
-        (root / ".git").mkdir()
-        (root / ".ct").mkdir()
-        (root / ".ct" / "index.jsonc").write_text(CONFIG_ON)
-        marker.touch()
-    return root
-
-
 def _big() -> list[str]:
+    from bench.bench_daemon import _own_copy
     from bench.bench_index import MARKER
 
-    root = _big_copy()
+    root = _own_copy("query")
     py = sys.executable
     rg = shutil.which("rg")
     top = json.loads(MARKER.read_text())["vocab_top"]
