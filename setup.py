@@ -14,12 +14,21 @@ from setuptools import Extension, setup
 
 # The scan reads the little-endian packed file table in place and uses
 # POSIX fstatat/fdopendir: Linux and macOS on little-endian CPUs.
-SUPPORTED = sys.byteorder == "little" and (sys.platform.startswith("linux")
-                                           or sys.platform == "darwin")
+SUPPORTED = sys.byteorder == "little" and (
+    sys.platform.startswith("linux") or sys.platform == "darwin"
+)
 
-ext_modules = [
-    Extension("reconciler._native", ["reconciler/_native.c"], optional=True,
-              extra_compile_args=["-O2", "-std=c99", "-Wall"]),
-] if SUPPORTED else []
+ext_modules = (
+    [
+        Extension(
+            "ctindex.reconciler._native",
+            ["reconciler/_native.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c99", "-Wall"],
+        ),
+    ]
+    if SUPPORTED
+    else []
+)
 
 setup(ext_modules=ext_modules)

@@ -2,7 +2,7 @@
 native facility (inotify, fsevents, rdcw), the poll lane, and open_watcher()
 that picks among them. Never imports ctindex or reconciler."""
 
-from backends.base import Batch, Watcher
-from backends.choose import open_watcher
+from ctindex.backends.base import Batch, Watcher
+from ctindex.backends.choose import open_watcher
 
 __all__ = ["Batch", "Watcher", "open_watcher"]

@@ -126,8 +126,7 @@ class FileWatching(Protocol):
     @property
     def file_budget(self) -> int: ...  # at most this many file watches are held
 
-    def watch_files(self, keys: Iterable[str],
-                    inodes: Mapping[str, int] | None = None) -> set[str]:
+    def watch_files(self, keys: Iterable[str], inodes: Mapping[str, int] | None = None) -> set[str]:
         """Watch each key's file (re-pointing a key whose name now holds
         another inode); returns the keys whose watch is new (not watched
         before, or re-pointed). `inodes`: the inode number the caller

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from backends.base import Batch, Descend, Watcher, key_path, normalize_roots
-from backends.poll import PollWatcher
+from ctindex.backends.base import Batch, Descend, Watcher, key_path, normalize_roots
+from ctindex.backends.poll import PollWatcher
 
 BACKOFF_FIRST_S = 60.0
 BACKOFF_MAX_S = 3600.0
@@ -29,15 +29,15 @@ def native_opener(
 ) -> tuple[str, NativeOpener] | None:
     """(backend name, opener) for this platform, or None when there is none."""
     if sys.platform.startswith("linux"):
-        from backends.inotify import InotifyWatcher
+        from ctindex.backends.inotify import InotifyWatcher
 
         return "inotify", lambda: InotifyWatcher(base, roots, descend, cookie_dir)
     if sys.platform == "darwin":
-        from backends.fsevents import FSEventsWatcher
+        from ctindex.backends.fsevents import FSEventsWatcher
 
         return "fsevents", lambda: FSEventsWatcher(base, roots, descend, cookie_dir)
     if sys.platform == "win32":
-        from backends.rdcw import RdcwWatcher
+        from ctindex.backends.rdcw import RdcwWatcher
 
         return "rdcw", lambda: RdcwWatcher(base, roots, descend, cookie_dir)
     return None
@@ -169,7 +169,7 @@ def open_watcher(
     if found is None:
         return poll(f"no native watcher for platform {sys.platform}")
     if found[0] == "inotify":
-        from backends.mounts import check_paths
+        from ctindex.backends.mounts import check_paths
 
         paths = [key_path(base, r) for r in normalize_roots(roots)]
         if cookie_dir is not None:

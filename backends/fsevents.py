@@ -23,7 +23,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from backends.base import Batch, BatchBuilder, Descend, excluded, normalize_roots, root_of, under
+from ctindex.backends.base import (
+    Batch,
+    BatchBuilder,
+    Descend,
+    excluded,
+    normalize_roots,
+    root_of,
+    under,
+)
 
 # FSEventStreamEventFlags (FSEvents.h).
 MUST_SCAN_SUBDIRS = 0x00000001

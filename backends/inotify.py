@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
-from backends import inotify_c as c
-from backends.base import (
+from ctindex.backends import inotify_c as c
+from ctindex.backends.base import (
     Batch,
     BatchBuilder,
     Descend,
@@ -171,8 +171,9 @@ class InotifyWatcher:
         except BaseException:
             self.close()
             raise
-        self.file_budget = file_watch_budget(max_user_watches(), len(self._dirs) + 1,
-                                             self._file_cap)
+        self.file_budget = file_watch_budget(
+            max_user_watches(), len(self._dirs) + 1, self._file_cap
+        )
 
     # -- public -----------------------------------------------------------
     def fileno(self) -> int | None:
@@ -183,8 +184,7 @@ class InotifyWatcher:
         return {key: wd for wd, key in self._dirs.items()}
 
     # -- file watches (backends.base.FileWatching) ------------------------------
-    def watch_files(self, keys: Iterable[str],
-                    inodes: Mapping[str, int] | None = None) -> set[str]:
+    def watch_files(self, keys: Iterable[str], inodes: Mapping[str, int] | None = None) -> set[str]:
         new: set[str] = set()
         for key in keys:
             packed = self._file_wd.get(key)

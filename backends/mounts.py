@@ -86,8 +86,9 @@ def parse_mountinfo(text: bytes) -> list[Mount]:
             mount_id = int(fields[0])
         except (ValueError, IndexError):
             continue
-        mounts.append(Mount(unescape(point), unescape(fstype), unescape(source), unescape(root),
-                            mount_id))
+        mounts.append(
+            Mount(unescape(point), unescape(fstype), unescape(source), unescape(root), mount_id)
+        )
     return mounts
 
 
@@ -233,8 +234,10 @@ class MountTable:
     def _digest(self, raw: bytes | str) -> str:
         if isinstance(raw, str):
             return raw
-        lines = [f"{m.mount_id} {m.mount_point} {m.root} {m.fstype} {m.source}"
-                 for m in relevant(self.paths, parse_mountinfo(raw))]
+        lines = [
+            f"{m.mount_id} {m.mount_point} {m.root} {m.fstype} {m.source}"
+            for m in relevant(self.paths, parse_mountinfo(raw))
+        ]
         data = "\n".join(lines).encode(errors="surrogateescape")
         return hashlib.blake2b(data, digest_size=16).hexdigest()
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from backends.base import Batch, key_path, normalize_roots
+from ctindex.backends.base import Batch, key_path, normalize_roots
 
 COOKIE_CHECK_S = 0.05  # how often a waiting read() lists the cookie folder
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.base import Batch, BatchBuilder, Descend, excluded, join_key, normalize_roots
+from ctindex.backends.base import Batch, BatchBuilder, Descend, excluded, join_key, normalize_roots
 
 FILE_ACTION_ADDED = 1
 FILE_ACTION_REMOVED = 2

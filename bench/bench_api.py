@@ -56,9 +56,13 @@ def measure(root: object, queries: list[str], runs: int = RUNS) -> dict[str, flo
 
         samples = _timed(one, runs)
         reopened = index.opened - opened
-    return {"p50": statistics.median(samples), "p95": _pct(samples, 0.95),
-            "fresh_p50": statistics.median(fresh), "reopened": reopened,
-            "mode": ",".join(sorted(modes))}  # type: ignore[dict-item]
+    return {
+        "p50": statistics.median(samples),
+        "p95": _pct(samples, 0.95),
+        "fresh_p50": statistics.median(fresh),
+        "reopened": reopened,
+        "mode": ",".join(sorted(modes)),
+    }  # type: ignore[dict-item]
 
 
 def run() -> str:
@@ -67,8 +71,13 @@ def run() -> str:
 
     root = _own_copy()
     top = json.loads(MARKER.read_text())["vocab_top"]
-    queries = [top[40], f'"{top[3]} {top[5]}"', f"{top[60][:3]}*", f"{top[10]} -{top[11]}",
-               f"{top[20]} OR {top[21]}"]
+    queries = [
+        top[40],
+        f'"{top[3]} {top[5]}"',
+        f"{top[60][:3]}*",
+        f"{top[10]} -{top[11]}",
+        f"{top[20]} OR {top[21]}",
+    ]
     cfg = root / ".ct" / "index.jsonc"
     original = cfg.read_text()
     try:

@@ -37,8 +37,12 @@ CONFIG_ON = '{"version": 1, "watch": true}\n'
 def _ctindex(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     from bench.bench_index import _ENV  # timed processes run with cached bytecode
 
-    return subprocess.run([sys.executable, "-m", "ctindex", "-C", str(root), *args],
-                          capture_output=True, check=False, env=_ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "ctindex", "-C", str(root), *args],
+        capture_output=True,
+        check=False,
+        env=_ENV,
+    )
 
 
 def _steady(root: Path, query: str) -> None:
@@ -73,7 +77,7 @@ def _wait_clean(root: Path, query: str, timeout: float = 120.0) -> None:
 
 def _status(root: Path) -> dict[str, Any]:
     from ctindex import client
-    from ctindex.project import Project
+    from ctindex.policy.project import Project
 
     return client.watcher_status(Project.at(root))
 
@@ -120,8 +124,8 @@ def run() -> str:
     from bench.bench_index import MARKER
     from ctindex import client
     from ctindex import runtime as rt
-    from ctindex.plan import load_plan
-    from ctindex.project import Project
+    from ctindex.policy.plan import load_plan
+    from ctindex.policy.project import Project
 
     root = _own_copy()
     top = json.loads(MARKER.read_text())["vocab_top"]
@@ -145,21 +149,33 @@ def run() -> str:
         # Side by side: each round times every query and its rg counterpart
         # once, so machine load hits both alike; medians over the rounds.
         phrase, prefix = f"{top[3]} {top[5]}", top[60][:3]
-        pairs = {query: (query, query), f'"{phrase}"': (f'"{phrase}"', phrase),
-                 f"{prefix}*": (f"{prefix}*", prefix)}
+        pairs = {
+            query: (query, query),
+            f'"{phrase}"': (f'"{phrase}"', phrase),
+            f"{prefix}*": (f"{prefix}*", prefix),
+        }
         ours: dict[str, list[float]] = {k: [] for k in pairs}
         theirs: dict[str, list[float]] = {k: [] for k in pairs}
         for _ in range(SEARCH_RUNS):
             for name, (ours_q, rg_q) in pairs.items():
                 ours[name].append(_timed_ms(lambda q=ours_q: _ctindex(root, "search", q)))
                 if rg:
-                    theirs[name].append(_timed_ms(lambda q=rg_q: subprocess.run(
-                        [rg, "-l", "-i", q, str(root / "kb")], capture_output=True,
-                        check=False)))
+                    theirs[name].append(
+                        _timed_ms(
+                            lambda q=rg_q: subprocess.run(
+                                [rg, "-l", "-i", q, str(root / "kb")],
+                                capture_output=True,
+                                check=False,
+                            )
+                        )
+                    )
         search_ms = statistics.median(ours[query])
         rg_ms = statistics.median(theirs[query]) if rg else None
-        extra = {k: (statistics.median(ours[k]), statistics.median(theirs[k]) if rg else None)
-                 for k in pairs if k != query}
+        extra = {
+            k: (statistics.median(ours[k]), statistics.median(theirs[k]) if rg else None)
+            for k in pairs
+            if k != query
+        }
 
         def changed() -> None:
             with open(victim, "a", encoding="utf-8") as fh:
@@ -199,16 +215,23 @@ def run() -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     if rg_ms is not None:
-        lines.append(f"| `search {query}` with a clean daemon vs `rg -l -i` | "
-                     f"{search_ms:.0f} ms | {rg_ms:.0f} ms | {search_ms / rg_ms:.2f}x | ≤ 0.25x |")
+        lines.append(
+            f"| `search {query}` with a clean daemon vs `rg -l -i` | "
+            f"{search_ms:.0f} ms | {rg_ms:.0f} ms | {search_ms / rg_ms:.2f}x | ≤ 0.25x |"
+        )
     else:
-        lines.append(f"| `search {query}` with a clean daemon (rg not installed) | "
-                     f"{search_ms:.0f} ms | - | - | ≤ 0.25x |")
+        lines.append(
+            f"| `search {query}` with a clean daemon (rg not installed) | "
+            f"{search_ms:.0f} ms | - | - | ≤ 0.25x |"
+        )
     for name, (ms, peer) in extra.items():
         kind = "phrase" if name.startswith('"') else "prefix; rg: the bare substring"
-        lines.append(f"| `search {name}` ({kind}) with a clean daemon vs `rg -l -i` | "
-                     f"{ms:.0f} ms | " + (f"{peer:.0f} ms | {ms / peer:.2f}x |" if peer
-                                           else "- | - |") + " (≤ 0.25x) |")
+        lines.append(
+            f"| `search {name}` ({kind}) with a clean daemon vs `rg -l -i` | "
+            f"{ms:.0f} ms | "
+            + (f"{peer:.0f} ms | {ms / peer:.2f}x |" if peer else "- | - |")
+            + " (≤ 0.25x) |"
+        )
     lines += [
         f"| barrier after one file changed vs nothing changed | {dirty_barrier:.1f} ms | "
         f"{clean_barrier:.1f} ms | +{dirty_barrier - clean_barrier:.1f} ms | ≤ +15 ms |",

@@ -41,8 +41,32 @@ TYPES = ["Metric", "Table", "Policy", "Reference", "Skill", "Dataset"]
 
 
 def _vocabulary(rng: random.Random) -> list[str]:
-    syllables = ["ka", "ri", "to", "men", "sel", "dor", "an", "ve", "lu", "pra", "qui", "zo",
-                 "ter", "nal", "bi", "os", "cha", "ment", "ing", "ed", "tion", "er", "ly", "ble"]
+    syllables = [
+        "ka",
+        "ri",
+        "to",
+        "men",
+        "sel",
+        "dor",
+        "an",
+        "ve",
+        "lu",
+        "pra",
+        "qui",
+        "zo",
+        "ter",
+        "nal",
+        "bi",
+        "os",
+        "cha",
+        "ment",
+        "ing",
+        "ed",
+        "tion",
+        "er",
+        "ly",
+        "ble",
+    ]
     words: dict[str, None] = {}
     while len(words) < VOCAB:
         words["".join(rng.choices(syllables, k=rng.choice((1, 2, 2, 3, 3, 4))))] = None
@@ -76,11 +100,14 @@ def make_corpus(root: Path = ROOT) -> Path:
             folder.mkdir()
         words = rng.choices(vocab, cum_weights=cum, k=rng.randint(40, 160))
         title = " ".join(rng.choices(vocab, cum_weights=cum, k=3)).title()
-        paras = [" ".join(words[j:j + 40]) + "." for j in range(0, len(words), 40)]
-        text = (f"---\ntitle: {title}\ntype: {rng.choice(TYPES)}\n"
-                f"description: {' '.join(words[:8])}\n"
-                f"tags: [{', '.join(rng.sample(tags, 3))}]\n---\n\n# {title}\n\n"
-                + "\n\n".join(paras) + "\n")
+        paras = [" ".join(words[j : j + 40]) + "." for j in range(0, len(words), 40)]
+        text = (
+            f"---\ntitle: {title}\ntype: {rng.choice(TYPES)}\n"
+            f"description: {' '.join(words[:8])}\n"
+            f"tags: [{', '.join(rng.sample(tags, 3))}]\n---\n\n# {title}\n\n"
+            + "\n\n".join(paras)
+            + "\n"
+        )
         (folder / f"doc{i:05d}.md").write_text(text)
     MARKER.write_text(json.dumps({"vocab_top": vocab[:2000]}))
     return root
@@ -115,8 +142,10 @@ def fts5_build(root: Path, db: Path) -> None:
     if db.exists():
         db.unlink()
     con = sqlite3.connect(db)
-    con.execute("CREATE VIRTUAL TABLE docs USING fts5(path UNINDEXED, title, body, "
-                "tokenize='porter unicode61')")
+    con.execute(
+        "CREATE VIRTUAL TABLE docs USING fts5(path UNINDEXED, title, body, "
+        "tokenize='porter unicode61')"
+    )
     rows = []
     for p in _docs(root):
         text = p.read_text("utf-8")
@@ -129,13 +158,15 @@ def fts5_build(root: Path, db: Path) -> None:
 
 
 def _index_bytes(root: Path) -> int:
-    from ctindex.store.manifest import read_manifest
+    from ctindex.store.generation import read_manifest
 
     index = root / ".ct" / "okf"
     m = read_manifest(index)
     assert m is not None
-    return sum((index / n).stat().st_size for n in m.referenced()) + (index / "MANIFEST").stat(
-    ).st_size
+    return (
+        sum((index / n).stat().st_size for n in m.referenced())
+        + (index / "MANIFEST").stat().st_size
+    )
 
 
 # Cold processes are measured as installed code runs: with cached bytecode.
@@ -145,23 +176,30 @@ _ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def _ctindex(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "ctindex", "-C", str(root), *args],
-                          capture_output=True, check=False, env=_ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "ctindex", "-C", str(root), *args],
+        capture_output=True,
+        check=False,
+        env=_ENV,
+    )
 
 
 def _query_only(root: Path, query: str) -> None:
-    code = ("import sys; from ctindex.search.engine import search_index; "
-            "from ctindex.search.query import parse_query; "
-            f"o = search_index(sys.argv[1] + '/.ct/okf', parse_query({query!r}), 10); "
-            "print(o.total)")
-    subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, check=True,
-                   env=_ENV)
+    code = (
+        "import sys; from ctindex.search.execute import search_index; "
+        "from ctindex.search.query import parse_query; "
+        f"o = search_index(sys.argv[1] + '/.ct/okf', parse_query({query!r}), 10); "
+        "print(o.total)"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, str(root)], capture_output=True, check=True, env=_ENV
+    )
 
 
 def run() -> str:
     from ctindex.indexer import rebuild
-    from ctindex.plan import load_plan
-    from ctindex.project import Project
+    from ctindex.policy.plan import load_plan
+    from ctindex.policy.project import Project
 
     root = make_corpus()
     top = json.loads(MARKER.read_text())["vocab_top"]
@@ -175,21 +213,31 @@ def run() -> str:
     fts_ms = _median_ms(lambda: fts5_build(root, db), RUNS)
     ours_bytes, fts_bytes = _index_bytes(root), db.stat().st_size
 
-    queries = [top[40], top[400], f"{top[30]} {top[300]}", f'"{top[3]} {top[5]}"',
-               f"{top[60][:3]}*"]
+    queries = [
+        top[40],
+        top[400],
+        f"{top[30]} {top[300]}",
+        f'"{top[3]} {top[5]}"',
+        f"{top[60][:3]}*",
+    ]
     _ctindex(root, "search", "warmup")
-    search_ms = {q: _median_ms(lambda q=q: _ctindex(root, "search", q), SEARCH_RUNS)
-                 for q in queries}
+    search_ms = {
+        q: _median_ms(lambda q=q: _ctindex(root, "search", q), SEARCH_RUNS) for q in queries
+    }
     query_ms = {q: _median_ms(lambda q=q: _query_only(root, q), SEARCH_RUNS) for q in queries}
     rg = shutil.which("rg")
     rg_ms: dict[str, float] = {}
     if rg:
         for q in queries[:2]:
-            rg_ms[q] = _median_ms(lambda q=q: subprocess.run(
-                [rg, "-l", "-i", q, str(root / "kb")], capture_output=True, check=False),
-                SEARCH_RUNS)
-    bare_ms = _median_ms(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True,
-                                                env=_ENV), SEARCH_RUNS)
+            rg_ms[q] = _median_ms(
+                lambda q=q: subprocess.run(
+                    [rg, "-l", "-i", q, str(root / "kb")], capture_output=True, check=False
+                ),
+                SEARCH_RUNS,
+            )
+    bare_ms = _median_ms(
+        lambda: subprocess.run([sys.executable, "-c", "pass"], check=True, env=_ENV), SEARCH_RUNS
+    )
     daemon_ms = _daemon_search(root, queries[0])
 
     lines = [
@@ -207,24 +255,36 @@ def run() -> str:
     ]
     for q in queries[:2]:
         if q in rg_ms:
-            lines.append(f"| cold `search {q}` (watch off, nothing changed) vs `rg -l -i` | "
-                         f"{search_ms[q]:.0f} ms | {rg_ms[q]:.0f} ms | "
-                         f"{search_ms[q] / rg_ms[q]:.2f}x | (≤ 0.25x with a clean daemon) |")
+            lines.append(
+                f"| cold `search {q}` (watch off, nothing changed) vs `rg -l -i` | "
+                f"{search_ms[q]:.0f} ms | {rg_ms[q]:.0f} ms | "
+                f"{search_ms[q] / rg_ms[q]:.2f}x | (≤ 0.25x with a clean daemon) |"
+            )
     if daemon_ms is not None and queries[0] in rg_ms:
-        lines.append(f"| cold `search {queries[0]}` with a clean daemon vs `rg -l -i` | "
-                     f"{daemon_ms:.0f} ms | {rg_ms[queries[0]]:.0f} ms | "
-                     f"{daemon_ms / rg_ms[queries[0]]:.2f}x | ≤ 0.25x |")
+        lines.append(
+            f"| cold `search {queries[0]}` with a clean daemon vs `rg -l -i` | "
+            f"{daemon_ms:.0f} ms | {rg_ms[queries[0]]:.0f} ms | "
+            f"{daemon_ms / rg_ms[queries[0]]:.2f}x | ≤ 0.25x |"
+        )
     if not rg:
         lines.append("| `rg` not installed: ripgrep comparison skipped | | | | |")
-    lines += ["", "Per query, in a fresh process each time:", "",
-              "| query | `ctindex search` (reconcile-on-query) | open generation + answer only |",
-              "| --- | --- | --- |"]
+    lines += [
+        "",
+        "Per query, in a fresh process each time:",
+        "",
+        "| query | `ctindex search` (reconcile-on-query) | open generation + answer only |",
+        "| --- | --- | --- |",
+    ]
     for q in queries:
         lines.append(f"| `{q}` | {search_ms[q]:.0f} ms | {query_ms[q]:.0f} ms |")
-    lines += ["", f"Bare `python -c pass` start: {bare_ms:.0f} ms (processes run with "
-              "bytecode caching on, as an installed package does). "
-              "With watching off every search walks and stats the corpus first "
-              "(the reconciler); with a clean daemon that walk is replaced by the barrier.", ""]
+    lines += [
+        "",
+        f"Bare `python -c pass` start: {bare_ms:.0f} ms (processes run with "
+        "bytecode caching on, as an installed package does). "
+        "With watching off every search walks and stats the corpus first "
+        "(the reconciler); with a clean daemon that walk is replaced by the barrier.",
+        "",
+    ]
     return "\n".join(lines)
 
 

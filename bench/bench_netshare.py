@@ -49,19 +49,21 @@ def run() -> str:
                 for name in BUNDLES:
                     shutil.copytree(CORPUS / name, server / "okf" / "bundles" / f"{name}_{i}")
             (server / ".git").mkdir()
-            concepts = sum(1 for p in server.rglob("*.md") if p.name not in ("index.md",
-                                                                            "log.md"))
+            concepts = sum(1 for p in server.rglob("*.md") if p.name not in ("index.md", "log.md"))
             client = r.mount("host1") / "proj"
             base = {k: v for k, v in os.environ.items() if k not in ("CI", "CTINDEX_WATCH")}
             serial_env = {**base, "CTINDEX_WALK_THREADS": "0"}
-            query = [sys.executable, "-m", "ctindex", "-C", str(client), "--json", "search",
-                     WORD]
+            query = [sys.executable, "-m", "ctindex", "-C", str(client), "--json", "search", WORD]
             find = ["find", str(client), "-type", "f", "-printf", r"%s %T@ %i\n"]
             r.run(query, env=base)  # builds the index (not measured)
-            lstat = [sys.executable, "-c",
-                     "import os, sys, time\nt = time.perf_counter()\n"
-                     "for _ in range(100): os.lstat(sys.argv[1])\n"
-                     "print((time.perf_counter() - t) * 10)", str(client / ".git")]
+            lstat = [
+                sys.executable,
+                "-c",
+                "import os, sys, time\nt = time.perf_counter()\n"
+                "for _ in range(100): os.lstat(sys.argv[1])\n"
+                "print((time.perf_counter() - t) * 10)",
+                str(client / ".git"),
+            ]
             rtt = float(r.run(lstat).stdout.strip() or "nan")
             serial: list[float] = []
             parallel: list[float] = []
@@ -88,25 +90,31 @@ def run() -> str:
         runs = ", ".join(f"{t:.0f}" for t in all_ms)
         return f"| {name} | {ms:.0f} ms | {ms / f_ms:.2f}x {target} | {runs} |"
 
-    return "\n".join([
-        head,
-        "",
-        f"sshfs over loopback through a proxy adding {DELAY_MS:g} ms each way, caches off",
-        f"(`{','.join(('dir_cache=no', 'attr_timeout=0', 'entry_timeout=0'))}`); "
-        f"{concepts} concepts; one `lstat` through the mount costs {rtt:.1f} ms here",
-        "(several sftp round trips on a loaded machine, so more than the 2 ms of added delay).",
-        f"Medians of {RUNS} interleaved runs, whole processes; freshness reason: "
-        f"`{', '.join(sorted(reasons))}`.",
-        "",
-        "| run | median | vs find | all runs (ms) |",
-        "| --- | --- | --- | --- |",
-        row("`find -type f -printf '%s %T@ %i\\n'`", f_ms, finds),
-        row("query, nothing changed, serial walk", s_ms, serial),
-        row("query, nothing changed, parallel walk (default)", p_ms, parallel,
-            "(target <= 1.0x, moonshot <= 0.25x)"),
-        row("query after one server-side change", c_ms, changed),
-        "",
-    ])
+    return "\n".join(
+        [
+            head,
+            "",
+            f"sshfs over loopback through a proxy adding {DELAY_MS:g} ms each way, caches off",
+            f"(`{','.join(('dir_cache=no', 'attr_timeout=0', 'entry_timeout=0'))}`); "
+            f"{concepts} concepts; one `lstat` through the mount costs {rtt:.1f} ms here",
+            "(several sftp round trips on a loaded machine, so more than the 2 ms of added delay).",
+            f"Medians of {RUNS} interleaved runs, whole processes; freshness reason: "
+            f"`{', '.join(sorted(reasons))}`.",
+            "",
+            "| run | median | vs find | all runs (ms) |",
+            "| --- | --- | --- | --- |",
+            row("`find -type f -printf '%s %T@ %i\\n'`", f_ms, finds),
+            row("query, nothing changed, serial walk", s_ms, serial),
+            row(
+                "query, nothing changed, parallel walk (default)",
+                p_ms,
+                parallel,
+                "(target <= 1.0x, moonshot <= 0.25x)",
+            ),
+            row("query after one server-side change", c_ms, changed),
+            "",
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ def _timed_ms(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> float:
 def _status(root: Path) -> dict[str, Any]:
     from ctindex import client
     from ctindex import runtime as rt
-    from ctindex.project import Project
+    from ctindex.policy.project import Project
 
     reply = client.request(rt.RuntimePaths.for_project(Project.at(root)), {"op": "status"}, 2.0)
     status: dict[str, Any] = reply["status"]
@@ -71,14 +71,24 @@ def _settle(root: Path, query: str, timeout: float = 180.0) -> None:
     """Start the daemon and wait until it answers searches itself (the config
     and the detected folders older than the racy window, the startup pass done)."""
     py = sys.executable
-    subprocess.run([py, "-m", "ctindex", "watch", "start"], cwd=root, env=_env(),
-                   capture_output=True, check=False)
+    subprocess.run(
+        [py, "-m", "ctindex", "watch", "start"],
+        cwd=root,
+        env=_env(),
+        capture_output=True,
+        check=False,
+    )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             before = _answered(root)
-            subprocess.run([py, "-m", "ctindex", "search", query], cwd=root, env=_env(),
-                           capture_output=True, check=False)
+            subprocess.run(
+                [py, "-m", "ctindex", "search", query],
+                cwd=root,
+                env=_env(),
+                capture_output=True,
+                check=False,
+            )
             if _answered(root) == before + 1:
                 return
         except Exception:  # not up yet
@@ -93,8 +103,9 @@ def _script() -> str:
     return os.fspath(found) if found.exists() else shutil.which("ctindex") or "ctindex"
 
 
-def _side_by_side(commands: dict[str, tuple[list[str], dict[str, str]]], cwd: Path,
-                  rounds: int) -> dict[str, float]:
+def _side_by_side(
+    commands: dict[str, tuple[list[str], dict[str, str]]], cwd: Path, rounds: int
+) -> dict[str, float]:
     samples: dict[str, list[float]] = {k: [] for k in commands}
     for _ in range(rounds):
         for name, (argv, env) in commands.items():
@@ -113,21 +124,35 @@ def _small() -> tuple[list[str], str]:
         (root / ".ct" / "index.jsonc").write_text(CONFIG_ON)
         time.sleep(2.2)  # past the racy window: the plan can be trusted (ctindex/fastpath.py)
         _settle(root, "margin")
-        docs = json.loads(subprocess.run([py, "-m", "ctindex", "--json", "status"], cwd=root,
-                                         env=_env(), capture_output=True).stdout)["documents"]
+        docs = json.loads(
+            subprocess.run(
+                [py, "-m", "ctindex", "--json", "status"], cwd=root, env=_env(), capture_output=True
+            ).stdout
+        )["documents"]
         before = _answered(root)
-        medians = _side_by_side({
-            "pass": ([py, "-c", "pass"], _env()),
-            "wrapper": ([py, "-c", "import re, sys"], _env()),
-            "script": ([_script(), "search", "margin"], _env()),
-            "module": ([py, "-m", "ctindex", "search", "margin"], _env()),
-            "in-process": ([py, "-m", "ctindex", "search", "margin"],
-                           _env(CTINDEX_FAULT="bench-none")),
-        }, root, ROUNDS)
+        medians = _side_by_side(
+            {
+                "pass": ([py, "-c", "pass"], _env()),
+                "wrapper": ([py, "-c", "import re, sys"], _env()),
+                "script": ([_script(), "search", "margin"], _env()),
+                "module": ([py, "-m", "ctindex", "search", "margin"], _env()),
+                "in-process": (
+                    [py, "-m", "ctindex", "search", "margin"],
+                    _env(CTINDEX_FAULT="bench-none"),
+                ),
+            },
+            root,
+            ROUNDS,
+        )
         answered = _answered(root) - before
     finally:
-        subprocess.run([py, "-m", "ctindex", "watch", "stop"], cwd=root, env=_env(),
-                       capture_output=True, check=False)
+        subprocess.run(
+            [py, "-m", "ctindex", "watch", "stop"],
+            cwd=root,
+            env=_env(),
+            capture_output=True,
+            check=False,
+        )
         shutil.rmtree(root, ignore_errors=True)
     base = medians["pass"]
     lines = [
@@ -144,7 +169,7 @@ def _small() -> tuple[list[str], str]:
         f"{medians['module'] - base:+.1f} ms | (≤ +10 ms) |",
         f"| the same, in-process path (barrier over the socket, no daemon answer) | "
         f"{medians['in-process']:.1f} | {medians['in-process'] - base:+.1f} ms | - |",
-        f"| `python -c \"import re, sys\"` (what pip's wrapper adds) | "
+        f'| `python -c "import re, sys"` (what pip\'s wrapper adds) | '
         f"{medians['wrapper']:.1f} | {medians['wrapper'] - base:+.1f} ms | - |",
         "",
     ]
@@ -164,17 +189,19 @@ def _big() -> list[str]:
     cases = [
         (f"`{term}`", ["search", term], term),
         (f"`--json {term}`", ["--json", "search", term], term),
-        (f"`\"{phrase}\"` (phrase)", ["search", f'"{phrase}"'], phrase),
+        (f'`"{phrase}"` (phrase)', ["search", f'"{phrase}"'], phrase),
         (f"`{prefix}*` (prefix; rg: the bare substring)", ["search", f"{prefix}*"], prefix),
         (f"`type:Policy {term}` (filter; rg: the term)", ["search", "type:Policy", term], term),
     ]
     try:
-        subprocess.run([py, "-m", "ctindex", "update"], cwd=root, env=_env(),
-                       capture_output=True, check=False)
+        subprocess.run(
+            [py, "-m", "ctindex", "update"], cwd=root, env=_env(), capture_output=True, check=False
+        )
         _settle(root, term)
         before = _answered(root)
         commands: dict[str, tuple[list[str], dict[str, str]]] = {
-            "pass": ([py, "-c", "pass"], _env())}
+            "pass": ([py, "-c", "pass"], _env())
+        }
         for label, words, pattern in cases:
             commands[label] = ([_script(), *words], _env())
             if rg:
@@ -183,11 +210,19 @@ def _big() -> list[str]:
         answered = _answered(root) - before
         time.sleep(1.5)  # a heartbeat samples RSS after the queries
         status = _status(root)
-        docs = json.loads(subprocess.run([py, "-m", "ctindex", "--json", "status"], cwd=root,
-                                         env=_env(), capture_output=True).stdout)["documents"]
+        docs = json.loads(
+            subprocess.run(
+                [py, "-m", "ctindex", "--json", "status"], cwd=root, env=_env(), capture_output=True
+            ).stdout
+        )["documents"]
     finally:
-        subprocess.run([py, "-m", "ctindex", "watch", "stop"], cwd=root, env=_env(),
-                       capture_output=True, check=False)
+        subprocess.run(
+            [py, "-m", "ctindex", "watch", "stop"],
+            cwd=root,
+            env=_env(),
+            capture_output=True,
+            check=False,
+        )
     lines = [
         f"Corpus of `bench_index.py` ({docs:,} documents), clean daemon, the console script; "
         f"medians of {BIG_ROUNDS} rounds side by side with `rg -l -i` (ripgrep: `apt-get "
@@ -200,14 +235,22 @@ def _big() -> list[str]:
     for label, _, _ in cases:
         ours = medians[label]
         theirs = medians.get("rg " + label)
-        lines.append(f"| {label} | {ours:.1f} ms | " + (
-            f"{theirs:.0f} ms | {ours / theirs:.3f}x | ≤ 0.1x |" if theirs
-            else "- | - | ≤ 0.1x |"))
+        lines.append(
+            f"| {label} | {ours:.1f} ms | "
+            + (
+                f"{theirs:.0f} ms | {ours / theirs:.3f}x | ≤ 0.1x |"
+                if theirs
+                else "- | - | ≤ 0.1x |"
+            )
+        )
     rss, ceiling = status.get("rss_bytes"), status.get("memory_ceiling_bytes")
     if isinstance(rss, int) and isinstance(ceiling, int):
-        lines += ["", f"Daemon RSS after the queries: {rss / 2**20:.1f} MiB "
-                      f"({rss / max(docs, 1):.0f} B per document), `status` ceiling "
-                      f"{ceiling / 2**20:.0f} MiB."]
+        lines += [
+            "",
+            f"Daemon RSS after the queries: {rss / 2**20:.1f} MiB "
+            f"({rss / max(docs, 1):.0f} B per document), `status` ceiling "
+            f"{ceiling / 2**20:.0f} MiB.",
+        ]
     lines.append("")
     return lines
 

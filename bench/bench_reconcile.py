@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from reconciler import Manifest, ReconcileResult, reconcile
-from reconciler.testing import SimpleFilter
+from ctindex.reconciler import Manifest, ReconcileResult, reconcile
+from ctindex.reconciler.testing import SimpleFilter
 
 FILES = 200_000
 DIRS = 2_000  # 100 files per folder, folders two levels deep
@@ -59,8 +59,11 @@ def _children_cpu_s() -> float:
 
 
 def find_once(root: Path) -> None:
-    subprocess.run(["find", str(root), "-type", "f", "-printf", r"%s %T@ %i\n"],
-                   stdout=subprocess.DEVNULL, check=True)
+    subprocess.run(
+        ["find", str(root), "-type", "f", "-printf", r"%s %T@ %i\n"],
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
 
 
 def os_scandir_walk(root: Path) -> int:
@@ -175,8 +178,7 @@ def run() -> str:
         f"{min(rec_all):.0f} / {min(find_all):.0f} ms |",
         f"| ratio of CPU time (user+sys; insensitive to waiting for a CPU) | {cpu_ratio:.2f}x | "
         f"{statistics.median(rec_cpu):.0f} / {statistics.median(find_cpu):.0f} ms |",
-        f"| first pass (hash everything, {first_mb:.1f} MB) | "
-        f"{build_ms:.0f} ms | 1 run |",
+        f"| first pass (hash everything, {first_mb:.1f} MB) | {build_ms:.0f} ms | 1 run |",
         f"| Manifest.load ({n} entries, {size_mb:.1f} MB) | {load_ms:.1f} ms | {RUNS} runs |",
         f"| Manifest.save (atomic, fsync) | {save_ms:.1f} ms | {RUNS} runs |",
         f"| bare os.scandir + lstat walk | {scan_ms:.0f} ms | 3 runs |",

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from reconciler import DEFAULT_GRANULARITY_NS
+from ctindex.reconciler import DEFAULT_GRANULARITY_NS
 
 FILES = 200_000
 DIRS = 2_000
@@ -30,13 +30,16 @@ ROOT = Path(tempfile.gettempdir()) / f"ctindex-bench-update-{FILES}"
 MARKER = ROOT.with_name(ROOT.name + ".complete")
 FIND = ["find", "-type", "f", "-printf", r"%s %T@ %i\n"]
 # Installed code runs with cached bytecode (bench/bench_index.py says why).
-_BASE_ENV = {k: v for k, v in os.environ.items()
-             if k not in ("PYTHONDONTWRITEBYTECODE", "CTINDEX_PURE")}
+_BASE_ENV = {
+    k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "CTINDEX_PURE")
+}
 _PURE_ENV = {**_BASE_ENV, "CTINDEX_PURE": "1"}
 # Runs `argv`, then prints its own children's peak RSS (KiB on Linux).
-_RSS = ("import resource, subprocess, sys; "
-        "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=True); "
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+_RSS = (
+    "import resource, subprocess, sys; "
+    "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=True); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
 
 
 def make_project(root: Path = ROOT) -> Path:
@@ -53,7 +56,8 @@ def make_project(root: Path = ROOT) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         for f in range(per):
             (folder / f"f{f:03d}.md").write_text(
-                f"---\ntitle: Note {d} {f}\n---\n\n# note {d}/{f}\nbody text w{d}x{f}\n")
+                f"---\ntitle: Note {d} {f}\n---\n\n# note {d}/{f}\nbody text w{d}x{f}\n"
+            )
     MARKER.write_text("")
     return root
 
@@ -69,8 +73,9 @@ def _timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> flo
 
 
 def _peak_rss_mib(argv: list[str], env: dict[str, str]) -> float:
-    out = subprocess.run([sys.executable, "-c", _RSS, *argv], capture_output=True, text=True,
-                         check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS, *argv], capture_output=True, text=True, check=True, env=env
+    )
     return int(out.stdout.split()[-1]) / 1024
 
 
@@ -84,13 +89,31 @@ def _settle(root: Path, env: dict[str, str]) -> None:
 
 def run() -> str:
     root = make_project()
-    native = subprocess.run(
-        [sys.executable, "-c", "from reconciler import native; print(native.module() is not None)"],
-        capture_output=True, text=True, check=True, env=_BASE_ENV).stdout.strip() == "True"
+    native = (
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from reconciler import native; print(native.module() is not None)",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=_BASE_ENV,
+        ).stdout.strip()
+        == "True"
+    )
     rebuild_rss = _peak_rss_mib(_ctindex(root, "rebuild"), _BASE_ENV)
     _settle(root, _BASE_ENV)
-    report = json.loads(subprocess.run(_ctindex(root, "--json", "update"), capture_output=True,
-                                       text=True, check=True, env=_BASE_ENV).stdout)
+    report = json.loads(
+        subprocess.run(
+            _ctindex(root, "--json", "update"),
+            capture_output=True,
+            text=True,
+            check=True,
+            env=_BASE_ENV,
+        ).stdout
+    )
     if report["added"] or report["changed"] or report["removed"] or report["published"]:
         raise RuntimeError(f"tree changed during the benchmark: {report}")
     update_rss = _peak_rss_mib(_ctindex(root, "update"), _BASE_ENV)

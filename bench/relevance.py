@@ -98,6 +98,7 @@ class Scores(NamedTuple):
 
 # -- corpora -----------------------------------------------------------------------
 
+
 def okf_project(work: Path) -> Path:
     root = work / "okf"
     shutil.copytree(BUNDLES, root / "okf" / "bundles")
@@ -119,9 +120,23 @@ def npm_install(cache: Path, timeout: float = 900.0) -> Path:
         if npm is None:
             raise SystemExit("bench.relevance: npm is not installed (apt-get install npm)")
         cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run([npm, "install", "--prefix", str(cache), "--no-audit", "--no-fund",
-                        "--ignore-scripts", "--no-save", "--loglevel=error", *NPM_PACKAGES],
-                       check=True, timeout=timeout, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                npm,
+                "install",
+                "--prefix",
+                str(cache),
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                "--no-save",
+                "--loglevel=error",
+                *NPM_PACKAGES,
+            ],
+            check=True,
+            timeout=timeout,
+            stdout=subprocess.DEVNULL,
+        )
         done.write_text("ok\n")
     return cache / "node_modules"
 
@@ -146,8 +161,8 @@ def npm_project(work: Path, tree: Path) -> Path:
 
 def load_docs(root: Path) -> list[Doc]:
     """The documents as ctindex's provider reads them (the same fields feed FTS5)."""
-    from ctindex.plan import load_plan
-    from ctindex.project import Project
+    from ctindex.policy.plan import load_plan
+    from ctindex.policy.project import Project
     from ctindex.search.direct import read_documents
 
     docs, _ = read_documents(str(root), load_plan(Project.at(root)))
@@ -155,6 +170,7 @@ def load_docs(root: Path) -> list[Doc]:
 
 
 # -- query sets --------------------------------------------------------------------
+
 
 def _fts_and(words: Iterable[str]) -> str:
     return " ".join('"' + w.replace('"', '""') + '"' for w in words)
@@ -199,8 +215,12 @@ def _prose_line(d: Doc) -> str:
         return d.description
     for line in d.body.splitlines():
         text = line.strip()
-        if (text and text[0] not in "#`|<>[!-*+=~" and "](" not in text
-                and len(_WORD.findall(text)) >= 8):
+        if (
+            text
+            and text[0] not in "#`|<>[!-*+=~"
+            and "](" not in text
+            and len(_WORD.findall(text)) >= 8
+        ):
             return text
     return ""
 
@@ -212,9 +232,11 @@ def passage_queries(docs: Sequence[Doc]) -> list[Query]:
     when another document holds the same words consecutively too."""
     grams: dict[tuple[str, ...], int] = {}
     for d in docs:
-        ws = [w.casefold() for w in _WORD.findall("\n".join((d.title, *d.tags,
-                                                              d.description, d.body)))]
-        for g in {tuple(ws[i:i + PASSAGE_WORDS]) for i in range(len(ws) - PASSAGE_WORDS + 1)}:
+        ws = [
+            w.casefold()
+            for w in _WORD.findall("\n".join((d.title, *d.tags, d.description, d.body)))
+        ]
+        for g in {tuple(ws[i : i + PASSAGE_WORDS]) for i in range(len(ws) - PASSAGE_WORDS + 1)}:
             grams[g] = grams.get(g, 0) + 1
     out = []
     for d in docs:
@@ -230,8 +252,7 @@ def readme_queries(docs: Sequence[Doc]) -> list[Query]:
     out = []
     for d in docs:
         if d.cid == "metrics/revenue":
-            out.append(Query('"gross margin" OR revenue*', '"gross margin" OR revenue*',
-                             d.key, ()))
+            out.append(Query('"gross margin" OR revenue*', '"gross margin" OR revenue*', d.key, ()))
     return out
 
 
@@ -242,9 +263,9 @@ Engine = Callable[[Query], tuple[list[str], set[str]]]  # (ranked keys, all matc
 
 def ctindex_engine(root: Path) -> Engine:
     from ctindex.indexer import update
-    from ctindex.plan import load_plan
-    from ctindex.project import Project
-    from ctindex.search.engine import search_index
+    from ctindex.policy.plan import load_plan
+    from ctindex.policy.project import Project
+    from ctindex.search.execute import search_index
     from ctindex.search.query import parse_query
 
     project = Project.at(root)
@@ -262,16 +283,22 @@ def ctindex_engine(root: Path) -> Engine:
 def fts5_engine(docs: Sequence[Doc]) -> Engine:
     db = sqlite3.connect(":memory:")
     cols = ", ".join(FTS_COLUMNS)
-    db.execute(f"CREATE VIRTUAL TABLE d USING fts5(key UNINDEXED, {cols}, "
-               "tokenize='porter unicode61')")
-    db.executemany("INSERT INTO d VALUES (?, ?, ?, ?, ?, ?)",
-                   [(d.key, d.title, d.cid.replace("/", " "), " ".join(d.tags),
-                     d.description, d.body) for d in docs])
+    db.execute(
+        f"CREATE VIRTUAL TABLE d USING fts5(key UNINDEXED, {cols}, tokenize='porter unicode61')"
+    )
+    db.executemany(
+        "INSERT INTO d VALUES (?, ?, ?, ?, ?, ?)",
+        [
+            (d.key, d.title, d.cid.replace("/", " "), " ".join(d.tags), d.description, d.body)
+            for d in docs
+        ],
+    )
     weights = ", ".join(str(w) for w in FTS_WEIGHTS)
 
     def run(q: Query) -> tuple[list[str], set[str]]:
-        rows = db.execute(f"SELECT key FROM d WHERE d MATCH ? ORDER BY bm25(d, 0, {weights}), "
-                          "key", (q.fts,)).fetchall()
+        rows = db.execute(
+            f"SELECT key FROM d WHERE d MATCH ? ORDER BY bm25(d, 0, {weights}), key", (q.fts,)
+        ).fetchall()
         keys = [r[0] for r in rows]
         return keys[:LIMIT], set(keys)
 
@@ -280,8 +307,13 @@ def fts5_engine(docs: Sequence[Doc]) -> Engine:
 
 def word_sets(docs: Sequence[Doc]) -> dict[str, frozenset[str]]:
     """Each document's literal words (casefolded, no stemming)."""
-    return {d.key: frozenset(w.casefold() for w in _WORD.findall(
-        "\n".join((d.title, *d.tags, d.description, d.body)))) for d in docs}
+    return {
+        d.key: frozenset(
+            w.casefold()
+            for w in _WORD.findall("\n".join((d.title, *d.tags, d.description, d.body)))
+        )
+        for d in docs
+    }
 
 
 def all_words_set(words_of: dict[str, frozenset[str]], words: Sequence[str]) -> set[str]:
@@ -320,22 +352,27 @@ def misses(engine: Engine, queries: Sequence[Query], limit: int = 5) -> list[str
 
 # -- report ------------------------------------------------------------------------
 
+
 def measure(work: Path, corpora: Sequence[str]) -> str:
-    lines = [START, "## Relevance (`bench/relevance.py`, `nox -s relevance`)", "",
-             "Known-item queries; ctindex and SQLite FTS5 `bm25()` (porter unicode61, column "
-             f"weights title {FTS_WEIGHTS[0]:g}, ID {FTS_WEIGHTS[1]:g}, tags "
-             f"{FTS_WEIGHTS[2]:g}, description {FTS_WEIGHTS[3]:g}, body {FTS_WEIGHTS[4]:g}) "
-             "over the same documents and queries in one run. MRR@10 delta is "
-             "ctindex - FTS5. Targets (title queries): OKF top-1 ≥ 0.95 and MRR@10 ≥ 0.97; "
-             "the larger corpus MRR@10 ≥ FTS5 + 0.25.", "",
-             "| corpus | queries | n | top-1 ctindex | top-1 FTS5 | MRR@10 ctindex "
-             "| MRR@10 FTS5 | delta | all-words recall ctindex | FTS5 |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        START,
+        "## Relevance (`bench/relevance.py`, `nox -s relevance`)",
+        "",
+        "Known-item queries; ctindex and SQLite FTS5 `bm25()` (porter unicode61, column "
+        f"weights title {FTS_WEIGHTS[0]:g}, ID {FTS_WEIGHTS[1]:g}, tags "
+        f"{FTS_WEIGHTS[2]:g}, description {FTS_WEIGHTS[3]:g}, body {FTS_WEIGHTS[4]:g}) "
+        "over the same documents and queries in one run. MRR@10 delta is "
+        "ctindex - FTS5. Targets (title queries): OKF top-1 ≥ 0.95 and MRR@10 ≥ 0.97; "
+        "the larger corpus MRR@10 ≥ FTS5 + 0.25.",
+        "",
+        "| corpus | queries | n | top-1 ctindex | top-1 FTS5 | MRR@10 ctindex "
+        "| MRR@10 FTS5 | delta | all-words recall ctindex | FTS5 |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     notes: list[str] = []
     for name in corpora:
         started = time.perf_counter()
-        root = (okf_project(work) if name == "okf"
-                else npm_project(work, npm_install(npm_cache())))
+        root = okf_project(work) if name == "okf" else npm_project(work, npm_install(npm_cache()))
         docs = load_docs(root)
         ct, fts = ctindex_engine(root), fts5_engine(docs)
         words_of = word_sets(docs)
@@ -351,17 +388,22 @@ def measure(work: Path, corpora: Sequence[str]) -> str:
                 continue
             truth = [all_words_set(words_of, q.words) if q.words else set() for q in queries]
             a, b = score(ct, queries, truth), score(fts, queries, truth)
-            recall = (f"{a.recall:.3f} | {b.recall:.3f}" if queries[0].words
-                      else "n/a | n/a")
-            lines.append(f"| {name} ({len(docs)} docs) | {set_name} | {a.n} | {a.top1:.3f} "
-                         f"| {b.top1:.3f} | {a.mrr:.3f} | {b.mrr:.3f} | {a.mrr - b.mrr:+.3f} "
-                         f"| {recall} |")
+            recall = f"{a.recall:.3f} | {b.recall:.3f}" if queries[0].words else "n/a | n/a"
+            lines.append(
+                f"| {name} ({len(docs)} docs) | {set_name} | {a.n} | {a.top1:.3f} "
+                f"| {b.top1:.3f} | {a.mrr:.3f} | {b.mrr:.3f} | {a.mrr - b.mrr:+.3f} "
+                f"| {recall} |"
+            )
             missed = misses(ct, queries)
             if missed:
-                notes.append(f"- ctindex misses, {name}/{set_name} (first {len(missed)}): "
-                             + "; ".join(missed))
-        print(f"bench.relevance: {name} measured in {time.perf_counter() - started:.1f} s",
-              file=sys.stderr)
+                notes.append(
+                    f"- ctindex misses, {name}/{set_name} (first {len(missed)}): "
+                    + "; ".join(missed)
+                )
+        print(
+            f"bench.relevance: {name} measured in {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+        )
     lines += ["", *notes, "", END]
     return "\n".join(lines) + "\n"
 
@@ -377,17 +419,33 @@ def write_section(path: Path, section: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.relevance", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--corpus", action="append", choices=("okf", "npm"),
-                   help="corpora to measure (default: both)")
-    p.add_argument("--write", type=Path, metavar="FILE",
-                   help="replace the relevance section of FILE (docs/benchmarks.md)")
-    p.add_argument("--proximity", type=float, metavar="W",
-                   help="experiment: ctindex's proximity weight (matcher.PROXIMITY_WEIGHT)")
+    p = argparse.ArgumentParser(
+        prog="python -m bench.relevance",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--corpus",
+        action="append",
+        choices=("okf", "npm"),
+        help="corpora to measure (default: both)",
+    )
+    p.add_argument(
+        "--write",
+        type=Path,
+        metavar="FILE",
+        help="replace the relevance section of FILE (docs/benchmarks.md)",
+    )
+    p.add_argument(
+        "--proximity",
+        type=float,
+        metavar="W",
+        help="experiment: ctindex's proximity weight (matcher.PROXIMITY_WEIGHT)",
+    )
     args = p.parse_args(argv)
     if args.proximity is not None:
         from ctindex.search import matcher
+
         matcher.PROXIMITY_WEIGHT = args.proximity
     with tempfile.TemporaryDirectory(prefix="ctindex-relevance-") as tmp:
         section = measure(Path(tmp), args.corpus or ["okf", "npm"])

@@ -55,18 +55,20 @@ def machine_header() -> str:
         cores = os.cpu_count() or 0
     ram = psutil.virtual_memory().total
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return "\n".join([
-        "# Benchmarks",
-        "",
-        "Written by `nox -s bench` (`python -m bench.run`); each figure is measured",
-        "side by side with its peer in the same run. Targets: docs/targets.md.",
-        "",
-        f"- date: {now}",
-        f"- machine: {cores} cores ({_cpu_model()}), {ram / (1 << 30):.1f} GiB RAM",
-        f"- kernel: {platform.system()} {platform.release()}",
-        f"- Python: {platform.python_implementation()} {platform.python_version()}",
-        "",
-    ])
+    return "\n".join(
+        [
+            "# Benchmarks",
+            "",
+            "Written by `nox -s bench` (`python -m bench.run`); each figure is measured",
+            "side by side with its peer in the same run. Targets: docs/targets.md.",
+            "",
+            f"- date: {now}",
+            f"- machine: {cores} cores ({_cpu_model()}), {ram / (1 << 30):.1f} GiB RAM",
+            f"- kernel: {platform.system()} {platform.release()}",
+            f"- Python: {platform.python_implementation()} {platform.python_version()}",
+            "",
+        ]
+    )
 
 
 def run_one(module_name: str) -> tuple[str, bool]:

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
         Timings,
         UpdateReport,
     )
-    from ctindex.decide import Decision
     from ctindex.errors import (
         AmbiguousConcept,
         ConceptNotFound,
@@ -48,20 +47,59 @@ if TYPE_CHECKING:
         QueryError,
         UsageError,
     )
+    from ctindex.policy.decide import Decision
 
-_API = ("Concept", "Freshness", "Hit", "Index", "Link", "SearchResult", "Status", "Timings",
-        "UpdateReport")
-_ERRORS = ("AmbiguousConcept", "ConceptNotFound", "ConceptUnreadable", "CtindexError",
-           "IndexBusy", "IndexCorrupt", "IndexWriteError", "PolicyError", "QueryError",
-           "UsageError")
-_WHERE = {**dict.fromkeys(_API, "ctindex.api"), **dict.fromkeys(_ERRORS, "ctindex.errors"),
-          "Decision": "ctindex.decide"}
+_API = (
+    "Concept",
+    "Freshness",
+    "Hit",
+    "Index",
+    "Link",
+    "SearchResult",
+    "Status",
+    "Timings",
+    "UpdateReport",
+)
+_ERRORS = (
+    "AmbiguousConcept",
+    "ConceptNotFound",
+    "ConceptUnreadable",
+    "CtindexError",
+    "IndexBusy",
+    "IndexCorrupt",
+    "IndexWriteError",
+    "PolicyError",
+    "QueryError",
+    "UsageError",
+)
+_WHERE = {
+    **dict.fromkeys(_API, "ctindex.api"),
+    **dict.fromkeys(_ERRORS, "ctindex.errors"),
+    "Decision": "ctindex.policy.decide",
+}
 
 __all__ = [
-    "AmbiguousConcept", "Concept", "ConceptNotFound", "ConceptUnreadable", "CtindexError",
-    "Decision", "Freshness", "Hit", "Index", "IndexBusy", "IndexCorrupt", "IndexWriteError",
-    "Link", "PolicyError", "QueryError", "SearchResult", "Status", "Timings", "UpdateReport",
-    "UsageError", "__version__",
+    "AmbiguousConcept",
+    "Concept",
+    "ConceptNotFound",
+    "ConceptUnreadable",
+    "CtindexError",
+    "Decision",
+    "Freshness",
+    "Hit",
+    "Index",
+    "IndexBusy",
+    "IndexCorrupt",
+    "IndexWriteError",
+    "Link",
+    "PolicyError",
+    "QueryError",
+    "SearchResult",
+    "Status",
+    "Timings",
+    "UpdateReport",
+    "UsageError",
+    "__version__",
 ]
 
 

@@ -2,7 +2,7 @@
 
 One ``Index`` is one project opened for the life of a process (an agent
 host, the MCP server, a notebook). It answers with the same internals as
-the CLI, so its answers equal ``ctindex --json``'s (tests/test_api.py), and
+the CLI, so its answers equal ``ctindex --json``'s (tests/ctindex/test_api.py), and
 it proves freshness on every query exactly as the CLI does (spec §7): the
 daemon's barrier when watching is on, else (or when the barrier fails) a
 synchronous reconciliation, then the published generation is read. What a
@@ -42,18 +42,27 @@ from ctindex.errors import (
     ConceptUnreadable,
     UsageError,
 )
-from ctindex.project import Project, StrPath, find_root, is_normal_key, start_folder
+from ctindex.policy.project import Project, StrPath, find_root, is_normal_key, start_folder
 
 if TYPE_CHECKING:
-    from ctindex.decide import Decision
-    from ctindex.plan import Plan
-    from ctindex.search.engine import Outcome
+    from ctindex.policy.decide import Decision
+    from ctindex.policy.plan import Plan
+    from ctindex.search.execute import Outcome
     from ctindex.search.freshness import Freshness as _Freshness
     from ctindex.search.query import Node
     from ctindex.store.snapshot import Snapshot
 
-__all__ = ["Concept", "Freshness", "Hit", "Index", "Link", "SearchResult", "Status", "Timings",
-           "UpdateReport"]
+__all__ = [
+    "Concept",
+    "Freshness",
+    "Hit",
+    "Index",
+    "Link",
+    "SearchResult",
+    "Status",
+    "Timings",
+    "UpdateReport",
+]
 
 
 # -- results ---------------------------------------------------------------------
@@ -83,8 +92,15 @@ class Freshness:
 
     @classmethod
     def _of(cls, fresh: _Freshness) -> Freshness:
-        return cls(fresh.mode, fresh.reason, fresh.generation, fresh.barrier_ms,
-                   fresh.reconcile_ms, fresh.rebuilt, tuple(fresh.notes))
+        return cls(
+            fresh.mode,
+            fresh.reason,
+            fresh.generation,
+            fresh.barrier_ms,
+            fresh.reconcile_ms,
+            fresh.rebuilt,
+            tuple(fresh.notes),
+        )
 
 
 @dataclass(frozen=True)
@@ -132,9 +148,13 @@ class SearchResult:
         return self.freshness.generation
 
     def to_json(self) -> dict[str, Any]:
-        return {"query": self.query, "results": [h.to_json() for h in self.hits],
-                "total": self.total, "freshness": self.freshness.to_json(),
-                "notes": list(self.notes)}
+        return {
+            "query": self.query,
+            "results": [h.to_json() for h in self.hits],
+            "total": self.total,
+            "freshness": self.freshness.to_json(),
+            "notes": list(self.notes),
+        }
 
 
 @dataclass(frozen=True)
@@ -166,11 +186,20 @@ class Concept:
     freshness: Freshness
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "scope": self.scope, "path": self.path, "title": self.title,
-                "type": self.type, "description": self.description, "tags": list(self.tags),
-                "frontmatter": self.frontmatter, "body": self.body,
-                "links": [asdict(link) for link in self.links], "warning": self.warning,
-                "freshness": self.freshness.to_json()}
+        return {
+            "id": self.id,
+            "scope": self.scope,
+            "path": self.path,
+            "title": self.title,
+            "type": self.type,
+            "description": self.description,
+            "tags": list(self.tags),
+            "frontmatter": self.frontmatter,
+            "body": self.body,
+            "links": [asdict(link) for link in self.links],
+            "warning": self.warning,
+            "freshness": self.freshness.to_json(),
+        }
 
 
 @dataclass(frozen=True)
@@ -236,8 +265,10 @@ class Index:
         here = start_folder(os.getcwd(), path)
         root = find_root(here)
         if root is None:
-            raise UsageError(f"no ctindex project at or above {here} (no .ct/ or .git); "
-                             "run `ctindex init --write` there first")
+            raise UsageError(
+                f"no ctindex project at or above {here} (no .ct/ or .git); "
+                "run `ctindex init --write` there first"
+            )
         self.project = Project.at(root)
         self._lock = threading.RLock()
         self._plan: Plan | None = None
@@ -269,7 +300,7 @@ class Index:
         """The effective plan, computed again whenever what it depends on
         changed (PolicyError for a malformed `.ct/index.jsonc`)."""
         from ctindex import fastpath
-        from ctindex.plan import load_plan
+        from ctindex.policy.plan import load_plan
 
         with self._lock:
             if self._plan is None or not fastpath.plan_current(self.project, self._plan):
@@ -295,8 +326,7 @@ class Index:
         from ctindex.search.freshness import answer_repairing
 
         fresh = ensure_fresh(self.project, plan)
-        return fresh, answer_repairing(self.project, plan, fresh,
-                                       lambda: work(self._generation()))
+        return fresh, answer_repairing(self.project, plan, fresh, lambda: work(self._generation()))
 
     # -- queries --------------------------------------------------------------------
 
@@ -304,7 +334,7 @@ class Index:
         """The indexed query (docs/search.md); with `direct`, the same query
         answered by reading the files (the built-in oracle). Raises
         QueryError for a malformed query."""
-        from ctindex.search.engine import search_direct, search_snapshot
+        from ctindex.search.execute import search_direct, search_snapshot
         from ctindex.search.freshness import Freshness as Fresh
         from ctindex.search.freshness import answer_from_files
         from ctindex.search.query import parse_query
@@ -334,17 +364,25 @@ class Index:
                     fresh, outcome = answer_from_files(self.project, plan, node, limit, busy)
                 except IndexReadOnly as denied:  # behind the files and cannot be written
                     marks.append(time.perf_counter())
-                    fresh, outcome = answer_from_files(self.project, plan, node, limit, denied,
-                                                       why="read-only index")
+                    fresh, outcome = answer_from_files(
+                        self.project, plan, node, limit, denied, why="read-only index"
+                    )
                 t1 = marks[0] if marks else time.perf_counter()
         t2 = time.perf_counter()
         # As the CLI: the generation reported is the one the answer was read from.
         fresh.generation = outcome.generation
-        hits = tuple(Hit(r.id, r.scope, r.path, r.title, r.type, tuple(r.tags), r.score,
-                         r.snippet, r.match) for r in outcome.results)
-        return SearchResult(query, hits, outcome.total, Freshness._of(fresh),
-                            tuple(outcome.notes),
-                            Timings(_ms(t1 - t0), _ms(t2 - t1), _ms(t2 - t0)))
+        hits = tuple(
+            Hit(r.id, r.scope, r.path, r.title, r.type, tuple(r.tags), r.score, r.snippet, r.match)
+            for r in outcome.results
+        )
+        return SearchResult(
+            query,
+            hits,
+            outcome.total,
+            Freshness._of(fresh),
+            tuple(outcome.notes),
+            Timings(_ms(t1 - t0), _ms(t2 - t1), _ms(t2 - t0)),
+        )
 
     def get(self, concept_id: str, scope: str | None = None) -> Concept:
         """The concept with this ID: its path relative to its scope root,
@@ -397,8 +435,13 @@ class Index:
         one's last segment first (`orders` -> `tables/orders`), then
         difflib's closest. Linear in the number of concepts."""
         want_root = None if scope is None else scope.strip("/")
-        ids = sorted({cid for cid, key in self._fresh_ids(plan)
-                      if want_root is None or _root_of(plan, key) == want_root})
+        ids = sorted(
+            {
+                cid
+                for cid, key in self._fresh_ids(plan)
+                if want_root is None or _root_of(plan, key) == want_root
+            }
+        )
         wanted = wanted.strip().removesuffix(".md")
         last = wanted.rsplit("/", 1)[-1].casefold()
         same_end = [i for i in ids if i.rsplit("/", 1)[-1].casefold() == last]
@@ -425,10 +468,21 @@ class Index:
         code = 2 if doc["config_error"] else (1 if doc["problem"] else 0)
         document = {**doc, "watcher": watcher_json(doc["watcher"]), "exit_code": code}
         watcher = doc["watcher"]
-        return Status(doc["generation"], doc["documents"], doc["segments"], doc["tombstones"],
-                      doc["source_bytes"], doc["index_bytes"], doc["stale"], doc["problem"],
-                      doc["config_error"], str(watcher.get("lane")), bool(watcher.get("running")),
-                      code, document)
+        return Status(
+            doc["generation"],
+            doc["documents"],
+            doc["segments"],
+            doc["tombstones"],
+            doc["source_bytes"],
+            doc["index_bytes"],
+            doc["stale"],
+            doc["problem"],
+            doc["config_error"],
+            str(watcher.get("lane")),
+            bool(watcher.get("running")),
+            code,
+            document,
+        )
 
     def update(self) -> UpdateReport:
         """A full reconciliation (`ctindex update`); publishes a generation
@@ -453,8 +507,9 @@ class Index:
         values = {k: v for k, v in doc.items() if k in known}
         values["missing_roots"] = tuple(values.get("missing_roots", ()))
         values["notes"] = tuple(values.get("notes", ()))
-        values["problems"] = {k.replace("-", "_"): v
-                              for k, v in problems(self._context(), report).items()}
+        values["problems"] = {
+            k.replace("-", "_"): v for k, v in problems(self._context(), report).items()
+        }
         return UpdateReport(**values)
 
     def _context(self) -> Any:
@@ -462,8 +517,14 @@ class Index:
 
         from ctindex.commands import Context
 
-        return Context(self.project, json=True, quiet=True, out=io.StringIO(),
-                       err=io.StringIO(), cwd=self.project.root)
+        return Context(
+            self.project,
+            json=True,
+            quiet=True,
+            out=io.StringIO(),
+            err=io.StringIO(),
+            cwd=self.project.root,
+        )
 
 
 SUGGESTIONS = 5
@@ -513,8 +574,10 @@ MAX_LINK_TEXT = 500
 MAX_LINK_TARGET = 2000
 # Inline Markdown links. Both parts are bounded, so a text full of '[' costs
 # linear time, not a scan to the end from every bracket.
-_LINK_RE = re.compile(rf"\[([^\]\n]{{0,{MAX_LINK_TEXT}}})\]\(<?([^)\s<>]{{1,{MAX_LINK_TARGET}}})>?"
-                      r"(?:\s+\"[^\"\n]*\")?\)")
+_LINK_RE = re.compile(
+    rf"\[([^\]\n]{{0,{MAX_LINK_TEXT}}})\]\(<?([^)\s<>]{{1,{MAX_LINK_TARGET}}})>?"
+    r"(?:\s+\"[^\"\n]*\")?\)"
+)
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -535,8 +598,10 @@ def read_concept(plan: Plan, root: str, key: str) -> Concept:
         raise ConceptUnreadable(f"{key}: cannot open ({exc.strerror or exc})") from exc
     try:
         st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (before.st_dev,
-                                                                           before.st_ino):
+        if not stat_mod.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (
+            before.st_dev,
+            before.st_ino,
+        ):
             raise ConceptUnreadable(f"{key}: changed while it was opened; ask again")
         chunks = []
         left = limit + 1
@@ -557,11 +622,24 @@ def read_concept(plan: Plan, root: str, key: str) -> Concept:
     text = data.decode("utf-8-sig")
     frontmatter, problem = _frontmatter(text)
     warning = doc.warning or (f"{key}: {problem}" if problem else None)
-    fresh = Freshness("direct", "read from the file when asked", None,
-                      reconcile_ms=_ms(time.perf_counter() - t0))
-    return Concept(doc.concept_id, doc.scope, key, doc.title, doc.type, doc.description,
-                   tuple(doc.tags), frontmatter, doc.body, text,
-                   tuple(_links(plan, root, key, doc.body)), warning, fresh)
+    fresh = Freshness(
+        "direct", "read from the file when asked", None, reconcile_ms=_ms(time.perf_counter() - t0)
+    )
+    return Concept(
+        doc.concept_id,
+        doc.scope,
+        key,
+        doc.title,
+        doc.type,
+        doc.description,
+        tuple(doc.tags),
+        frontmatter,
+        doc.body,
+        text,
+        tuple(_links(plan, root, key, doc.body)),
+        warning,
+        fresh,
+    )
 
 
 def _frontmatter(text: str) -> tuple[dict[str, Any], str | None]:
@@ -574,8 +652,7 @@ def _frontmatter(text: str) -> tuple[dict[str, Any], str | None]:
     if not (text.startswith("---\n") or text.startswith("---\r\n")):
         return {}, None
     lines = text.split("\n")
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip("\r") in ("---", "...")),
-               None)
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip("\r") in ("---", "...")), None)
     if end is None:
         return {}, None
     block = "\n".join(lines[1:end])
@@ -631,7 +708,6 @@ def _links(plan: Plan, root: str, key: str, body: str) -> Iterable[Link]:
             linked = posixpath.normpath(posixpath.join(folder, path))
             name = posixpath.basename(linked)
             found = plan.find_scope(linked) if is_normal_key(linked) else None
-            if found is not None and found[0].root == root and name not in ("index.md",
-                                                                            "log.md"):
+            if found is not None and found[0].root == root and name not in ("index.md", "log.md"):
                 cid = concept_id(linked, root)
         yield Link(text, target, cid)

@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctindex.store.files import IndexCorrupt
+from ctindex.store.durable import IndexCorrupt
 
 if TYPE_CHECKING:
-    from ctindex.plan import Plan
-    from ctindex.project import Project
-    from ctindex.store.manifest import StoreManifest
-    from reconciler import Manifest
+    from ctindex.policy.plan import Plan
+    from ctindex.policy.project import Project
+    from ctindex.reconciler import Manifest
+    from ctindex.store.generation import StoreManifest
 
 # Drift kinds, by path (`change` in the JSON of `verify`).
 ADDED, CHANGED, REMOVED, RENAMED, DIRTY = "added", "changed", "removed", "renamed", "dirty"
@@ -60,13 +60,22 @@ class Audit:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "index": str(self.index_dir), "exists": self.exists, "clean": self.clean,
-            "generation": self.generation, "documents": self.documents,
-            "segments": self.segments, "files_checked": self.files_checked,
-            "bytes_read": self.bytes_read, "damage": list(self.damage),
-            "drift": list(self.drift), "stale": self.stale, "unseen": list(self.unseen),
-            "metadata_only": self.metadata_only, "entries_visited": self.entries_visited,
-            "reconcile_ms": self.reconcile_ms, "duration_ms": self.duration_ms,
+            "index": str(self.index_dir),
+            "exists": self.exists,
+            "clean": self.clean,
+            "generation": self.generation,
+            "documents": self.documents,
+            "segments": self.segments,
+            "files_checked": self.files_checked,
+            "bytes_read": self.bytes_read,
+            "damage": list(self.damage),
+            "drift": list(self.drift),
+            "stale": self.stale,
+            "unseen": list(self.unseen),
+            "metadata_only": self.metadata_only,
+            "entries_visited": self.entries_visited,
+            "reconcile_ms": self.reconcile_ms,
+            "duration_ms": self.duration_ms,
         }
 
     def _damaged(self, exc: BaseException) -> None:
@@ -94,7 +103,7 @@ def audit(project: Project, plan: Plan, *, lock_timeout: float | None = None) ->
 
 def _audit_locked(project: Project, plan: Plan, found: Audit) -> None:
     from ctindex.indexer import rebuild_reason
-    from ctindex.store.manifest import read_manifest
+    from ctindex.store.generation import read_manifest
 
     index_dir = found.index_dir
     try:
@@ -125,12 +134,13 @@ def _audit_locked(project: Project, plan: Plan, found: Audit) -> None:
     _reconcile(project, plan, table, found)
 
 
-def _check_files(index_dir: Path, m: StoreManifest,
-                 found: Audit) -> tuple[set[str] | None, set[str]]:
+def _check_files(
+    index_dir: Path, m: StoreManifest, found: Audit
+) -> tuple[set[str] | None, set[str]]:
     """Every byte of every segment, tombstone and diagnostics file; returns
     (live document keys, keys with a provider error), live None when some
     segment could not be read."""
-    from ctindex.store.manifest import read_dels, read_diag
+    from ctindex.store.generation import read_dels, read_diag
     from ctindex.store.segment import Segment
     from ctindex.store.snapshot import check_segment
 
@@ -144,8 +154,10 @@ def _check_files(index_dir: Path, m: StoreManifest,
                 found.files_checked += 1
                 found.bytes_read += (index_dir / ref.dels).stat().st_size
                 if len(deleted) != ref.deleted or any(d >= ref.ndocs for d in deleted):
-                    raise IndexCorrupt(f"{index_dir / ref.dels}: {len(deleted)} tombstones, "
-                                       f"manifest says {ref.deleted} of {ref.ndocs} documents")
+                    raise IndexCorrupt(
+                        f"{index_dir / ref.dels}: {len(deleted)} tombstones, "
+                        f"manifest says {ref.deleted} of {ref.ndocs} documents"
+                    )
             except FileNotFoundError:
                 found._damaged(IndexCorrupt(f"{index_dir / ref.dels}: missing"))
             except (IndexCorrupt, OSError) as exc:
@@ -178,15 +190,20 @@ def _check_files(index_dir: Path, m: StoreManifest,
             found.files_checked += 1
             found.bytes_read += (index_dir / m.diag).stat().st_size
             if (len(errs), len(warns)) != (m.errors, m.warnings):
-                raise IndexCorrupt(f"{index_dir / m.diag}: {len(errs)} errors and "
-                                   f"{len(warns)} warnings, manifest says {m.errors} and "
-                                   f"{m.warnings}")
+                raise IndexCorrupt(
+                    f"{index_dir / m.diag}: {len(errs)} errors and "
+                    f"{len(warns)} warnings, manifest says {m.errors} and "
+                    f"{m.warnings}"
+                )
             errors = set(errs)
         except FileNotFoundError:
             found._damaged(IndexCorrupt(f"{index_dir / m.diag}: missing"))
         except (IndexCorrupt, OSError, ValueError, KeyError, TypeError) as exc:
-            found._damaged(exc if isinstance(exc, IndexCorrupt)
-                           else IndexCorrupt(f"{index_dir / m.diag}: unreadable ({exc})"))
+            found._damaged(
+                exc
+                if isinstance(exc, IndexCorrupt)
+                else IndexCorrupt(f"{index_dir / m.diag}: unreadable ({exc})")
+            )
     return live, errors
 
 
@@ -210,15 +227,20 @@ def _load_table(index_dir: Path, m: StoreManifest, found: Audit) -> Manifest | N
 def _reconcile(project: Project, plan: Plan, table: Manifest, found: Audit) -> None:
     """A full pass with no sink and no publish: its result is only read."""
     from ctindex.indexer import walk_problems
-    from reconciler import reconcile
+    from ctindex.reconciler import reconcile
 
     res = reconcile(project.root, plan.path_filter(), table)
     found.entries_visited = res.metrics.entries_visited
     found.reconcile_ms = round(res.metrics.duration_ms, 3)
     found.metadata_only = len(res.metadata_only)
     found.unseen = walk_problems(res.report)
-    for change, keys in ((ADDED, res.added), (CHANGED, res.changed), (REMOVED, res.removed),
-                         (DIRTY, res.dirty)):
+    for change, keys in (
+        (ADDED, res.added),
+        (CHANGED, res.changed),
+        (REMOVED, res.removed),
+        (DIRTY, res.dirty),
+    ):
         found.drift.extend({"path": k, "change": change, "to": None} for k in sorted(keys))
-    found.drift.extend({"path": old, "change": RENAMED, "to": new}
-                       for old, new in sorted(res.renamed))
+    found.drift.extend(
+        {"path": old, "change": RENAMED, "to": new} for old, new in sorted(res.renamed)
+    )

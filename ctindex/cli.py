@@ -28,8 +28,19 @@ if TYPE_CHECKING:
     from ctindex.commands import QuickAnswer
 
 PROG = "ctindex"
-COMMANDS = ("init", "scopes", "why", "status", "update", "rebuild", "verify", "search",
-            "show", "watch", "mcp")
+COMMANDS = (
+    "init",
+    "scopes",
+    "why",
+    "status",
+    "update",
+    "rebuild",
+    "verify",
+    "search",
+    "show",
+    "watch",
+    "mcp",
+)
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -37,10 +48,19 @@ class _Formatter(argparse.HelpFormatter):
     builds one per parser and argument and imports shutil (with bz2, lzma
     and locale) just to read the terminal width, ~3 ms of every command."""
 
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
-                 width: int | None = None) -> None:
-        super().__init__(prog, indent_increment, max_help_position,
-                         width if width is not None else _columns() - 2)
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        super().__init__(
+            prog,
+            indent_increment,
+            max_help_position,
+            width if width is not None else _columns() - 2,
+        )
 
 
 def _columns() -> int:
@@ -57,13 +77,24 @@ def _global_flags() -> argparse.ArgumentParser:
     # SUPPRESS defaults let the same flags appear before or after the
     # subcommand without the subparser resetting what the main parser read.
     flags = argparse.ArgumentParser(add_help=False, formatter_class=_Formatter)
-    flags.add_argument("-C", "--project", metavar="DIR", default=argparse.SUPPRESS,
-                       help="project folder; relative PATHs are taken from it, as with `git -C` "
-                            "(default: nearest folder above with .ct/ or .git)")
-    flags.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                       help="one JSON document on stdout")
-    flags.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
-                       help="no notes or progress on stderr; `why -q` prints nothing")
+    flags.add_argument(
+        "-C",
+        "--project",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help="project folder; relative PATHs are taken from it, as with `git -C` "
+        "(default: nearest folder above with .ct/ or .git)",
+    )
+    flags.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="one JSON document on stdout"
+    )
+    flags.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="no notes or progress on stderr; `why -q` prints nothing",
+    )
     return flags
 
 
@@ -81,8 +112,11 @@ def _init_args(p: argparse.ArgumentParser) -> None:
 
 
 def _scopes_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--effective", action="store_true",
-                   help="also every setting with its origin, hard rules and plan digest")
+    p.add_argument(
+        "--effective",
+        action="store_true",
+        help="also every setting with its origin, hard rules and plan digest",
+    )
 
 
 class _RawFormatter(_Formatter):
@@ -102,9 +136,15 @@ def _status_args(p: argparse.ArgumentParser) -> None:
 
 
 def _write_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--strict", nargs="?", const="all", default=None, metavar="KINDS",
-                   help="exit 2 naming each file when any of KINDS occurs: errors, warnings, "
-                        "missing-roots, comma-separated (default: all)")
+    p.add_argument(
+        "--strict",
+        nargs="?",
+        const="all",
+        default=None,
+        metavar="KINDS",
+        help="exit 2 naming each file when any of KINDS occurs: errors, warnings, "
+        "missing-roots, comma-separated (default: all)",
+    )
     _metrics_arg(p)
 
 
@@ -130,23 +170,39 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     p.epilog = _QUERY_SYNTAX
     p.formatter_class = _RawFormatter
     p.add_argument("query", nargs="+", metavar="QUERY")
-    p.add_argument("--direct", action="store_true",
-                   help="answer by reading the files, without the index")
-    p.add_argument("--limit", type=_positive, default=None, metavar="N",
-                   help="show at most N results (default: 10; every match with --paths/--ids)")
+    p.add_argument(
+        "--direct", action="store_true", help="answer by reading the files, without the index"
+    )
+    p.add_argument(
+        "--limit",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="show at most N results (default: 10; every match with --paths/--ids)",
+    )
     listing = p.add_mutually_exclusive_group()
-    listing.add_argument("--paths", action="store_true",
-                         help="print only the matching paths, one a line, like `rg -l` "
-                              "(freshness on stderr)")
-    listing.add_argument("--ids", action="store_true",
-                         help="print only the matching concept IDs, one a line")
+    listing.add_argument(
+        "--paths",
+        action="store_true",
+        help="print only the matching paths, one a line, like `rg -l` (freshness on stderr)",
+    )
+    listing.add_argument(
+        "--ids", action="store_true", help="print only the matching concept IDs, one a line"
+    )
 
 
 def _show_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("concept", metavar="ID",
-                   help="concept ID (path in its bundle without .md) or project-relative path")
-    p.add_argument("--scope", metavar="ROOT", default=None,
-                   help="the scope root to look in when the ID is in several")
+    p.add_argument(
+        "concept",
+        metavar="ID",
+        help="concept ID (path in its bundle without .md) or project-relative path",
+    )
+    p.add_argument(
+        "--scope",
+        metavar="ROOT",
+        default=None,
+        help="the scope root to look in when the ID is in several",
+    )
 
 
 def _mcp_args(p: argparse.ArgumentParser) -> None:
@@ -158,14 +214,21 @@ def _watch_args(p: argparse.ArgumentParser) -> None:
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--repair", action="store_true",
-                   help="fix what was found (damage: rebuild; drift: update), then verify again")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="fix what was found (damage: rebuild; drift: update), then verify again",
+    )
     _metrics_arg(p)
 
 
 def _metrics_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--metrics-file", metavar="PATH", default=None,
-                   help="also write the metrics in the Prometheus textfile format (atomically)")
+    p.add_argument(
+        "--metrics-file",
+        metavar="PATH",
+        default=None,
+        help="also write the metrics in the Prometheus textfile format (atomically)",
+    )
 
 
 # name -> (help, declares the command's own arguments)
@@ -174,14 +237,18 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "scopes": ("show scopes, exclusions, origins, provider versions and limits", _scopes_args),
     "why": ("decision trace per path; exit 0 only if every path is included", _why_args),
     "status": ("index and watcher metrics", _status_args),
-    "update": ("full reconciliation; publishes a generation if something changed",
-               _write_args),
+    "update": ("full reconciliation; publishes a generation if something changed", _write_args),
     "rebuild": ("build a fresh index and publish it atomically", _write_args),
-    "verify": ("read every byte of the index and compare it with the files; writes nothing "
-               "unless --repair", _verify_args),
+    "verify": (
+        "read every byte of the index and compare it with the files; writes nothing "
+        "unless --repair",
+        _verify_args,
+    ),
     "search": ("indexed query; exit 1 when nothing matches", _search_args),
-    "show": ("print a concept by its ID; exit 1 when there is none (close matches on stderr)",
-             _show_args),
+    "show": (
+        "print a concept by its ID; exit 1 when there is none (close matches on stderr)",
+        _show_args,
+    ),
     "watch": ("daemon control", _watch_args),
     "mcp": ("serve the Model Context Protocol over stdio (needs ctindex[mcp])", _mcp_args),
 }
@@ -193,14 +260,20 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     search should not pay for the other seven)."""
     flags = _global_flags()
     parser = argparse.ArgumentParser(
-        prog=PROG, parents=[flags], formatter_class=_Formatter,
-        description="Persistent full-text index of OKF concept documents, never silently stale.")
+        prog=PROG,
+        parents=[flags],
+        formatter_class=_Formatter,
+        description="Persistent full-text index of OKF concept documents, never silently stale.",
+    )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (text, declare) in _COMMANDS.items():
         if only is None or name == only:
-            declare(sub.add_parser(name, parents=[flags], help=text, description=text,
-                                   formatter_class=_Formatter))
+            declare(
+                sub.add_parser(
+                    name, parents=[flags], help=text, description=text, formatter_class=_Formatter
+                )
+            )
         else:
             sub.add_parser(name, help=text, add_help=False, formatter_class=_Formatter)
     return parser
@@ -281,9 +354,14 @@ def _report(err: TextIO, line: str, code: int) -> int:
     return code
 
 
-def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
-         stderr: TextIO | None = None, cwd: str | os.PathLike[str] | None = None,
-         answer: QuickAnswer | None = None) -> int:
+def main(
+    argv: list[str] | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    answer: QuickAnswer | None = None,
+) -> int:
     """Run one command; returns the exit code (the console script exits with it).
     `answer`: how `search` gets its fresh answer instead of its own barrier
     (the daemon's query path, ctindex/daemon/query.py; None everywhere else)."""
@@ -300,8 +378,11 @@ def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
         if _wants_json(args):  # a JSON reader gets the error as JSON too (schemas/error.json)
             from ctindex.output import write_json
 
-            error: dict[str, object] = {"message": str(exc), "kind": type(exc).__name__,
-                                        "exit_code": exc.exit_code}
+            error: dict[str, object] = {
+                "message": str(exc),
+                "kind": type(exc).__name__,
+                "exit_code": exc.exit_code,
+            }
             for extra in ("suggestions", "candidates"):  # ctindex.errors: `show`'s lists
                 if getattr(exc, extra, None):
                     error[extra] = list(getattr(exc, extra))
@@ -314,8 +395,13 @@ def main(argv: list[str] | None = None, *, stdout: TextIO | None = None,
         return 141
 
 
-def _run(argv: list[str], out: TextIO, err: TextIO,
-         cwd: str | os.PathLike[str] | None, answer: QuickAnswer | None = None) -> int:
+def _run(
+    argv: list[str],
+    out: TextIO,
+    err: TextIO,
+    cwd: str | os.PathLike[str] | None,
+    answer: QuickAnswer | None = None,
+) -> int:
     parser = parser_for(argv)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -325,8 +411,16 @@ def _run(argv: list[str], out: TextIO, err: TextIO,
         if status and _wants_json(argv):
             from ctindex.output import write_json
 
-            write_json(out, {"error": {"message": "usage error (the message is on stderr)",
-                                       "kind": "UsageError", "exit_code": status}})
+            write_json(
+                out,
+                {
+                    "error": {
+                        "message": "usage error (the message is on stderr)",
+                        "kind": "UsageError",
+                        "exit_code": status,
+                    }
+                },
+            )
         return status
     except BrokenPipeError:
         raise
@@ -342,20 +436,29 @@ def _run(argv: list[str], out: TextIO, err: TextIO,
 
     from ctindex.commands import Context
     from ctindex.errors import UsageError
-    from ctindex.project import Project, find_root, start_folder
+    from ctindex.policy.project import Project, find_root, start_folder
 
     # Like `git -C`: run as if started in DIR; the project is found from
     # there exactly as from the working directory (docs/cli.md "Project").
-    start = start_folder(os.path.abspath(cwd if cwd is not None else os.getcwd()),
-                         getattr(args, "project", None))
+    start = start_folder(
+        os.path.abspath(cwd if cwd is not None else os.getcwd()), getattr(args, "project", None)
+    )
     here = Path(start)
     root = find_root(start)
     if root is None and _writes(args):
-        raise UsageError(f"no ctindex project at or above {start} (no .ct/ or .git); "
-                         "run `ctindex init --write` or pass -C")
+        raise UsageError(
+            f"no ctindex project at or above {start} (no .ct/ or .git); "
+            "run `ctindex init --write` or pass -C"
+        )
     project = Project.at(root or start)
-    ctx = Context(project=project, json=getattr(args, "json", False),
-                  quiet=getattr(args, "quiet", False), out=out, err=err, cwd=here)
+    ctx = Context(
+        project=project,
+        json=getattr(args, "json", False),
+        quiet=getattr(args, "quiet", False),
+        out=out,
+        err=err,
+        cwd=here,
+    )
     ctx.answer = answer
     name = f"ctindex.commands.{args.command}"
     try:
@@ -431,6 +534,8 @@ def ct_main(argv: list[str] | None = None) -> int:
         return main([a for n, a in enumerate(args) if n != positions[0]])
     if not positions and "--version" in args:
         return main(args)
-    sys.stderr.write("usage: ct okf index COMMAND [...] | ct okf search QUERY [...]\n"
-                     "ct: only the 'okf index' and 'okf search' commands are provided here\n")
+    sys.stderr.write(
+        "usage: ct okf index COMMAND [...] | ct okf search QUERY [...]\n"
+        "ct: only the 'okf index' and 'okf search' commands are provided here\n"
+    )
     return 2

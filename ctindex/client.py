@@ -31,8 +31,8 @@ from ctindex.statefile import open_regular, read_bounded
 
 if TYPE_CHECKING:
     from ctindex.fastpath import Hint
-    from ctindex.plan import Plan
-    from ctindex.project import Project
+    from ctindex.policy.plan import Plan
+    from ctindex.policy.project import Project
     from ctindex.search.freshness import Freshness
 
 CONNECT_TIMEOUT_S = 0.1
@@ -166,15 +166,20 @@ def _check_build(paths: rt.RuntimePaths, reply: dict[str, Any]) -> None:
     raise BarrierFailed(BUILD_MISMATCH, spawnable=True)
 
 
-def barrier(paths: rt.RuntimePaths, plan_digest: str, timeout_ms: int,
-            config: list[int] | str | None = None) -> BarrierResult:
+def barrier(
+    paths: rt.RuntimePaths, plan_digest: str, timeout_ms: int, config: list[int] | str | None = None
+) -> BarrierResult:
     """Ask the daemon to prove it has applied every event queued before now.
     `config`: the config file's stat as the client saw it (the daemon reloads
     its plan first when its own differs)."""
     started = time.monotonic()
     token = _token()
-    payload: dict[str, Any] = {"op": "barrier", "token": token, "plan": plan_digest,
-                               "timeout_ms": timeout_ms}
+    payload: dict[str, Any] = {
+        "op": "barrier",
+        "token": token,
+        "plan": plan_digest,
+        "timeout_ms": timeout_ms,
+    }
     if config is not None:
         payload["config"] = config
     reply = request(paths, payload, timeout_ms / 1000)
@@ -216,8 +221,13 @@ def _opt_float(value: Any) -> float | None:
 # -- spawn ------------------------------------------------------------------------
 
 
-def spawn(project_root: Path, paths: rt.RuntimePaths, *, ignore_cache: bool = False,
-          successor: bool = False) -> str | None:
+def spawn(
+    project_root: Path,
+    paths: rt.RuntimePaths,
+    *,
+    ignore_cache: bool = False,
+    successor: bool = False,
+) -> str | None:
     """Start a daemon unless that is known to fail or already under way.
 
     `successor`: a daemon of another build is leaving; the new one waits
@@ -245,10 +255,22 @@ def spawn(project_root: Path, paths: rt.RuntimePaths, *, ignore_cache: bool = Fa
 
     try:
         subprocess.Popen(  # fixed argv, no shell
-            [sys.executable, "-m", "ctindex.daemon", "--project", os.fspath(project_root),
-             "--claim", token, *(["--successor"] if successor else [])],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, close_fds=True, cwd="/",
+            [
+                sys.executable,
+                "-m",
+                "ctindex.daemon",
+                "--project",
+                os.fspath(project_root),
+                "--claim",
+                token,
+                *(["--successor"] if successor else []),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+            cwd="/",
         )
     except OSError as exc:
         with contextlib.suppress(OSError):
@@ -312,8 +334,9 @@ def fast_barrier(project: Project, hint: Hint) -> BarrierResult | BarrierFailed 
         return None if failed.reason == PLAN_MISMATCH else failed
 
 
-def ensure_fresh(project: Project, plan: Plan,
-                 prior: tuple[str, BarrierResult | BarrierFailed] | None = None) -> Freshness:
+def ensure_fresh(
+    project: Project, plan: Plan, prior: tuple[str, BarrierResult | BarrierFailed] | None = None
+) -> Freshness:
     """Make the index reflect the filesystem before a query; say how (spec §7).
 
     watch off -> reconcile-on-query; a barrier answered over native events ->
@@ -357,8 +380,11 @@ def ensure_fresh(project: Project, plan: Plan,
             # the successor: it finds the index current.
             fresh = reconcile_now(project, plan, mode="fallback", reason=reason)
             why_not = spawn(project.root, paths, successor=True)
-            fresh.reason = (f"{BUILD_MISMATCH}; restarted" if why_not in (None, STARTING)
-                            else f"{BUILD_MISMATCH}; {why_not}")
+            fresh.reason = (
+                f"{BUILD_MISMATCH}; restarted"
+                if why_not in (None, STARTING)
+                else f"{BUILD_MISMATCH}; {why_not}"
+            )
             return fresh
         if failed.spawnable:
             from ctindex.cimode import spawn_blocked
@@ -372,14 +398,22 @@ def ensure_fresh(project: Project, plan: Plan,
     if not result.trusted_events:
         why = result.degraded or result.backend_reason or f"{result.backend} lane"
         if result.reconciled:
-            return Freshness("fallback", f"unreliable filesystem: {why}", result.generation,
-                             barrier_ms=result.barrier_ms, reconcile_ms=result.reconcile_ms)
-        return reconcile_now(project, plan, mode="fallback",
-                             reason=f"unreliable filesystem: {why}")
+            return Freshness(
+                "fallback",
+                f"unreliable filesystem: {why}",
+                result.generation,
+                barrier_ms=result.barrier_ms,
+                reconcile_ms=result.reconcile_ms,
+            )
+        return reconcile_now(project, plan, mode="fallback", reason=f"unreliable filesystem: {why}")
     if result.reconciled:  # fresh, and the daemon says it had to reconcile fully
-        return Freshness("watcher-clean", f"reconciled by the daemon: {result.reconcile_reason}",
-                         result.generation, barrier_ms=result.barrier_ms,
-                         reconcile_ms=result.reconcile_ms)
+        return Freshness(
+            "watcher-clean",
+            f"reconciled by the daemon: {result.reconcile_reason}",
+            result.generation,
+            barrier_ms=result.barrier_ms,
+            reconcile_ms=result.reconcile_ms,
+        )
     return Freshness("watcher-clean", None, result.generation, barrier_ms=result.barrier_ms)
 
 
@@ -406,16 +440,38 @@ def lock_held(paths: rt.RuntimePaths) -> bool:
 
 # Fields of the daemon's status record that `status` / `watch status` expose.
 STATUS_FIELDS = (
-    "pid", "instance", "started", "generation", "backend", "backend_reason", "degraded",
-    "dirty_paths", "rescan_reason", "pending", "last_batch", "last_reconcile", "reconciles",
-    "entries_visited_total", "batches", "barriers", "barrier_failures", "refused_peers",
-    "last_error", "rss_bytes", "physical_memory_bytes", "memory_ceiling_bytes", "stop_reason",
-    "stopped", "unannounced", "build",
+    "pid",
+    "instance",
+    "started",
+    "generation",
+    "backend",
+    "backend_reason",
+    "degraded",
+    "dirty_paths",
+    "rescan_reason",
+    "pending",
+    "last_batch",
+    "last_reconcile",
+    "reconciles",
+    "entries_visited_total",
+    "batches",
+    "barriers",
+    "barrier_failures",
+    "refused_peers",
+    "last_error",
+    "rss_bytes",
+    "physical_memory_bytes",
+    "memory_ceiling_bytes",
+    "stop_reason",
+    "stopped",
+    "unannounced",
+    "build",
 )
 
 
-def watcher_status(project: Project, plan: Plan | None = None,
-                   timeout: float = 0.5) -> dict[str, Any]:
+def watcher_status(
+    project: Project, plan: Plan | None = None, timeout: float = 0.5
+) -> dict[str, Any]:
     """Watcher facts of spec §10 for `status` and `watch status` (stable keys).
 
     Live from the daemon when it answers; else the last record on disk with
@@ -506,5 +562,15 @@ def _verified_pid(paths: rt.RuntimePaths) -> int | None:
     return pid
 
 
-__all__ = ["BarrierFailed", "BarrierResult", "barrier", "ensure_fresh", "fast_barrier", "ping",
-           "request", "spawn", "stop", "watcher_status"]
+__all__ = [
+    "BarrierFailed",
+    "BarrierResult",
+    "barrier",
+    "ensure_fresh",
+    "fast_barrier",
+    "ping",
+    "request",
+    "spawn",
+    "stop",
+    "watcher_status",
+]

@@ -72,8 +72,10 @@ class AmbiguousConcept(UsageError):
     project-relative paths; pass one of them (or the scope) instead."""
 
     def __init__(self, concept_id: str, candidates: tuple[str, ...]) -> None:
-        super().__init__(f"{concept_id}: ambiguous concept ID, found in {len(candidates)} "
-                         f"scopes: {', '.join(candidates)} (name one by its path or scope)")
+        super().__init__(
+            f"{concept_id}: ambiguous concept ID, found in {len(candidates)} "
+            f"scopes: {', '.join(candidates)} (name one by its path or scope)"
+        )
         self.concept_id = concept_id
         self.candidates = candidates
 

@@ -25,12 +25,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from ctindex import runtime as rt
-from reconciler.fingerprint import fingerprint_of, from_json, racily_clean
+from ctindex.reconciler.fingerprint import fingerprint_of, from_json, racily_clean
 
 if TYPE_CHECKING:
-    from ctindex.plan import Plan
-    from ctindex.project import Project
-    from reconciler.fingerprint import Fingerprint
+    from ctindex.policy.plan import Plan
+    from ctindex.policy.project import Project
+    from ctindex.reconciler.fingerprint import Fingerprint
 
 RECORD_NAME = "query-plan.json"
 VERSION = 2  # 1 held partial stamps (mtime, size, inode; folder mtimes)
@@ -86,10 +86,15 @@ def remember(project: Project, plan: Plan) -> None:
         return
     if isinstance(stamp, list) and racily_clean(stamp, plan.stamped_ns):
         return  # a rewrite within the same tick could keep this fingerprint
-    record = {"version": VERSION, "config": stamp, "code": code,
-              "folders": {k: list(fp) for k, fp in folders.items()},
-              "digest": plan.digest(), "watch": True,
-              "barrier_timeout_ms": int(plan.settings.barrier_timeout_ms)}
+    record = {
+        "version": VERSION,
+        "config": stamp,
+        "code": code,
+        "folders": {k: list(fp) for k, fp in folders.items()},
+        "digest": plan.digest(),
+        "watch": True,
+        "barrier_timeout_ms": int(plan.settings.barrier_timeout_ms),
+    }
     with contextlib.suppress(OSError):
         rt.write_json(project.runtime_dir / RECORD_NAME, record)
 
@@ -103,8 +108,11 @@ def recall(project: Project) -> Hint | None:
     stamp = config_stamp(project.config_path)
     if stamp is None or record.get("config") != stamp or record.get("code") != _code_stamp():
         return None
-    digest, budget, folders = (record.get("digest"), record.get("barrier_timeout_ms"),
-                               record.get("folders"))
+    digest, budget, folders = (
+        record.get("digest"),
+        record.get("barrier_timeout_ms"),
+        record.get("folders"),
+    )
     if not isinstance(digest, str) or not isinstance(budget, int) or not isinstance(folders, dict):
         return None
     if not _folders_unchanged(project, {k: from_json(v) for k, v in folders.items()}):
@@ -120,8 +128,11 @@ def _folders_unchanged(project: Project, folders: Mapping[str, Fingerprint | Non
             st = os.lstat(project.path(key))
         except OSError:
             return False
-        if recorded is None or fingerprint_of(st) != recorded \
-                or (st.st_mode & 0o170000) != 0o040000:  # a real folder
+        if (
+            recorded is None
+            or fingerprint_of(st) != recorded
+            or (st.st_mode & 0o170000) != 0o040000
+        ):  # a real folder
             return False
     return True
 

@@ -20,16 +20,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ctindex import runtime as rt
-from ctindex.project import key_within
+from ctindex.policy.project import key_within
 from ctindex.providers import okf_markdown as okf
-from ctindex.store.files import IndexCorrupt, read_all
-from ctindex.store.manifest import StoreManifest, read_diag, read_manifest
+from ctindex.store.durable import IndexCorrupt, read_all
+from ctindex.store.generation import StoreManifest, read_diag, read_manifest
 from ctindex.store.segment import BuildInput, StoredDoc
 
 if TYPE_CHECKING:
-    from ctindex.plan import Plan
-    from ctindex.project import Project
-    from reconciler.manifest import Fingerprint
+    from ctindex.policy.plan import Plan
+    from ctindex.policy.project import Project
+    from ctindex.reconciler.manifest import Fingerprint
 
     LinkedEntry = tuple[Fingerprint, int]  # a file's recorded fingerprint and recorded_ns
 
@@ -82,8 +82,9 @@ class UpdateReport:
         # --json`; skipped before copying (asdict would deep-copy `seen`,
         # the whole new file table).
         skip = ("linked", "linked_full", "seen")
-        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
-                if f.name not in skip}
+        return {
+            f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name not in skip
+        }
 
 
 MAX_MESSAGE = 300  # characters kept of one provider error / warning
@@ -91,7 +92,7 @@ MAX_MESSAGE = 300  # characters kept of one provider error / warning
 
 def clip(message: str) -> str:
     """Bound a diagnostic kept in the index (a YAML error can quote a long line)."""
-    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 1] + "…"
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
 
 
 def scope_root_of(plan: Plan, key: str) -> str:
@@ -100,8 +101,11 @@ def scope_root_of(plan: Plan, key: str) -> str:
 
 
 def provider_versions() -> dict[str, Any]:
-    return {"id": okf.PROVIDER_ID, "version": okf.PROVIDER_VERSION,
-            "tokenizer_version": okf.TOKENIZER_VERSION}
+    return {
+        "id": okf.PROVIDER_ID,
+        "version": okf.PROVIDER_VERSION,
+        "tokenizer_version": okf.TOKENIZER_VERSION,
+    }
 
 
 def scope_digests(plan: Plan) -> dict[str, str]:
@@ -114,9 +118,11 @@ def rebuild_reason(m: StoreManifest | None, plan: Plan) -> str | None:
         return "no index yet"
     if m.provider != provider_versions():
         old = m.provider
-        return (f"provider {old.get('id')} v{old.get('version')} tokenizer "
-                f"v{old.get('tokenizer_version')} -> v{okf.PROVIDER_VERSION} tokenizer "
-                f"v{okf.TOKENIZER_VERSION}")
+        return (
+            f"provider {old.get('id')} v{old.get('version')} tokenizer "
+            f"v{old.get('tokenizer_version')} -> v{okf.PROVIDER_VERSION} tokenizer "
+            f"v{okf.TOKENIZER_VERSION}"
+        )
     stale = stale_scopes(m, plan)
     if stale:
         return "plan changed for scope " + ", ".join(repr(r) for r in stale)
@@ -127,8 +133,9 @@ def stale_scopes(m: StoreManifest, plan: Plan) -> list[str]:
     """Scope roots whose documents the index holds under another policy:
     scopes added, removed or changed since the manifest was written."""
     now = scope_digests(plan)
-    return sorted(set(now) ^ set(m.scopes)
-                  | {r for r in now if r in m.scopes and now[r] != m.scopes[r]})
+    return sorted(
+        set(now) ^ set(m.scopes) | {r for r in now if r in m.scopes and now[r] != m.scopes[r]}
+    )
 
 
 def _under(key: str, roots: list[str]) -> bool:
@@ -141,7 +148,7 @@ class RecordedFiles(Mapping[str, "LinkedEntry"]):
     itself never builds 40,000 of them."""
 
     def __init__(self, raw: Mapping[str, Sequence[Any]], only: list[str] | None) -> None:
-        from reconciler import Fingerprint  # once: not per entry (an import costs ~4 µs)
+        from ctindex.reconciler import Fingerprint  # once: not per entry (an import costs ~4 µs)
 
         self._raw = raw
         self._inside = None if only is None else set(only)
@@ -160,21 +167,22 @@ class RecordedFiles(Mapping[str, "LinkedEntry"]):
 
     def __iter__(self) -> Iterator[str]:
         inside = self._inside
-        return iter(self._raw) if inside is None else \
-            (k for k in self._raw if key_within(k, inside))
+        return (
+            iter(self._raw) if inside is None else (k for k in self._raw if key_within(k, inside))
+        )
 
     def __len__(self) -> int:
         return len(self._raw) if self._inside is None else sum(1 for _ in self)
 
 
-
 _WALK_PROBLEMS = (  # WalkReport bucket -> what it means for the index
-    ("missing_roots", "scope root missing, a symlink or not a folder (its documents "
-                      "are removed)"),
+    ("missing_roots", "scope root missing, a symlink or not a folder (its documents are removed)"),
     ("unreadable_dirs", "unreadable folder (its documents keep their last indexed version)"),
     ("unreadable_files", "unreadable file (keeps its last indexed version)"),
-    ("too_deep", "folder too deep or path too long to open (its documents keep their "
-                 "last indexed version)"),
+    (
+        "too_deep",
+        "folder too deep or path too long to open (its documents keep their last indexed version)",
+    ),
     ("errors", "walk error (entries keep their last indexed version)"),
 )
 
@@ -194,15 +202,32 @@ def walk_problems(walk: Any) -> list[str]:
 
 def build_input(doc: okf.Document, analysis: okf.Analysis | None = None) -> BuildInput:
     a = okf.analyze(doc) if analysis is None else analysis
-    stored = StoredDoc(doc.key, doc.concept_id, doc.scope, doc.title, doc.type,
-                       doc.description, doc.tags, doc.body, doc.size)
+    stored = StoredDoc(
+        doc.key,
+        doc.concept_id,
+        doc.scope,
+        doc.title,
+        doc.type,
+        doc.description,
+        doc.tags,
+        doc.body,
+        doc.size,
+    )
     return BuildInput(stored, a.tokens, a.tfw, a.length, a.flens)
 
 
 def _reanalyze(s: StoredDoc) -> BuildInput:
-    doc = okf.Document(key=s.key, concept_id=s.concept_id, scope=s.scope, title=s.title,
-                       type=s.type, description=s.description, tags=s.tags, body=s.body,
-                       size=s.size)
+    doc = okf.Document(
+        key=s.key,
+        concept_id=s.concept_id,
+        scope=s.scope,
+        title=s.title,
+        type=s.type,
+        description=s.description,
+        tags=s.tags,
+        body=s.body,
+        size=s.size,
+    )
     return build_input(doc)
 
 
@@ -247,34 +272,62 @@ def _isatty(stream: TextIO) -> bool:
 
 # -- entry points --------------------------------------------------------------------
 
-def update(project: Project, plan: Plan, *, progress: TextIO | None = None,
-           lock_timeout: float | None = None) -> UpdateReport:
+
+def update(
+    project: Project,
+    plan: Plan,
+    *,
+    progress: TextIO | None = None,
+    lock_timeout: float | None = None,
+) -> UpdateReport:
     """Full reconciliation, then upserts and tombstones; a rebuild instead when
     the index is missing, damaged or built for another provider/plan."""
     return _locked(project, plan, None, fresh=False, progress=progress, timeout=lock_timeout)
 
 
-def update_paths(project: Project, plan: Plan, dirty_keys: Iterable[str], *,
-                 lock_timeout: float | None = None) -> UpdateReport:
+def update_paths(
+    project: Project, plan: Plan, dirty_keys: Iterable[str], *, lock_timeout: float | None = None
+) -> UpdateReport:
     """Reconcile only `dirty_keys` (files, or folders meaning their subtree)."""
-    return _locked(project, plan, list(dirty_keys), fresh=False, progress=None,
-                   timeout=lock_timeout)
+    return _locked(
+        project, plan, list(dirty_keys), fresh=False, progress=None, timeout=lock_timeout
+    )
 
 
-def rebuild(project: Project, plan: Plan, *, progress: TextIO | None = None,
-            lock_timeout: float | None = None, reason: str = "requested") -> UpdateReport:
+def rebuild(
+    project: Project,
+    plan: Plan,
+    *,
+    progress: TextIO | None = None,
+    lock_timeout: float | None = None,
+    reason: str = "requested",
+) -> UpdateReport:
     """A fresh index from every eligible file, published in one manifest swap."""
-    return _locked(project, plan, None, fresh=True, progress=progress, timeout=lock_timeout,
-                   reason=reason)
+    return _locked(
+        project, plan, None, fresh=True, progress=progress, timeout=lock_timeout, reason=reason
+    )
 
 
-def repair(project: Project, plan: Plan, damage: IndexCorrupt, generation: int | None, *,
-           lock_timeout: float | None = None) -> UpdateReport:
+def repair(
+    project: Project,
+    plan: Plan,
+    damage: IndexCorrupt,
+    generation: int | None,
+    *,
+    lock_timeout: float | None = None,
+) -> UpdateReport:
     """Rebuild after a reader found generation `generation` damaged (spec: a
     corrupt cache makes a query slower, never wrong). When another process
     published a newer generation meanwhile, that one is checked instead."""
-    return _locked(project, plan, None, fresh=False, progress=None, timeout=lock_timeout,
-                   damaged=(damage, generation))
+    return _locked(
+        project,
+        plan,
+        None,
+        fresh=False,
+        progress=None,
+        timeout=lock_timeout,
+        damaged=(damage, generation),
+    )
 
 
 def damage_reason(exc: BaseException, index_dir: Path) -> str:
@@ -291,7 +344,7 @@ def check_generation(index_dir: Path, m: StoreManifest, *, file_table: bool = Tr
     per segment) and, unless the caller loads it anyway, the file table.
     Raises IndexCorrupt. Deeper damage is caught by the reads that touch it,
     which verify their own checksums."""
-    from ctindex.store.manifest import read_dels
+    from ctindex.store.generation import read_dels
     from ctindex.store.segment import Segment
     from ctindex.store.snapshot import check_segment
 
@@ -320,10 +373,17 @@ def _checked(path: Path, reader: Any) -> None:
         raise IndexCorrupt(f"{path}: unreadable ({exc})") from exc
 
 
-def _locked(project: Project, plan: Plan, only: list[str] | None, *, fresh: bool,
-            progress: TextIO | None, timeout: float | None,
-            reason: str | None = None,
-            damaged: tuple[IndexCorrupt, int | None] | None = None) -> UpdateReport:
+def _locked(
+    project: Project,
+    plan: Plan,
+    only: list[str] | None,
+    *,
+    fresh: bool,
+    progress: TextIO | None,
+    timeout: float | None,
+    reason: str | None = None,
+    damaged: tuple[IndexCorrupt, int | None] | None = None,
+) -> UpdateReport:
     from ctindex.store.lock import DEFAULT_TIMEOUT_S, update_lock
 
     index_dir = Path(project.index_dir)
@@ -342,8 +402,7 @@ def _locked(project: Project, plan: Plan, only: list[str] | None, *, fresh: bool
             if base is not None and (reason is None or reason.startswith("plan changed")):
                 try:
                     # A narrowed pass reads only the table entries it looks at.
-                    previous = load_file_table(index_dir, base,
-                                               only if reason is None else None)
+                    previous = load_file_table(index_dir, base, only if reason is None else None)
                     if only is None:  # full passes check the generation they build on
                         check_generation(index_dir, base, file_table=False)
                     if damaged is not None and damaged[1] == base.generation:
@@ -356,9 +415,18 @@ def _locked(project: Project, plan: Plan, only: list[str] | None, *, fresh: bool
                     stale = stale_scopes(base, plan) if reason else []
             fresh = reason is not None and not stale
         try:
-            report = _apply(project, plan, index_dir, base, previous,
-                            only if not (fresh or stale) else None, fresh=fresh, stale=stale,
-                            progress=progress, reason=reason if (fresh or stale) else None)
+            report = _apply(
+                project,
+                plan,
+                index_dir,
+                base,
+                previous,
+                only if not (fresh or stale) else None,
+                fresh=fresh,
+                stale=stale,
+                progress=progress,
+                reason=reason if (fresh or stale) else None,
+            )
         except IndexCorrupt as exc:
             if fresh:
                 raise
@@ -367,8 +435,18 @@ def _locked(project: Project, plan: Plan, only: list[str] | None, *, fresh: bool
             notes.append(f"{exc}; rebuilding")
             reason = damage_reason(exc, index_dir)
             fresh, stale = True, []
-            report = _apply(project, plan, index_dir, base, None, None, fresh=True, stale=[],
-                            progress=progress, reason=reason)
+            report = _apply(
+                project,
+                plan,
+                index_dir,
+                base,
+                None,
+                None,
+                fresh=True,
+                stale=[],
+                progress=progress,
+                reason=reason,
+            )
         report.reason = reason if (fresh or stale) else None
         report.notes[:0] = notes
         from ctindex.store import gc
@@ -377,29 +455,37 @@ def _locked(project: Project, plan: Plan, only: list[str] | None, *, fresh: bool
         return report
 
 
-def load_file_table(index_dir: Path, m: StoreManifest,
-                    only: Iterable[str] | None = None) -> Any:
+def load_file_table(index_dir: Path, m: StoreManifest, only: Iterable[str] | None = None) -> Any:
     """The reconciler file table a generation names (base + delta, empty when
     it names none): all of it, or only the entries under the keys `only`."""
+    from ctindex.reconciler.diff import minimal_scopes
     from ctindex.store import filetable
-    from reconciler.diff import minimal_scopes
 
     scopes = None if only is None else minimal_scopes(only)
-    return filetable.load(index_dir, m.files, m.files_delta,
-                          None if scopes == [""] else scopes)
+    return filetable.load(index_dir, m.files, m.files_delta, None if scopes == [""] else scopes)
 
 
 _load_files = load_file_table  # the daemon engine's name for it
 
 
-def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | None,
-           previous: Any, only: list[str] | None, *, fresh: bool, stale: list[str],
-           progress: TextIO | None, reason: str | None = None) -> UpdateReport:
+def _apply(
+    project: Project,
+    plan: Plan,
+    index_dir: Path,
+    base: StoreManifest | None,
+    previous: Any,
+    only: list[str] | None,
+    *,
+    fresh: bool,
+    stale: list[str],
+    progress: TextIO | None,
+    reason: str | None = None,
+) -> UpdateReport:
     """Reconcile and publish. `fresh`: index everything anew. `stale`: scope
     roots whose documents are re-indexed from scratch (plan change), the
     rest of the index is updated incrementally."""
+    from ctindex.reconciler import Fingerprint, Manifest, reconcile
     from ctindex.store.writer import StoreWriter
-    from reconciler import Fingerprint, Manifest, reconcile
 
     t0 = time.perf_counter()
     contents: dict[str, bytes] = {}
@@ -416,28 +502,43 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
     # The table was built under this plan (a changed one means fresh or
     # stale scopes, whose entries are dropped above): its unchanged keys need
     # no filter call, which lets the native scan run (reconciler/native.py).
-    res = reconcile(project.root, plan.path_filter(), Manifest() if fresh else previous,
-                    only=only, sink=sink, workers=walk_threads(project.root),
-                    trust_filter=not fresh)
+    res = reconcile(
+        project.root,
+        plan.path_filter(),
+        Manifest() if fresh else previous,
+        only=only,
+        sink=sink,
+        workers=walk_threads(project.root),
+        trust_filter=not fresh,
+    )
     bar.done()
-    report = UpdateReport(added=len(res.added), changed=len(res.changed),
-                          removed=len(res.removed), renamed=len(res.renamed),
-                          metadata_only=len(res.metadata_only), dirty=len(res.dirty),
-                          entries_visited=res.metrics.entries_visited,
-                          reconcile_ms=round(res.metrics.duration_ms, 3),
-                          rebuilt=fresh or bool(stale))
+    report = UpdateReport(
+        added=len(res.added),
+        changed=len(res.changed),
+        removed=len(res.removed),
+        renamed=len(res.renamed),
+        metadata_only=len(res.metadata_only),
+        dirty=len(res.dirty),
+        entries_visited=res.metrics.entries_visited,
+        reconcile_ms=round(res.metrics.duration_ms, 3),
+        rebuilt=fresh or bool(stale),
+    )
     # A view, not raw(): a table the native scan left packed stays packed.
     recorded = res.manifest.raw_view()
-    report.linked = {k: (Fingerprint(*e[:5]), e[6]) for k in res.linked
-                     if (e := recorded.get(k)) is not None}
+    report.linked = {
+        k: (Fingerprint(*e[:5]), e[6]) for k in res.linked if (e := recorded.get(k)) is not None
+    }
     report.linked_full = only is None
     report.seen = RecordedFiles(recorded, only)
     kind = "rebuild" if fresh else ("narrowed" if only is not None else "full")
     pass_info: dict[str, Any] = {
-                 "kind": kind,
-                 "duration_ms": report.reconcile_ms, "entries_visited": report.entries_visited,
-                 "files_hashed": res.metrics.files_hashed, "at_ns": time.time_ns(),
-                 "writer": rt.build_id()}  # which build wrote it: not the format version
+        "kind": kind,
+        "duration_ms": report.reconcile_ms,
+        "entries_visited": report.entries_visited,
+        "files_hashed": res.metrics.files_hashed,
+        "at_ns": time.time_ns(),
+        "writer": rt.build_id(),
+    }  # which build wrote it: not the format version
     if reason:
         pass_info["reason"] = reason
     report.missing_roots = list(res.report.missing_roots.sample)
@@ -458,11 +559,13 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
             if table is not None or delta != base.files_delta:
                 from ctindex.store.writer import republish
 
-                republish(index_dir, base, files_table=table, files_delta=delta or {},
-                          reconcile=pass_info)
+                republish(
+                    index_dir, base, files_table=table, files_delta=delta or {}, reconcile=pass_info
+                )
                 report.refreshed = True
-                report.notes.append("only file metadata changed: refreshed the file table "
-                                    "(same generation)")
+                report.notes.append(
+                    "only file metadata changed: refreshed the file table (same generation)"
+                )
         _record_pass(index_dir, pass_info)
         report.duration_ms = round((time.perf_counter() - t0) * 1000, 3)
         return report
@@ -474,6 +577,7 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
     before = (dict(errors), dict(warnings))
     writer = StoreWriter(index_dir, base, fresh=fresh, reanalyze=_reanalyze, sep=okf.SEP)
     try:
+
         def forget(key: str) -> None:
             writer.remove(key)
             errors.pop(key, None)
@@ -499,8 +603,9 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
         roots = {k: scope_root_of(plan, k) for k in todo}
         workers = _workers(len(todo))
         if workers > 1:
-            for name, info, errs, warns in _parallel(todo, contents, roots, index_dir,
-                                                     writer.generation, workers, progress):
+            for name, info, errs, warns in _parallel(
+                todo, contents, roots, index_dir, writer.generation, workers, progress
+            ):
                 writer.adopt(name, info)
                 errors.update(errs)
                 warnings.update(warns)
@@ -518,10 +623,15 @@ def _apply(project: Project, plan: Plan, index_dir: Path, base: StoreManifest | 
             bar.done()
         diag = (errors, warnings) if fresh or (errors, warnings) != before else None
         table, delta, source_bytes = _file_table(
-            index_dir, base, None if fresh or stale else previous, res, only is not None)
-        meta = {"provider": provider_versions(), "scopes": scope_digests(plan),
-                "plan_digest": plan.digest(), "source_bytes": source_bytes,
-                "reconcile": pass_info}
+            index_dir, base, None if fresh or stale else previous, res, only is not None
+        )
+        meta = {
+            "provider": provider_versions(),
+            "scopes": scope_digests(plan),
+            "plan_digest": plan.digest(),
+            "source_bytes": source_bytes,
+            "reconcile": pass_info,
+        }
         m = writer.commit(files_table=table, meta=meta, diag=diag, files_delta=delta)
     finally:
         writer.close()
@@ -542,7 +652,7 @@ def newly_trusted(previous: Any, res: Any) -> bool:
     While they are still within the window, recording would change nothing."""
     if not res.metrics.counts.get("racy_rehashed"):
         return False
-    from reconciler.fingerprint import racily_clean
+    from ctindex.reconciler.fingerprint import racily_clean
 
     old = previous.raw()
     for key, e in res.manifest.raw().items():
@@ -552,8 +662,9 @@ def newly_trusted(previous: Any, res: Any) -> bool:
     return False
 
 
-def _file_table(index_dir: Path, base: StoreManifest | None, previous: Any, res: Any,
-                partial: bool) -> tuple[bytes | None, dict[str, Any] | None, int]:
+def _file_table(
+    index_dir: Path, base: StoreManifest | None, previous: Any, res: Any, partial: bool
+) -> tuple[bytes | None, dict[str, Any] | None, int]:
     """(new base file or None, new inline delta or None, source bytes) for
     the table `res.manifest`. `previous` is the table the pass started from
     (`partial`: only the entries under a narrowed pass's folders); None:
@@ -596,8 +707,11 @@ def _workers(docs: int) -> int:
     """How many processes to parse and build segments with (1 = in process)."""
     import multiprocessing
 
-    if (docs < PARALLEL_MIN_DOCS or not sys.platform.startswith("linux")
-            or "fork" not in multiprocessing.get_all_start_methods()):
+    if (
+        docs < PARALLEL_MIN_DOCS
+        or not sys.platform.startswith("linux")
+        or "fork" not in multiprocessing.get_all_start_methods()
+    ):
         return 1
     try:
         cpus = len(os.sched_getaffinity(0))
@@ -606,9 +720,15 @@ def _workers(docs: int) -> int:
     return max(1, min(cpus, MAX_WORKERS, docs // (PARALLEL_MIN_DOCS // 2)))
 
 
-def _parallel(keys: list[str], contents: dict[str, bytes], roots: dict[str, str],
-              index_dir: Path, generation: int, workers: int,
-              progress: TextIO | None) -> list[tuple[str, Any, dict[str, str], dict[str, str]]]:
+def _parallel(
+    keys: list[str],
+    contents: dict[str, bytes],
+    roots: dict[str, str],
+    index_dir: Path,
+    generation: int,
+    workers: int,
+    progress: TextIO | None,
+) -> list[tuple[str, Any, dict[str, str], dict[str, str]]]:
     """Parse, analyse and write one segment per worker (forked: the file
     contents are shared, not pickled); key ranges are contiguous."""
     import multiprocessing
@@ -616,26 +736,30 @@ def _parallel(keys: list[str], contents: dict[str, bytes], roots: dict[str, str]
     from concurrent.futures.process import BrokenProcessPool
 
     from ctindex.errors import IndexWriteError
-    from ctindex.store.files import unique_name
+    from ctindex.store.durable import unique_name
 
     global _JOB
     size = -(-len(keys) // workers)
-    parts = [(unique_name("seg", generation, ".seg"), keys[i:i + size])
-             for i in range(0, len(keys), size)]
+    parts = [
+        (unique_name("seg", generation, ".seg"), keys[i : i + size])
+        for i in range(0, len(keys), size)
+    ]
     bar = Progress(progress, f"indexing ({workers} processes)")
     bar(0, len(keys))
     _JOB = (contents, roots, index_dir)
     _PARENT[0] = os.getpid()
     out = []
     try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                                 initializer=_worker_init) as pool:
+        with ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init
+        ) as pool:
             for got in pool.map(_build_part, parts):
                 out.append(got)
-                bar(sum(len(p[1]) for p in parts[:len(out)]), len(keys))
+                bar(sum(len(p[1]) for p in parts[: len(out)]), len(keys))
     except BrokenProcessPool as exc:
-        raise IndexWriteError(f"{index_dir}: an indexing process died; nothing was "
-                              "published") from exc
+        raise IndexWriteError(
+            f"{index_dir}: an indexing process died; nothing was published"
+        ) from exc
     finally:
         _JOB = None
         bar.done()

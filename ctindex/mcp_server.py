@@ -33,11 +33,12 @@ from ctindex.errors import CtindexError
 
 INSTRUCTIONS = (
     "Full-text index of this project's OKF concept documents (Markdown with YAML "
-    "frontmatter). Use `search` to find concepts (query syntax: words, \"phrases\", "
+    'frontmatter). Use `search` to find concepts (query syntax: words, "phrases", '
     "prefix*, -not, a OR b, type:X, tag:X, path:PREFIX), then `get_concept` with a hit's "
     "`id` (and its `scope` when two scopes hold the same ID) to read it. Every answer's "
     "`freshness` says how it was proven current: `watcher-clean`, `reconcile-on-query`, "
-    "`fallback` (with a reason) or `direct` (read from the files).")
+    "`fallback` (with a reason) or `direct` (read from the files)."
+)
 
 
 def build(root: str | Path) -> tuple[MCPServer, Index]:
@@ -65,12 +66,16 @@ def build(root: str | Path) -> tuple[MCPServer, Index]:
     def why(path: str) -> dict[str, Any]:
         """Why a project-relative path is or is not indexed: the reason (included,
         excluded, outside-scope, ...) and the scope, pattern and origin that decided."""
+
         def answer() -> dict[str, Any]:
             from ctindex.commands.why import _document
 
             decision = index.why(path)
-            return {"project": str(index.root), "all_included": decision.included,
-                    "decisions": [_document(path, decision)]}
+            return {
+                "project": str(index.root),
+                "all_included": decision.included,
+                "decisions": [_document(path, decision)],
+            }
 
         return _call(answer)
 

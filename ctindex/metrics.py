@@ -24,7 +24,7 @@ from ctindex.errors import CtindexError
 if TYPE_CHECKING:
     from ctindex.audit import Audit
     from ctindex.indexer import UpdateReport
-    from ctindex.project import Project
+    from ctindex.policy.project import Project
 
 PREFIX = "ctindex_"
 LAST_SUCCESS = "last_success_timestamp_seconds"
@@ -112,8 +112,11 @@ def write_textfile(path: str, built: tuple[list[Sample], dict[str, str], bool]) 
     samples, base, ok = built
     now = time.time()
     last = now if ok else _previous_success(path, base)
-    samples = [("success", {}, 1 if ok else 0), ("run_timestamp_seconds", {}, round(now, 3)),
-               *samples]
+    samples = [
+        ("success", {}, 1 if ok else 0),
+        ("run_timestamp_seconds", {}, round(now, 3)),
+        *samples,
+    ]
     if last is not None:
         samples.insert(1, (LAST_SUCCESS, {}, round(last, 3)))
     data = render(samples, base).encode()
@@ -130,8 +133,9 @@ def write_textfile(path: str, built: tuple[list[Sample], dict[str, str], bool]) 
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise MetricsWriteError(f"{path}: cannot write the metrics file "
-                                f"({exc.strerror or exc})") from exc
+        raise MetricsWriteError(
+            f"{path}: cannot write the metrics file ({exc.strerror or exc})"
+        ) from exc
 
 
 def _base(project: Project, command: str) -> dict[str, str]:
@@ -143,8 +147,14 @@ def _index_samples(index: dict[str, Any]) -> list[Sample]:
     out: list[Sample] = []
     if index.get("generation") is not None:
         out.append(("generation", {}, index["generation"]))
-    for name in ("documents", "segments", "tombstones", "source_bytes", "provider_errors",
-                 "frontmatter_warnings"):
+    for name in (
+        "documents",
+        "segments",
+        "tombstones",
+        "source_bytes",
+        "provider_errors",
+        "frontmatter_warnings",
+    ):
         if isinstance(index.get(name), int):
             out.append((name, {}, index[name]))
     for kind in ("live", "retired"):
@@ -154,13 +164,15 @@ def _index_samples(index: dict[str, Any]) -> list[Sample]:
     return out
 
 
-def status_metrics(project: Project, doc: dict[str, Any],
-                   ok: bool) -> tuple[list[Sample], dict[str, str], bool]:
+def status_metrics(
+    project: Project, doc: dict[str, Any], ok: bool
+) -> tuple[list[Sample], dict[str, str], bool]:
     return _index_samples(doc), _base(project, "status"), ok
 
 
-def update_metrics(project: Project, command: str, report: UpdateReport,
-                   missing_roots: int, ok: bool) -> tuple[list[Sample], dict[str, str], bool]:
+def update_metrics(
+    project: Project, command: str, report: UpdateReport, missing_roots: int, ok: bool
+) -> tuple[list[Sample], dict[str, str], bool]:
     samples: list[Sample] = [
         ("duration_seconds", {}, report.duration_ms / 1000),
         ("reconcile_duration_seconds", {}, report.reconcile_ms / 1000),
@@ -178,9 +190,9 @@ def update_metrics(project: Project, command: str, report: UpdateReport,
 
 
 def _sizes(project: Project) -> list[Sample]:
-    from ctindex.store.files import IndexCorrupt
+    from ctindex.store.durable import IndexCorrupt
     from ctindex.store.gc import index_bytes
-    from ctindex.store.manifest import read_manifest
+    from ctindex.store.generation import read_manifest
 
     try:
         m = read_manifest(project.index_dir)
@@ -188,19 +200,26 @@ def _sizes(project: Project) -> list[Sample]:
         m = None
     out: list[Sample] = []
     if m is not None:
-        out += [("segments", {}, len(m.segments)), ("tombstones", {}, m.tombstones),
-                ("source_bytes", {}, m.source_bytes)]
+        out += [
+            ("segments", {}, len(m.segments)),
+            ("tombstones", {}, m.tombstones),
+            ("source_bytes", {}, m.source_bytes),
+        ]
     live, retired = index_bytes(project.index_dir, m)
     out += [("index_bytes", {"kind": "live"}, live), ("index_bytes", {"kind": "retired"}, retired)]
     return out
 
 
-def verify_metrics(project: Project, found: Audit, after: Audit,
-                   repaired: dict[str, Any] | None) -> tuple[list[Sample], dict[str, str], bool]:
+def verify_metrics(
+    project: Project, found: Audit, after: Audit, repaired: dict[str, Any] | None
+) -> tuple[list[Sample], dict[str, str], bool]:
     final = after if repaired is not None else found
     samples: list[Sample] = [
-        ("duration_seconds", {}, (found.duration_ms + (after.duration_ms if repaired else 0))
-         / 1000),
+        (
+            "duration_seconds",
+            {},
+            (found.duration_ms + (after.duration_ms if repaired else 0)) / 1000,
+        ),
         ("reconcile_duration_seconds", {}, final.reconcile_ms / 1000),
         ("entries_visited", {}, final.entries_visited),
         ("documents", {}, final.documents),

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from ctindex.plan import Plan
-    from ctindex.project import Project
+    from ctindex.policy.plan import Plan
+    from ctindex.policy.project import Project
 
 WALK_THREADS = 16  # measured on the sshfs rig (docs/network-shares.md)
 WALK_THREADS_MAX = 64
@@ -42,7 +42,7 @@ class Share(NamedTuple):
 
 def is_network(fstype: str) -> str | None:
     """The kind of network filesystem `fstype` is, or None (local or unknown)."""
-    from backends.mounts import REMOTE
+    from ctindex.backends.mounts import REMOTE
 
     kind = REMOTE.get(fstype)
     if kind is None and fstype.startswith("fuse."):
@@ -60,7 +60,7 @@ def share_of(paths: list[str]) -> Share | None:
     key = tuple(paths)
     if key in _cache:
         return _cache[key]
-    from backends.mounts import mount_of, mounts_below, read_mounts
+    from ctindex.backends.mounts import mount_of, mounts_below, read_mounts
 
     found: Share | None = None
     try:

@@ -96,8 +96,7 @@ def table(rows: Sequence[Sequence[str]], indent: str = "") -> str:
     widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(rows[0]))]
     lines = []
     for row in rows:
-        cells = [cell.ljust(widths[i]) if i < len(row) - 1 else cell
-                 for i, cell in enumerate(row)]
+        cells = [cell.ljust(widths[i]) if i < len(row) - 1 else cell for i, cell in enumerate(row)]
         lines.append(indent + "  ".join(cells).rstrip())
     return "\n".join(lines) + "\n"
 

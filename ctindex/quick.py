@@ -32,9 +32,9 @@ OP = "search"
 # fire in this process).
 _NOT_HERE = ("-h", "--help", "--version", "--direct")
 _WITH_VALUE = ("-C", "--project")
-FAULT_ENV = "CTINDEX_FAULT"  # ctindex/store/files.py: the crash-test hook
+FAULT_ENV = "CTINDEX_FAULT"  # ctindex/store/durable.py: the crash-test hook
 CONNECT_TIMEOUT_S = 0.1
-DEFAULT_BARRIER_MS = 500  # ctindex/config.py's default, when no query-plan record says
+DEFAULT_BARRIER_MS = 500  # ctindex/policy/config.py's default, when no query-plan record says
 # Beyond the daemon's own bounds (barrier budget + QUERY_BUDGET_S of
 # ctindex/daemon/query.py): only a stopped or wedged daemon gets here.
 SLACK_S = 0.5
@@ -84,11 +84,12 @@ def _search_words(argv: list[str]) -> str | None:
 
 
 def _root(start: str) -> str | None:
-    """ctindex.project.find_root's rule (nearest folder with .ct/ or .git)."""
+    """ctindex.policy.project.find_root's rule (nearest folder with .ct/ or .git)."""
     probe = start
     while True:
         if os.path.isdir(os.path.join(probe, ".ct")) or os.path.lexists(
-                os.path.join(probe, ".git")):
+            os.path.join(probe, ".git")
+        ):
             return probe
         parent = os.path.dirname(probe)
         if parent == probe:
@@ -110,8 +111,7 @@ def _budget_s(runtime: str) -> float:
 def answer(argv: list[str]) -> int | None:
     """Print the daemon's answer to `argv` and return its exit code; None
     when this path cannot answer (nothing has been written then)."""
-    if os.environ.get(FAULT_ENV) or not hasattr(sys.stdout, "reconfigure") \
-            or sys.stderr is None:
+    if os.environ.get(FAULT_ENV) or not hasattr(sys.stdout, "reconfigure") or sys.stderr is None:
         return None  # a closed or replaced stream: the full CLI words that
     project = _search_words(argv)
     if project is None:
@@ -124,9 +124,11 @@ def answer(argv: list[str]) -> int | None:
     if root is None:
         return None
     paths = rt.RuntimePaths(Path(root), Path(root, ".ct", "okf", "runtime"))
-    reply = _ask(os.fspath(paths.socket), {"op": OP, "argv": argv, "cwd": cwd,
-                                           "build": rt.build_id()},
-                 _budget_s(os.fspath(paths.dir)))
+    reply = _ask(
+        os.fspath(paths.socket),
+        {"op": OP, "argv": argv, "cwd": cwd, "build": rt.build_id()},
+        _budget_s(os.fspath(paths.dir)),
+    )
     if reply is None:
         return None
     return _print(reply)
@@ -164,8 +166,11 @@ def _ask(where: str, payload: dict[str, object], timeout: float) -> dict[str, ob
         reply = json.loads(buf.partition(b"\n")[0])
     except ValueError:
         return None
-    if not isinstance(reply, dict) or reply.get("ok") is not True \
-            or reply.get("build") != rt.build_id():
+    if (
+        not isinstance(reply, dict)
+        or reply.get("ok") is not True
+        or reply.get("build") != rt.build_id()
+    ):
         return None  # declined, or not our build: never printed
     out, err, code = reply.get("stdout"), reply.get("stderr"), reply.get("code")
     if not isinstance(out, str) or not isinstance(err, str) or type(code) is not int:

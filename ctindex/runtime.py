@@ -37,7 +37,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ctindex.project import Project
+    from ctindex.policy.project import Project
 
 # sockaddr_un.sun_path is 108 bytes on Linux including the terminating NUL.
 SUN_PATH_MAX = 107
@@ -72,7 +72,7 @@ class RuntimePaths:
 
     @classmethod
     def for_project(cls, project: Project) -> RuntimePaths:
-        """Paths for a ctindex.project.Project (or anything with `.root`)."""
+        """Paths for a ctindex.policy.project.Project (or anything with `.root`)."""
         root = Path(project.root)
         runtime = getattr(project, "runtime_dir", None)
         return cls(root, Path(runtime) if runtime else root / ".ct" / "okf" / "runtime")
@@ -253,8 +253,11 @@ def clear_spawn_failure(paths: RuntimePaths) -> None:
 
 def _read_failure(paths: RuntimePaths) -> dict[str, Any] | None:
     """The newest of the two possible records (a corrupt one counts as absent)."""
-    found = [r for r in (read_json(paths.failed), read_json(paths.fallback_failed))
-             if r is not None and isinstance(r.get("time"), (int, float))]
+    found = [
+        r
+        for r in (read_json(paths.failed), read_json(paths.fallback_failed))
+        if r is not None and isinstance(r.get("time"), (int, float))
+    ]
     return max(found, key=lambda r: r["time"]) if found else None
 
 
@@ -271,7 +274,12 @@ def _read_failure(paths: RuntimePaths) -> dict[str, Any] | None:
 # mtime_ns, ctime_ns, inode, device: never mtime alone) and computed at most
 # once per process.
 
-BUILD_PACKAGES = ("ctindex", "reconciler", "backends")
+# The code folders below package_base(): a wheel has everything inside ctindex/
+# (and a reconciler/ beside it there would be some other distribution's);
+# an editable install maps ctindex.reconciler and ctindex.backends to the
+# repository's top-level folders (pyproject.toml).
+WHEEL_PACKAGES = ("ctindex",)
+SOURCE_PACKAGES = ("ctindex", "reconciler", "backends")
 _CODE_SUFFIXES = (".py", ".so", ".pyd")  # sources and native extension modules
 BUILD_CACHE_NAME = "build-ids.json"
 BUILD_CACHE_KEEP = 8  # package folders remembered (venvs, checkouts)
@@ -280,14 +288,18 @@ _build_id: str | None = None
 
 
 def package_base() -> Path:
-    """The folder holding the ctindex, reconciler and backends packages."""
+    """The folder holding the package's code: the repository for an editable
+    install (ctindex/, reconciler/, backends/ side by side), site-packages for
+    a wheel (ctindex/ with ctindex/reconciler/ and ctindex/backends/ inside);
+    the walk below covers both."""
     return Path(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _code_files(base: Path) -> list[tuple[str, os.stat_result]]:
     """(relative name, lstat) of every code file of the packages, sorted."""
     found: list[tuple[str, os.stat_result]] = []
-    for package in BUILD_PACKAGES:
+    nested = os.path.isdir(base / "ctindex" / "reconciler")
+    for package in WHEEL_PACKAGES if nested else SOURCE_PACKAGES:
         stack = [package]
         while stack:
             rel = stack.pop()
@@ -320,8 +332,9 @@ def compute_build_id(base: Path) -> str:
                 data = fh.read()
         except OSError:
             data = b"\0unreadable"
-        digest.update(b"%d:%s\0%d:" % (len(name), name.encode("utf-8", "surrogateescape"),
-                                        len(data)))
+        digest.update(
+            b"%d:%s\0%d:" % (len(name), name.encode("utf-8", "surrogateescape"), len(data))
+        )
         digest.update(data)
     return digest.hexdigest()[:32]
 
@@ -335,8 +348,10 @@ def _is_private(folder: Path) -> bool:
 
 
 def _fingerprints(files: list[tuple[str, os.stat_result]]) -> list[list[Any]]:
-    return [[name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
-            for name, st in files]
+    return [
+        [name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+        for name, st in files
+    ]
 
 
 def build_id() -> str:
@@ -359,14 +374,17 @@ def _cached_build_id(base: Path) -> str:
     entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
     where = os.fspath(base)
     for entry in entries:
-        if entry.get("base") == where and entry.get("files") == prints \
-                and isinstance(entry.get("id"), str):
+        if (
+            entry.get("base") == where
+            and entry.get("files") == prints
+            and isinstance(entry.get("id"), str)
+        ):
             return str(entry["id"])
     found = compute_build_id(base)
     newest = max((max(p[2], p[3]) for p in prints), default=0)
     if newest > time.time_ns() - BUILD_RACY_NS:
         return found  # racily clean: an edit now could keep these fingerprints
-    kept = [e for e in entries if e.get("base") != where][:BUILD_CACHE_KEEP - 1]
+    kept = [e for e in entries if e.get("base") != where][: BUILD_CACHE_KEEP - 1]
     with contextlib.suppress(OSError):
         ensure_private_dir(cache.parent)
         write_json(cache, {"bases": [{"base": where, "files": prints, "id": found}, *kept]})

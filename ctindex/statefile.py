@@ -39,8 +39,9 @@ MIB = 1 << 20
 class UnsafeFile(OSError):
     """A state or configuration file that is not a plain, bounded, regular file."""
 
-    def __init__(self, path: str | os.PathLike[str], problem: str,
-                 code: int = errno.EINVAL) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], problem: str, code: int = errno.EINVAL
+    ) -> None:
         super().__init__(code, problem, os.fspath(path))
         self.problem = problem
 
@@ -82,8 +83,9 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
     try:
         size = os.fstat(fd).st_size
         if size > limit:
-            raise UnsafeFile(path, f"is too large ({size} bytes, at most {limit} expected)",
-                             errno.EFBIG)
+            raise UnsafeFile(
+                path, f"is too large ({size} bytes, at most {limit} expected)", errno.EFBIG
+            )
         chunks: list[bytes] = []
         got = 0
         while got <= limit:  # one byte past the limit tells a file that grew

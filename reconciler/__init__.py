@@ -11,18 +11,25 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reconciler.diff import ReconcileResult, reconcile
-    from reconciler.fingerprint import DEFAULT_GRANULARITY_NS, Fingerprint
-    from reconciler.manifest import Entry, Manifest, ManifestCorrupt
-    from reconciler.report import Bucket, PassMetrics, WalkReport
-    from reconciler.walk import FsOps, PathFilter
+    from ctindex.reconciler.diff import ReconcileResult, reconcile
+    from ctindex.reconciler.fingerprint import DEFAULT_GRANULARITY_NS, Fingerprint
+    from ctindex.reconciler.manifest import Entry, Manifest, ManifestCorrupt
+    from ctindex.reconciler.report import Bucket, PassMetrics, WalkReport
+    from ctindex.reconciler.walk import FsOps, PathFilter
 
 _HOME = {
-    "DEFAULT_GRANULARITY_NS": "fingerprint", "Fingerprint": "fingerprint",
-    "ReconcileResult": "diff", "reconcile": "diff",
-    "Entry": "manifest", "Manifest": "manifest", "ManifestCorrupt": "manifest",
-    "Bucket": "report", "PassMetrics": "report", "WalkReport": "report",
-    "FsOps": "walk", "PathFilter": "walk",
+    "DEFAULT_GRANULARITY_NS": "fingerprint",
+    "Fingerprint": "fingerprint",
+    "ReconcileResult": "diff",
+    "reconcile": "diff",
+    "Entry": "manifest",
+    "Manifest": "manifest",
+    "ManifestCorrupt": "manifest",
+    "Bucket": "report",
+    "PassMetrics": "report",
+    "WalkReport": "report",
+    "FsOps": "walk",
+    "PathFilter": "walk",
 }
 
 __all__ = [
@@ -44,7 +51,7 @@ __all__ = [
 def __getattr__(name: str) -> object:
     home = _HOME.get(name)
     if home is None:
-        raise AttributeError(f"module 'reconciler' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"reconciler.{home}"), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
     globals()[name] = value  # later lookups are plain attribute reads
     return value

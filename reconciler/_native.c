@@ -16,7 +16,7 @@
  * counter.
  *
  * The rule applied here must stay identical to walk.Unchanged and
- * diff._Pass.on_files; tests/test_native.py holds both paths to the same
+ * diff._Pass.on_files; tests/reconciler/test_native.py holds both paths to the same
  * results on random trees.
  */
 #define PY_SSIZE_T_CLEAN
@@ -569,7 +569,7 @@ static PyTypeObject TableType = {
 };
 
 static struct PyModuleDef native_module = {
-    PyModuleDef_HEAD_INIT, "reconciler._native",
+    PyModuleDef_HEAD_INIT, "ctindex.reconciler._native",
     "Optional native folder scan of the reconciler (docs/decisions/native.md).", -1, NULL,
     NULL, NULL, NULL, NULL,
 };

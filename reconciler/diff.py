@@ -9,11 +9,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reconciler.fingerprint import DEFAULT_GRANULARITY_NS
-from reconciler.hashing import DEFAULT_RETRIES, Outcome, read_stable
-from reconciler.manifest import DIRTY_SIZE, Manifest, RawEntry
-from reconciler.report import PassMetrics, WalkReport
-from reconciler.walk import (
+from ctindex.reconciler.fingerprint import DEFAULT_GRANULARITY_NS
+from ctindex.reconciler.hashing import DEFAULT_RETRIES, Outcome, read_stable
+from ctindex.reconciler.manifest import DIRTY_SIZE, Manifest, RawEntry
+from ctindex.reconciler.report import PassMetrics, WalkReport
+from ctindex.reconciler.walk import (
     DEFAULT_MAX_DEPTH,
     FileBatch,
     FsOps,
@@ -47,8 +47,14 @@ class ReconcileResult:
     @property
     def has_changes(self) -> bool:
         """True if the new manifest differs from the previous one in any way."""
-        return bool(self.added or self.changed or self.removed or self.renamed
-                    or self.metadata_only or self.dirty)
+        return bool(
+            self.added
+            or self.changed
+            or self.removed
+            or self.renamed
+            or self.metadata_only
+            or self.dirty
+        )
 
 
 def normalize_key(key: str) -> str:
@@ -85,23 +91,35 @@ def subtree(sorted_keys: list[str], key: str) -> list[str]:
 
 
 class _Pass:
-    def __init__(self, base: str, flt: PathFilter, previous: Manifest, sink: Sink | None,
-                 stat: StatFn, clock_ns: Callable[[], int], granularity_ns: int,
-                 max_depth: int, retries: int, ops: FsOps | None, workers: int = 0,
-                 native: bool = False) -> None:
+    def __init__(
+        self,
+        base: str,
+        flt: PathFilter,
+        previous: Manifest,
+        sink: Sink | None,
+        stat: StatFn,
+        clock_ns: Callable[[], int],
+        granularity_ns: int,
+        max_depth: int,
+        retries: int,
+        ops: FsOps | None,
+        workers: int = 0,
+        native: bool = False,
+    ) -> None:
         self.previous = previous
         # With the native scan the previous table stays packed (no dict of
         # 200k tuples); entries are looked up one by one for the few files
         # that differ (reconciler/native.py).
         # Not with parallel listing threads: those prefetch DirEntry objects
         # for latency-bound filesystems (reconciler/parallel_walk.py).
-        table = (previous.native_table() if native and workers == 0 and stat is os.lstat
-                 else None)
-        self.native = None if table is None else NativeScan(table, bytearray(table.size),
-                                                            granularity_ns)
+        table = previous.native_table() if native and workers == 0 and stat is os.lstat else None
+        self.native = (
+            None if table is None else NativeScan(table, bytearray(table.size), granularity_ns)
+        )
         self.prev: dict[str, RawEntry] | None = None if self.native else previous.raw()
         self.prev_get: Callable[[str], RawEntry | None] = (
-            previous.lookup if self.prev is None else self.prev.get)
+            previous.lookup if self.prev is None else self.prev.get
+        )
         # Unchanged entries are only noted in `seen` (cheap append); the new table is
         # the previous one copied in C plus `updates`, minus what is gone.
         self.updates: dict[str, RawEntry] = {}
@@ -117,12 +135,23 @@ class _Pass:
         self.retries = retries
         self.ops = ops or FsOps()
         self.base = base
-        self.unchanged = Unchanged(self.prev, granularity_ns, self.seen) if self.prev is not None \
-            else None
-        args = (base, flt, stat, self.on_files, self.kept.append, self.res.report,
-                self.res.metrics, max_depth, self.ops, self.unchanged)
+        self.unchanged = (
+            Unchanged(self.prev, granularity_ns, self.seen) if self.prev is not None else None
+        )
+        args = (
+            base,
+            flt,
+            stat,
+            self.on_files,
+            self.kept.append,
+            self.res.report,
+            self.res.metrics,
+            max_depth,
+            self.ops,
+            self.unchanged,
+        )
         if workers > 0:  # latency-bound filesystems (reconciler/parallel_walk.py)
-            from reconciler.parallel_walk import ParallelWalker
+            from ctindex.reconciler.parallel_walk import ParallelWalker
 
             self.walker: Walker = ParallelWalker(*args, workers=workers)
         else:
@@ -131,8 +160,7 @@ class _Pass:
             self.native = None
             self.prev = previous.raw()
             self.prev_get = self.prev.get
-            self.unchanged = self.walker.unchanged = Unchanged(self.prev, granularity_ns,
-                                                               self.seen)
+            self.unchanged = self.walker.unchanged = Unchanged(self.prev, granularity_ns, self.seen)
 
     def on_files(self, dfd: int, files: FileBatch) -> None:
         """One call per folder; a full fingerprint match costs no read. With the
@@ -144,8 +172,14 @@ class _Pass:
         trusted = 0
         for name, key, st in files:
             p = prev_get(key)
-            if (p is not None and p[0] == st.st_size and p[1] == st.st_mtime_ns
-                    and p[2] == st.st_ctime_ns and p[3] == st.st_ino and p[4] == st.st_dev):
+            if (
+                p is not None
+                and p[0] == st.st_size
+                and p[1] == st.st_mtime_ns
+                and p[2] == st.st_ctime_ns
+                and p[3] == st.st_ino
+                and p[4] == st.st_dev
+            ):
                 rec = p[6]
                 # git's racy-clean rule: trust the fingerprint only if both stamps are
                 # at least one granularity older than the moment the content was read.
@@ -157,11 +191,18 @@ class _Pass:
             self._hash(dfd, name, key, st, p)
         res.unchanged += trusted
 
-    def _hash(self, dfd: int, name: str, key: str, st: os.stat_result,
-              p: RawEntry | None) -> None:
+    def _hash(self, dfd: int, name: str, key: str, st: os.stat_result, p: RawEntry | None) -> None:
         res = self.res
-        r = read_stable(dfd, name, f"{self.base}/{key}", st, self.injected_stat,
-                        self.clock_ns, self.retries, self.ops.open)
+        r = read_stable(
+            dfd,
+            name,
+            f"{self.base}/{key}",
+            st,
+            self.injected_stat,
+            self.clock_ns,
+            self.retries,
+            self.ops.open,
+        )
         if r.outcome is Outcome.GONE:
             res.report.vanished.add(key)
             return
@@ -212,8 +253,9 @@ class _Pass:
             known.update(updates)
             for k in self.kept:  # we could not look: carry what we knew
                 known.update(subtree(sorted_prev, k))
-            candidates = prev if scopes is None else (
-                k for s in scopes for k in subtree(sorted_prev, s))
+            candidates = (
+                prev if scopes is None else (k for s in scopes for k in subtree(sorted_prev, s))
+            )
             gone = [k for k in candidates if k not in known]
             for k in gone:
                 del new[k]
@@ -310,13 +352,22 @@ class _Pass:
         res.removed = [k for k in gone if k not in used]
 
 
-def reconcile(base: Path | str, flt: PathFilter, previous: Manifest,
-              only: Iterable[str] | None = None, sink: Sink | None = None,
-              stat: StatFn = os.lstat, clock_ns: Callable[[], int] = time.time_ns, *,
-              granularity_ns: int = DEFAULT_GRANULARITY_NS,
-              max_depth: int = DEFAULT_MAX_DEPTH, retries: int = DEFAULT_RETRIES,
-              ops: FsOps | None = None, workers: int = 0,
-              trust_filter: bool = False) -> ReconcileResult:
+def reconcile(
+    base: Path | str,
+    flt: PathFilter,
+    previous: Manifest,
+    only: Iterable[str] | None = None,
+    sink: Sink | None = None,
+    stat: StatFn = os.lstat,
+    clock_ns: Callable[[], int] = time.time_ns,
+    *,
+    granularity_ns: int = DEFAULT_GRANULARITY_NS,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    retries: int = DEFAULT_RETRIES,
+    ops: FsOps | None = None,
+    workers: int = 0,
+    trust_filter: bool = False,
+) -> ReconcileResult:
     """Diff the filtered tree under `base` against `previous` (see docs/architecture.md).
 
     `only` narrows the pass to those keys (files, or folders meaning their
@@ -333,9 +384,20 @@ def reconcile(base: Path | str, flt: PathFilter, previous: Manifest,
     scopes = None if only is None else minimal_scopes(only)
     if scopes == [""]:
         scopes = None
-    p = _Pass(os.path.abspath(os.fspath(base)), flt, previous, sink, stat, clock_ns,
-              granularity_ns, max_depth, retries, ops, workers,
-              native=trust_filter and scopes is None)
+    p = _Pass(
+        os.path.abspath(os.fspath(base)),
+        flt,
+        previous,
+        sink,
+        stat,
+        clock_ns,
+        granularity_ns,
+        max_depth,
+        retries,
+        ops,
+        workers,
+        native=trust_filter and scopes is None,
+    )
     # All roots, even nested ones: a nested root may sit under a pruned folder.
     roots = sorted({normalize_key(r) for r in flt.roots()})
     if scopes is None:

@@ -39,8 +39,9 @@ def fingerprint_of(st: os.stat_result) -> Fingerprint:
     return Fingerprint(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
-def racily_clean(fp: Sequence[int], recorded_ns: int,
-                 granularity_ns: int = DEFAULT_GRANULARITY_NS) -> bool:
+def racily_clean(
+    fp: Sequence[int], recorded_ns: int, granularity_ns: int = DEFAULT_GRANULARITY_NS
+) -> bool:
     """True when `fp` (a Fingerprint, or any sequence laid out like one: a
     manifest entry, a JSON list; mtime at [1], ctime at [2]) is within one timestamp
     granularity of `recorded_ns`, a clock reading taken *before* the stat:

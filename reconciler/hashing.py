@@ -15,8 +15,8 @@ import stat as stat_mod
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reconciler.fingerprint import Fingerprint, fingerprint_of
-from reconciler.oserr import GONE
+from ctindex.reconciler.fingerprint import Fingerprint, fingerprint_of
+from ctindex.reconciler.oserr import GONE
 
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 DEFAULT_RETRIES = 3
@@ -46,10 +46,16 @@ def _read_all(fd: int) -> bytes:
         return f.readall()
 
 
-def read_stable(dir_fd: int, name: str, path: str, seen: os.stat_result,
-                stat: Callable[[str], os.stat_result] | None,
-                clock_ns: Callable[[], int], retries: int = DEFAULT_RETRIES,
-                opener: Callable[..., int] = os.open) -> ReadResult:
+def read_stable(
+    dir_fd: int,
+    name: str,
+    path: str,
+    seen: os.stat_result,
+    stat: Callable[[str], os.stat_result] | None,
+    clock_ns: Callable[[], int],
+    retries: int = DEFAULT_RETRIES,
+    opener: Callable[..., int] = os.open,
+) -> ReadResult:
     """Read `name` (relative to the open folder dir_fd) until two views agree.
 
     `seen` is the stat the walk decided on. `stat` is the injected stat
@@ -77,9 +83,11 @@ def read_stable(dir_fd: int, name: str, path: str, seen: os.stat_result,
             return _failed(exc, attempt)
         finally:
             os.close(fd)
-        stable = (before.st_size == after.st_size == len(data)
-                  and before.st_mtime_ns == after.st_mtime_ns
-                  and before.st_ctime_ns == after.st_ctime_ns)
+        stable = (
+            before.st_size == after.st_size == len(data)
+            and before.st_mtime_ns == after.st_mtime_ns
+            and before.st_ctime_ns == after.st_ctime_ns
+        )
         if stat is None:
             now = fingerprint_of(after)
         else:
@@ -92,8 +100,9 @@ def read_stable(dir_fd: int, name: str, path: str, seen: os.stat_result,
             # size) is not recorded; the file stays dirty until it agrees.
             stable = stable and now == ref and now[0] == len(data)
         if stable:
-            return ReadResult(Outcome.OK, now, xxhash.xxh3_128_digest(data), data,
-                              recorded, attempts=attempt)
+            return ReadResult(
+                Outcome.OK, now, xxhash.xxh3_128_digest(data), data, recorded, attempts=attempt
+            )
         ref = now
     return ReadResult(Outcome.DIRTY, attempts=retries + 1)
 

@@ -31,10 +31,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from reconciler.fingerprint import Fingerprint
+from ctindex.reconciler.fingerprint import Fingerprint
 
 if TYPE_CHECKING:
-    from reconciler.native import NativeTable
+    from ctindex.reconciler.native import NativeTable
 
 MAGIC = b"CTRMANI\x00"
 VERSION = 1
@@ -104,18 +104,18 @@ class _Packed:
         if len(keys) != count:
             raise ManifestCorrupt(f"{origin}: manifest key count mismatch")
         with _gc_paused():
-            records = _RECORD.iter_unpack(body[_HEADER.size:rec_end])
+            records = _RECORD.iter_unpack(body[_HEADER.size : rec_end])
             raw: dict[str, RawEntry] = dict(zip(keys, records, strict=True))
         if len(raw) != count:
             raise ManifestCorrupt(f"{origin}: manifest has duplicate keys")
         return raw
 
     def native(self) -> NativeTable | None:
-        from reconciler.native import build_table
+        from ctindex.reconciler.native import build_table
 
         body = memoryview(self.data)[:-_TRAILER_LEN]
         try:
-            return build_table(body[_HEADER.size:self.rec_end], body[self.rec_end:], self.count)
+            return build_table(body[_HEADER.size : self.rec_end], body[self.rec_end :], self.count)
         except ValueError as exc:  # key and record counts disagree
             raise ManifestCorrupt(f"{self.origin}: manifest key count mismatch") from exc
 
@@ -128,11 +128,16 @@ class Manifest(Mapping[str, Entry]):
 
     __slots__ = ("_native", "_raw", "_sorted", "_source")
 
-    def __init__(self, raw: dict[str, RawEntry] | None = None,
-                 _sorted_keys: list[str] | None = None, *,
-                 source: TableSource | None = None) -> None:
+    def __init__(
+        self,
+        raw: dict[str, RawEntry] | None = None,
+        _sorted_keys: list[str] | None = None,
+        *,
+        source: TableSource | None = None,
+    ) -> None:
         self._raw: dict[str, RawEntry] | None = (
-            raw if raw is not None else (None if source is not None else {}))
+            raw if raw is not None else (None if source is not None else {})
+        )
         self._sorted: list[str] | None = _sorted_keys
         self._source = source
         self._native: list[NativeTable | None] = []  # decided on first use
@@ -187,7 +192,7 @@ class Manifest(Mapping[str, Entry]):
         if self._raw is None:
             table = self.native_table()
             if table is not None:
-                from reconciler.native import encode_key, unpack
+                from ctindex.reconciler.native import encode_key, unpack
 
                 rec = table.get(encode_key(key))
                 return None if rec is None else unpack(rec)
@@ -264,7 +269,7 @@ class Manifest(Mapping[str, Entry]):
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         except BaseException:
             os.close(fd)

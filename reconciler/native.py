@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterable
 from typing import Protocol, cast
 
-from reconciler.manifest import RawEntry
+from ctindex.reconciler.manifest import RawEntry
 
 PURE_ENV = "CTINDEX_PURE"
 # Codes of the pending entries Table.scan hands back (reconciler/_native.c).
@@ -38,8 +38,9 @@ class NativeTable(Protocol):
     live: int
     size: int
 
-    def scan(self, fd: int, prefix: bytes, seen: bytearray,
-             granularity_ns: int) -> tuple[int, int, int, int, list[tuple[str, int]]]: ...
+    def scan(
+        self, fd: int, prefix: bytes, seen: bytearray, granularity_ns: int
+    ) -> tuple[int, int, int, int, list[tuple[str, int]]]: ...
     def unseen(self, seen: bytearray) -> list[bytes]: ...
     def get(self, key: bytes) -> bytes | None: ...
 
@@ -49,8 +50,13 @@ class _Module(Protocol):
     CODE_DONE: int
     CODE_LINKED: int
 
-    def Table(self, records: bytes | memoryview, keys: bytes | memoryview,
-              count: int, delta: list[tuple[bytes, bytes | None]]) -> NativeTable: ...
+    def Table(
+        self,
+        records: bytes | memoryview,
+        keys: bytes | memoryview,
+        count: int,
+        delta: list[tuple[bytes, bytes | None]],
+    ) -> NativeTable: ...
 
 
 _loaded: list[_Module | None] = []
@@ -59,15 +65,16 @@ _loaded: list[_Module | None] = []
 def _load() -> _Module | None:
     if os.environ.get(PURE_ENV, "") not in ("", "0"):
         return None
-    if sys.getfilesystemencoding().lower() not in ("utf-8", "utf8") \
-            or sys.getfilesystemencodeerrors() != "surrogateescape":
+    if (
+        sys.getfilesystemencoding().lower() not in ("utf-8", "utf8")
+        or sys.getfilesystemencodeerrors() != "surrogateescape"
+    ):
         return None
     try:
-        mod = cast(_Module, importlib.import_module("reconciler._native"))
+        mod = cast(_Module, importlib.import_module("ctindex.reconciler._native"))
     except Exception:  # not built, wrong ABI, a broken file: the pure path serves
         return None
-    if (mod.CODE_DIRHINT, mod.CODE_DONE, mod.CODE_LINKED) != (
-            CODE_DIRHINT, CODE_DONE, CODE_LINKED):
+    if (mod.CODE_DIRHINT, mod.CODE_DONE, mod.CODE_LINKED) != (CODE_DIRHINT, CODE_DONE, CODE_LINKED):
         return None  # a stale build of another version: not ours to trust
     return mod
 
@@ -97,8 +104,12 @@ def unpack(record: bytes) -> RawEntry:
     return got
 
 
-def build_table(records: bytes | memoryview, keys: bytes | memoryview, count: int,
-                delta: Iterable[tuple[str, RawEntry | None]] = ()) -> NativeTable | None:
+def build_table(
+    records: bytes | memoryview,
+    keys: bytes | memoryview,
+    count: int,
+    delta: Iterable[tuple[str, RawEntry | None]] = (),
+) -> NativeTable | None:
     """A native Table over `count` packed records and their NUL-joined keys
     (in record order) with `delta` applied on top (None removes a key);
     None when the extension is not in use."""

@@ -17,7 +17,7 @@ result of `stat()`, so the entries a worker stat'ed cost the walking thread
 no further system call, and an entry whose stat failed in the worker is
 simply stat'ed again there (same error triage as the serial walk). Every
 decision, the file table, the hashing and the callbacks stay in the walking
-thread, so the results are those of the serial walk (tests/test_parallel_walk.py
+thread, so the results are those of the serial walk (tests/reconciler/test_parallel_walk.py
 compares both on the same trees). Folders are still opened relative to
 their already-open parent with O_NOFOLLOW, in the worker.
 
@@ -35,8 +35,8 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 
-from reconciler.report import PassMetrics, WalkReport
-from reconciler.walk import (
+from ctindex.reconciler.report import PassMetrics, WalkReport
+from ctindex.reconciler.walk import (
     DEFAULT_MAX_DEPTH,
     DIR_FLAGS,
     FilesFn,
@@ -97,13 +97,24 @@ def _prefetch(ops: FsOps, fd: int) -> list[os.DirEntry[str]]:
 class ParallelWalker(Walker):
     """Walker whose folder listings and stats are made by `workers` threads."""
 
-    def __init__(self, base: str, flt: PathFilter, stat: StatFn, on_files: FilesFn,
-                 keep: KeepFn, report: WalkReport, metrics: PassMetrics,
-                 max_depth: int = DEFAULT_MAX_DEPTH, ops: FsOps | None = None,
-                 unchanged: Unchanged | None = None, *,
-                 workers: int = DEFAULT_WORKERS) -> None:
-        super().__init__(base, flt, stat, on_files, keep, report, metrics, max_depth, ops,
-                         unchanged)
+    def __init__(
+        self,
+        base: str,
+        flt: PathFilter,
+        stat: StatFn,
+        on_files: FilesFn,
+        keep: KeepFn,
+        report: WalkReport,
+        metrics: PassMetrics,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        ops: FsOps | None = None,
+        unchanged: Unchanged | None = None,
+        *,
+        workers: int = DEFAULT_WORKERS,
+    ) -> None:
+        super().__init__(
+            base, flt, stat, on_files, keep, report, metrics, max_depth, ops, unchanged
+        )
         self.workers = max(1, min(int(workers), MAX_WORKERS))
         self._real_ops = self.ops
         self._ready: dict[int, _Listed] = {}

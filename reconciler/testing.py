@@ -35,8 +35,11 @@ def with_fields(st: os.stat_result, **ns_fields: int) -> os.stat_result:
     """A copy of st with some of st_size/st_ino/st_dev/st_mtime_ns/st_ctime_ns replaced."""
     seq = list(st[:10])
     index = {"st_mode": 0, "st_ino": 1, "st_dev": 2, "st_size": 6}
-    extra = {"st_atime_ns": st.st_atime_ns, "st_mtime_ns": st.st_mtime_ns,
-             "st_ctime_ns": st.st_ctime_ns}
+    extra = {
+        "st_atime_ns": st.st_atime_ns,
+        "st_mtime_ns": st.st_mtime_ns,
+        "st_ctime_ns": st.st_ctime_ns,
+    }
     for name, value in ns_fields.items():
         if name in index:
             seq[index[name]] = value

@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from reconciler.manifest import RawEntry
-from reconciler.native import CODE_DIRHINT, CODE_DONE, CODE_LINKED, NativeTable, encode_key
-from reconciler.oserr import DENIED, GONE
-from reconciler.report import PassMetrics, WalkReport
+from ctindex.reconciler.manifest import RawEntry
+from ctindex.reconciler.native import CODE_DIRHINT, CODE_DONE, CODE_LINKED, NativeTable, encode_key
+from ctindex.reconciler.oserr import DENIED, GONE
+from ctindex.reconciler.report import PassMetrics, WalkReport
 
 StatFn = Callable[[str], os.stat_result]
 # on_files(parent_fd, [(name, key, st), ...]): the accepted regular files of one folder,
@@ -90,10 +90,20 @@ def join_key(parent: str, name: str) -> str:
 
 
 class Walker:
-    def __init__(self, base: str, flt: PathFilter, stat: StatFn, on_files: FilesFn,
-                 keep: KeepFn, report: WalkReport, metrics: PassMetrics,
-                 max_depth: int = DEFAULT_MAX_DEPTH, ops: FsOps | None = None,
-                 unchanged: Unchanged | None = None, native: NativeScan | None = None) -> None:
+    def __init__(
+        self,
+        base: str,
+        flt: PathFilter,
+        stat: StatFn,
+        on_files: FilesFn,
+        keep: KeepFn,
+        report: WalkReport,
+        metrics: PassMetrics,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        ops: FsOps | None = None,
+        unchanged: Unchanged | None = None,
+        native: NativeScan | None = None,
+    ) -> None:
         self.base = base
         self.flt = flt
         self.stat = stat
@@ -135,8 +145,9 @@ class Walker:
     def abspath(self, key: str) -> str:
         return os.path.join(self.base, key) if key else self.base
 
-    def _open_dir(self, parent_fd: int, name: str, key: str,
-                  quiet_gone: bool = False) -> int | None:
+    def _open_dir(
+        self, parent_fd: int, name: str, key: str, quiet_gone: bool = False
+    ) -> int | None:
         try:
             return self.ops.open(name, DIR_FLAGS, dir_fd=parent_fd)
         except OSError as exc:
@@ -200,8 +211,7 @@ class Walker:
                 except UnicodeEncodeError:
                     undecodable.add(ckey)  # kept as surrogate escapes, only reported
             try:
-                st = (entry.stat(follow_symlinks=False) if fast
-                      else self.stat(f"{self.base}/{ckey}"))
+                st = entry.stat(follow_symlinks=False) if fast else self.stat(f"{self.base}/{ckey}")
             except OSError as exc:
                 self.fail(ckey, exc, is_dir=entry.is_dir(follow_symlinks=False))
                 continue
@@ -212,10 +222,16 @@ class Walker:
                         linked(ckey)
                     if unch is not None:
                         p = prev_get(ckey)
-                        if (p is not None and p[0] == st.st_size and p[1] == st.st_mtime_ns
-                                and p[2] == st.st_ctime_ns and p[3] == st.st_ino
-                                and p[4] == st.st_dev and p[6] - p[1] >= gran
-                                and p[6] - p[2] >= gran):
+                        if (
+                            p is not None
+                            and p[0] == st.st_size
+                            and p[1] == st.st_mtime_ns
+                            and p[2] == st.st_ctime_ns
+                            and p[3] == st.st_ino
+                            and p[4] == st.st_dev
+                            and p[6] - p[1] >= gran
+                            and p[6] - p[2] >= gran
+                        ):
                             seen(ckey)
                             trusted += 1
                             continue
@@ -246,7 +262,8 @@ class Walker:
         m.dirs_visited += 1
         try:
             entries, trusted, symlinks, other, pending = nat.table.scan(
-                fd, encode_key(key), nat.seen, nat.granularity_ns)
+                fd, encode_key(key), nat.seen, nat.granularity_ns
+            )
         except OSError as exc:
             self.fail(key, exc, is_dir=True)
             return []
@@ -347,7 +364,7 @@ class Walker:
         fd = self._open_root(root)
         if fd is None:
             return
-        comps = key[len(root) + 1:].split("/") if root else key.split("/")
+        comps = key[len(root) + 1 :].split("/") if root else key.split("/")
         cur = root
         try:
             for depth, comp in enumerate(comps, start=1):

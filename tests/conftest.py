@@ -37,12 +37,29 @@ if TYPE_CHECKING:
     from tests.daemon_support import CliProject
 
 # The suite tests lazy daemon starts; run under a CI service (which sets CI)
-# searches would start none (ctindex/cimode.py). tests/test_ci_mode.py sets
+# searches would start none (ctindex/cimode.py). tests/ctindex/test_cimode.py sets
 # CI explicitly for the processes it runs.
 os.environ.pop("CI", None)
 os.environ.pop("CTINDEX_WATCH", None)
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The installed layout (pyproject.toml): the repository's three top-level
+# folders become one package, ctindex, with ctindex.reconciler and
+# ctindex.backends inside it.
+INSTALLED_LAYOUT = (
+    ("ctindex", "ctindex"),
+    ("reconciler", "ctindex/reconciler"),
+    ("backends", "ctindex/backends"),
+)
+
+
+def copy_installed_tree(target: Path) -> Path:
+    """A copy of the package as a wheel installs it, under `target` (put
+    `target` on PYTHONPATH to run that copy)."""
+    for source, dest in INSTALLED_LAYOUT:
+        shutil.copytree(REPO / source, target / dest, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
 
 
 def outlive_racy_window(root: Path) -> None:
@@ -52,7 +69,7 @@ def outlive_racy_window(root: Path) -> None:
     otherwise see the later pass that confirms racily clean entries."""
     import time
 
-    from reconciler import DEFAULT_GRANULARITY_NS
+    from ctindex.reconciler import DEFAULT_GRANULARITY_NS
 
     newest = 0
     for folder, _dirs, names in os.walk(root):
@@ -63,6 +80,8 @@ def outlive_racy_window(root: Path) -> None:
     wait = (newest + DEFAULT_GRANULARITY_NS - time.time_ns()) / 1e9 + 0.05
     if wait > 0:
         time.sleep(wait)
+
+
 CORPUS = REPO / "fixtures" / "okf-bundles"
 BUNDLES = ("acme_retail", "crypto_bitcoin", "ga4", "stackoverflow")
 
@@ -132,17 +151,31 @@ def write_config(project: Path, *roots: str, **settings: Any) -> Path:
 
 @pytest.fixture
 def run_cli_subprocess() -> Callable[..., subprocess.CompletedProcess[str]]:
-    def run(*args: str, cwd: str | os.PathLike[str] | None = None,
-            env: dict[str, str] | None = None,
-            program: str = "ctindex") -> subprocess.CompletedProcess[str]:
+    def run(
+        *args: str,
+        cwd: str | os.PathLike[str] | None = None,
+        env: dict[str, str] | None = None,
+        program: str = "ctindex",
+    ) -> subprocess.CompletedProcess[str]:
         if program == "ct":
-            command = [sys.executable, "-c",
-                       "import sys; from ctindex.cli import ct_main; sys.exit(ct_main())"]
+            command = [
+                sys.executable,
+                "-c",
+                "import sys; from ctindex.cli import ct_main; sys.exit(ct_main())",
+            ]
         else:
             command = [sys.executable, "-m", "ctindex"]
         return subprocess.run(
-            [*command, *args], cwd=cwd, env=env, capture_output=True, text=True,
-            encoding="utf-8", errors="surrogateescape", timeout=120, check=False)
+            [*command, *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="surrogateescape",
+            timeout=120,
+            check=False,
+        )
 
     return run
 
@@ -153,11 +186,17 @@ def make_cli_project(tmp_path: Path) -> Iterator[Callable[..., CliProject]]:
 
     made: list[CliProject] = []
 
-    def build(config: dict[str, Any] | None = None, root: Path | None = None,
-              bundles: tuple[str, ...] | None = None) -> CliProject:
+    def build(
+        config: dict[str, Any] | None = None,
+        root: Path | None = None,
+        bundles: tuple[str, ...] | None = None,
+    ) -> CliProject:
         root = root or tmp_path / f"proj{len(made) or ''}"
-        project = (CliProject(root, config=config) if bundles is None
-                   else CliProject(root, bundles, config))
+        project = (
+            CliProject(root, config=config)
+            if bundles is None
+            else CliProject(root, bundles, config)
+        )
         made.append(project)
         return project
 

@@ -13,11 +13,12 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends import open_watcher
+from ctindex.backends import open_watcher
+from ctindex.reconciler.fingerprint import fingerprint_of
+
 from ctindex import runtime as rt
-from ctindex.daemon.engine import Applied, ConfigStamp, PlanView
-from ctindex.project import Project
-from reconciler.fingerprint import fingerprint_of
+from ctindex.daemon.layers import Applied, ConfigStamp, PlanView
+from ctindex.policy.project import Project
 
 
 @dataclass
@@ -43,12 +44,25 @@ class FakeEngine:
         if self.plan_file is not None:
             text, flag = self.plan_file.read_text().split()
             digest, watch = text, flag == "1"
-        return PlanView(None, digest, self.debounce_ms, self.audit_seconds, self.idle_seconds,
-                        self.ceiling, 500, watch)
+        return PlanView(
+            None,
+            digest,
+            self.debounce_ms,
+            self.audit_seconds,
+            self.idle_seconds,
+            self.ceiling,
+            500,
+            watch,
+        )
 
     def open_watcher(self, view: PlanView, cookie_key: str) -> Any:
-        return open_watcher(self.root, list(self.roots), lambda key: True, cookie_key,
-                            force_poll="test: poll lane" if self.poll else None)
+        return open_watcher(
+            self.root,
+            list(self.roots),
+            lambda key: True,
+            cookie_key,
+            force_poll="test: poll lane" if self.poll else None,
+        )
 
     def _note(self, record: dict[str, Any]) -> None:
         with open(self.journal, "a", encoding="utf-8") as fh:
@@ -97,8 +111,9 @@ def fork_daemon(root: Path, make_engine: Callable[[], Any], **daemon_kwargs: Any
             from ctindex.daemon.lifecycle import Daemon
 
             project = Project.at(root)
-            Daemon(project, rt.RuntimePaths.for_project(project), make_engine(),
-                   **daemon_kwargs).run()
+            Daemon(
+                project, rt.RuntimePaths.for_project(project), make_engine(), **daemon_kwargs
+            ).run()
         except BaseException:
             code = 1
         finally:
@@ -107,8 +122,9 @@ def fork_daemon(root: Path, make_engine: Callable[[], Any], **daemon_kwargs: Any
 
 
 @contextlib.contextmanager
-def forked_daemon(root: Path, make_engine: Callable[[], Any],
-                  **daemon_kwargs: Any) -> Iterator[int]:
+def forked_daemon(
+    root: Path, make_engine: Callable[[], Any], **daemon_kwargs: Any
+) -> Iterator[int]:
     """fork_daemon for the length of a block: SIGTERM and reaped when it ends."""
     pid = fork_daemon(root, make_engine, **daemon_kwargs)
     try:
@@ -164,8 +180,12 @@ TEST_CONFIG = {"version": 1, "idle_seconds": 60, "debounce_ms": 50, "barrier_tim
 class CliProject:
     """A temporary project with copied bundles, driven through `python -m ctindex`."""
 
-    def __init__(self, root: Path, bundles: tuple[str, ...] = ("acme_retail", "ga4"),
-                 config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        bundles: tuple[str, ...] = ("acme_retail", "ga4"),
+        config: dict[str, Any] | None = None,
+    ) -> None:
         import shutil
 
         self.root = root
@@ -184,9 +204,14 @@ class CliProject:
         import subprocess
         import sys
 
-        done = subprocess.run([sys.executable, "-m", "ctindex", "-C", str(self.root), *args],
-                              capture_output=True, text=True, timeout=120, check=False,
-                              env=env)
+        done = subprocess.run(
+            [sys.executable, "-m", "ctindex", "-C", str(self.root), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=env,
+        )
         assert done.returncode in (0, 1), done.stderr
         return done
 
@@ -225,9 +250,11 @@ class CliProject:
 
     def wait_daemon(self, timeout: float = 20.0) -> dict[str, Any]:
         """Wait until a daemon answers and has finished its startup pass."""
+
         def ready() -> dict[str, Any] | None:
             doc = self.status()
             return doc if doc["responsive"] and doc["reconciles"] else None
+
         found: dict[str, Any] = wait_for(ready, timeout)
         return found
 

@@ -98,24 +98,45 @@ class Rig:
         self.export.mkdir(exist_ok=True)
         key = self.work / "client_key"
         for path in (key, self.work / "host_key"):
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
-                           check=True, capture_output=True, timeout=30)
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
+                check=True,
+                capture_output=True,
+                timeout=30,
+            )
         (self.work / "authorized_keys").write_bytes((self.work / "client_key.pub").read_bytes())
         ready = self.work / "ready.json"
         self.proc = subprocess.Popen(
-            ["unshare", "--net", "--mount", "--pid", "--fork", "--kill-child",
-             "--propagation", "private", sys.executable, "-m", "tests.netshare", "serve",
-             str(self.work)],
-            cwd=Path(__file__).resolve().parent.parent, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=open(self.work / "rig.log", "wb"),  # noqa: SIM115
-            start_new_session=True)
+            [
+                "unshare",
+                "--net",
+                "--mount",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "--propagation",
+                "private",
+                sys.executable,
+                "-m",
+                "tests.netshare",
+                "serve",
+                str(self.work),
+            ],
+            cwd=Path(__file__).resolve().parent.parent,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.work / "rig.log", "wb"),  # noqa: SIM115
+            start_new_session=True,
+        )
         deadline = time.monotonic() + START_TIMEOUT_S
         while not ready.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 log = (self.work / "rig.log").read_text(errors="replace").strip()
                 self.close()
-                raise RigUnavailable("network-share rig did not start: "
-                                     + (log.splitlines()[-1] if log else "no output"))
+                raise RigUnavailable(
+                    "network-share rig did not start: "
+                    + (log.splitlines()[-1] if log else "no output")
+                )
             time.sleep(0.02)
         self.pid = int(json.loads(ready.read_text())["pid"])
         return self
@@ -126,29 +147,60 @@ class Rig:
         # keep ours, so `python -m ctindex` runs the checkout under test.
         return ["nsenter", "--target", str(self.pid), *flags, f"--wd={os.getcwd()}", "--"]
 
-    def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S,
-            env: dict[str, str] | None = None,
-            check: bool = False) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float = COMMAND_TIMEOUT_S,
+        env: dict[str, str] | None = None,
+        check: bool = False,
+    ) -> subprocess.CompletedProcess[str]:
         """Run a command that sees the mounts (inside the mount namespace)."""
-        return subprocess.run([*self.nsenter(), *argv], capture_output=True, text=True,
-                              encoding="utf-8", errors="surrogateescape", timeout=timeout,
-                              env=env, check=check)
+        return subprocess.run(
+            [*self.nsenter(), *argv],
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="surrogateescape",
+            timeout=timeout,
+            env=env,
+            check=check,
+        )
 
-    def mount(self, name: str, *, options: Sequence[str] = NO_CACHE,
-              read_only: bool = False) -> Path:
+    def mount(
+        self, name: str, *, options: Sequence[str] = NO_CACHE, read_only: bool = False
+    ) -> Path:
         """Mount the export at work/<name> through the delaying proxy."""
         point = self.work / name
         point.mkdir(exist_ok=True)
-        opts = [f"port={PROXY_PORT}", f"IdentityFile={self.work / 'client_key'}",
-                "StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null", "BatchMode=yes",
-                "LogLevel=ERROR", "ConnectTimeout=10", "ServerAliveInterval=5", *options]
+        opts = [
+            f"port={PROXY_PORT}",
+            f"IdentityFile={self.work / 'client_key'}",
+            "StrictHostKeyChecking=no",
+            "UserKnownHostsFile=/dev/null",
+            "BatchMode=yes",
+            "LogLevel=ERROR",
+            "ConnectTimeout=10",
+            "ServerAliveInterval=5",
+            *options,
+        ]
         if read_only:
             opts.append("ro")
         # In the rig's PID namespace: this sshfs dies with the rig.
         done = subprocess.run(
-            [*self.nsenter(pid_ns=True), "sshfs", "-o", ",".join(opts),
-             f"root@127.0.0.1:{self.export}", str(point)],
-            capture_output=True, text=True, timeout=MOUNT_TIMEOUT_S, check=False)
+            [
+                *self.nsenter(pid_ns=True),
+                "sshfs",
+                "-o",
+                ",".join(opts),
+                f"root@127.0.0.1:{self.export}",
+                str(point),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=MOUNT_TIMEOUT_S,
+            check=False,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"sshfs mount failed: {done.stderr.strip()}")
         deadline = time.monotonic() + MOUNT_TIMEOUT_S
@@ -169,7 +221,7 @@ class Rig:
             time.sleep(0.02)
 
     def is_mounted(self, point: Path) -> bool:
-        from backends.mounts import read_mounts
+        from ctindex.backends.mounts import read_mounts
 
         try:
             table = read_mounts(f"/proc/{self.pid}/mountinfo")
@@ -206,8 +258,12 @@ def rig(work: Path) -> Iterator[Rig]:
 # -- inside the namespace ----------------------------------------------------------
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                delay: float, source: socket.socket | None) -> None:
+async def _pipe(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    delay: float,
+    source: socket.socket | None,
+) -> None:
     """Copy one direction, each chunk held `delay` seconds (order kept)."""
     queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
     loop = asyncio.get_running_loop()
@@ -253,13 +309,14 @@ async def _proxy(delay: float, lifetime: float) -> None:
             return
         active += 1
         try:
-            up_r, up_w = await asyncio.wait_for(
-                asyncio.open_connection("127.0.0.1", SSHD_PORT), 10)
+            up_r, up_w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", SSHD_PORT), 10)
             down_sock = writer.get_extra_info("socket")
             up_sock = up_w.get_extra_info("socket")
-            await asyncio.gather(_pipe(reader, up_w, delay, down_sock),
-                                 _pipe(up_r, writer, delay, up_sock),
-                                 return_exceptions=True)
+            await asyncio.gather(
+                _pipe(reader, up_w, delay, down_sock),
+                _pipe(up_r, writer, delay, up_sock),
+                return_exceptions=True,
+            )
             up_w.close()
         except (OSError, asyncio.TimeoutError):
             pass
@@ -294,15 +351,30 @@ def serve(work: Path) -> int:
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=10)
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege-separation folder
     config = work / "sshd_config"
-    config.write_text("\n".join([
-        f"Port {SSHD_PORT}", "ListenAddress 127.0.0.1", f"HostKey {work / 'host_key'}",
-        f"AuthorizedKeysFile {work / 'authorized_keys'}", "PermitRootLogin prohibit-password",
-        "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
-        "StrictModes no", "PidFile none", "Subsystem sftp internal-sftp", "LogLevel ERROR",
-        "MaxStartups 64", "MaxSessions 64", "",
-    ]))
-    sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(config)],
-                            stdin=subprocess.DEVNULL)
+    config.write_text(
+        "\n".join(
+            [
+                f"Port {SSHD_PORT}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {work / 'host_key'}",
+                f"AuthorizedKeysFile {work / 'authorized_keys'}",
+                "PermitRootLogin prohibit-password",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",
+                "PidFile none",
+                "Subsystem sftp internal-sftp",
+                "LogLevel ERROR",
+                "MaxStartups 64",
+                "MaxSessions 64",
+                "",
+            ]
+        )
+    )
+    sshd = subprocess.Popen(
+        ["/usr/sbin/sshd", "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL
+    )
     try:
         _wait_port(SSHD_PORT, deadline)
         loop = asyncio.new_event_loop()

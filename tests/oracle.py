@@ -27,8 +27,14 @@ from pathlib import Path
 import json5
 import pathspec
 
-DEFAULT_EXCLUDE = [".git/**", ".ct/okf/**", "target/**", "node_modules/**",
-                   "**/*.db", "**/*.sqlite*"]
+DEFAULT_EXCLUDE = [
+    ".git/**",
+    ".ct/okf/**",
+    "target/**",
+    "node_modules/**",
+    "**/*.db",
+    "**/*.sqlite*",
+]
 RESERVED = {"index.md", "log.md"}
 DEPTH = 3
 MAX_FILE_BYTES = 2 * 1024 * 1024
@@ -89,8 +95,14 @@ def scopes(project: Path) -> list[tuple[str, pathspec.PathSpec, pathspec.PathSpe
     config = _config(project)
     exclude = _spec(config.get("exclude", DEFAULT_EXCLUDE))
     if "scopes" in config:
-        return [(s["root"].strip("/"), _spec(s.get("include", ["**/*.md"])),
-                 _spec(s.get("exclude", []))) for s in config["scopes"]]
+        return [
+            (
+                s["root"].strip("/"),
+                _spec(s.get("include", ["**/*.md"])),
+                _spec(s.get("exclude", [])),
+            )
+            for s in config["scopes"]
+        ]
     return [(root, _spec(["**/*.md"]), _spec([])) for root in _detected_roots(project, exclude)]
 
 

@@ -62,32 +62,55 @@ VOCAB_SIZE = 120
 # Marker words: no stemmer changes them (a digit and an 'x' end every one) and
 # no file or folder name contains one (a document without a title is titled by
 # its file name, which the oracle does not read).
-COMMON = "zqcommon7x"   # in every generated document
-HUGE = "zqhuge7x"       # repeated 110k-190k times in a huge document
+COMMON = "zqcommon7x"  # in every generated document
+HUGE = "zqhuge7x"  # repeated 110k-190k times in a huge document
 MARKER_RE = re.compile(rb"zq[a-z]+[0-9]x")
 FIXED_MTIME = 1_600_000_000  # the stamp of every tar/rsync "release"
-CONFIG_BYTES = 1024          # every config variant is padded to this size
-MAX_FILES = 400              # above this, creating operations turn into deletes
+CONFIG_BYTES = 1024  # every config variant is padded to this size
+MAX_FILES = 400  # above this, creating operations turn into deletes
 MAX_MOUNTS = 3
 MAX_HUGE = 2
-SETTINGS = {"version": 1, "watch": True, "debounce_ms": 20, "barrier_timeout_ms": 1000,
-            "idle_seconds": 120, "audit_seconds": 30}
+SETTINGS = {
+    "version": 1,
+    "watch": True,
+    "debounce_ms": 20,
+    "barrier_timeout_ms": 1000,
+    "idle_seconds": 120,
+    "audit_seconds": 30,
+}
 _PROVIDER = "okf-markdown"
 # The config variants a same-stamp swap moves between (all CONFIG_BYTES long):
 # derived scopes (kb/ and each okf/bundles/<name>/), explicit scopes, and each
 # with an exclude that drops files the others index.
 CONFIGS: dict[str, dict[str, Any]] = {
     "derived": dict(SETTINGS),
-    "derived-exclude": {**SETTINGS, "exclude": [*oracle.DEFAULT_EXCLUDE, "kb/d1/**",
-                                                 "okf/bundles/b1/**"]},
-    "explicit": {**SETTINGS, "scopes": [{"root": SCOPE, "provider": _PROVIDER},
-                                        {"root": "okf", "provider": _PROVIDER}]},
-    "explicit-exclude": {**SETTINGS, "scopes": [
-        {"root": SCOPE, "provider": _PROVIDER, "exclude": ["d2/**"]},
-        {"root": "okf", "provider": _PROVIDER, "exclude": ["bundles/b0/**"]}]},
+    "derived-exclude": {
+        **SETTINGS,
+        "exclude": [*oracle.DEFAULT_EXCLUDE, "kb/d1/**", "okf/bundles/b1/**"],
+    },
+    "explicit": {
+        **SETTINGS,
+        "scopes": [{"root": SCOPE, "provider": _PROVIDER}, {"root": "okf", "provider": _PROVIDER}],
+    },
+    "explicit-exclude": {
+        **SETTINGS,
+        "scopes": [
+            {"root": SCOPE, "provider": _PROVIDER, "exclude": ["d2/**"]},
+            {"root": "okf", "provider": _PROVIDER, "exclude": ["bundles/b0/**"]},
+        ],
+    },
 }
-GIT = ["git", "-c", "user.name=soak", "-c", "user.email=soak@example.invalid",
-       "-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false"]
+GIT = [
+    "git",
+    "-c",
+    "user.name=soak",
+    "-c",
+    "user.email=soak@example.invalid",
+    "-c",
+    "init.defaultBranch=main",
+    "-c",
+    "commit.gpgsign=false",
+]
 TOOL_TIMEOUT = 120  # hang guard for tar, rsync, cp, git, mount
 
 
@@ -126,21 +149,30 @@ class Figures:
 
     def as_dict(self) -> dict[str, Any]:
         ops = self.file_operations
-        return {"steps": self.steps, "file_operations": ops,
-                "by_operation": dict(sorted(self.operations.items())),
-                "skipped": dict(sorted(self.skipped.items())), "kills": self.kills,
-                "stops": self.stops, "overflows": self.overflows,
-                "overflows_seen": self.overflows_seen,
-                "runtime_damage": self.runtime_damage, "index_damage": self.index_damage,
-                "concurrent_writers": self.concurrent_writers, "checks": self.checks,
-                "oracle_queries": self.oracle_queries,
-                "direct_queries": self.direct_queries,
-                "modes": dict(sorted(self.modes.items())), "divergences": self.divergences,
-                "divergent_kinds": dict(sorted(self.divergent_kinds.items())),
-                "divergent_modes": dict(sorted(self.divergent_modes.items())),
-                "first_divergences": self.first_divergences, "heals": self.heals,
-                "seconds": round(self.seconds, 1),
-                "ops_per_second": round(ops / self.seconds, 1) if self.seconds else None}
+        return {
+            "steps": self.steps,
+            "file_operations": ops,
+            "by_operation": dict(sorted(self.operations.items())),
+            "skipped": dict(sorted(self.skipped.items())),
+            "kills": self.kills,
+            "stops": self.stops,
+            "overflows": self.overflows,
+            "overflows_seen": self.overflows_seen,
+            "runtime_damage": self.runtime_damage,
+            "index_damage": self.index_damage,
+            "concurrent_writers": self.concurrent_writers,
+            "checks": self.checks,
+            "oracle_queries": self.oracle_queries,
+            "direct_queries": self.direct_queries,
+            "modes": dict(sorted(self.modes.items())),
+            "divergences": self.divergences,
+            "divergent_kinds": dict(sorted(self.divergent_kinds.items())),
+            "divergent_modes": dict(sorted(self.divergent_modes.items())),
+            "first_divergences": self.first_divergences,
+            "heals": self.heals,
+            "seconds": round(self.seconds, 1),
+            "ops_per_second": round(ops / self.seconds, 1) if self.seconds else None,
+        }
 
 
 @contextlib.contextmanager
@@ -149,6 +181,7 @@ def hang_guard(seconds: float, what: str) -> Iterator[None]:
     between bytecodes); if even that cannot interrupt it (a long C call),
     faulthandler prints every thread's stack and ends the process, so a
     hang is never silent."""
+
     def fire(signum: int, frame: FrameType | None) -> None:
         raise Divergence(f"{what}: no answer within the {seconds:g} s hang guard")
 
@@ -164,16 +197,26 @@ def hang_guard(seconds: float, what: str) -> Iterator[None]:
 
 
 class Soak:
-    def __init__(self, root: Path, seed: int, *, overflow_files: int = 20_000,
-                 daemon_ops: bool = True, check_every: int = 4,
-                 weights: dict[str, int] | None = None, direct_every: int = 1,
-                 hang_seconds: float = 120.0, keep_going: bool = False,
-                 time_box: float | None = None, tour: bool = True) -> None:
+    def __init__(
+        self,
+        root: Path,
+        seed: int,
+        *,
+        overflow_files: int = 20_000,
+        daemon_ops: bool = True,
+        check_every: int = 4,
+        weights: dict[str, int] | None = None,
+        direct_every: int = 1,
+        hang_seconds: float = 120.0,
+        keep_going: bool = False,
+        time_box: float | None = None,
+        tour: bool = True,
+    ) -> None:
         self.root = root
         self.kb = root / SCOPE
         self.okf = root / "okf"
         self.bundles = root / BUNDLES
-        self.outside = root.parent / "outside"   # mount sources and release trees
+        self.outside = root.parent / "outside"  # mount sources and release trees
         self.rng = random.Random(seed)
         self.seed = seed
         self.overflow_files = overflow_files
@@ -201,8 +244,13 @@ class Soak:
 
     # -- setup -----------------------------------------------------------------
     def _word(self) -> str:
-        return "zq" + "".join(self.rng.choice("bcdfghjklmnpqrstvwz") + self.rng.choice("aeiou")
-                              for _ in range(3)) + f"{self.rng.randrange(10)}x"
+        return (
+            "zq"
+            + "".join(
+                self.rng.choice("bcdfghjklmnpqrstvwz") + self.rng.choice("aeiou") for _ in range(3)
+            )
+            + f"{self.rng.randrange(10)}x"
+        )
 
     def setup(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -241,13 +289,22 @@ class Soak:
         return text + b"\n" + b" " * (CONFIG_BYTES - len(text) - 2) + b"\n"
 
     def git(self, *args: str) -> None:
-        subprocess.run([*GIT, "-C", str(self.root), *args], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=TOOL_TIMEOUT)
+        subprocess.run(
+            [*GIT, "-C", str(self.root), *args],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=TOOL_TIMEOUT,
+        )
 
     def _tool(self, *argv: str) -> int:
-        done = subprocess.run(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=TOOL_TIMEOUT, check=False)
+        done = subprocess.run(
+            list(argv),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=TOOL_TIMEOUT,
+            check=False,
+        )
         return done.returncode
 
     def _text(self, size: int | None = None) -> bytes:
@@ -255,8 +312,10 @@ class Soak:
         tags = self.rng.sample(self.vocab[:10], 2)
         self.recent.update(words)
         self.recent.update(tags)
-        text = (f"---\ntitle: {words[0]} {words[1]}\ntags: [{tags[0]}, {tags[1]}]\n---\n"
-                f"{COMMON} {' '.join(words)}\n").encode()
+        text = (
+            f"---\ntitle: {words[0]} {words[1]}\ntags: [{tags[0]}, {tags[1]}]\n---\n"
+            f"{COMMON} {' '.join(words)}\n"
+        ).encode()
         if size is not None:  # same size: pad or cut the body (ASCII only)
             text = (text + b" " * size)[:size] if len(text) < size else text[:size]
         return text
@@ -377,9 +436,13 @@ class Soak:
 
     def op_git_checkout(self) -> str:
         branch = self.rng.choice(["main", "other"])
-        done = subprocess.run([*GIT, "-C", str(self.root), "checkout", "-q", "-f", branch],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=TOOL_TIMEOUT, check=False)
+        done = subprocess.run(
+            [*GIT, "-C", str(self.root), "checkout", "-q", "-f", branch],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=TOOL_TIMEOUT,
+            check=False,
+        )
         return f"git checkout {branch} (exit {done.returncode})"
 
     def op_chmod_000(self) -> str:
@@ -422,13 +485,16 @@ class Soak:
             shutil.rmtree(stage)
 
         def skip(folder: str, names: list[str]) -> list[str]:
-            return [n for n in names if Path(folder) / n in self.mounts
-                    or n.startswith(".")]
+            return [n for n in names if Path(folder) / n in self.mounts or n.startswith(".")]
+
         # ignore= works on source paths, where the mounts live.
         shutil.copytree(self.root / sub, stage / sub, symlinks=True, ignore=skip)
         src = stage / sub
-        files = sorted(p for p in src.rglob("*.md")
-                       if p.name != "index.md" and p.is_file() and not p.is_symlink())
+        files = sorted(
+            p
+            for p in src.rglob("*.md")
+            if p.name != "index.md" and p.is_file() and not p.is_symlink()
+        )
         for path in self.rng.sample(files, min(len(files), self.rng.randint(1, 3))):
             size = path.stat().st_size if self.rng.random() < 0.5 else None
             self._note(self.root / path.relative_to(stage))
@@ -442,16 +508,16 @@ class Soak:
             self._new_bundle(src / "bundles" / f"rb{self.counter}")
         for dirpath, dirs, names in os.walk(stage):
             for name in [*dirs, *names]:
-                os.utime(Path(dirpath) / name, (FIXED_MTIME, FIXED_MTIME),
-                         follow_symlinks=False)
+                os.utime(Path(dirpath) / name, (FIXED_MTIME, FIXED_MTIME), follow_symlinks=False)
         os.utime(stage, (FIXED_MTIME, FIXED_MTIME))
         return stage, sub
 
     def op_tar_release(self) -> str:
         stage, sub = self._release_tree()
         archive = self.outside / "release.tar"
-        made = self._tool("tar", f"--mtime=@{FIXED_MTIME}", "-cf", str(archive),
-                          "-C", str(stage), sub)
+        made = self._tool(
+            "tar", f"--mtime=@{FIXED_MTIME}", "-cf", str(archive), "-C", str(stage), sub
+        )
         unpacked = self._tool("tar", "-xf", str(archive), "-C", str(self.root))
         return f"tar release {sub} (exit {made}/{unpacked})"
 
@@ -518,8 +584,10 @@ class Soak:
         restored = self.rng.random() < 0.5
         if restored:
             os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-        return (f"edit in place via link {path.relative_to(self.root)} "
-                f"(nlink {st.st_nlink}{', mtime restored' if restored else ''})")
+        return (
+            f"edit in place via link {path.relative_to(self.root)} "
+            f"(nlink {st.st_nlink}{', mtime restored' if restored else ''})"
+        )
 
     # -- bind mounts ---------------------------------------------------------------------
     def op_bind_mount(self) -> str:
@@ -597,16 +665,41 @@ class Soak:
         return f"huge create {path.relative_to(self.root)} ({path.stat().st_size} bytes)"
 
     FILE_OPS = {
-        "create": 6, "edit_same_size_restored_mtime": 5, "save_via_rename": 4,
-        "rename_file": 3, "rename_folder": 1, "delete": 3, "delete_folder": 1,
-        "git_checkout": 1, "chmod_000": 1, "replace_by_symlink": 1, "replace_by_folder": 1,
+        "create": 6,
+        "edit_same_size_restored_mtime": 5,
+        "save_via_rename": 4,
+        "rename_file": 3,
+        "rename_folder": 1,
+        "delete": 3,
+        "delete_folder": 1,
+        "git_checkout": 1,
+        "chmod_000": 1,
+        "replace_by_symlink": 1,
+        "replace_by_folder": 1,
         # the classes of docs/reliability.md "Soak: stamps, links, mounts, huge documents"
-        "tar_release": 2, "rsync_release": 2, "config_swap": 1, "config_swap_cp": 1,
-        "hardlink": 2, "cp_al": 1, "hardlink_edit": 3, "bind_mount": 1, "umount": 1,
-        "mount_edit": 2, "huge_doc": 1,
+        "tar_release": 2,
+        "rsync_release": 2,
+        "config_swap": 1,
+        "config_swap_cp": 1,
+        "hardlink": 2,
+        "cp_al": 1,
+        "hardlink_edit": 3,
+        "bind_mount": 1,
+        "umount": 1,
+        "mount_edit": 2,
+        "huge_doc": 1,
     }
-    GROWING = {"create", "replace_by_folder", "tar_release", "rsync_release", "hardlink",
-               "cp_al", "bind_mount", "mount_edit", "huge_doc"}
+    GROWING = {
+        "create",
+        "replace_by_folder",
+        "tar_release",
+        "rsync_release",
+        "hardlink",
+        "cp_al",
+        "bind_mount",
+        "mount_edit",
+        "huge_doc",
+    }
 
     # -- daemon abuse ----------------------------------------------------------------
     def daemon_pids(self) -> list[int]:
@@ -615,8 +708,11 @@ class Soak:
         pids = []
         for proc in psutil.process_iter(["cmdline", "status"]):
             cmd = proc.info.get("cmdline") or []
-            if ("ctindex.daemon" in cmd and str(self.root) in cmd
-                    and proc.info.get("status") != psutil.STATUS_ZOMBIE):
+            if (
+                "ctindex.daemon" in cmd
+                and str(self.root) in cmd
+                and proc.info.get("status") != psutil.STATUS_ZOMBIE
+            ):
                 pids.append(proc.pid)
         return pids
 
@@ -670,14 +766,16 @@ class Soak:
             verb = self.rng.choice(["update", "rebuild"])
             self.writer = subprocess.Popen(
                 [sys.executable, "-m", "ctindex", "-C", str(self.root), "-q", verb],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             self.figures.concurrent_writers += 1
             return f"concurrent {verb}"
         return None
 
     def _last_reconcile_reason(self) -> str:
         from ctindex.client import watcher_status
-        from ctindex.project import Project
+        from ctindex.policy.project import Project
 
         last = watcher_status(Project.at(self.root)).get("last_reconcile") or {}
         return str(last.get("reason") or "")
@@ -693,8 +791,9 @@ class Soak:
             elif choice == "lock":
                 (runtime / "daemon.lock").unlink()
             else:
-                name = {"status": "status.json", "claim": "spawn.claim",
-                        "failed": "spawn.failed"}[choice]
+                name = {"status": "status.json", "claim": "spawn.claim", "failed": "spawn.failed"}[
+                    choice
+                ]
                 (runtime / name).write_bytes(b"\x00garbage{\xff")
                 if choice == "claim":
                     old = time.time() - 60
@@ -717,13 +816,24 @@ class Soak:
         from ctindex.cli import main
 
         out, err = io.StringIO(), io.StringIO()
-        args = ["-C", str(self.root), "--json", "search", "--limit", "100000",
-                *(["--direct"] if direct else []), "--", query]
+        args = [
+            "-C",
+            str(self.root),
+            "--json",
+            "search",
+            "--limit",
+            "100000",
+            *(["--direct"] if direct else []),
+            "--",
+            query,
+        ]
         with hang_guard(self.hang_seconds, f"search {'--direct ' if direct else ''}{query!r}"):
             code = main(args, stdout=out, stderr=err)
         if code not in (0, 1):
-            raise Divergence(f"search {'--direct ' if direct else ''}{query!r} exit {code}: "
-                             f"{err.getvalue().strip()}")
+            raise Divergence(
+                f"search {'--direct ' if direct else ''}{query!r} exit {code}: "
+                f"{err.getvalue().strip()}"
+            )
         doc: dict[str, Any] = json.loads(out.getvalue())
         return doc
 
@@ -739,8 +849,13 @@ class Soak:
 
     def language_query(self) -> str:
         w1, w2 = self.rng.sample(self.vocab, 2)
-        return self.rng.choice([f"{w1} OR tag:{self.rng.choice(self.vocab[:10])}",
-                                f"{w2[:5]}* -{w1}", f"path:{SCOPE}/d1/ {COMMON}"])
+        return self.rng.choice(
+            [
+                f"{w1} OR tag:{self.rng.choice(self.vocab[:10])}",
+                f"{w2[:5]}* -{w1}",
+                f"path:{SCOPE}/d1/ {COMMON}",
+            ]
+        )
 
     def _freshness(self, n: int, alive: list[int], fresh: dict[str, Any]) -> None:
         self.figures.modes[fresh["mode"]] += 1
@@ -755,8 +870,9 @@ class Soak:
             self.stopped = []
         if n == 0 and self.killed and not alive and fresh["mode"] != "fallback":
             raise Divergence(f"not a fallback right after SIGKILL: {fresh}")
-        if fresh["mode"] == "watcher-clean" and (fresh["barrier_ms"] is None
-                                                 or fresh["generation"] is None):
+        if fresh["mode"] == "watcher-clean" and (
+            fresh["barrier_ms"] is None or fresh["generation"] is None
+        ):
             raise Divergence(f"watcher-clean without a barrier: {fresh}")
 
     def check(self) -> list[str]:
@@ -780,7 +896,8 @@ class Soak:
                 problems.append(
                     f"{word!r} [{self.config}]: indexed-only {sorted(paths - want[word])[:4]}, "
                     f"oracle-only {sorted(want[word] - paths)[:4]} "
-                    f"(freshness {fresh['mode']} {fresh.get('reason')})")
+                    f"(freshness {fresh['mode']} {fresh.get('reason')})"
+                )
         if self.direct_every and self.figures.checks % self.direct_every == 0:
             query = self.language_query()
             got, direct = self.search(query, direct=False), self.search(query, direct=True)
@@ -790,9 +907,11 @@ class Soak:
             b = {r["path"] for r in direct["results"]}
             if a != b:
                 self.figures.divergent_modes[got["freshness"]["mode"]] += 1
-                problems.append(f"{query!r} [{self.config}]: indexed-only {sorted(a - b)[:4]}, "
-                                f"direct-only {sorted(b - a)[:4]} "
-                                f"(freshness {got['freshness']})")
+                problems.append(
+                    f"{query!r} [{self.config}]: indexed-only {sorted(a - b)[:4]}, "
+                    f"direct-only {sorted(b - a)[:4]} "
+                    f"(freshness {got['freshness']})"
+                )
         self.figures.checks += 1
         return problems
 
@@ -821,9 +940,12 @@ class Soak:
             self.figures.divergences += len(problems)
             self.figures.divergent_kinds.update(set(self.window))
             tail = "\n  ".join(self.log[-12:])
-            report = (f"seed {self.seed}, step {self.figures.steps}, "
-                      f"op {self.figures.file_operations}: " + "\n  ".join(problems)
-                      + f"\n  after:\n  {tail}")
+            report = (
+                f"seed {self.seed}, step {self.figures.steps}, "
+                f"op {self.figures.file_operations}: "
+                + "\n  ".join(problems)
+                + f"\n  after:\n  {tail}"
+            )
             if not self.keep_going:
                 raise Divergence(report)
             if len(self.figures.first_divergences) < 10:
@@ -913,31 +1035,60 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--overflow-files", type=int, default=20_000)
-    ap.add_argument("--check-every", type=int, default=4, metavar="K",
-                    help="mean file operations between two query batches")
-    ap.add_argument("--direct-every", type=int, default=1, metavar="N",
-                    help="compare one query with --direct every N checks (0: never)")
-    ap.add_argument("--only", default=None, metavar="KIND,...",
-                    help="only these operation kinds (names of Soak.FILE_OPS)")
+    ap.add_argument(
+        "--check-every",
+        type=int,
+        default=4,
+        metavar="K",
+        help="mean file operations between two query batches",
+    )
+    ap.add_argument(
+        "--direct-every",
+        type=int,
+        default=1,
+        metavar="N",
+        help="compare one query with --direct every N checks (0: never)",
+    )
+    ap.add_argument(
+        "--only",
+        default=None,
+        metavar="KIND,...",
+        help="only these operation kinds (names of Soak.FILE_OPS)",
+    )
     ap.add_argument("--weight", action="append", default=[], metavar="KIND=N")
     ap.add_argument("--no-abuse", action="store_true", help="no daemon kills/stops/damage")
     ap.add_argument("--hang-guard", type=float, default=120.0, metavar="S")
-    ap.add_argument("--time-box", type=float, default=None, metavar="S",
-                    help="stop after S seconds and print the figures so far")
-    ap.add_argument("--keep-going", action="store_true",
-                    help="count divergences (dropping the index after each) instead of "
-                         "stopping at the first")
+    ap.add_argument(
+        "--time-box",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop after S seconds and print the figures so far",
+    )
+    ap.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="count divergences (dropping the index after each) instead of stopping at the first",
+    )
     args = ap.parse_args(argv)
     weights = _weights(args.only, args.weight)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     print(f"soak seed {seed} (replay: --seed {seed}), {args.ops} file operations", flush=True)
     base = Path(tempfile.mkdtemp(prefix="ctindex-soak-", dir=args.workdir))
     try:
-        figures = run_soak(base / "project", args.ops, seed,
-                           overflow_files=args.overflow_files, daemon_ops=not args.no_abuse,
-                           check_every=args.check_every, weights=weights,
-                           direct_every=args.direct_every, hang_seconds=args.hang_guard,
-                           keep_going=args.keep_going, time_box=args.time_box)
+        figures = run_soak(
+            base / "project",
+            args.ops,
+            seed,
+            overflow_files=args.overflow_files,
+            daemon_ops=not args.no_abuse,
+            check_every=args.check_every,
+            weights=weights,
+            direct_every=args.direct_every,
+            hang_seconds=args.hang_guard,
+            keep_going=args.keep_going,
+            time_box=args.time_box,
+        )
     except Divergence as exc:
         print(f"DIVERGENCE: {exc}", flush=True)
         print(f"kept for inspection: {base}", flush=True)

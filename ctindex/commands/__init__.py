@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ctindex.output import emit, write_json
-from ctindex.project import Project
+from ctindex.policy.project import Project
 
 if TYPE_CHECKING:
-    from ctindex.search.engine import Outcome
+    from ctindex.search.execute import Outcome
     from ctindex.search.freshness import Freshness
     from ctindex.search.query import Node
 
@@ -28,14 +28,15 @@ class Context:
     """What every command gets (a plain class: dataclasses cost a search ~8 ms
     of imports)."""
 
-    def __init__(self, project: Project, json: bool, quiet: bool, out: TextIO, err: TextIO,
-                 cwd: Path) -> None:
+    def __init__(
+        self, project: Project, json: bool, quiet: bool, out: TextIO, err: TextIO, cwd: Path
+    ) -> None:
         self.project = project
-        self.json = json    # --json: one JSON document on `out`
+        self.json = json  # --json: one JSON document on `out`
         self.quiet = quiet  # -q: no notes or progress on `err`
         self.out = out
         self.err = err
-        self.cwd = cwd      # relative PATH arguments are taken from here
+        self.cwd = cwd  # relative PATH arguments are taken from here
         self.answer: QuickAnswer | None = None  # set only by the daemon's query path
 
     def emit_json(self, document: Any) -> None:

@@ -9,10 +9,10 @@ import os
 from typing import Any
 
 from ctindex.commands import Context
-from ctindex.config import CONFIG_VERSION, config_text
 from ctindex.errors import CtindexError
 from ctindex.output import human_bytes
-from ctindex.plan import Plan, default_daemon_memory, load_plan
+from ctindex.policy.config import CONFIG_VERSION, config_text
+from ctindex.policy.plan import Plan, default_daemon_memory, load_plan
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
@@ -24,14 +24,16 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         _write(path, text)
         written = load_plan(ctx.project)
         if ctx.json:
-            ctx.emit_json({"path": str(path), "written": True, "config": values,
-                           "digest": written.digest()})
+            ctx.emit_json(
+                {"path": str(path), "written": True, "config": values, "digest": written.digest()}
+            )
         elif not ctx.quiet:
             ctx.echo(f"wrote {path} ({len(plan.scopes)} scope(s))")
         return 0
     if ctx.json:
-        ctx.emit_json({"path": str(path), "written": False, "config": values,
-                       "digest": plan.digest()})
+        ctx.emit_json(
+            {"path": str(path), "written": False, "config": values, "digest": plan.digest()}
+        )
     else:
         ctx.echo(text)
     return 0
@@ -52,15 +54,19 @@ def config_values(plan: Plan) -> dict[str, Any]:
 
 def _comments(plan: Plan) -> list[str]:
     if plan.derived_roots is not None:
-        source = (f"Scopes derived from {len(plan.derived_roots)} detected OKF root(s); "
-                  "explicit scopes replace detection.")
+        source = (
+            f"Scopes derived from {len(plan.derived_roots)} detected OKF root(s); "
+            "explicit scopes replace detection."
+        )
     else:
         source = "Scopes as configured in the existing project store."
     lines = ["ctindex project store (written by `ctindex init --write`).", source]
     if plan.settings.origin("max_daemon_memory_bytes") != "project":
         memory = default_daemon_memory()
-        lines += ["max_daemon_memory_bytes is left out on purpose: each machine uses",
-                  f"min(2 GiB, physical RAM / 20), here {human_bytes(memory)} ({memory})."]
+        lines += [
+            "max_daemon_memory_bytes is left out on purpose: each machine uses",
+            f"min(2 GiB, physical RAM / 20), here {human_bytes(memory)} ({memory}).",
+        ]
     return lines
 
 
@@ -71,8 +77,10 @@ def _write(path: os.PathLike[str], text: str) -> None:
         # O_EXCL: never overwrite a store the user may have edited.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
-        raise CtindexError(f"{os.fspath(path)}: already exists; not overwritten "
-                           "(edit it, or remove it and run init --write again)") from None
+        raise CtindexError(
+            f"{os.fspath(path)}: already exists; not overwritten "
+            "(edit it, or remove it and run init --write again)"
+        ) from None
     except OSError as exc:
         raise CtindexError(f"{os.fspath(path)}: cannot write: {exc.strerror or exc}") from None
     with os.fdopen(fd, "w", encoding="utf-8") as handle:

@@ -14,6 +14,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     try:
         from ctindex import mcp_server
     except ImportError as exc:  # only the SDK's absence; our own modules always import
-        raise UsageError("`ctindex mcp` needs the MCP SDK: pip install 'ctindex[mcp]' "
-                         f"({exc.name or exc} is missing)") from exc
+        raise UsageError(
+            "`ctindex mcp` needs the MCP SDK: pip install 'ctindex[mcp]' "
+            f"({exc.name or exc} is missing)"
+        ) from exc
     return mcp_server.serve(ctx.project.root)

@@ -6,9 +6,9 @@ import argparse
 from typing import Any
 
 from ctindex.commands import Context
-from ctindex.config import INT_SETTINGS
 from ctindex.output import human_bytes, show_key, table
-from ctindex.plan import HARD_RULES, Plan, load_plan
+from ctindex.policy.config import INT_SETTINGS
+from ctindex.policy.plan import HARD_RULES, Plan, load_plan
 from ctindex.providers import PROVIDERS
 
 _BYTE_SETTINGS = ("max_file_bytes", "max_daemon_memory_bytes")
@@ -54,23 +54,29 @@ def describe(plan: Plan, effective: bool) -> dict[str, Any]:
     }
     if effective:
         settings = plan.settings
-        document["settings"] = {key: {"value": value, "origin": settings.origin(key)}
-                                for key, value in settings.effective().items()}
+        document["settings"] = {
+            key: {"value": value, "origin": settings.origin(key)}
+            for key, value in settings.effective().items()
+        }
         document["digest"] = plan.digest()
     return document
 
 
 def render(doc: dict[str, Any]) -> str:
-    lines = [f"project  {doc['project']}",
-             f"config   {doc['config'] or 'none (derived plan)'}", ""]
+    lines = [f"project  {doc['project']}", f"config   {doc['config'] or 'none (derived plan)'}", ""]
     if not doc["scopes"]:
         lines += ["no scopes: no OKF root (a folder with index.md, depth 0-3) was found", ""]
     for scope in doc["scopes"]:
         lines.append(f"scope {scope['root']}  [{scope['origin']}]")
-        rows = [["provider", f"{scope['provider']} v{scope['provider_version']} "
-                             f"(tokenizer v{scope['tokenizer_version']})"],
-                ["include", "  ".join(scope["include"])],
-                ["exclude", "  ".join(scope["exclude"]) or "-"]]
+        rows = [
+            [
+                "provider",
+                f"{scope['provider']} v{scope['provider_version']} "
+                f"(tokenizer v{scope['tokenizer_version']})",
+            ],
+            ["include", "  ".join(scope["include"])],
+            ["exclude", "  ".join(scope["exclude"]) or "-"],
+        ]
         if "digest" in scope:
             rows.append(["digest", scope["digest"][:16]])
         lines.append(table(rows, indent="  ").rstrip("\n"))
@@ -80,13 +86,18 @@ def render(doc: dict[str, Any]) -> str:
     lines.append("  " + ("  ".join(e["pattern"] for e in doc["exclude"]) or "-"))
     lines.append("")
     lines.append("hard exclusions  [hard]")
-    lines.append(table([[rule["pattern"] or "-", rule["rule"]] for rule in doc["hard"]],
-                       indent="  ").rstrip("\n"))
+    lines.append(
+        table([[rule["pattern"] or "-", rule["rule"]] for rule in doc["hard"]], indent="  ").rstrip(
+            "\n"
+        )
+    )
     lines.append("")
     if "settings" in doc:
         lines.append("settings")
-        rows = [[key, _value(key, item["value"]), item["origin"]]
-                for key, item in doc["settings"].items()]
+        rows = [
+            [key, _value(key, item["value"]), item["origin"]]
+            for key, item in doc["settings"].items()
+        ]
         lines.append(table(rows, indent="  ").rstrip("\n"))
         lines.append("")
         lines.append(f"plan digest  {doc['digest']}")

@@ -9,7 +9,7 @@ from ctindex.commands import Context
 
 if TYPE_CHECKING:
     from ctindex.client import BarrierFailed, BarrierResult
-    from ctindex.search.engine import Outcome
+    from ctindex.search.execute import Outcome
     from ctindex.search.freshness import Freshness
     from ctindex.search.query import Node
 
@@ -19,8 +19,9 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 
     text = " ".join(args.query)
     node = parse_query(text)  # a malformed query is a usage error (exit 2)
-    listing = ("paths" if getattr(args, "paths", False)
-               else "ids" if getattr(args, "ids", False) else None)
+    listing = (
+        "paths" if getattr(args, "paths", False) else "ids" if getattr(args, "ids", False) else None
+    )
     if listing and ctx.json:
         from ctindex.errors import UsageError
 
@@ -37,30 +38,35 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     import gc
 
     gc.enable()  # the slow path may reconcile or index: collect as usual
-    from ctindex.plan import load_plan
+    from ctindex.policy.plan import load_plan
 
     plan = load_plan(ctx.project)
     if args.direct:
-        from ctindex.search.engine import search_direct
+        from ctindex.search.execute import search_direct
         from ctindex.search.freshness import Freshness
 
         fresh = Freshness("direct", "answered from the files, without the index", None)
         outcome = search_direct(str(ctx.project.root), plan, node, args.limit)
     else:
         from ctindex.client import ensure_fresh
-        from ctindex.search.engine import search_index
+        from ctindex.search.execute import search_index
         from ctindex.search.freshness import answer_from_files, answer_repairing
         from ctindex.store.lock import IndexBusy, IndexReadOnly
 
         try:
             fresh = ensure_fresh(ctx.project, plan, prior)
-            outcome = answer_repairing(ctx.project, plan, fresh, lambda: search_index(
-                ctx.project.index_dir, node, args.limit))
+            outcome = answer_repairing(
+                ctx.project,
+                plan,
+                fresh,
+                lambda: search_index(ctx.project.index_dir, node, args.limit),
+            )
         except IndexBusy as busy:  # a stopped or slow writer holds the update lock
             fresh, outcome = answer_from_files(ctx.project, plan, node, args.limit, busy)
         except IndexReadOnly as denied:  # behind the files and cannot be written
-            fresh, outcome = answer_from_files(ctx.project, plan, node, args.limit, denied,
-                                               why="read-only index")
+            fresh, outcome = answer_from_files(
+                ctx.project, plan, node, args.limit, denied, why="read-only index"
+            )
         from ctindex import fastpath
 
         fastpath.remember(ctx.project, plan)
@@ -90,13 +96,14 @@ def _fast(ctx: Context, node: Node, limit: int) -> tuple[Answer | None, Prior | 
         return None, None
     if isinstance(got, Exception) or not got.trusted_events or got.reconciled:
         return None, (hint.digest, got)  # the slow path words (or handles) these
-    from ctindex.search.engine import PlanMismatch, search_index
+    from ctindex.search.execute import PlanMismatch, search_index
     from ctindex.search.freshness import Freshness
-    from ctindex.store.files import IndexCorrupt
+    from ctindex.store.durable import IndexCorrupt
 
     try:
-        outcome = search_index(ctx.project.index_dir, node, limit,
-                               expect=(hint.digest, got.generation))
+        outcome = search_index(
+            ctx.project.index_dir, node, limit, expect=(hint.digest, got.generation)
+        )
     except PlanMismatch:
         return None, None  # not the index the daemon vouched for: start over
     except (IndexCorrupt, OSError):
@@ -105,16 +112,23 @@ def _fast(ctx: Context, node: Node, limit: int) -> tuple[Answer | None, Prior | 
     return (fresh, outcome), None
 
 
-def _emit(ctx: Context, text: str, fresh: Freshness, outcome: Outcome,
-          listing: str | None = None) -> int:
+def _emit(
+    ctx: Context, text: str, fresh: Freshness, outcome: Outcome, listing: str | None = None
+) -> int:
     # The generation reported is the one the answer was read from (None for
     # answers from the files), never the one a barrier or an update named: an
     # outside `rebuild` can publish a newer one the daemon has not seen.
     fresh.generation = outcome.generation
     if ctx.json:
-        ctx.emit_json({"query": text, "results": [r.to_json() for r in outcome.results],
-                       "total": outcome.total, "freshness": fresh.to_json(),
-                       "notes": list(outcome.notes)})
+        ctx.emit_json(
+            {
+                "query": text,
+                "results": [r.to_json() for r in outcome.results],
+                "total": outcome.total,
+                "freshness": fresh.to_json(),
+                "notes": list(outcome.notes),
+            }
+        )
     elif listing is not None:
         _lines(ctx, outcome, fresh, listing)
     else:
@@ -125,8 +139,7 @@ def _emit(ctx: Context, text: str, fresh: Freshness, outcome: Outcome,
 def _lines(ctx: Context, outcome: Outcome, fresh: Freshness, listing: str) -> None:
     """--paths / --ids: one per line on stdout, best first; the freshness
     statement (every answer carries one) on stderr, silenced by -q."""
-    ctx.out.write("".join(f"{r.path if listing == 'paths' else r.id}\n"
-                          for r in outcome.results))
+    ctx.out.write("".join(f"{r.path if listing == 'paths' else r.id}\n" for r in outcome.results))
     where = f"generation {fresh.generation}" if fresh.generation is not None else "no index"
     how = fresh.mode + (f" ({fresh.reason})" if fresh.reason else "")
     ctx.note(f"{len(outcome.results)} of {outcome.total} matches · {where} · {how}")
@@ -144,10 +157,11 @@ def _text(ctx: Context, outcome: Outcome, fresh: Freshness) -> None:
         if r.snippet:
             ctx.echo(f"         {r.snippet}")
     shown = len(outcome.results)
-    where = (f"generation {fresh.generation}" if fresh.generation is not None else "no index")
+    where = f"generation {fresh.generation}" if fresh.generation is not None else "no index"
     how = fresh.mode + (f" ({fresh.reason})" if fresh.reason else "")
-    timing = (f", reconciled in {fresh.reconcile_ms:.1f} ms"
-              if fresh.reconcile_ms is not None else "")
+    timing = (
+        f", reconciled in {fresh.reconcile_ms:.1f} ms" if fresh.reconcile_ms is not None else ""
+    )
     if fresh.mode == "watcher-clean" and fresh.barrier_ms is not None:
         # What the freshness cost: the daemon's proof (spec §7), as JSON's barrier_ms.
         timing = f", barrier {fresh.barrier_ms:.1f} ms{timing}"

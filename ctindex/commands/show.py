@@ -31,8 +31,9 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.json:
         ctx.emit_json(concept.to_json())
     else:
-        ctx.out.write(concept.text if concept.text.endswith("\n") or not concept.text
-                      else concept.text + "\n")
+        ctx.out.write(
+            concept.text if concept.text.endswith("\n") or not concept.text else concept.text + "\n"
+        )
     if concept.warning:
         ctx.note(concept.warning)
     return 0

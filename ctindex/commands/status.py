@@ -36,14 +36,18 @@ def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
     are still reported; `problem` says why the rest (`stale`) is missing."""
     from ctindex.errors import PolicyError
     from ctindex.indexer import check_generation, last_pass, provider_versions, rebuild_reason
-    from ctindex.plan import Plan, load_plan
-    from ctindex.store.files import IndexCorrupt
+    from ctindex.policy.plan import Plan, load_plan
+    from ctindex.store.durable import IndexCorrupt
     from ctindex.store.gc import index_bytes
-    from ctindex.store.manifest import read_diag, read_manifest
+    from ctindex.store.generation import read_diag, read_manifest
 
     index_dir = Path(ctx.project.index_dir)
-    doc: dict[str, Any] = {"index": str(index_dir), "exists": False, "problem": None,
-                           "config_error": None}
+    doc: dict[str, Any] = {
+        "index": str(index_dir),
+        "exists": False,
+        "problem": None,
+        "config_error": None,
+    }
     plan: Plan | None
     try:
         plan = load_plan(ctx.project)
@@ -67,23 +71,25 @@ def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
         stale = None  # unknown without a plan: config_error says why
     else:
         stale = rebuild_reason(m, plan)
-    doc.update({
-        "generation": m.generation if m else None,
-        "documents": m.documents if m else 0,
-        "segments": len(m.segments) if m else 0,
-        "tombstones": m.tombstones if m else 0,
-        "source_bytes": m.source_bytes if m else 0,
-        "index_bytes": live + retired,
-        "index_live_bytes": live,
-        "index_retired_bytes": retired,
-        "runtime_bytes": _bytes_in(Path(ctx.project.runtime_dir), True),
-        "provider": m.provider if m else provider_versions(),
-        "stale": stale,
-        "provider_errors": m.errors if m else 0,
-        "frontmatter_warnings": m.warnings if m else 0,
-        "last_reconcile": pass_json(last_pass(index_dir, m)),
-        "last_full_reconcile": pass_json(last_pass(index_dir, m, full=True)),
-    })
+    doc.update(
+        {
+            "generation": m.generation if m else None,
+            "documents": m.documents if m else 0,
+            "segments": len(m.segments) if m else 0,
+            "tombstones": m.tombstones if m else 0,
+            "source_bytes": m.source_bytes if m else 0,
+            "index_bytes": live + retired,
+            "index_live_bytes": live,
+            "index_retired_bytes": retired,
+            "runtime_bytes": _bytes_in(Path(ctx.project.runtime_dir), True),
+            "provider": m.provider if m else provider_versions(),
+            "stale": stale,
+            "provider_errors": m.errors if m else 0,
+            "frontmatter_warnings": m.warnings if m else 0,
+            "last_reconcile": pass_json(last_pass(index_dir, m)),
+            "last_full_reconcile": pass_json(last_pass(index_dir, m, full=True)),
+        }
+    )
     if doc["config_error"] and not doc["problem"]:
         doc["problem"] = f"{doc['config_error']} (policy metrics unavailable)"
     doc["exists"] = m is not None
@@ -124,14 +130,20 @@ def watcher_json(doc: dict[str, Any]) -> dict[str, Any]:
     """client.watcher_status() in the JSON convention: its float-second
     times become integer `*_unix_ms` (the daemon's records keep seconds)."""
     out = dict(doc)
-    for old, new in (("started", "started_unix_ms"), ("last_heartbeat", "last_heartbeat_unix_ms"),
-                     ("stopped", "stopped_unix_ms")):
+    for old, new in (
+        ("started", "started_unix_ms"),
+        ("last_heartbeat", "last_heartbeat_unix_ms"),
+        ("stopped", "stopped_unix_ms"),
+    ):
         out[new] = _unix_ms(out.pop(old, None))
     failure = out.get("spawn_failure")
     if isinstance(failure, dict):
-        out["spawn_failure"] = {"error": failure.get("error"), "count": failure.get("count"),
-                                "at_unix_ms": _unix_ms(failure.get("time")),
-                                "retry_after_unix_ms": _unix_ms(failure.get("retry_after"))}
+        out["spawn_failure"] = {
+            "error": failure.get("error"),
+            "count": failure.get("count"),
+            "at_unix_ms": _unix_ms(failure.get("time")),
+            "retry_after_unix_ms": _unix_ms(failure.get("retry_after")),
+        }
     for key in ("last_reconcile", "last_batch"):  # the daemon's: "at" in float seconds
         rec = out.get(key)
         if isinstance(rec, dict):
@@ -159,19 +171,27 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         ctx.echo(f"problem: {doc['problem']}")
     gen = doc["generation"] if doc["generation"] is not None else "none (no index yet)"
     ctx.echo(f"generation: {gen}")
-    ctx.echo(f"documents: {human_count(doc['documents'], 'document')} in "
-             f"{human_count(doc['segments'], 'segment')}, "
-             f"{human_count(doc['tombstones'], 'tombstone')}")
-    ctx.echo(f"source: {human_bytes(doc['source_bytes'])} ({doc['source_bytes']:,} bytes); "
-             f"index: {human_bytes(doc['index_bytes'])} (live "
-             f"{human_bytes(doc['index_live_bytes'])}, retired "
-             f"{human_bytes(doc['index_retired_bytes'])} awaiting collection); "
-             f"runtime: {human_bytes(doc['runtime_bytes'])}")
+    ctx.echo(
+        f"documents: {human_count(doc['documents'], 'document')} in "
+        f"{human_count(doc['segments'], 'segment')}, "
+        f"{human_count(doc['tombstones'], 'tombstone')}"
+    )
+    ctx.echo(
+        f"source: {human_bytes(doc['source_bytes'])} ({doc['source_bytes']:,} bytes); "
+        f"index: {human_bytes(doc['index_bytes'])} (live "
+        f"{human_bytes(doc['index_live_bytes'])}, retired "
+        f"{human_bytes(doc['index_retired_bytes'])} awaiting collection); "
+        f"runtime: {human_bytes(doc['runtime_bytes'])}"
+    )
     p = doc["provider"]
-    ctx.echo(f"provider: {p.get('id')} v{p.get('version')}, tokenizer v{p.get('tokenizer_version')}"
-             + (f" (stale: {doc['stale']})" if doc["stale"] else ""))
-    for label, key in (("last reconciliation", "last_reconcile"),
-                       ("last full reconciliation", "last_full_reconcile")):
+    ctx.echo(
+        f"provider: {p.get('id')} v{p.get('version')}, tokenizer v{p.get('tokenizer_version')}"
+        + (f" (stale: {doc['stale']})" if doc["stale"] else "")
+    )
+    for label, key in (
+        ("last reconciliation", "last_reconcile"),
+        ("last full reconciliation", "last_full_reconcile"),
+    ):
         last = doc[key]
         if not last:
             ctx.echo(f"{label}: none")
@@ -180,16 +200,22 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         ago = ""
         if isinstance(last.get("at_unix_ms"), int):
             ago = f", {human_ms(time.time() * 1000 - last['at_unix_ms'])} ago"
-        ctx.echo(f"{label}: {last.get('kind')}{why}, "
-                 f"{human_count(int(last.get('entries_visited', 0)), 'entry', 'entries')} visited "
-                 f"in {human_ms(last.get('duration_ms'))}{ago}")
+        ctx.echo(
+            f"{label}: {last.get('kind')}{why}, "
+            f"{human_count(int(last.get('entries_visited', 0)), 'entry', 'entries')} visited "
+            f"in {human_ms(last.get('duration_ms'))}{ago}"
+        )
         for line in last.get("problems", []):
             ctx.echo(f"  not seen  {line}")
-    ctx.echo(f"provider errors: {doc['provider_errors']:,}; "
-             f"frontmatter warnings: {doc['frontmatter_warnings']:,}"
-             + ("" if verbose or not
-                (doc["provider_errors"] or doc["frontmatter_warnings"])
-                else " (paths with --verbose)"))
+    ctx.echo(
+        f"provider errors: {doc['provider_errors']:,}; "
+        f"frontmatter warnings: {doc['frontmatter_warnings']:,}"
+        + (
+            ""
+            if verbose or not (doc["provider_errors"] or doc["frontmatter_warnings"])
+            else " (paths with --verbose)"
+        )
+    )
     from ctindex.commands.watch import watcher_lines
 
     for line in watcher_lines(doc["watcher"]):

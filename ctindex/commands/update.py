@@ -35,14 +35,16 @@ def strict_kinds(value: str | None) -> frozenset[str]:
     kinds = frozenset(k.strip() for k in value.split(",") if k.strip())
     unknown = sorted(kinds - set(STRICT_KINDS))
     if unknown or not kinds:
-        raise UsageError(f"--strict: unknown kind {', '.join(map(repr, unknown)) or '(none)'} "
-                         f"(known: {', '.join(STRICT_KINDS)})")
+        raise UsageError(
+            f"--strict: unknown kind {', '.join(map(repr, unknown)) or '(none)'} "
+            f"(known: {', '.join(STRICT_KINDS)})"
+        )
     return kinds
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     from ctindex.indexer import update
-    from ctindex.plan import load_plan
+    from ctindex.policy.plan import load_plan
 
     kinds = strict_kinds(getattr(args, "strict", None))
     plan = load_plan(ctx.project)
@@ -53,8 +55,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 def problems(ctx: Context, report: UpdateReport) -> dict[str, list[dict[str, str]]]:
     """What the published generation could not take in, by kind, each a
     list of {path, message}, sorted by path."""
-    from ctindex.store.files import IndexCorrupt
-    from ctindex.store.manifest import read_diag, read_manifest
+    from ctindex.store.durable import IndexCorrupt
+    from ctindex.store.generation import read_diag, read_manifest
 
     errors: dict[str, str] = {}
     warnings: dict[str, str] = {}
@@ -68,17 +70,23 @@ def problems(ctx: Context, report: UpdateReport) -> dict[str, list[dict[str, str
     return {
         "errors": [{"path": k, "message": v} for k, v in sorted(errors.items())],
         "warnings": [{"path": k, "message": v} for k, v in sorted(warnings.items())],
-        "missing-roots": [{"path": r, "message": "scope root missing, a symlink or not a folder"}
-                          for r in sorted(report.missing_roots)],
+        "missing-roots": [
+            {"path": r, "message": "scope root missing, a symlink or not a folder"}
+            for r in sorted(report.missing_roots)
+        ],
     }
 
 
-_LABEL = {"errors": "provider error", "warnings": "frontmatter warning",
-          "missing-roots": "missing scope root"}
+_LABEL = {
+    "errors": "provider error",
+    "warnings": "frontmatter warning",
+    "missing-roots": "missing scope root",
+}
 
 
-def finish(ctx: Context, args: argparse.Namespace, report: UpdateReport, verb: str,
-           kinds: frozenset[str]) -> int:
+def finish(
+    ctx: Context, args: argparse.Namespace, report: UpdateReport, verb: str, kinds: frozenset[str]
+) -> int:
     found = problems(ctx, report)
     failing = {k: v for k, v in found.items() if k in kinds and v}
     code = 2 if failing else 0
@@ -86,8 +94,9 @@ def finish(ctx: Context, args: argparse.Namespace, report: UpdateReport, verb: s
     if metrics:
         from ctindex.metrics import update_metrics, write_textfile
 
-        write_textfile(metrics, update_metrics(ctx.project, verb, report,
-                                               len(report.missing_roots), code == 0))
+        write_textfile(
+            metrics, update_metrics(ctx.project, verb, report, len(report.missing_roots), code == 0)
+        )
     if ctx.json:
         doc = report.as_dict()
         doc["problems"] = {k.replace("-", "_"): v for k, v in found.items()}
@@ -103,14 +112,17 @@ def finish(ctx: Context, args: argparse.Namespace, report: UpdateReport, verb: s
             for item in items[:SHOWN]:
                 ctx.echo(f"  {_LABEL[kind]}: {item['path']}: {item['message']}")
             if len(items) > SHOWN:
-                ctx.echo(f"  ... {len(items) - SHOWN} more {_LABEL[kind]}s "
-                         f"({len(items)} in all; `ctindex status --verbose` lists them)")
+                ctx.echo(
+                    f"  ... {len(items) - SHOWN} more {_LABEL[kind]}s "
+                    f"({len(items)} in all; `ctindex status --verbose` lists them)"
+                )
     for kind, items in failing.items():
         for item in items:
             ctx.err.write(f"ctindex: strict: {_LABEL[kind]}: {item['path']}: {item['message']}\n")
     if failing:
-        counts = ", ".join(f"{len(v)} {_LABEL[k]}{'s' if len(v) != 1 else ''}"
-                           for k, v in failing.items())
+        counts = ", ".join(
+            f"{len(v)} {_LABEL[k]}{'s' if len(v) != 1 else ''}" for k, v in failing.items()
+        )
         ctx.err.write(f"ctindex: --strict: {counts} (the index was still published)\n")
     return code
 
@@ -123,11 +135,13 @@ def emit(ctx: Context, report: UpdateReport, verb: str) -> None:
         head = "updated"
     else:
         head = "up to date"
-    ctx.echo(f"{head}: generation {r.generation}, {r.documents:,} documents; "
-             f"+{r.added} added, ~{r.changed} changed, -{r.removed} removed, "
-             f"{r.renamed} renamed, {r.metadata_only} metadata-only; "
-             f"{r.errors} provider errors, {r.warnings} frontmatter warnings; "
-             f"reconciled {r.entries_visited:,} entries in {human_ms(r.reconcile_ms)}, "
-             f"total {human_ms(r.duration_ms)}")
+    ctx.echo(
+        f"{head}: generation {r.generation}, {r.documents:,} documents; "
+        f"+{r.added} added, ~{r.changed} changed, -{r.removed} removed, "
+        f"{r.renamed} renamed, {r.metadata_only} metadata-only; "
+        f"{r.errors} provider errors, {r.warnings} frontmatter warnings; "
+        f"reconciled {r.entries_visited:,} entries in {human_ms(r.reconcile_ms)}, "
+        f"total {human_ms(r.duration_ms)}"
+    )
     for note in r.notes:
         ctx.note(note)

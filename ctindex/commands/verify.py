@@ -25,7 +25,7 @@ class CannotVerify(CtindexError):
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     from ctindex.audit import audit
-    from ctindex.plan import load_plan
+    from ctindex.policy.plan import load_plan
     from ctindex.store.lock import IndexBusy
 
     plan = load_plan(ctx.project)
@@ -42,8 +42,10 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         except IndexBusy as exc:
             raise CannotVerify(f"repaired, but cannot verify again: {exc}") from exc
     elif not found.exists:
-        raise CannotVerify(f"cannot verify: no index at {found.index_dir} "
-                           "(run `ctindex update`, or `verify --repair`)")
+        raise CannotVerify(
+            f"cannot verify: no index at {found.index_dir} "
+            "(run `ctindex update`, or `verify --repair`)"
+        )
     code = 0 if after.clean else 1
     metrics = getattr(args, "metrics_file", None)
     if metrics:
@@ -74,23 +76,25 @@ def _repair(ctx: Context, plan: Any, found: Audit) -> dict[str, Any]:
 
     progress = None if ctx.quiet else ctx.err
     if found.damage or found.stale or not found.exists:
-        why = ("damage: " + found.damage[0]["file"] if found.damage
-               else found.stale or "no index yet")
+        why = (
+            "damage: " + found.damage[0]["file"] if found.damage else found.stale or "no index yet"
+        )
         report = rebuild(ctx.project, plan, progress=progress, reason=f"verify: {why}")
         action = "rebuild"
     else:
         report = update(ctx.project, plan, progress=progress)
         action = "update"
-    return {"action": action, "generation": report.generation,
-            "duration_ms": report.duration_ms}
+    return {"action": action, "generation": report.generation, "duration_ms": report.duration_ms}
 
 
 def _text(ctx: Context, a: Audit) -> None:
     gen = a.generation if a.generation is not None else "none"
-    ctx.echo(f"generation {gen}: {human_count(a.documents, 'document')} in "
-             f"{human_count(a.segments, 'segment')}; read {human_count(a.files_checked, 'file')}"
-             f" ({human_bytes(a.bytes_read)}), every checksum checked; reconciled "
-             f"{human_count(a.entries_visited, 'entry', 'entries')} in {human_ms(a.reconcile_ms)}")
+    ctx.echo(
+        f"generation {gen}: {human_count(a.documents, 'document')} in "
+        f"{human_count(a.segments, 'segment')}; read {human_count(a.files_checked, 'file')}"
+        f" ({human_bytes(a.bytes_read)}), every checksum checked; reconciled "
+        f"{human_count(a.entries_visited, 'entry', 'entries')} in {human_ms(a.reconcile_ms)}"
+    )
     for d in a.damage:
         where = f"{d['file']}: " if d["file"] else ""
         ctx.echo(f"damaged  {where}{d['problem']}")
@@ -102,8 +106,9 @@ def _text(ctx: Context, a: Audit) -> None:
     for line in a.unseen:
         ctx.echo(f"not seen {line}")
     if a.metadata_only:
-        ctx.echo(f"metadata only (content unchanged, not drift): "
-                 f"{human_count(a.metadata_only, 'file')}")
+        ctx.echo(
+            f"metadata only (content unchanged, not drift): {human_count(a.metadata_only, 'file')}"
+        )
 
 
 def _verdict(a: Audit, repair: bool) -> str:

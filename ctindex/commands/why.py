@@ -6,9 +6,9 @@ import argparse
 from typing import Any
 
 from ctindex.commands import Context
-from ctindex.decide import Decision
 from ctindex.output import show_key
-from ctindex.plan import load_plan
+from ctindex.policy.decide import Decision
+from ctindex.policy.plan import load_plan
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
@@ -16,11 +16,13 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     decisions = [(raw, plan.decide(raw, cwd=ctx.cwd)) for raw in args.paths]
     every = all(decision.included for _raw, decision in decisions)
     if ctx.json:
-        ctx.emit_json({
-            "project": str(ctx.project.root),
-            "all_included": every,
-            "decisions": [_document(raw, d) for raw, d in decisions],
-        })
+        ctx.emit_json(
+            {
+                "project": str(ctx.project.root),
+                "all_included": every,
+                "decisions": [_document(raw, d) for raw, d in decisions],
+            }
+        )
     elif not ctx.quiet:
         for _raw, decision in decisions:
             ctx.echo(describe(decision))

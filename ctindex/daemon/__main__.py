@@ -11,22 +11,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ctindex.daemon")
     parser.add_argument("--project", required=True, help="project root folder")
     parser.add_argument("--claim", default=None, help="token of the launcher's startup claim")
-    parser.add_argument("--successor", action="store_true",
-                        help="a daemon of another build is leaving: wait for its lock")
+    parser.add_argument(
+        "--successor",
+        action="store_true",
+        help="a daemon of another build is leaving: wait for its lock",
+    )
     args = parser.parse_args(argv)
 
     from ctindex import runtime as rt
 
     rt.build_id()  # before the rest of the daemon's code is imported: what it runs
-    from ctindex.daemon.engine import RealEngine
+    from ctindex.daemon.layers import RealEngine
     from ctindex.daemon.lifecycle import Daemon
-    from ctindex.project import Project
+    from ctindex.policy.project import Project
 
     project = Project.at(args.project)
     paths = rt.RuntimePaths.for_project(project)
     try:
-        Daemon(project, paths, RealEngine(project), args.claim,
-               successor=args.successor).run()
+        Daemon(project, paths, RealEngine(project), args.claim, successor=args.successor).run()
     except Exception as exc:  # before the lock/log exist: all we can do is back clients off
         rt.record_spawn_failure(paths, f"daemon start: {type(exc).__name__}: {exc}")
         return 1

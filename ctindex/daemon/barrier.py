@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctindex.daemon.files import repair_folder, touch
 from ctindex.daemon.server import Connection
+from ctindex.daemon.singleton import repair_folder, touch
 
 BARRIER_SHARE = 0.8  # answer within this share of the client's budget
 
@@ -39,8 +39,9 @@ class Cookies:
     def __bool__(self) -> bool:
         return bool(self.waiters)
 
-    def create(self, conn: Connection, now: float, budget: float,
-               before_retry: Callable[[], object]) -> Waiter:
+    def create(
+        self, conn: Connection, now: float, budget: float, before_retry: Callable[[], object]
+    ) -> Waiter:
         """Write a new cookie and register its waiter; raises OSError.
 
         A removed or replaced cookie folder is repaired once, calling

@@ -79,8 +79,7 @@ class DirtySet:
     def deadline(self) -> float | None:
         if self._first is None or self._last is None:
             return None
-        return min(self._last + self.debounce_s,
-                   self._first + self.debounce_s * MAX_DELAY_FACTOR)
+        return min(self._last + self.debounce_s, self._first + self.debounce_s * MAX_DELAY_FACTOR)
 
     def first_event(self) -> float | None:
         return self._first
@@ -88,8 +87,9 @@ class DirtySet:
     def take(self) -> Pending:
         """Hand everything over and start empty (the barrier path skips the
         debounce by calling this directly)."""
-        pending = Pending(sorted(self._paths), self._rescan_reason is not None,
-                          self._rescan_reason, self._first)
+        pending = Pending(
+            sorted(self._paths), self._rescan_reason is not None, self._rescan_reason, self._first
+        )
         self._clear_paths()
         self._rescan_reason = None
         self._first = self._last = None
@@ -101,8 +101,9 @@ class DirtySet:
             self.request_rescan(pending.reason or "retry", now)
         else:
             self.add(pending.paths, now)
-        if pending.first_event is not None and (self._first is None
-                                                or pending.first_event < self._first):
+        if pending.first_event is not None and (
+            self._first is None or pending.first_event < self._first
+        ):
             self._first = pending.first_event
 
     # -- internals ---------------------------------------------------------

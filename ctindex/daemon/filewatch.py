@@ -34,9 +34,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
-from backends.base import Watcher, file_watching
+from ctindex.backends.base import Watcher, file_watching
 from ctindex.daemon.links import LinkTracker, vouches
-from ctindex.project import key_within
+from ctindex.policy.project import key_within
 
 if TYPE_CHECKING:
     from ctindex.indexer import LinkedEntry
@@ -77,8 +77,13 @@ class FileWatches:
         every reopen hands them all over again."""
         self.rest.learn({}, True, ())
 
-    def learn(self, watcher: Watcher | None, seen: Mapping[str, LinkedEntry] | None,
-              full: bool, keys: Iterable[str]) -> list[str]:
+    def learn(
+        self,
+        watcher: Watcher | None,
+        seen: Mapping[str, LinkedEntry] | None,
+        full: bool,
+        keys: Iterable[str],
+    ) -> list[str]:
         """Take in what one pass recorded; returns keys to make dirty (the
         file moved between the pass and its watch)."""
         if seen is None:  # an engine that does not report them: nothing to act on
@@ -122,8 +127,9 @@ class FileWatches:
         if backend is not None:
             backend.watch_files(keys)
 
-    def _verify(self, seen: Mapping[str, LinkedEntry], held: AbstractSet[str],
-                new: set[str]) -> tuple[list[str], dict[str, LinkedEntry]]:
+    def _verify(
+        self, seen: Mapping[str, LinkedEntry], held: AbstractSet[str], new: set[str]
+    ) -> tuple[list[str], dict[str, LinkedEntry]]:
         """Only watches made after the pass read the file can have missed a
         write: those are lstat'ed now (`held` is live: what is watched)."""
         dirty: list[str] = []
@@ -173,9 +179,18 @@ class FileWatches:
         watched = len(backend.watched_files()) if backend is not None else 0
         budget = backend.file_budget if backend is not None else 0
         rest = self.rest.status()
-        return {"available": backend is not None, "watched": watched, "budget": budget,
-                "over_budget": backend is not None and (rest["tracked"] > 0 or rest["over_cap"])
-                and watched >= budget,
-                "rechecked": rest["tracked"], "rechecked_over_cap": rest["over_cap"],
-                "rechecked_cap": rest["cap"], "checks": rest["checks"], "stats": rest["stats"],
-                "last_check": rest["last_check"], "verified": self.verified}
+        return {
+            "available": backend is not None,
+            "watched": watched,
+            "budget": budget,
+            "over_budget": backend is not None
+            and (rest["tracked"] > 0 or rest["over_cap"])
+            and watched >= budget,
+            "rechecked": rest["tracked"],
+            "rechecked_over_cap": rest["over_cap"],
+            "rechecked_cap": rest["cap"],
+            "checks": rest["checks"],
+            "stats": rest["stats"],
+            "last_check": rest["last_check"],
+            "verified": self.verified,
+        }

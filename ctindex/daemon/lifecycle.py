@@ -24,20 +24,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
-from backends.base import key_path
-from backends.mounts import MountTable
 from ctindex import runtime as rt
-from ctindex.daemon import files, sysinfo
+from ctindex.backends.base import key_path
+from ctindex.backends.mounts import MountTable
+from ctindex.daemon import singleton, sysinfo
 from ctindex.daemon.barrier import Cookies, Waiter
 from ctindex.daemon.dirtyset import DirtySet, Pending
-from ctindex.daemon.engine import Applied, ConfigStamp, Engine, PlanView
 from ctindex.daemon.filewatch import FileWatches
+from ctindex.daemon.layers import Applied, ConfigStamp, Engine, PlanView
 from ctindex.daemon.links import LinkTracker
 from ctindex.daemon.log import LifecycleLog
 from ctindex.daemon.query import QUERY_BUDGET_S, Job, QueryService
 from ctindex.daemon.server import Connection, IpcServer
 from ctindex.errors import PolicyError
-from ctindex.project import Project, is_index_key
+from ctindex.policy.project import Project, is_index_key
 
 HEARTBEAT_S = 1.0
 GAP_SKEW_S = 2.0  # wall clock moved this much more than the monotonic one: suspend/jump
@@ -72,10 +72,17 @@ class Stats:
 
 
 class Daemon:
-    def __init__(self, project: Project, paths: rt.RuntimePaths, engine: Engine,
-                 claim_token: str | None = None, *, successor: bool = False,
-                 clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        project: Project,
+        paths: rt.RuntimePaths,
+        engine: Engine,
+        claim_token: str | None = None,
+        *,
+        successor: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.project = project
         self.paths = paths
         self.engine = engine
@@ -129,8 +136,10 @@ class Daemon:
         another process holds the lock (then nothing was touched)."""
         os.umask(0o077)
         rt.ensure_private_dir(self.paths.dir)
-        lock = files.acquire_lock(self.paths.lock, files.SUCCESSOR_ATTEMPTS if self.successor
-                                  else files.LOCK_ATTEMPTS)
+        lock = singleton.acquire_lock(
+            self.paths.lock,
+            singleton.SUCCESSOR_ATTEMPTS if self.successor else singleton.LOCK_ATTEMPTS,
+        )
         if lock is None:
             self._drop_claim()  # the holder is alive: this claim served its purpose
             return None
@@ -182,13 +191,14 @@ class Daemon:
         self.last_activity = self.clock()
         cookies = os.path.relpath(self.paths.cookies, self.project.root)
         self.cookie_key = cookies.replace(os.sep, "/")
-        files.repair_folder(self.paths.cookies, self.paths.dir)
-        files.clear_folder(self.paths.cookies)
+        singleton.repair_folder(self.paths.cookies, self.paths.dir)
+        singleton.clear_folder(self.paths.cookies)
         self._open_watcher()
         if self.paths.socket_is_fallback:
             rt.ensure_fallback_dir(self.paths)
-        server = IpcServer(self.paths.socket, self.sel, self._on_request, self.clock,
-                           {"build": self.build})
+        server = IpcServer(
+            self.paths.socket, self.sel, self._on_request, self.clock, {"build": self.build}
+        )
         server.start()
         self.server = server
         self.queries = QueryService(self.project.root, self.project.index_dir, self._poke)
@@ -262,8 +272,9 @@ class Daemon:
         self.files.reset()  # a new watcher holds no file watches: the next full pass adds them
         self._sync_watcher_fd()
         root = self.project.root
-        table.track([key_path(root, r) for r in self.watcher.roots]
-                    + [key_path(root, self.cookie_key)])
+        table.track(
+            [key_path(root, r) for r in self.watcher.roots] + [key_path(root, self.cookie_key)]
+        )
         old, self.mounts = self.mounts, table
         if old is not None:
             fd = old.fileno()
@@ -374,9 +385,16 @@ class Daemon:
         its successor (of the client's build) needs the lock we hold."""
         assert self.server is not None
         client_build = theirs if isinstance(theirs, str) else "none"
-        self.server.reply(conn, {"ok": False, "retiring": True, "instance": self.instance,
-                                 "error": f"build mismatch (daemon {self.build[:12]}, "
-                                          f"client {client_build[:12]}); daemon exiting"})
+        self.server.reply(
+            conn,
+            {
+                "ok": False,
+                "retiring": True,
+                "instance": self.instance,
+                "error": f"build mismatch (daemon {self.build[:12]}, "
+                f"client {client_build[:12]}); daemon exiting",
+            },
+        )
         self.stop_reason = "build-mismatch"
 
     def _start_barrier(self, conn: Connection, request: dict[str, Any], now: float) -> None:
@@ -385,8 +403,9 @@ class Daemon:
         digest = request.get("plan")
         config = request.get("config")  # the config file's stat as the client saw it
         have = self.config_stamp.stat if self.config_stamp is not None else "absent"
-        if (isinstance(digest, str) and digest != self.plan.digest) or \
-                (config is not None and config != have):
+        if (isinstance(digest, str) and digest != self.plan.digest) or (
+            config is not None and config != have
+        ):
             self._replan()  # the client sees a different plan: ours may be stale
             if self.stop_reason is not None:
                 self._fail_barrier(conn, f"daemon stopping: {self.stop_reason}")
@@ -418,8 +437,9 @@ class Daemon:
         if self.queries is not None:
             self.queries.declined += 1
             self.queries.last_declined = reason
-        self.server.reply(conn, {"ok": False, "declined": True, "error": reason,
-                                 "instance": self.instance})
+        self.server.reply(
+            conn, {"ok": False, "declined": True, "error": reason, "instance": self.instance}
+        )
 
     def _untrusted(self) -> str | None:
         """Why this daemon cannot vouch for an answer by itself now (then the
@@ -439,8 +459,11 @@ class Daemon:
         if request.get("build") != self.build:
             self._decline(conn, "build mismatch")
             return
-        if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv) \
-                or not isinstance(cwd, str):
+        if (
+            not isinstance(argv, list)
+            or not all(isinstance(a, str) for a in argv)
+            or not isinstance(cwd, str)
+        ):
             self._decline(conn, "malformed search")
             return
         assert self.queries is not None
@@ -454,8 +477,9 @@ class Daemon:
         # The plan the client would compute (spec §7: never another plan's
         # answer): the config's fingerprint and bytes, the folders root
         # detection listed, as on every heartbeat.
-        if self.engine.config_stamp() != self.config_stamp or \
-                self.engine.detection_changed(self.plan):
+        if self.engine.config_stamp() != self.config_stamp or self.engine.detection_changed(
+            self.plan
+        ):
             self._replan()
             self._decline(conn, "plan changed")
             return
@@ -475,9 +499,17 @@ class Daemon:
         request = waiter.conn.request
         deadline = now + QUERY_BUDGET_S
         self.server.extend(waiter.conn, deadline + 0.5)
-        self.queries.submit(Job(waiter.conn, list(request["argv"]), str(request["cwd"]),
-                                self.plan.digest, self.stats.generation,
-                                round((now - waiter.started) * 1000, 3), deadline))
+        self.queries.submit(
+            Job(
+                waiter.conn,
+                list(request["argv"]),
+                str(request["cwd"]),
+                self.plan.digest,
+                self.stats.generation,
+                round((now - waiter.started) * 1000, 3),
+                deadline,
+            )
+        )
 
     def _answer_queries(self, now: float) -> None:
         if self.queries is None or self.server is None:
@@ -487,8 +519,9 @@ class Daemon:
                 self._decline(job.conn, "slow query" if job.late else str(job.declined))
                 continue
             self.queries.answered += 1
-            self.server.reply(job.conn, {"ok": True, "stdout": job.stdout,
-                                         "stderr": job.stderr, "code": job.code})
+            self.server.reply(
+                job.conn, {"ok": True, "stdout": job.stdout, "stderr": job.stderr, "code": job.code}
+            )
 
     def _poke(self) -> None:
         """Wake the loop from the worker thread (the signal wake-up socket)."""
@@ -551,20 +584,23 @@ class Daemon:
                 self._fail_barrier(w.conn, "daemon error")
                 continue
             assert self.server is not None
-            self.server.reply(w.conn, {
-                "ok": True,
-                "generation": self.stats.generation,
-                "instance": self.instance,
-                "lane": lane,
-                "backend": self.watcher.name,
-                "backend_reason": self.watcher.reason,
-                "degraded": self.watcher.degraded,
-                "plan": self.plan.digest,
-                "reconciled": full is not None,
-                "reconcile_reason": full["reason"] if full else None,
-                "reconcile_ms": full["duration_ms"] if full else None,
-                "barrier_ms": round((self.clock() - w.started) * 1000, 3),
-            })
+            self.server.reply(
+                w.conn,
+                {
+                    "ok": True,
+                    "generation": self.stats.generation,
+                    "instance": self.instance,
+                    "lane": lane,
+                    "backend": self.watcher.name,
+                    "backend_reason": self.watcher.reason,
+                    "degraded": self.watcher.degraded,
+                    "plan": self.plan.digest,
+                    "reconciled": full is not None,
+                    "reconcile_reason": full["reason"] if full else None,
+                    "reconcile_ms": full["duration_ms"] if full else None,
+                    "barrier_ms": round((self.clock() - w.started) * 1000, 3),
+                },
+            )
 
     def _fail_barrier(self, conn: Connection, reason: str) -> None:
         self.stats.barrier_failures += 1
@@ -599,11 +635,11 @@ class Daemon:
         self._record(pending, applied, started, done)
         if applied.dirty:
             self.dirty.request_rescan("changed-while-read", done)
-        if self.links.learn(applied.linked, applied.linked_full or pending.rescan,
-                            pending.paths):
+        if self.links.learn(applied.linked, applied.linked_full or pending.rescan, pending.paths):
             self.dirty.request_rescan("new-hard-link", done)
-        moved = self.files.learn(self.watcher, applied.seen, applied.linked_full or pending.rescan,
-                                 pending.paths)
+        moved = self.files.learn(
+            self.watcher, applied.seen, applied.linked_full or pending.rescan, pending.paths
+        )
         if moved:  # changed between the pass and its watch: no event will say so
             self.dirty.add(moved, self.clock())
         self.stats.last_error = None
@@ -617,8 +653,10 @@ class Daemon:
             self.stats.reconciles += 1
             self.stats.entries_visited_total += applied.entries_visited
             self.stats.last_reconcile = {
-                "reason": pending.reason, "duration_ms": elapsed,
-                "entries_visited": applied.entries_visited, "at": self.wall(),
+                "reason": pending.reason,
+                "duration_ms": elapsed,
+                "entries_visited": applied.entries_visited,
+                "at": self.wall(),
             }
             self.next_audit = self._audit_due(done)
             if pending.reason not in ROUTINE_PASSES:
@@ -629,9 +667,13 @@ class Daemon:
             if pending.first_event is not None:
                 latency = round((done - pending.first_event) * 1000, 3)
             self.stats.last_batch = {
-                "duration_ms": elapsed, "paths": len(pending.paths),
-                "added": applied.added, "changed": applied.changed,
-                "removed": applied.removed, "latency_ms": latency, "at": self.wall(),
+                "duration_ms": elapsed,
+                "paths": len(pending.paths),
+                "added": applied.added,
+                "changed": applied.changed,
+                "removed": applied.removed,
+                "latency_ms": latency,
+                "at": self.wall(),
             }
 
     # -- heartbeat -------------------------------------------------------------
@@ -641,7 +683,7 @@ class Daemon:
         no longer excludes a successor, so stop at once; a lost socket is
         simply bound again (we still hold the lock)."""
         assert self._lock is not None
-        if not files.lock_intact(self.paths.lock, self._lock):
+        if not singleton.lock_intact(self.paths.lock, self._lock):
             self.owner = False
             self.stop_reason = "lock-file-lost"
             return
@@ -666,8 +708,10 @@ class Daemon:
         mono, wall = self.clock(), self.wall()
         last_mono, last_wall = self._last_beat
         self._last_beat = (mono, wall)
-        if abs((wall - last_wall) - (mono - last_mono)) > GAP_SKEW_S or \
-                mono - last_mono > GAP_LATE_S:
+        if (
+            abs((wall - last_wall) - (mono - last_mono)) > GAP_SKEW_S
+            or mono - last_mono > GAP_LATE_S
+        ):
             # Suspend/resume or a clock jump: events may have been missed.
             self.dirty.request_rescan("heartbeat-gap", mono)
         if mono >= self.next_audit:
@@ -676,8 +720,9 @@ class Daemon:
         # The full fingerprint and digest of the config, and the fingerprints
         # of the folders root detection listed (a new OKF root appears beside
         # the watched scope roots, where no event reaches us).
-        if self.engine.config_stamp() != self.config_stamp or \
-                self.engine.detection_changed(self.plan):
+        if self.engine.config_stamp() != self.config_stamp or self.engine.detection_changed(
+            self.plan
+        ):
             self._replan()
         self.rss = sysinfo.rss()
         if self.rss > self.plan.memory_ceiling:
@@ -705,8 +750,9 @@ class Daemon:
         mono, wall = self.clock(), self.wall()
         view = self.view
         keys = self.dirty.paths()
-        pending = sysinfo.classify(keys, self.project.root,
-                                   self.engine.indexed_among(keys) if keys else None)
+        pending = sysinfo.classify(
+            keys, self.project.root, self.engine.indexed_among(keys) if keys else None
+        )
         return {
             "version": 1,
             "pid": self.pid,
@@ -789,7 +835,7 @@ class Daemon:
             self.mounts.close()
         if self.owner:  # after losing the lock file these belong to a successor
             with contextlib.suppress(OSError):
-                files.clear_folder(self.paths.cookies)
+                singleton.clear_folder(self.paths.cookies)
         self._write_status("unavailable")
         self._log("stop", reason=reason)
         if self.log is not None:

@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ctindex.project import key_within
-from reconciler import DEFAULT_GRANULARITY_NS, Fingerprint
+from ctindex.policy.project import key_within
+from ctindex.reconciler import DEFAULT_GRANULARITY_NS, Fingerprint
 
 if TYPE_CHECKING:
     from ctindex.indexer import LinkedEntry
@@ -38,9 +38,11 @@ def vouches(st: os.stat_result, fp: Fingerprint, recorded_ns: int, gran: int) ->
     """The reconciler's rule (spec §7): `st` proves the file is what the
     index recorded only if all five fingerprint fields match and the record
     was not racily clean (taken within the granularity of the file's stamps)."""
-    return ((st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev) == fp
-            and recorded_ns - fp.mtime_ns >= gran and recorded_ns - fp.ctime_ns >= gran)
-
+    return (
+        (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev) == fp
+        and recorded_ns - fp.mtime_ns >= gran
+        and recorded_ns - fp.ctime_ns >= gran
+    )
 
 
 @dataclass
@@ -59,8 +61,9 @@ class LinkTracker:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def learn(self, linked: Mapping[str, LinkedEntry] | None, full: bool,
-              keys: Iterable[str]) -> bool:
+    def learn(
+        self, linked: Mapping[str, LinkedEntry] | None, full: bool, keys: Iterable[str]
+    ) -> bool:
         """Take in what one pass saw. `full`: it walked every root (the set
         is replaced); else it was narrowed to `keys` (tracked keys under them
         are replaced by what it saw). Returns True when the pass met a
@@ -113,13 +116,22 @@ class LinkTracker:
                 changed.append(key)
         self.checks += 1
         self.stats += len(self.entries)
-        self.last_check = {"files": len(self.entries), "changed": len(changed),
-                           "duration_ms": round((time.perf_counter() - t0) * 1000, 3)}
+        self.last_check = {
+            "files": len(self.entries),
+            "changed": len(changed),
+            "duration_ms": round((time.perf_counter() - t0) * 1000, 3),
+        }
         return changed
 
     def status(self) -> dict[str, Any]:
-        return {"tracked": len(self.entries), "over_cap": self.over_cap, "cap": self.cap,
-                "checks": self.checks, "stats": self.stats, "last_check": self.last_check}
+        return {
+            "tracked": len(self.entries),
+            "over_cap": self.over_cap,
+            "cap": self.cap,
+            "checks": self.checks,
+            "stats": self.stats,
+            "last_check": self.last_check,
+        }
 
     def _clear(self) -> None:
         self.entries.clear()

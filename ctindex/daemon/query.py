@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ctindex.commands import Context
     from ctindex.daemon.server import Connection
-    from ctindex.search.engine import Outcome
+    from ctindex.search.execute import Outcome
     from ctindex.search.freshness import Freshness
     from ctindex.search.query import Node
     from ctindex.store.snapshot import Snapshot
@@ -69,11 +69,31 @@ class Declined(Exception):
 class Job:
     """One search between the loop and the worker."""
 
-    __slots__ = ("argv", "barrier_ms", "code", "conn", "cwd", "deadline", "declined",
-                 "digest", "generation", "late", "stderr", "stdout")
+    __slots__ = (
+        "argv",
+        "barrier_ms",
+        "code",
+        "conn",
+        "cwd",
+        "deadline",
+        "declined",
+        "digest",
+        "generation",
+        "late",
+        "stderr",
+        "stdout",
+    )
 
-    def __init__(self, conn: Connection, argv: list[str], cwd: str, digest: str,
-                 generation: int, barrier_ms: float, deadline: float) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        argv: list[str],
+        cwd: str,
+        digest: str,
+        generation: int,
+        barrier_ms: float,
+        deadline: float,
+    ) -> None:
         self.conn = conn
         self.argv = argv
         self.cwd = cwd
@@ -124,8 +144,7 @@ class QueryService:
             self._todo.notify()
         if self._thread is None:
             sys.setswitchinterval(SLICE_S)  # the default today; stated, not assumed
-            self._thread = threading.Thread(target=self._work, name="ctindex-query",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._work, name="ctindex-query", daemon=True)
             self._thread.start()
 
     def finished(self, now: float) -> list[Job]:
@@ -152,9 +171,13 @@ class QueryService:
             self._todo.notify()
 
     def status(self) -> dict[str, int | str | None]:
-        return {"answered": self.answered, "declined": self.declined,
-                "last_declined": self.last_declined, "computed": self.computed,
-                "cached": len(self._outcomes)}
+        return {
+            "answered": self.answered,
+            "declined": self.declined,
+            "last_declined": self.last_declined,
+            "computed": self.computed,
+            "cached": len(self._outcomes),
+        }
 
     # -- worker side -------------------------------------------------------------
 
@@ -212,12 +235,11 @@ class QueryService:
         code = cli.main(job.argv, stdout=out, stderr=err, cwd=job.cwd, answer=answer)
         return out.getvalue(), err.getvalue(), code
 
-    def _answer(self, job: Job, ctx: Context, node: Node,
-                limit: int) -> tuple[Freshness, Outcome]:
+    def _answer(self, job: Job, ctx: Context, node: Node, limit: int) -> tuple[Freshness, Outcome]:
         """The fresh answer of ctindex/commands/search.py's fast path (the
         same checks as its `expect=`), from the generation held open."""
         from ctindex.search.freshness import Freshness
-        from ctindex.store.files import IndexCorrupt, fault
+        from ctindex.store.durable import IndexCorrupt, fault
 
         if os.fspath(ctx.project.root) != self.root:
             raise Declined("another project")  # the words named another folder (-C)
@@ -231,11 +253,10 @@ class QueryService:
             self._open.close()
             raise Declined(f"index unreadable: {exc}") from None  # the client repairs it
         # The generation printed is the one read (ctindex/commands/search.py _emit).
-        return Freshness("watcher-clean", None, job.generation,
-                         barrier_ms=job.barrier_ms), outcome
+        return Freshness("watcher-clean", None, job.generation, barrier_ms=job.barrier_ms), outcome
 
     def _outcome(self, snap: Snapshot, node: Node, limit: int) -> Outcome:
-        from ctindex.search.engine import search_snapshot
+        from ctindex.search.execute import search_snapshot
 
         if self._outcomes_of != self._open.opened:  # another generation: forget all
             self._outcomes, self._outcomes_of = {}, self._open.opened

@@ -59,8 +59,14 @@ class IpcServer:
     """Owns the listening socket and its connections; the lifecycle loop
     dispatches selector events here and answers requests through reply()."""
 
-    def __init__(self, path: Path, selector: selectors.BaseSelector, handler: Handler,
-                 clock: Callable[[], float], stamp: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        selector: selectors.BaseSelector,
+        handler: Handler,
+        clock: Callable[[], float],
+        stamp: dict[str, str] | None = None,
+    ) -> None:
         self.path = path
         # Fields every answer carries (the daemon's build id: a client tells
         # an answer of another build from any error by it, docs/daemon.md).

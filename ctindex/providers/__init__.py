@@ -14,10 +14,10 @@ class ProviderInfo(NamedTuple):  # not a dataclass: imported by every search
     id: str
     version: int
     tokenizer_version: int
-    extensions: tuple[str, ...]      # claimed file-name suffixes, case-sensitive
+    extensions: tuple[str, ...]  # claimed file-name suffixes, case-sensitive
     reserved_names: tuple[str, ...]  # names refused at any level even with a claimed suffix
     default_include: tuple[str, ...]
-    index_dir: str                   # project-relative storage folder (hard-excluded)
+    index_dir: str  # project-relative storage folder (hard-excluded)
 
     def claims_extension(self, name: str) -> bool:
         """True when the file name ends with one of the provider's suffixes."""
@@ -29,8 +29,7 @@ class ProviderInfo(NamedTuple):  # not a dataclass: imported by every search
 
     def versions(self) -> dict[str, int | str]:
         """What a manifest records; a change forces a rebuild (spec §3)."""
-        return {"id": self.id, "version": self.version,
-                "tokenizer_version": self.tokenizer_version}
+        return {"id": self.id, "version": self.version, "tokenizer_version": self.tokenizer_version}
 
 
 OKF_MARKDOWN = ProviderInfo(

@@ -104,8 +104,9 @@ class Analysis(NamedTuple):
 
 # -- parsing -------------------------------------------------------------------
 
+
 def concept_id(key: str, scope_root: str) -> str:
-    rel = key[len(scope_root) + 1:] if scope_root and key.startswith(scope_root + "/") else key
+    rel = key[len(scope_root) + 1 :] if scope_root and key.startswith(scope_root + "/") else key
     return rel[:-3] if rel.endswith(".md") else rel
 
 
@@ -129,9 +130,18 @@ def parse(key: str, data: bytes, scope_root: str = "") -> Document | ProviderErr
     tags = _tags(meta, problems)
     if problems and not warning:
         warning = f"{key}: frontmatter " + "; ".join(problems)
-    return Document(key=key, concept_id=concept_id(key, scope_root), scope=scope_root,
-                    title=title, type=doc_type, description=description, tags=tags,
-                    body=body, warning=warning, size=len(data))
+    return Document(
+        key=key,
+        concept_id=concept_id(key, scope_root),
+        scope=scope_root,
+        title=title,
+        type=doc_type,
+        description=description,
+        tags=tags,
+        body=body,
+        warning=warning,
+        size=len(data),
+    )
 
 
 def _split_frontmatter(text: str) -> tuple[dict[str, Any], str, str | None]:
@@ -153,10 +163,16 @@ def _split_frontmatter(text: str) -> tuple[dict[str, Any], str, str | None]:
     if end < 0:
         return {}, text, "frontmatter has no closing '---' line; indexed as plain text"
     block = text[start:end]
-    body = text[line_end + 1:] if line_end < len(text) else ""
+    body = text[line_end + 1 :] if line_end < len(text) else ""
     if len(block.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
-        return {}, text, (f"frontmatter larger than {MAX_FRONTMATTER_BYTES // 1024} KiB "
-                          "not parsed; indexed as plain text")
+        return (
+            {},
+            text,
+            (
+                f"frontmatter larger than {MAX_FRONTMATTER_BYTES // 1024} KiB "
+                "not parsed; indexed as plain text"
+            ),
+        )
     meta = _fast_frontmatter(block)
     try:
         if meta is None:
@@ -176,15 +192,17 @@ _WANTED = ("title", "type", "description", "tags")
 
 # Frontmatter made only of `key: value` lines (or `key: [a, b]` flow lists)
 # over a conservative character set is read without YAML: for such input
-# this is exactly what `_load_yaml` returns (tests/test_frontmatter_fast.py
-# checks it against libyaml), at a tenth of the cost. Anything else -- a
+# this is exactly what `_load_yaml` returns
+# (tests/ctindex/providers/test_okf_markdown_frontmatter.py checks it against
+# libyaml), at a tenth of the cost. Anything else -- a
 # quote, colon, `#`, bracket, indentation, a tab, CR -- returns None and goes
 # to YAML. Plain scalars keep their text; only YAML 1.1's null spellings
 # resolve (to None), as in `_plain`.
 _PLAIN = r"\w[\w .,;()/'+-]*"
 _ITEM = r"\w[\w .;()/'+-]*"
 _FAST_LINE = re.compile(
-    rf"([A-Za-z][A-Za-z0-9_-]{{0,63}}): +(?:({_PLAIN})|\[ *({_ITEM}(?:, *{_ITEM})*)\])")
+    rf"([A-Za-z][A-Za-z0-9_-]{{0,63}}): +(?:({_PLAIN})|\[ *({_ITEM}(?:, *{_ITEM})*)\])"
+)
 _NULLS = frozenset(("null", "Null", "NULL"))
 
 
@@ -206,8 +224,9 @@ def _fast_frontmatter(block: str) -> dict[str, Any] | None:
             plain = plain.rstrip(" ")
             meta[key] = None if plain in _NULLS else plain
         else:
-            meta[key] = [None if v in _NULLS else v
-                         for v in (item.strip(" ") for item in items.split(","))]
+            meta[key] = [
+                None if v in _NULLS else v for v in (item.strip(" ") for item in items.split(","))
+            ]
     return meta if seen else None
 
 
@@ -362,8 +381,9 @@ def facet(value: str) -> str:
 
 
 def _raw_fields(doc: Document) -> list[list[str]]:
-    return [_words_re(text).findall(text)
-            for text in (doc.body, doc.title, *doc.tags, doc.description)]
+    return [
+        _words_re(text).findall(text) for text in (doc.body, doc.title, *doc.tags, doc.description)
+    ]
 
 
 def analyze(doc: Document) -> Analysis:
@@ -380,14 +400,14 @@ def analyze_many(docs: Sequence[Document]) -> Iterator[Analysis]:
     a word not seen before, and a miss per document costs a set union, a set
     difference and a second lookup pass (~25 % of analysing a corpus)."""
     for i in range(0, len(docs), ANALYZE_BATCH):
-        batch = [_raw_fields(doc) for doc in docs[i:i + ANALYZE_BATCH]]
+        batch = [_raw_fields(doc) for doc in docs[i : i + ANALYZE_BATCH]]
         new: set[str] = set()
         for raws in batch:
             for raw in raws:
                 new.update(raw)
         _stem_words(new)
         del new
-        for doc, raws in zip(docs[i:i + ANALYZE_BATCH], batch, strict=True):
+        for doc, raws in zip(docs[i : i + ANALYZE_BATCH], batch, strict=True):
             yield _analysis(doc, raws)
 
 
@@ -428,9 +448,14 @@ def _analysis(doc: Document, raws: list[list[str]]) -> Analysis:
         tfw[FIELD_TERM[3] + t] = tfw.get(FIELD_TERM[3] + t, 0) + 1
     title = fields[1]
     last = terms(doc.concept_id.rsplit("/", 1)[-1])
-    for head, seq in ((EXACT_TITLE, title), (EXACT_ID, id_terms), (EXACT_LAST, last),
-                      (EXACT_TITLE_SET, sorted(set(title)))):
+    for head, seq in (
+        (EXACT_TITLE, title),
+        (EXACT_ID, id_terms),
+        (EXACT_LAST, last),
+        (EXACT_TITLE_SET, sorted(set(title))),
+    ):
         if seq:
             tfw[head + " ".join(seq)] = 1
-    return Analysis(tokens=tokens, tfw=tfw, length=length,
-                    flens=(flens[0], flens[1], flens[2], flens[3]))
+    return Analysis(
+        tokens=tokens, tfw=tfw, length=length, flens=(flens[0], flens[1], flens[2], flens[3])
+    )

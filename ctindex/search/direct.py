@@ -18,7 +18,7 @@ from ctindex.providers.okf_markdown import SEP, Analysis, Document, analyze, par
 from ctindex.search.matcher import path_matches
 
 if TYPE_CHECKING:
-    from ctindex.plan import Plan
+    from ctindex.policy.plan import Plan
 
 _SEP_RANK = 0xFFFFFFFF
 
@@ -121,7 +121,7 @@ def eligible_contents(root: str, flt: Any) -> Iterator[tuple[str, bytes]]:
 
 def _walk(dfd: int, folder: str, flt: Any, depth: int) -> Iterator[tuple[str, bytes]]:
     """Depth first, one descriptor per level (closed here)."""
-    from reconciler.walk import DEFAULT_MAX_DEPTH
+    from ctindex.reconciler.walk import DEFAULT_MAX_DEPTH
 
     try:
         with os.scandir(dfd) as it:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from ctindex.plan import Plan
-    from ctindex.project import Project
+    from ctindex.policy.plan import Plan
+    from ctindex.policy.project import Project
 
 T = TypeVar("T")
 
@@ -30,9 +30,16 @@ class Freshness:
     """How the answer was made fresh (a plain class: importing dataclasses
     cost every search ~8 ms)."""
 
-    def __init__(self, mode: str, reason: str | None, generation: int | None,
-                 barrier_ms: float | None = None, reconcile_ms: float | None = None,
-                 rebuilt: str | None = None, notes: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        mode: str,
+        reason: str | None,
+        generation: int | None,
+        barrier_ms: float | None = None,
+        reconcile_ms: float | None = None,
+        rebuilt: str | None = None,
+        notes: list[str] | None = None,
+    ) -> None:
         self.mode = mode  # watcher-clean | fallback | reconcile-on-query | direct
         self.reason = reason
         self.generation = generation
@@ -51,14 +58,15 @@ class Freshness:
         return {**vars(self), "notes": list(self.notes)}
 
 
-def ensure_fresh(project: Project, plan: Plan, *, mode: str = "reconcile-on-query",
-                 reason: str | None = None) -> Freshness:
+def ensure_fresh(
+    project: Project, plan: Plan, *, mode: str = "reconcile-on-query", reason: str | None = None
+) -> Freshness:
     """Bring the index up to date with the files, synchronously."""
     from ctindex.errors import CtindexError
     from ctindex.indexer import load_file_table, newly_trusted, rebuild_reason, update
-    from ctindex.store.files import IndexCorrupt
-    from ctindex.store.manifest import read_manifest
-    from reconciler import reconcile
+    from ctindex.reconciler import reconcile
+    from ctindex.store.durable import IndexCorrupt
+    from ctindex.store.generation import read_manifest
 
     if reason is None:
         reason = "watch disabled" if not plan.settings.watch else "no daemon"
@@ -71,8 +79,13 @@ def ensure_fresh(project: Project, plan: Plan, *, mode: str = "reconcile-on-quer
             from ctindex.netfs import walk_threads
 
             # rebuild_reason None: the table was built under this plan.
-            res = reconcile(project.root, plan.path_filter(), table,
-                            workers=walk_threads(project.root), trust_filter=True)
+            res = reconcile(
+                project.root,
+                plan.path_filter(),
+                table,
+                workers=walk_threads(project.root),
+                trust_filter=True,
+            )
             if not res.has_changes:
                 generation = m.generation
                 if newly_trusted(table, res):
@@ -81,14 +94,20 @@ def ensure_fresh(project: Project, plan: Plan, *, mode: str = "reconcile-on-quer
                     # or busy index folder answers all the same).
                     with contextlib.suppress(CtindexError):
                         generation = update(project, plan, lock_timeout=0.2).generation
-                return Freshness(mode, reason, generation,
-                                 reconcile_ms=round(res.metrics.duration_ms, 3))
+                return Freshness(
+                    mode, reason, generation, reconcile_ms=round(res.metrics.duration_ms, 3)
+                )
     except (IndexCorrupt, OSError):
         pass  # the locked update below repairs or reports it
     report = update(project, plan, lock_timeout=QUERY_LOCK_WAIT_S)
-    return Freshness(mode, reason, report.generation,
-                     reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
-                     rebuilt=report.reason if report.rebuilt else None, notes=report.notes)
+    return Freshness(
+        mode,
+        reason,
+        report.generation,
+        reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
+        rebuilt=report.reason if report.rebuilt else None,
+        notes=report.notes,
+    )
 
 
 def answer_repairing(project: Project, plan: Plan, fresh: Freshness, query: Callable[[], T]) -> T:
@@ -97,8 +116,8 @@ def answer_repairing(project: Project, plan: Plan, fresh: Freshness, query: Call
     <file>: <what>`) and ask again. A rebuild that cannot write raises
     IndexWriteError (exit 2) and leaves the previous generation in place."""
     from ctindex.indexer import repair
-    from ctindex.store.files import IndexCorrupt
-    from ctindex.store.manifest import read_manifest
+    from ctindex.store.durable import IndexCorrupt
+    from ctindex.store.generation import read_manifest
 
     for _ in range(2):  # a second failure: a newer generation, checked and repaired too
         try:
@@ -120,18 +139,22 @@ def answer_repairing(project: Project, plan: Plan, fresh: Freshness, query: Call
     return query()
 
 
-def answer_from_files(project: Project, plan: Plan, node: Any, limit: int,
-                      busy: Exception,
-                      why: str = "index busy") -> tuple[Freshness, Any]:
+def answer_from_files(
+    project: Project, plan: Plan, node: Any, limit: int, busy: Exception, why: str = "index busy"
+) -> tuple[Freshness, Any]:
     """The answer when the index cannot be brought up to date (the update
     lock is held by a stopped or slow writer; `why` "read-only index": it
     cannot be written at all): the `--direct` oracle, reported as a
     fallback. Slower, never stale, never a failure."""
-    from ctindex.search.engine import search_direct
+    from ctindex.search.execute import search_direct
 
     t0 = time.perf_counter()
     outcome = search_direct(str(project.root), plan, node, limit)
-    fresh = Freshness("fallback", f"{why}: answered from the files", None,
-                      reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
-                      notes=[str(busy)])
+    fresh = Freshness(
+        "fallback",
+        f"{why}: answered from the files",
+        None,
+        reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
+        notes=[str(busy)],
+    )
     return fresh, outcome

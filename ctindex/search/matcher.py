@@ -40,8 +40,13 @@ from ctindex.search.query import (
 # high b, so a title that *is* the query beats a long title that merely
 # contains it; the body keeps BM25's usual 0.75.
 K1 = 1.2
-FIELDS = (("title", 4.0, 0.9), ("tags", 2.0, 0.6), ("description", 2.0, 0.75),
-          ("id", 3.0, 0.9), ("body", 1.0, 0.75))
+FIELDS = (
+    ("title", 4.0, 0.9),
+    ("tags", 2.0, 0.6),
+    ("description", 2.0, 0.75),
+    ("id", 3.0, 0.9),
+    ("body", 1.0, 0.75),
+)
 # A prefix scores like its expansions (the best one per document); past this
 # many expansions only the closest to the prefix (shortest, then in term
 # order) score, and the answer says so. Matching always uses all of them.
@@ -190,8 +195,9 @@ def exact_sequences(node: Node) -> list[list[str]]:
         return [seq for c in node.children for seq in exact_sequences(c)]
     if isinstance(node, Prefix):
         return [[f] for f in node.forms]
-    clauses = [c for c in (node.children if isinstance(node, And) else (node,))
-               if not _is_filter(c)]
+    clauses = [
+        c for c in (node.children if isinstance(node, And) else (node,)) if not _is_filter(c)
+    ]
     if len(clauses) == 1 and isinstance(clauses[0], (Or, Prefix)):
         return exact_sequences(clauses[0])
     seq: list[str] = []
@@ -209,7 +215,7 @@ def is_filter_only(node: Node) -> bool:
     """True when the query is made of filters and negations only (``type:X``,
     ``tag:x``, ``path:p/``, ``-word``, their ORs): nothing in it scores, so
     every match has score 0 and tier 0 and the order is the title's
-    (ctindex/search/engine.py, docs/search.md "Filter-only queries")."""
+    (ctindex/search/execute.py, docs/search.md "Filter-only queries")."""
     return all(isinstance(n, (Facet, PathPrefix)) for n in _positive(node))
 
 
@@ -250,8 +256,9 @@ def _stats(parts: Sequence[Partition]) -> _Stats:
     return _Stats(n_docs, tuple(max(x / n, 1e-9) for x in (*sums, body)))
 
 
-def _term_scores(term: str, parts: Sequence[Partition], docs: Sequence[set[int]],
-                 st: _Stats) -> list[dict[int, float]]:
+def _term_scores(
+    term: str, parts: Sequence[Partition], docs: Sequence[set[int]], st: _Stats
+) -> list[dict[int, float]]:
     """BM25F of one term for the given documents of each partition:
     tf~ = sum_f w_f tf_f / (1 - b_f + b_f len_f / avglen_f), then
     idf * tf~ (k1 + 1) / (tf~ + k1). Statistics span all partitions."""
@@ -354,17 +361,26 @@ def min_span(seq: array[Any], ranks: Sequence[int], sep: int) -> int | None:
     return best
 
 
-def _proximity(node: Node, parts: Sequence[Partition], scores: list[dict[int, float]],
-               tiers: list[dict[int, int]]) -> None:
+def _proximity(
+    node: Node,
+    parts: Sequence[Partition],
+    scores: list[dict[int, float]],
+    tiers: list[dict[int, int]],
+) -> None:
     terms = scoring_terms(node)
     if PROXIMITY_WEIGHT <= 0 or len(terms) < 2:
         return
     ranks = [[p.rank(t) for t in terms] for p in parts]
     # A total key over all partitions, so the index and --direct pick the same pool.
-    pool = heapq.nsmallest(PROXIMITY_POOL, (
-        (-tiers[i].get(d, 0), -s, p.key(d), i, d)
-        for i, (p, sc) in enumerate(zip(parts, scores, strict=True))
-        if all(r is not None for r in ranks[i]) for d, s in sc.items()))
+    pool = heapq.nsmallest(
+        PROXIMITY_POOL,
+        (
+            (-tiers[i].get(d, 0), -s, p.key(d), i, d)
+            for i, (p, sc) in enumerate(zip(parts, scores, strict=True))
+            if all(r is not None for r in ranks[i])
+            for d, s in sc.items()
+        ),
+    )
     by_part: list[list[int]] = [[] for _ in parts]
     for *_, i, d in pool:
         by_part[i].append(d)
@@ -399,8 +415,10 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
                 found.update(p.terms_with_prefix(form))
         expansions = sorted(found, key=lambda t: (len(t), t))
         if len(expansions) > PREFIX_CAP:
-            notes.append(f"prefix {clause.forms[0]}* has {len(expansions)} expansions: the "
-                         f"{PREFIX_CAP} closest score, all of them match")
+            notes.append(
+                f"prefix {clause.forms[0]}* has {len(expansions)} expansions: the "
+                f"{PREFIX_CAP} closest score, all of them match"
+            )
             expansions = expansions[:PREFIX_CAP]
         best: list[dict[int, float]] = [{} for _ in parts]
         for t in expansions:
@@ -414,9 +432,12 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
     keys: list[tuple[str, int]] = []
     for seq in exact_sequences(node):
         joined = " ".join(seq)
-        keys += [(EXACT_TITLE + joined, TIER_EXACT), (EXACT_ID + joined, TIER_EXACT),
-                 (EXACT_LAST + joined, TIER_EXACT),
-                 (EXACT_TITLE_SET + " ".join(sorted(set(seq))), TIER_NEAR)]
+        keys += [
+            (EXACT_TITLE + joined, TIER_EXACT),
+            (EXACT_ID + joined, TIER_EXACT),
+            (EXACT_LAST + joined, TIER_EXACT),
+            (EXACT_TITLE_SET + " ".join(sorted(set(seq))), TIER_NEAR),
+        ]
     for p, m, tier in zip(parts, matched, tiers, strict=True):
         for key, level in keys:
             for d in m.intersection(p.tf(key)):

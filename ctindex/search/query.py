@@ -34,8 +34,11 @@ class _Node:
         return tuple(getattr(self, name) for name in self.__slots__)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Node) and type(other) is type(self) and (
-            other._values() == self._values())
+        return (
+            isinstance(other, _Node)
+            and type(other) is type(self)
+            and (other._values() == self._values())
+        )
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self._values()))
@@ -138,7 +141,7 @@ def _lex(q: str) -> list[_Tok]:
             end = q.find('"', i + 1)
             if end < 0:
                 raise QueryError(f"query: unterminated quote at column {i + 1}")
-            toks.append(_Tok("phrase", q[i + 1:end], i + 1))
+            toks.append(_Tok("phrase", q[i + 1 : end], i + 1))
             i = end + 1
         elif c == "-" and i + 1 < n and not q[i + 1].isspace():
             toks.append(_Tok("neg", c, i + 1))
@@ -155,7 +158,7 @@ def _lex(q: str) -> list[_Tok]:
                     end = q.find('"', j + 1)
                     if end < 0:
                         raise QueryError(f"query: unterminated quote at column {j + 1}")
-                    rest, j = q[j + 1:end], end + 1
+                    rest, j = q[j + 1 : end], end + 1
                 if not rest.strip():
                     raise QueryError(f"query: '{name}:' needs a value (column {i + 1})")
                 toks.append(_Tok("field", rest, i + 1, field=name))
@@ -191,8 +194,7 @@ class _Parser:
                 self.take()
                 nxt = self.peek()
                 if not clauses or nxt is None or nxt.kind in ("rparen", "or", "and"):
-                    raise QueryError(f"query: 'AND' at column {tok.col} needs a term on "
-                                     "both sides")
+                    raise QueryError(f"query: 'AND' at column {tok.col} needs a term on both sides")
                 continue
             clauses.append(self.clause())
         if not closing and self.peek() is not None:
@@ -219,8 +221,7 @@ class _Parser:
                 raise QueryError(f"query: '-' at column {tok.col} must be followed by a term")
             return Not(self.unary())
         if tok.kind in ("or", "and"):
-            raise QueryError(f"query: '{tok.text}' at column {tok.col} needs a term on both "
-                             "sides")
+            raise QueryError(f"query: '{tok.text}' at column {tok.col} needs a term on both sides")
         if tok.kind == "lparen":
             inner = self.query(closing=True)
             if self.peek() is None:
@@ -250,8 +251,9 @@ def _word(tok: _Tok) -> Node:
     text = tok.text
     inner = text.rstrip("*")
     if "*" in inner:
-        raise QueryError(f"query: {text!r} at column {tok.col}: '*' may only end a word "
-                         "(a prefix like 'marg*')")
+        raise QueryError(
+            f"query: {text!r} at column {tok.col}: '*' may only end a word (a prefix like 'marg*')"
+        )
     if not text.endswith("*"):
         if "/" in text.strip("/"):
             from ctindex.providers.okf_markdown import terms
@@ -265,8 +267,9 @@ def _word(tok: _Tok) -> Node:
     stem = text.rstrip("*")
     parts = words(stem)
     if len(parts) != 1 or parts[0] != stem:
-        raise QueryError(f"query: prefix {text!r} at column {tok.col} must be one word "
-                         "followed by '*'")
+        raise QueryError(
+            f"query: prefix {text!r} at column {tok.col} must be one word followed by '*'"
+        )
     folded = stem.casefold()
     stemmed = normalize_term(stem)
     forms = (folded,) if stemmed == folded else (folded, stemmed)

@@ -19,8 +19,9 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def make_snippet(body: str, description: str, terms: Collection[str],
-                 prefixes: tuple[str, ...] = ()) -> str:
+def make_snippet(
+    body: str, description: str, terms: Collection[str], prefixes: tuple[str, ...] = ()
+) -> str:
     """The best window of `body` (most distinct matched terms, earliest on a
     tie), falling back to the description, then to the start of the body.
     A word is marked when its term is one of `terms` or starts with one of
@@ -34,8 +35,9 @@ def make_snippet(body: str, description: str, terms: Collection[str],
     return _clip(_flat(description or body))
 
 
-def _window(text: str, spans: list[tuple[int, int, str]], hits: list[int],
-            terms: Collection[str]) -> str:
+def _window(
+    text: str, spans: list[tuple[int, int, str]], hits: list[int], terms: Collection[str]
+) -> str:
     best = _best_start(spans, hits)
     first = max(best - 6, 0)
     last = min(best + WINDOW_WORDS, len(spans)) - 1
@@ -81,4 +83,4 @@ def _clip(text: str) -> str:
     if len(text) <= MAX_CHARS:
         return text
     cut = text.rfind(" ", 0, MAX_CHARS)
-    return text[:cut if cut > 0 else MAX_CHARS] + "…"
+    return text[: cut if cut > 0 else MAX_CHARS] + "…"

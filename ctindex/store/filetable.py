@@ -28,11 +28,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctindex.store.files import IndexCorrupt, read_all
+from ctindex.store.durable import IndexCorrupt, read_all
 
 if TYPE_CHECKING:
-    from reconciler import Manifest
-    from reconciler.native import NativeTable
+    from ctindex.reconciler import Manifest
+    from ctindex.reconciler.native import NativeTable
 
 MAGIC = b"CTFILES\x00"
 VERSION = 1
@@ -59,9 +59,14 @@ def encode_base(raw: Mapping[str, RawEntry]) -> bytes:
         offs.append(offs[-1] + len(e) + 1)
     blob = b"\0".join(encoded)
     pack = _RECORD.pack
-    body = b"".join([_HEAD.pack(MAGIC, VERSION, len(keys), len(blob)),
-                     *(pack(*raw[k]) for k in keys),
-                     struct.pack(f"<{len(offs)}I", *offs), blob])
+    body = b"".join(
+        [
+            _HEAD.pack(MAGIC, VERSION, len(keys), len(blob)),
+            *(pack(*raw[k]) for k in keys),
+            struct.pack(f"<{len(offs)}I", *offs),
+            blob,
+        ]
+    )
     return body + _xxh3(body)
 
 
@@ -95,7 +100,7 @@ class BaseTable:
     def __getitem__(self, i: int) -> str:  # the i-th key: lets bisect run on the file
         lo, hi = struct.unpack_from("<II", self._data, self._offs + 4 * i)
         start = self._blob
-        return self._data[start + lo:start + hi - 1].decode("utf-8", "surrogateescape")
+        return self._data[start + lo : start + hi - 1].decode("utf-8", "surrogateescape")
 
     def entry(self, i: int) -> RawEntry:
         return _RECORD.unpack_from(self._data, self._rec + i * _RECORD.size)
@@ -103,10 +108,10 @@ class BaseTable:
     def everything(self) -> dict[str, RawEntry]:
         if not self.count:
             return {}
-        keys = self._data[self._blob:-_TRAILER].decode("utf-8", "surrogateescape").split("\0")
+        keys = self._data[self._blob : -_TRAILER].decode("utf-8", "surrogateescape").split("\0")
         if len(keys) != self.count:
             raise IndexCorrupt("file table key count mismatch")
-        records = _RECORD.iter_unpack(memoryview(self._data)[self._rec:self._offs])
+        records = _RECORD.iter_unpack(memoryview(self._data)[self._rec : self._offs])
         return dict(zip(keys, records, strict=True))
 
     def subtrees(self, scopes: Iterable[str]) -> dict[str, RawEntry]:
@@ -147,13 +152,12 @@ class _FullTable:
         return raw
 
     def native(self) -> NativeTable | None:
-        from reconciler.native import build_table
+        from ctindex.reconciler.native import build_table
 
         b = self.base
         body = memoryview(b._data)[:-_TRAILER]
         try:
-            return build_table(body[b._rec:b._offs], body[b._blob:], b.count,
-                               self.delta.items())
+            return build_table(body[b._rec : b._offs], body[b._blob :], b.count, self.delta.items())
         except ValueError as exc:
             raise IndexCorrupt(f"file table keys and records disagree ({exc})") from exc
 
@@ -165,21 +169,35 @@ def _under(key: str, scopes: list[str]) -> bool:
 def delta_from_json(raw: Mapping[str, Any]) -> Delta:
     out: Delta = {}
     for key, v in raw.items():
-        out[key] = None if v is None else (int(v[0]), int(v[1]), int(v[2]), int(v[3]),
-                                           int(v[4]), bytes.fromhex(v[5]), int(v[6]))
+        out[key] = (
+            None
+            if v is None
+            else (
+                int(v[0]),
+                int(v[1]),
+                int(v[2]),
+                int(v[3]),
+                int(v[4]),
+                bytes.fromhex(v[5]),
+                int(v[6]),
+            )
+        )
     return out
 
 
 def delta_to_json(delta: Mapping[str, RawEntry | None]) -> dict[str, Any]:
-    return {k: None if e is None else [*e[:5], e[5].hex(), e[6]]
-            for k, e in sorted(delta.items())}
+    return {k: None if e is None else [*e[:5], e[5].hex(), e[6]] for k, e in sorted(delta.items())}
 
 
-def load(index_dir: Path, files: str | None, delta_json: Mapping[str, Any],
-         scopes: list[str] | None = None) -> Manifest:
+def load(
+    index_dir: Path,
+    files: str | None,
+    delta_json: Mapping[str, Any],
+    scopes: list[str] | None = None,
+) -> Manifest:
     """The table of a generation (base + delta) as a reconciler Manifest:
     all of it, or only the entries under `scopes` (minimal scope keys)."""
-    from reconciler import Manifest
+    from ctindex.reconciler import Manifest
 
     try:
         delta = delta_from_json(delta_json)

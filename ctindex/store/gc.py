@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ctindex.store.files import IndexCorrupt
-from ctindex.store.manifest import StoreManifest, read_manifest
+from ctindex.store.durable import IndexCorrupt
+from ctindex.store.generation import StoreManifest, read_manifest
 from ctindex.store.writer import collect_garbage
 
 clock_ns: Callable[[], int] = time.time_ns  # tests move it past the grace period

@@ -84,8 +84,9 @@ def update_lock(index_dir: Path, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator
             except BlockingIOError:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise IndexBusy(f"{path}: another writer held the update lock for more "
-                                    f"than {timeout:g} s") from None
+                    raise IndexBusy(
+                        f"{path}: another writer held the update lock for more than {timeout:g} s"
+                    ) from None
                 time.sleep(min(POLL_S, left))
             except OSError as exc:
                 raise _write_error(exc, f"{path}: cannot take the update lock") from exc
@@ -109,8 +110,9 @@ def _portable_lock(path: Path, timeout: float) -> Iterator[None]:
     try:
         lock.acquire()
     except portalocker.exceptions.LockException as exc:
-        raise IndexBusy(f"{path}: another writer held the update lock for more than "
-                        f"{timeout:g} s") from exc
+        raise IndexBusy(
+            f"{path}: another writer held the update lock for more than {timeout:g} s"
+        ) from exc
     except OSError as exc:
         raise _write_error(exc, f"{path}: cannot take the update lock") from exc
     fd = lock.fh.fileno() if lock.fh is not None else -1

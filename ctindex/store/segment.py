@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ctindex.statefile import open_regular
-from ctindex.store.files import IndexCorrupt, crc, write_new
+from ctindex.store.durable import IndexCorrupt, crc, write_new
 
 MAGIC = b"CTSEG\x00\x01\x00"
 # 2: section 10, the per-field lengths BM25F normalises by (docs/format.md).
@@ -38,8 +38,19 @@ _ENTRY = struct.Struct("<QII")  # postings offset, df, postings crc
 _DOCREF = struct.Struct("<IIII")  # record block, offset in it, length, crc of the record
 _RBLOCK = struct.Struct("<QII")  # record block offset, length, crc
 NSECTIONS = 11
-(S_TOP, S_BLOCKS, S_POSTINGS, S_LENGTHS, S_DOCREFS, S_RTABLE, S_RECORDS,
- S_KEYS, S_SEQOFFS, S_SEQS, S_FLENS) = range(NSECTIONS)
+(
+    S_TOP,
+    S_BLOCKS,
+    S_POSTINGS,
+    S_LENGTHS,
+    S_DOCREFS,
+    S_RTABLE,
+    S_RECORDS,
+    S_KEYS,
+    S_SEQOFFS,
+    S_SEQS,
+    S_FLENS,
+) = range(NSECTIONS)
 NFIELDS = 4  # title, tags, description, concept ID (okf_markdown.FIELD_TERM)
 SEQ_BLOCK_DOCS = 64  # token streams are checksummed per run of this many documents
 RECORD_BLOCK_DOCS = 32
@@ -94,8 +105,9 @@ class SegmentInfo(NamedTuple):
     size: int
 
 
-def build_segment(path: Path, items: Sequence[BuildInput], sep: str,
-                  fault_point: str | None = None) -> SegmentInfo:
+def build_segment(
+    path: Path, items: Sequence[BuildInput], sep: str, fault_point: str | None = None
+) -> SegmentInfo:
     """Write a complete, fsynced segment for `items` (any order; stored by key)."""
     items = sorted(items, key=lambda it: it.doc.key)
     ndocs = len(items)
@@ -135,18 +147,27 @@ def build_segment(path: Path, items: Sequence[BuildInput], sep: str,
     blocks: list[bytes] = []
     first_terms: list[bytes] = []
     for b in range(0, nterms, BLOCK_TERMS):
-        enc = [t.encode("utf-8", "surrogatepass") for t in terms[b:b + BLOCK_TERMS]]
+        enc = [t.encode("utf-8", "surrogatepass") for t in terms[b : b + BLOCK_TERMS]]
         offs = array("I", [0])
         offs.extend(accumulate(map(len, enc)))
-        blocks.append(struct.pack("<I", len(enc)) + _le(offs) + b"".join(entries[b:b + len(enc)])
-                      + b"".join(enc))
+        blocks.append(
+            struct.pack("<I", len(enc))
+            + _le(offs)
+            + b"".join(entries[b : b + len(enc)])
+            + b"".join(enc)
+        )
         first_terms.append(enc[0])
     block_offs = array("Q", [0])
     block_offs.extend(accumulate(map(len, blocks)))
     ft_offs = array("I", [0])
     ft_offs.extend(accumulate(map(len, first_terms)))
-    top = (struct.pack("<I", len(blocks)) + _le(ft_offs) + _le(block_offs)
-           + _le(array("I", [crc(b) for b in blocks])) + b"".join(first_terms))
+    top = (
+        struct.pack("<I", len(blocks))
+        + _le(ft_offs)
+        + _le(block_offs)
+        + _le(array("I", [crc(b) for b in blocks]))
+        + b"".join(first_terms)
+    )
 
     # Per-document token streams (term ranks, uncompressed: phrase queries read
     # many of them) and stored fields (compressed in blocks
@@ -178,8 +199,20 @@ def build_segment(path: Path, items: Sequence[BuildInput], sep: str,
         seq = _le(array(seq_code, map(get_rank, it.tokens)))
         seqs.append(seq)
         seq_offs.append(seq_offs[-1] + len(seq))
-        rec = dumps([d.key, d.concept_id, d.scope, d.title, d.type, d.description,
-                     list(d.tags), d.body, d.size], separators=(",", ":")).encode()
+        rec = dumps(
+            [
+                d.key,
+                d.concept_id,
+                d.scope,
+                d.title,
+                d.type,
+                d.description,
+                list(d.tags),
+                d.body,
+                d.size,
+            ],
+            separators=(",", ":"),
+        ).encode()
         refs.append(_DOCREF.pack(len(rblocks), pending_len, len(rec), crc(rec)))
         pending.append(rec)
         pending_len += len(rec)
@@ -187,8 +220,9 @@ def build_segment(path: Path, items: Sequence[BuildInput], sep: str,
             flush()
     if pending:
         flush()
-    seq_crcs = array("I", [crc(b"".join(seqs[i:i + SEQ_BLOCK_DOCS]))
-                           for i in range(0, ndocs, SEQ_BLOCK_DOCS)])
+    seq_crcs = array(
+        "I", [crc(b"".join(seqs[i : i + SEQ_BLOCK_DOCS])) for i in range(0, ndocs, SEQ_BLOCK_DOCS)]
+    )
     lengths = array("I", [it.length for it in items])
     length_sum = sum(lengths)
     flens = array("I", [it.flens[f] for f in range(NFIELDS) for it in items])
@@ -196,9 +230,19 @@ def build_segment(path: Path, items: Sequence[BuildInput], sep: str,
     key_offs = array("I", [0])
     key_offs.extend(accumulate(map(len, keys)))
 
-    sections = [top, b"".join(blocks), b"".join(postings), _le(lengths), b"".join(refs),
-                b"".join(rtable), b"".join(rblocks), _le(key_offs) + b"".join(keys),
-                _le(seq_offs) + _le(seq_crcs), b"".join(seqs), _le(flens)]
+    sections = [
+        top,
+        b"".join(blocks),
+        b"".join(postings),
+        _le(lengths),
+        b"".join(refs),
+        b"".join(rtable),
+        b"".join(rblocks),
+        _le(key_offs) + b"".join(keys),
+        _le(seq_offs) + _le(seq_crcs),
+        b"".join(seqs),
+        _le(flens),
+    ]
     checked = {S_TOP, S_LENGTHS, S_DOCREFS, S_RTABLE, S_KEYS, S_SEQOFFS, S_FLENS}
     table = b""
     pos = HEADER_SIZE
@@ -219,14 +263,16 @@ class _KeyView:
 
     def __init__(self, data: bytes, ndocs: int) -> None:
         self._n = ndocs
-        self._offs = _arr("I", data[:4 * (ndocs + 1)])
-        self._blob = memoryview(data)[4 * (ndocs + 1):]
+        self._offs = _arr("I", data[: 4 * (ndocs + 1)])
+        self._blob = memoryview(data)[4 * (ndocs + 1) :]
 
     def __len__(self) -> int:
         return self._n
 
     def __getitem__(self, i: int) -> str:
-        return bytes(self._blob[self._offs[i]:self._offs[i + 1]]).decode("utf-8", "surrogateescape")
+        return bytes(self._blob[self._offs[i] : self._offs[i + 1]]).decode(
+            "utf-8", "surrogateescape"
+        )
 
 
 class Segment:
@@ -277,19 +323,20 @@ class Segment:
         self.doc_size = 4 if flags & FLAG_DOCS32 else 2
         self.seq_code = "I" if flags & FLAG_SEQ32 else "H"
         self.sep_rank = 0xFFFFFFFF if flags & FLAG_SEQ32 else 0xFFFF
-        self.sections = [_SECTION.unpack_from(head, _HEAD.size + i * _SECTION.size)
-                         for i in range(NSECTIONS)]
+        self.sections = [
+            _SECTION.unpack_from(head, _HEAD.size + i * _SECTION.size) for i in range(NSECTIONS)
+        ]
         top = self._section(S_TOP)
         nb = struct.unpack_from("<I", top)[0]
         p = 4
-        ft_offs = _arr("I", top[p:p + 4 * (nb + 1)])
+        ft_offs = _arr("I", top[p : p + 4 * (nb + 1)])
         p += 4 * (nb + 1)
-        self._block_offs = _arr("Q", top[p:p + 8 * (nb + 1)])
+        self._block_offs = _arr("Q", top[p : p + 8 * (nb + 1)])
         p += 8 * (nb + 1)
-        self._block_crcs = _arr("I", top[p:p + 4 * nb])
+        self._block_crcs = _arr("I", top[p : p + 4 * nb])
         p += 4 * nb
         blob = top[p:]
-        self._first = [blob[ft_offs[i]:ft_offs[i + 1]] for i in range(nb)]
+        self._first = [blob[ft_offs[i] : ft_offs[i + 1]] for i in range(nb)]
 
     def _section(self, idx: int) -> bytes:
         off, length, want = self.sections[idx]
@@ -331,11 +378,11 @@ class Segment:
         if crc(data) != self._block_crcs[b]:
             raise self._corrupt(f"term block {b}")
         n = struct.unpack_from("<I", data)[0]
-        offs = _arr("I", data[4:8 + 4 * n])
+        offs = _arr("I", data[4 : 8 + 4 * n])
         ent_start = 8 + 4 * n
         blob_start = ent_start + n * _ENTRY.size
         blob = data[blob_start:]
-        names = [blob[offs[i]:offs[i + 1]].decode("utf-8", "surrogatepass") for i in range(n)]
+        names = [blob[offs[i] : offs[i + 1]].decode("utf-8", "surrogatepass") for i in range(n)]
         got = (names, memoryview(data)[ent_start:blob_start])
         self._blocks[b] = got
         return got
@@ -363,7 +410,7 @@ class Segment:
         out: list[str] = []
         while b < self.nblocks:
             names, _ = self._block(b)
-            for name in names[bisect_left(names, prefix):]:
+            for name in names[bisect_left(names, prefix) :]:
                 if not name.startswith(prefix):
                     return out
                 out.append(name)
@@ -405,16 +452,17 @@ class Segment:
             return out
         width = self.doc_size + 2
         first = entries[0][0]
-        data = self._read(self.sections[S_POSTINGS][0] + first,
-                          entries[-1][0] + entries[-1][1] * width - first)
+        data = self._read(
+            self.sections[S_POSTINGS][0] + first, entries[-1][0] + entries[-1][1] * width - first
+        )
         # Most frequent terms first: once every document is in, the rest
         # can add nothing (a short prefix often matches them all).
         entries.sort(key=lambda e: -e[1])
         for off, df, want in entries:
-            chunk = data[off - first:off - first + df * width]
+            chunk = data[off - first : off - first + df * width]
             if crc(chunk) != want:
                 raise self._corrupt("postings")
-            out.update(_arr(self.doc_code, chunk[:df * self.doc_size]))
+            out.update(_arr(self.doc_code, chunk[: df * self.doc_size]))
             if len(out) >= self.ndocs:
                 break
         return out
@@ -437,16 +485,18 @@ class Segment:
             if len(data) != NFIELDS * self.ndocs:
                 raise self._corrupt("field lengths")
             n = self.ndocs
-            self._flens = [data[f * n:(f + 1) * n] for f in range(NFIELDS)]
+            self._flens = [data[f * n : (f + 1) * n] for f in range(NFIELDS)]
         return self._flens
 
     def keys(self) -> list[str]:
         if self._keys is None:
             data = self._section(S_KEYS)
-            offs = _arr("I", data[:4 * (self.ndocs + 1)])
-            blob = data[4 * (self.ndocs + 1):]
-            self._keys = [blob[offs[i]:offs[i + 1]].decode("utf-8", "surrogateescape")
-                          for i in range(self.ndocs)]
+            offs = _arr("I", data[: 4 * (self.ndocs + 1)])
+            blob = data[4 * (self.ndocs + 1) :]
+            self._keys = [
+                blob[offs[i] : offs[i + 1]].decode("utf-8", "surrogateescape")
+                for i in range(self.ndocs)
+            ]
         return self._keys
 
     def find(self, key: str) -> int | None:
@@ -474,7 +524,7 @@ class Segment:
             if crc(data) != bcrc:
                 raise self._corrupt(f"record block {block}")
             self._rblock = (block, zlib.decompress(data))
-        rec = self._rblock[1][start:start + length]
+        rec = self._rblock[1][start : start + length]
         if crc(rec) != want:
             raise self._corrupt(f"document {docid}")
         return rec
@@ -499,7 +549,7 @@ class Segment:
                 if crc(data) != crcs[r]:
                     raise self._corrupt(f"token streams of documents {first}+")
                 run = r
-            yield docid, _arr(self.seq_code, data[offs[docid] - start:offs[docid + 1] - start])
+            yield docid, _arr(self.seq_code, data[offs[docid] - start : offs[docid + 1] - start])
 
     def _seq_index(self) -> tuple[array[Any], array[Any]]:
         if self._seq_offs is None:
@@ -566,12 +616,14 @@ class Segment:
         pos = HEADER_SIZE
         for idx, (off, length, _) in enumerate(self.sections):
             if off != pos:
-                raise IndexCorrupt(f"{self.path}: section {idx} at byte {off}, expected {pos} "
-                                   "(damaged index file)")
+                raise IndexCorrupt(
+                    f"{self.path}: section {idx} at byte {off}, expected {pos} (damaged index file)"
+                )
             pos = off + length
         if pos != size:
-            raise IndexCorrupt(f"{self.path}: {size} bytes, its sections end at byte {pos} "
-                               "(damaged or truncated)")
+            raise IndexCorrupt(
+                f"{self.path}: {size} bytes, its sections end at byte {pos} (damaged or truncated)"
+            )
         for idx, (_, _, want) in enumerate(self.sections):
             if want:
                 self._section(idx)
@@ -611,8 +663,9 @@ class Segment:
             try:
                 json.loads(self._record(docid))
             except (ValueError, zlib.error) as exc:
-                raise IndexCorrupt(f"{self.path}: document {docid} unreadable ({exc}) "
-                                   "(damaged index file)") from exc
+                raise IndexCorrupt(
+                    f"{self.path}: document {docid} unreadable ({exc}) (damaged index file)"
+                ) from exc
         self._rblock = None
         # Token streams, run by run; their offsets must end at the section end.
         offs, _ = self._seq_index()

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from ctindex.store.files import IndexCorrupt
-from ctindex.store.manifest import SegmentRef, StoreManifest, read_dels, read_manifest
+from ctindex.store.durable import IndexCorrupt
+from ctindex.store.generation import SegmentRef, StoreManifest, read_dels, read_manifest
 from ctindex.store.segment import Segment
 
 T = TypeVar("T")
@@ -62,8 +62,7 @@ def check_segment(seg: Segment, ref: SegmentRef) -> None:
     checksum passed on open; the document count and the file size catch a
     valid segment of another generation under this name."""
     if seg.ndocs != ref.ndocs:
-        raise IndexCorrupt(f"{seg.path}: holds {seg.ndocs} documents, manifest says "
-                           f"{ref.ndocs}")
+        raise IndexCorrupt(f"{seg.path}: holds {seg.ndocs} documents, manifest says {ref.ndocs}")
     if ref.size and seg.file_size() != ref.size:
         raise IndexCorrupt(f"{seg.path}: {seg.file_size()} bytes, manifest says {ref.size}")
 
@@ -118,8 +117,9 @@ def with_snapshot(index_dir: Path, work: Callable[[Snapshot], T], *, close: bool
             time.sleep(0.002 * (attempt + 1))
     if isinstance(last, IndexCorrupt):
         raise last
-    raise IndexCorrupt(f"{index_dir}: index files missing or unreadable ({last}); "
-                       "run `ctindex rebuild`")
+    raise IndexCorrupt(
+        f"{index_dir}: index files missing or unreadable ({last}); run `ctindex rebuild`"
+    )
 
 
 class OpenGeneration:

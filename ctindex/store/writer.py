@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ctindex.store.files import fault, fsync_dir, unique_name, write_new
-from ctindex.store.manifest import (
+from ctindex.store.durable import fault, fsync_dir, unique_name, write_new
+from ctindex.store.generation import (
     MANIFEST_NAME,
     SegmentRef,
     StoreManifest,
@@ -40,8 +40,15 @@ Reanalyze = Callable[[StoredDoc], BuildInput]
 
 
 class StoreWriter:
-    def __init__(self, index_dir: Path, base: StoreManifest | None, *, fresh: bool,
-                 reanalyze: Reanalyze, sep: str) -> None:
+    def __init__(
+        self,
+        index_dir: Path,
+        base: StoreManifest | None,
+        *,
+        fresh: bool,
+        reanalyze: Reanalyze,
+        sep: str,
+    ) -> None:
         self.dir = index_dir
         # Without a readable manifest, continue above every generation whose
         # files are still here: generations never go backwards for readers.
@@ -61,7 +68,7 @@ class StoreWriter:
     # -- locating current documents -------------------------------------------
     def _open_segments(self) -> None:
         if len(self._segments) < len(self.refs):
-            for ref in self.refs[len(self._segments):]:
+            for ref in self.refs[len(self._segments) :]:
                 self._segments.append(Segment(self.dir / ref.name))
                 self._deleted.append(set(read_dels(self.dir / ref.dels)) if ref.dels else set())
 
@@ -123,8 +130,9 @@ class StoreWriter:
     def adopt(self, name: str, info: SegmentInfo) -> None:
         """Take a segment built elsewhere (a worker process) for this
         generation; its keys must have been removed from the rest first."""
-        self._adopted.append(SegmentRef(name=name, ndocs=info.ndocs,
-                                        length_sum=info.length_sum, size=info.size))
+        self._adopted.append(
+            SegmentRef(name=name, ndocs=info.ndocs, length_sum=info.length_sum, size=info.size)
+        )
 
     @property
     def generation(self) -> int:
@@ -137,8 +145,11 @@ class StoreWriter:
 
     # -- merge policy ------------------------------------------------------------
     def _pick_merges(self) -> set[int]:
-        picked = {i for i, r in enumerate(self.refs)
-                  if r.ndocs == 0 or r.deleted / r.ndocs > MAX_DELETED_RATIO}
+        picked = {
+            i
+            for i, r in enumerate(self.refs)
+            if r.ndocs == 0 or r.deleted / r.ndocs > MAX_DELETED_RATIO
+        }
         keep = [i for i in range(len(self.refs)) if i not in picked]
         new = (1 if (self.added or picked) else 0) + len(self._adopted)
         if len(keep) + new > MAX_SEGMENTS:
@@ -148,10 +159,15 @@ class StoreWriter:
         return picked
 
     # -- publish -------------------------------------------------------------------
-    def commit(self, *, files_table: bytes | None, meta: dict[str, Any],
-               diag: tuple[dict[str, str], dict[str, str]] | None,
-               progress: Callable[[int, int], None] | None = None,
-               files_delta: dict[str, Any] | None = None) -> StoreManifest:
+    def commit(
+        self,
+        *,
+        files_table: bytes | None,
+        meta: dict[str, Any],
+        diag: tuple[dict[str, str], dict[str, str]] | None,
+        progress: Callable[[int, int], None] | None = None,
+        files_delta: dict[str, Any] | None = None,
+    ) -> StoreManifest:
         """Write the new generation and publish it. `meta` fills the manifest
         fields provider/scopes/plan_digest/source_bytes/reconcile.
         `files_table`: a new file-table base (its delta then starts empty
@@ -174,8 +190,9 @@ class StoreWriter:
             name = unique_name("seg", gen, ".seg")
             info = build_segment(self.dir / name, items, self._sep, fault_point="mid-segment")
             new_files.append(name)
-            refs.append(SegmentRef(name=name, ndocs=info.ndocs, length_sum=info.length_sum,
-                                   size=info.size))
+            refs.append(
+                SegmentRef(name=name, ndocs=info.ndocs, length_sum=info.length_sum, size=info.size)
+            )
             fault("after-segment")
         for si in sorted(self._dirty - merges):
             ref = self.refs[si]
@@ -184,12 +201,20 @@ class StoreWriter:
             ref.dels = name
             new_files.append(name)
         fault("after-dels")
-        m = StoreManifest(generation=gen, created_ns=time.time_ns(), segments=refs,
-                          files=self.base.files, diag=self.base.diag,
-                          errors=self.base.errors, warnings=self.base.warnings,
-                          provider=dict(meta["provider"]), scopes=dict(meta["scopes"]),
-                          plan_digest=meta["plan_digest"], source_bytes=meta["source_bytes"],
-                          reconcile=dict(meta["reconcile"]))
+        m = StoreManifest(
+            generation=gen,
+            created_ns=time.time_ns(),
+            segments=refs,
+            files=self.base.files,
+            diag=self.base.diag,
+            errors=self.base.errors,
+            warnings=self.base.warnings,
+            provider=dict(meta["provider"]),
+            scopes=dict(meta["scopes"]),
+            plan_digest=meta["plan_digest"],
+            source_bytes=meta["source_bytes"],
+            reconcile=dict(meta["reconcile"]),
+        )
         m.files_delta = dict(self.base.files_delta)
         if files_table is not None:
             m.files = unique_name("files", gen, ".bin")
@@ -207,7 +232,7 @@ class StoreWriter:
         retired = [r for r in self.base.retired if r[0] not in referenced]
         retired += [[n, now] for n in sorted(self.base.referenced() - referenced)]
         m.retired = retired
-        from ctindex.store.files import replace_atomically
+        from ctindex.store.durable import replace_atomically
 
         replace_atomically(self.dir / MANIFEST_NAME, m.to_bytes())
         self.close()
@@ -220,14 +245,25 @@ class StoreWriter:
         self._segments = []
 
 
-def republish(index_dir: Path, base: StoreManifest, *, files_table: bytes | None,
-              files_delta: dict[str, Any], reconcile: dict[str, Any]) -> StoreManifest:
+def republish(
+    index_dir: Path,
+    base: StoreManifest,
+    *,
+    files_table: bytes | None,
+    files_delta: dict[str, Any],
+    reconcile: dict[str, Any],
+) -> StoreManifest:
     """Record a new file table for the same documents: MANIFEST is replaced
     under the same generation number (the generation names content; a
     metadata-only change or a racily-clean re-check changes none). Same
     protocol as commit: a new base file is fsynced before MANIFEST names it."""
-    m = StoreManifest(**{**vars(base), "segments": [SegmentRef(**vars(r)) for r in base.segments],
-                         "retired": [list(r) for r in base.retired]})
+    m = StoreManifest(
+        **{
+            **vars(base),
+            "segments": [SegmentRef(**vars(r)) for r in base.segments],
+            "retired": [list(r) for r in base.retired],
+        }
+    )
     m.reconcile = dict(reconcile)
     m.files_delta = files_delta
     if files_table is not None:
@@ -238,7 +274,7 @@ def republish(index_dir: Path, base: StoreManifest, *, files_table: bytes | None
     referenced = m.referenced()
     m.retired = [r for r in base.retired if r[0] not in referenced]
     m.retired += [[n, now] for n in sorted(base.referenced() - referenced)]
-    from ctindex.store.files import replace_atomically
+    from ctindex.store.durable import replace_atomically
 
     replace_atomically(index_dir / MANIFEST_NAME, m.to_bytes())
     m.retired = collect_garbage(index_dir, m, now)

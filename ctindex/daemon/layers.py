@@ -1,0 +1,226 @@
+"""The daemon's view of the layers below it: plan, watcher, indexer.
+
+Kept in one small adapter so the lifecycle loop can be driven by a fake in
+unit tests, and so the calls into teammates' modules live in one place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat as stat_mod
+from collections.abc import Container, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from ctindex.backends.base import Watcher
+
+if TYPE_CHECKING:
+    from ctindex.indexer import LinkedEntry
+    from ctindex.policy.plan import Plan
+    from ctindex.policy.project import Project
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What one reconciliation (full or narrowed) did."""
+
+    generation: int
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    entries_visited: int = 0
+    duration_ms: float = 0.0
+    dirty: int = 0  # files that changed while being read: not indexed yet
+    # Files with several names the pass saw (see ctindex/daemon/links.py);
+    # None when the engine does not report them.
+    linked: Mapping[str, LinkedEntry] | None = None
+    linked_full: bool = False  # the pass walked every root
+    # Every file the pass recorded (same form as `linked`): the daemon
+    # watches each one itself (ctindex/daemon/filewatch.py); None when the
+    # engine does not report them.
+    seen: Mapping[str, LinkedEntry] | None = None
+
+
+class ConfigStamp(NamedTuple):
+    """What tells one config file from another (docs/reliability.md, "What
+    vouches for unchanged"): its full stat fingerprint, the form clients send
+    with a barrier (ctindex.fastpath.config_stamp), and the digest of its
+    bytes, which also catches a rewrite inside one timestamp tick. The config
+    is tiny and this is read once per heartbeat, so the read is cheap."""
+
+    stat: list[int] | str  # the fingerprint as a JSON list, or "absent"
+    digest: str | None  # None: absent, not a regular file, too large or unreadable
+
+
+# A config larger than this is not hashed (the fingerprint alone decides);
+# a real one is a few hundred bytes.
+CONFIG_DIGEST_MAX = 1 << 20
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """The parts of the effective plan the daemon acts on."""
+
+    plan: Plan
+    digest: str
+    debounce_ms: int
+    audit_seconds: int
+    idle_seconds: int
+    memory_ceiling: int
+    barrier_timeout_ms: int
+    watch: bool = True
+
+
+class Engine(Protocol):
+    def load_plan(self) -> PlanView: ...
+
+    def open_watcher(self, view: PlanView, cookie_key: str) -> Watcher: ...
+
+    def reconcile(self, view: PlanView) -> Applied: ...
+
+    def reconcile_paths(self, view: PlanView, keys: list[str]) -> Applied: ...
+
+    def config_stamp(self) -> ConfigStamp | None: ...
+
+    def detection_changed(self, view: PlanView) -> bool: ...
+
+    def indexed_among(self, keys: list[str]) -> Container[str] | None: ...
+
+
+# A writer (`rebuild`, a fallback) can hold the update lock; the daemon's loop
+# must not stall behind it for long: it fails, keeps the work, retries later.
+LOCK_TIMEOUT_S = 2.0
+
+
+class RealEngine:
+    """ctindex.policy.plan + backends.open_watcher + ctindex.indexer."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        # indexed_among's answers: (generation, created_ns) they hold for, and
+        # key -> "in that generation's file table".
+        self._held_in: tuple[int, int] | None = None
+        self._held: dict[str, bool] = {}
+
+    def load_plan(self) -> PlanView:
+        from ctindex import fastpath
+        from ctindex.policy.plan import load_plan
+
+        plan = load_plan(self.project)
+        fastpath.remember(self.project, plan)  # lets searches skip loading it
+        s = plan.settings
+        return PlanView(
+            plan,
+            plan.digest(),
+            s.debounce_ms,
+            s.audit_seconds,
+            s.idle_seconds,
+            s.max_daemon_memory_bytes,
+            s.barrier_timeout_ms,
+            s.watch,
+        )
+
+    def open_watcher(self, view: PlanView, cookie_key: str) -> Watcher:
+        from ctindex.backends import open_watcher
+
+        flt = view.plan.path_filter()
+        return open_watcher(self.project.root, list(flt.roots()), flt.descend, cookie_key)
+
+    def reconcile(self, view: PlanView) -> Applied:
+        from ctindex import indexer
+
+        return _applied(indexer.update(self.project, view.plan, lock_timeout=LOCK_TIMEOUT_S))
+
+    def reconcile_paths(self, view: PlanView, keys: list[str]) -> Applied:
+        from ctindex import indexer
+
+        return _applied(
+            indexer.update_paths(self.project, view.plan, keys, lock_timeout=LOCK_TIMEOUT_S)
+        )
+
+    def config_stamp(self) -> ConfigStamp | None:
+        from ctindex import fastpath
+
+        path = self.project.config_path
+        stat = fastpath.config_stamp(path)
+        if stat is None:
+            return None
+        return ConfigStamp(stat, None if stat == "absent" else _digest_of(path))
+
+    def detection_changed(self, view: PlanView) -> bool:
+        """True when root detection must run again: a folder it listed no
+        longer has the fingerprint it had, or detection met a racily clean
+        folder (its result was not trusted). The daemon watches only scope
+        roots, so a new root beside them (okf/bundles/<new>) is found here,
+        on the heartbeat, and by every query's own check (ctindex.fastpath)."""
+        from ctindex.reconciler.fingerprint import fingerprint_of
+
+        folders = view.plan.detected_from
+        if folders is None:
+            return True
+        for key, recorded in folders.items():
+            try:
+                st = os.lstat(self.project.path(key))
+            except OSError:
+                return True
+            if fingerprint_of(st) != recorded or not stat_mod.S_ISDIR(st.st_mode):
+                return True
+        return False
+
+    def indexed_among(self, keys: list[str]) -> Container[str] | None:
+        """Which of `keys` the published file table holds; None when unknown.
+        The table is not kept (the daemon's RSS per file stays small) and is
+        loaded only when the dirty set gained keys or a new generation was
+        published: answers are kept per generation for the keys still asked."""
+        from ctindex.indexer import load_file_table
+        from ctindex.store.generation import read_manifest
+
+        try:
+            m = read_manifest(self.project.index_dir)
+            if m is None:
+                return None
+            if (m.generation, m.created_ns) != self._held_in:
+                self._held_in, self._held = (m.generation, m.created_ns), {}
+            missing = [k for k in keys if k not in self._held]
+            if missing:
+                table = load_file_table(self.project.index_dir, m)
+                self._held.update((k, k in table) for k in missing)
+        except Exception:  # status detail only: a damaged table just means "unknown"
+            return None
+        self._held = {k: self._held[k] for k in keys}  # forget keys no longer dirty
+        return {k for k, held in self._held.items() if held}
+
+
+def _digest_of(path: os.PathLike[str] | str) -> str | None:
+    """sha256 of a small regular file; never blocks (O_NONBLOCK: a FIFO put in
+    the config's place opens and is refused) and reads a bounded amount."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode) or st.st_size > CONFIG_DIGEST_MAX:
+            return None
+        data = os.read(fd, CONFIG_DIGEST_MAX + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return hashlib.sha256(data).hexdigest()
+
+
+def _applied(report: Any) -> Applied:
+    return Applied(
+        generation=int(report.generation),
+        added=int(report.added) + int(report.renamed),
+        changed=int(report.changed),
+        removed=int(report.removed),
+        entries_visited=int(report.entries_visited),
+        duration_ms=float(report.duration_ms),
+        dirty=int(report.dirty),
+        linked=report.linked,
+        linked_full=bool(report.linked_full),
+        seen=report.seen,
+    )

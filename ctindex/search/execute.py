@@ -1,0 +1,197 @@
+"""Run a parsed query against the index or directly against the files."""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ctindex.search import matcher
+from ctindex.search.query import Node
+from ctindex.search.snippet import make_snippet
+from ctindex.store.segment import StoredDoc
+
+if TYPE_CHECKING:
+    from ctindex.policy.plan import Plan
+    from ctindex.store.snapshot import Snapshot
+
+
+class Result(NamedTuple):
+    id: str
+    scope: str
+    path: str
+    title: str
+    type: str
+    tags: list[str]
+    score: float
+    snippet: str
+    match: str = ""  # "exact" or "near-exact" when a tier above score decided (docs/search.md)
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class Outcome(NamedTuple):
+    results: list[Result]
+    total: int
+    generation: int | None  # None for --direct
+    keys: frozenset[str]  # every matching path (not only the shown ones)
+    notes: tuple[str, ...] = ()  # about the ranking (a prefix's expansion cap was hit,
+    #                               a filter-only query past TITLE_ORDER_CAP)
+
+
+_MATCH = {matcher.TIER_EXACT: "exact", matcher.TIER_NEAR: "near-exact"}
+# A query of filters and negations only (nothing scores) is ordered by title
+# (casefolded), then path, when it has at most this many matches; beyond, by
+# path, with a note. Titles live in the compressed per-document records
+# (ctindex/store/segment.py), so ordering by them reads one record per match.
+# Measured on bench/bench_index.py's 40,000 documents (docs/benchmarks.md):
+# ~0.14 ms per match when the matches are scattered (one record block
+# decompressed each: `tag:menttion`, 464 matches, 70 ms against 4 ms by path)
+# and ~0.04 ms when they are contiguous (`path:`: 1,000 matches, 45 ms);
+# unbounded, `type:Metric` (6,586 matches) took 481 ms against 9 ms. The bound
+# keeps the extra cost under ~70 ms, about one search process with a clean
+# daemon (docs/search.md, "Filter-only queries").
+TITLE_ORDER_CAP = 500
+
+
+def _finish(
+    ranking: matcher.Ranking,
+    node: Node,
+    limit: int,
+    fetch: Callable[[matcher.Hit], StoredDoc],
+    key_of: Callable[[matcher.Hit], str],
+    want_keys: bool,
+) -> tuple[list[Result], frozenset[str], int, tuple[str, ...]]:
+    scores, tiers = ranking.scores, ranking.tiers
+    terms = set(matcher.scoring_terms(node))
+    prefixes = tuple(f for c in matcher.prefix_clauses(node) for f in c.forms)
+    total = sum(map(len, scores))
+    keys = (
+        frozenset(key_of(matcher.Hit(i, d, 0.0)) for i, sc in enumerate(scores) for d in sc)
+        if want_keys
+        else frozenset()
+    )
+    notes = ranking.notes
+    # Tier, then the score as shown, then (filter-only queries) the title,
+    # then the path. The key is total over all partitions, so the index (one
+    # partition per segment) picks the same `limit` matches as --direct (one
+    # partition) even when the cut falls between equal scores.
+    titles: dict[tuple[int, int], str] = {}
+    if total and matcher.is_filter_only(node):
+        if total <= TITLE_ORDER_CAP:
+            # Partition and doc id order: each record block is read once.
+            for i, sc in enumerate(scores):
+                for d in sorted(sc):
+                    titles[i, d] = fetch(matcher.Hit(i, d, 0.0)).title.casefold()
+        else:
+            notes = (
+                *notes,
+                f"{total} matches: ordered by path (by title up to {TITLE_ORDER_CAP} matches)",
+            )
+    best = heapq.nsmallest(
+        limit,
+        (
+            (
+                -tiers[i].get(d, 0),
+                -round(s, 4),
+                titles.get((i, d), ""),
+                key_of(matcher.Hit(i, d, s)),
+                i,
+                d,
+            )
+            for i, sc in enumerate(scores)
+            for d, s in sc.items()
+        ),
+    )
+    results = []
+    for neg_tier, neg, _title, _key, i, d in best:
+        doc = fetch(matcher.Hit(i, d, -neg))
+        results.append(
+            Result(
+                id=doc.concept_id,
+                scope=doc.scope,
+                path=doc.key,
+                title=doc.title,
+                type=doc.type,
+                tags=list(doc.tags),
+                score=-neg,
+                snippet=make_snippet(doc.body, doc.description, terms, prefixes),
+                match=_MATCH.get(-neg_tier, ""),
+            )
+        )
+    return results, keys, total, notes
+
+
+class PlanMismatch(Exception):
+    """The published generation is not the one the caller was promised."""
+
+
+def search_index(
+    index_dir: str | os.PathLike[str],
+    node: Node,
+    limit: int,
+    want_keys: bool = False,
+    expect: tuple[str, int] | None = None,
+) -> Outcome:
+    """`expect`: (plan digest, generation) a daemon vouched for; the query
+    raises PlanMismatch unless the published manifest was indexed under that
+    digest and is at least that generation (the fast path's last check)."""
+    from ctindex.store.snapshot import with_snapshot
+
+    def work(snap: Snapshot) -> Outcome:
+        if expect is not None and (
+            snap.manifest.plan_digest != expect[0] or snap.generation < expect[1]
+        ):
+            raise PlanMismatch(f"generation {snap.generation} does not match")
+        return search_snapshot(snap, node, limit, want_keys)
+
+    return with_snapshot(Path(index_dir), work)
+
+
+def search_snapshot(snap: Snapshot, node: Node, limit: int, want_keys: bool = False) -> Outcome:
+    """The query on one open generation. The partitions (and their per-term
+    caches) live for this query only; the segments' own caches of what they
+    read live as long as `snap`, which the long-lived API keeps open between
+    queries while the published manifest stays the same (ctindex/api.py)."""
+    from ctindex.search.index_partition import SegmentPartition
+
+    parts = [SegmentPartition(v) for v in snap.views]
+    ranking = matcher.search(node, parts)
+    results, keys, total, notes = _finish(
+        ranking,
+        node,
+        limit,
+        fetch=lambda h: parts[h.part].seg.stored(h.doc),
+        key_of=lambda h: parts[h.part].seg.keys()[h.doc],
+        want_keys=want_keys,
+    )
+    return Outcome(results, total, snap.generation, keys, notes)
+
+
+def search_direct(
+    root: str, plan: Plan, node: Node, limit: int, want_keys: bool = False
+) -> Outcome:
+    from ctindex.search.direct import MemoryPartition, read_documents
+
+    docs, _ = read_documents(root, plan)
+    part = MemoryPartition(docs)
+    ranking = matcher.search(node, [part])
+
+    def fetch(h: matcher.Hit) -> StoredDoc:
+        d = part.docs[h.doc]
+        return StoredDoc(
+            d.key, d.concept_id, d.scope, d.title, d.type, d.description, d.tags, d.body, d.size
+        )
+
+    results, keys, total, notes = _finish(
+        ranking,
+        node,
+        limit,
+        fetch=fetch,
+        key_of=lambda h: part.docs[h.doc].key,
+        want_keys=want_keys,
+    )
+    return Outcome(results, total, None, keys, notes)

@@ -1,0 +1,191 @@
+"""The store manifest (`.ct/okf/MANIFEST`) and the small immutable side files.
+
+MANIFEST is one JSON object followed by a line ``crc32:XXXXXXXX`` over the
+JSON bytes. It is the only mutable name in the store: a writer replaces it
+atomically, so a reader sees one complete generation or the previous one.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from array import array
+from pathlib import Path
+from typing import Any
+
+from ctindex.store.durable import IndexCorrupt, crc, read_all, write_new
+
+MANIFEST_NAME = "MANIFEST"
+FORMAT = 2  # 2: sorted file-table base + inline delta (docs/format.md)
+_DEL_MAGIC = b"CTDEL\x00\x01\x00"
+
+
+# Plain classes rather than dataclasses: every search reads a manifest, and
+# importing dataclasses (inspect, ast, ...) cost a search ~8 ms.
+class SegmentRef:
+    def __init__(
+        self,
+        name: str,
+        ndocs: int,
+        deleted: int = 0,
+        dels: str | None = None,
+        length_sum: int = 0,
+        size: int = 0,
+    ) -> None:
+        self.name = name
+        self.ndocs = ndocs  # documents stored in the segment file
+        self.deleted = deleted  # of them tombstoned
+        self.dels = dels  # the .del file holding the tombstoned doc ids
+        self.length_sum = length_sum  # weighted length of the live documents (BM25 avgdl)
+        self.size = size  # bytes of the segment file
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SegmentRef) and vars(self) == vars(other)
+
+    def __repr__(self) -> str:
+        return f"SegmentRef({vars(self)})"
+
+    @property
+    def live(self) -> int:
+        return self.ndocs - self.deleted
+
+
+class StoreManifest:
+    def __init__(
+        self,
+        generation: int = 0,
+        created_ns: int = 0,
+        provider: dict[str, Any] | None = None,
+        scopes: dict[str, str] | None = None,
+        plan_digest: str = "",
+        segments: list[SegmentRef] | None = None,
+        files: str | None = None,
+        files_delta: dict[str, Any] | None = None,
+        diag: str | None = None,
+        errors: int = 0,
+        warnings: int = 0,
+        source_bytes: int = 0,
+        reconcile: dict[str, Any] | None = None,
+        retired: list[list[Any]] | None = None,
+    ) -> None:
+        self.generation = generation
+        self.created_ns = created_ns
+        self.provider = provider if provider is not None else {}  # id, versions
+        self.scopes = scopes if scopes is not None else {}  # scope root -> scope digest
+        self.plan_digest = plan_digest
+        self.segments = segments if segments is not None else []
+        self.files = files  # base of the reconciler file table (store/filetable.py)
+        self.files_delta = files_delta if files_delta is not None else {}  # since that base
+        self.diag = diag  # provider errors and frontmatter warnings (JSON file)
+        self.errors = errors
+        self.warnings = warnings
+        self.source_bytes = source_bytes  # logical bytes of the indexed documents
+        self.reconcile = reconcile if reconcile is not None else {}  # last pass: ms, kind
+        self.retired = retired if retired is not None else []  # [file name, retired_at_ns]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StoreManifest) and vars(self) == vars(other)
+
+    def __repr__(self) -> str:
+        return f"StoreManifest(generation={self.generation}, segments={self.segments})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**vars(self), "segments": [dict(vars(s)) for s in self.segments]}
+
+    @property
+    def documents(self) -> int:
+        return sum(s.live for s in self.segments)
+
+    @property
+    def tombstones(self) -> int:
+        return sum(s.deleted for s in self.segments)
+
+    def referenced(self) -> set[str]:
+        names = {s.name for s in self.segments}
+        names.update(s.dels for s in self.segments if s.dels)
+        names.update(n for n in (self.files, self.diag) if n)
+        return names
+
+    def to_bytes(self) -> bytes:
+        body = json.dumps(
+            {"format": FORMAT, **self.as_dict()}, sort_keys=True, separators=(",", ":")
+        ).encode()
+        return body + b"\ncrc32:%08x\n" % crc(body)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, origin: str) -> StoreManifest:
+        body, _, tail = data.rstrip(b"\n").rpartition(b"\n")
+        if not tail.startswith(b"crc32:") or tail[6:] != b"%08x" % crc(body):
+            raise IndexCorrupt(f"{origin}: manifest checksum mismatch (damaged or truncated)")
+        try:
+            raw = json.loads(body)
+            fmt = raw.pop("format")
+            if fmt != FORMAT:
+                raise IndexCorrupt(
+                    f"{origin}: index format {fmt}, this version reads format {FORMAT}"
+                )
+            # Keys are only ever added within a format: a key this build does
+            # not know came from a newer build of the same format and is
+            # dropped, never a reason to call the index corrupt and rebuild it
+            # (two builds would then rebuild against each other, docs/format.md).
+            raw["segments"] = [SegmentRef(**_known(s, _REF_KEYS)) for s in raw["segments"]]
+            return cls(**_known(raw, _MANIFEST_KEYS))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise IndexCorrupt(f"{origin}: manifest unreadable ({exc})") from exc
+
+
+_MANIFEST_KEYS = frozenset(vars(StoreManifest()))
+_REF_KEYS = frozenset(vars(SegmentRef("", 0)))
+
+
+def _known(raw: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
+    return {k: v for k, v in raw.items() if k in keys}
+
+
+def read_manifest(index_dir: Path) -> StoreManifest | None:
+    """The published manifest, None when there is none; IndexCorrupt if damaged."""
+    path = index_dir / MANIFEST_NAME
+    try:
+        data = read_all(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise IndexCorrupt(f"{path}: cannot read ({exc.strerror})") from exc
+    return StoreManifest.from_bytes(data, str(path))
+
+
+# -- tombstone files ----------------------------------------------------------------
+
+
+def write_dels(path: Path, docids: set[int]) -> None:
+    ids = array("I", sorted(docids))
+    body = _DEL_MAGIC + struct.pack("<I", len(ids)) + ids.tobytes()
+    write_new(path, body + struct.pack("<I", crc(body)))
+
+
+def read_dels(path: Path) -> frozenset[int]:
+    data = read_all(path)
+    body, tail = data[:-4], data[-4:]
+    if len(data) < 16 or body[:8] != _DEL_MAGIC or struct.unpack("<I", tail)[0] != crc(body):
+        raise IndexCorrupt(f"{path}: tombstone file checksum mismatch (damaged index file)")
+    (n,) = struct.unpack_from("<I", body, 8)
+    ids = array("I")
+    ids.frombytes(body[12 : 12 + 4 * n])
+    return frozenset(ids)
+
+
+# -- diagnostics (provider errors, frontmatter warnings) ------------------------------
+
+
+def write_diag(path: Path, errors: dict[str, str], warnings: dict[str, str]) -> None:
+    body = json.dumps({"errors": errors, "warnings": warnings}, sort_keys=True).encode()
+    write_new(path, body + b"\ncrc32:%08x\n" % crc(body))
+
+
+def read_diag(path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    data = read_all(path)
+    body, _, tail = data.rstrip(b"\n").rpartition(b"\n")
+    if tail != b"crc32:%08x" % crc(body):
+        raise IndexCorrupt(f"{path}: diagnostics checksum mismatch (damaged index file)")
+    raw = json.loads(body)
+    return dict(raw["errors"]), dict(raw["warnings"])

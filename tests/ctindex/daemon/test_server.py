@@ -1,0 +1,136 @@
+"""IPC and barrier against a real daemon loop (forked) with a fake engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ctindex import client
+from ctindex import runtime as rt
+from ctindex.daemon.server import MAX_REQUEST
+from ctindex.policy.project import Project
+from tests.daemon_support import FakeEngine, fork_daemon, journal, reap, wait_for
+
+
+class Running:
+    def __init__(self, root: Path, pid: int) -> None:
+        self.root = root
+        self.pid = pid
+        self.paths = rt.RuntimePaths.for_project(Project.at(root))
+        self.journal = root / "journal"
+
+    def ping(self) -> dict | None:
+        try:
+            return client.request(self.paths, {"op": "ping"}, 0.5)
+        except client.BarrierFailed:
+            return None
+
+    def raw(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(5)
+        sock.connect(os.fspath(self.paths.socket))
+        return sock
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Running]:
+    (tmp_path / "docs").mkdir()
+    pid = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "journal"))
+    running = Running(tmp_path, pid)
+    try:
+        wait_for(running.ping)
+        yield running
+    finally:
+        reap(pid, timeout=0)
+
+
+def read_reply(sock: socket.socket) -> dict:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return json.loads(data)
+
+
+def test_barrier_applies_every_event_queued_before_it(daemon: Running) -> None:
+    first = client.barrier(daemon.paths, "plan-1", 2000)
+    assert first.lane == "clean" and first.backend == "inotify"
+    (daemon.root / "docs" / "a.md").write_text("alpha")
+    (daemon.root / "docs" / "sub").mkdir()
+    (daemon.root / "docs" / "sub" / "b.md").write_text("beta")
+    second = client.barrier(daemon.paths, "plan-1", 2000)
+    assert second.generation == first.generation + 1
+    applied = journal(daemon.journal)[-1]
+    assert not applied["full"]
+    assert "docs/a.md" in applied["keys"] and any(k.startswith("docs/sub") for k in applied["keys"])
+    third = client.barrier(daemon.paths, "plan-1", 2000)  # nothing new: no work
+    assert third.generation == second.generation
+    assert len(journal(daemon.journal)) == 2  # startup reconcile + one narrowed batch
+
+
+def test_cookies_are_cleaned_up(daemon: Running) -> None:
+    for _ in range(3):
+        client.barrier(daemon.paths, "plan-1", 2000)
+    wait_for(lambda: os.listdir(daemon.paths.cookies) == [])
+
+
+def test_bad_requests_only_cost_their_own_connection(daemon: Running) -> None:
+    half = daemon.raw()
+    half.sendall(b'{"op": "barr')  # never finished
+    garbage = daemon.raw()
+    garbage.sendall(b"not json\n")
+    assert read_reply(garbage) == {
+        "ok": False,
+        "error": "malformed request",
+        "build": rt.build_id(),
+    }  # every answer names its build
+    no_op = daemon.raw()
+    no_op.sendall(b'{"token": 1}\n')
+    assert read_reply(no_op)["error"] == "malformed request"
+    huge = daemon.raw()
+    huge.sendall(b"x" * (MAX_REQUEST + 10))
+    assert read_reply(huge)["error"] == "request too large"
+    unknown = daemon.raw()
+    unknown.sendall(b'{"op": "dance"}\n')
+    assert read_reply(unknown)["error"] == "unknown op"
+    # The half-written request is still open, yet barriers are answered.
+    assert client.barrier(daemon.paths, "plan-1", 2000).lane == "clean"
+    assert half.recv(10) == b""  # and it is dropped at its deadline
+    for s in (half, garbage, no_op, huge, unknown):
+        s.close()
+
+
+def test_client_that_vanishes_mid_barrier_does_not_hurt(daemon: Running) -> None:
+    gone = daemon.raw()
+    gone.sendall(
+        json.dumps(
+            {"op": "barrier", "plan": "plan-1", "timeout_ms": 500, "build": rt.build_id()}
+        ).encode()
+        + b"\n"
+    )
+    gone.close()
+    assert client.barrier(daemon.paths, "plan-1", 2000).lane == "clean"
+
+
+def test_a_different_plan_is_never_reported_fresh(daemon: Running) -> None:
+    with pytest.raises(client.BarrierFailed, match="different plan"):
+        client.barrier(daemon.paths, "another-plan", 2000)
+
+
+def test_status_and_stop_ops(daemon: Running) -> None:
+    live = client.watcher_status(Project.at(daemon.root))
+    assert live["responsive"] and live["lane"] == "clean" and live["pid"] == daemon.pid
+    assert live["reconciles"] == 1 and live["backend"] == "inotify"
+    result = client.stop(Project.at(daemon.root))
+    assert result == {"stopped": True, "how": "stop request"}
+    reap(daemon.pid)
+    after = client.watcher_status(Project.at(daemon.root))
+    assert after["lane"] == "unavailable" and after["stop_reason"] == "stop-request"
+    assert not after["running"]

@@ -1,0 +1,137 @@
+"""The search fast path (ctindex/fastpath.py): a healthy daemon's answer
+without loading the plan, and every doubt sending the query down the slow
+path with the same answer (real CLI processes, real daemon)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctindex import fastpath, indexer
+from ctindex.policy.plan import load_plan
+from ctindex.policy.project import Project
+from ctindex.search.execute import PlanMismatch, search_index
+from ctindex.search.query import parse_query
+from tests.daemon_support import CliProject, wait_for
+
+PROBE = (
+    "import json, sys\n"
+    "from ctindex.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "sys.stderr.write(json.dumps({'plan_loaded': 'ctindex.policy.plan' in sys.modules}))\n"
+    "raise SystemExit(code)\n"
+)
+
+
+@pytest.fixture
+def project(cli_project: CliProject) -> CliProject:
+    p = cli_project
+    # Stats within the racy window are never recorded: age what the plan
+    # depends on (the config, the folders root detection lists).
+    for path in (p.root / ".ct" / "index.jsonc", p.root, *p.root.iterdir()):
+        _age(path)
+    return p
+
+
+def _age(path: Path) -> None:
+    """Make a file older than the racy window, so its stat can be trusted."""
+    old = time.time() - 30
+    os.utime(path, (old, old))
+
+
+def probe(p: CliProject, query: str) -> tuple[dict[str, Any], bool]:
+    """(search JSON, whether the process loaded the plan)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PROBE,
+            "-C",
+            str(p.root),
+            "--json",
+            "search",
+            "--limit",
+            "1000",
+            query,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout), json.loads(done.stderr.splitlines()[-1])["plan_loaded"]
+
+
+def record(p: CliProject) -> Path:
+    return p.root / ".ct" / "okf" / "runtime" / fastpath.RECORD_NAME
+
+
+def test_fast_path_answers_without_the_plan_and_sees_changes(project: CliProject) -> None:
+    p = project
+    assert p.check("margin")["reason"] == "no daemon"
+    p.wait_daemon()
+    wait_for(record(p).exists)
+    doc, loaded = probe(p, "margin")
+    assert not loaded and doc["freshness"]["mode"] == "watcher-clean"
+    assert p.hits(doc) == p.hits(p.search("margin", direct=True))
+    target = next(f for f in (p.root / "ga4").rglob("*.md") if f.name != "index.md")
+    with open(target, "a", encoding="utf-8") as fh:
+        fh.write("\nzanzibarword\n")
+    doc, loaded = probe(p, "zanzibarword")
+    assert not loaded and [r["path"] for r in doc["results"]] == [
+        target.relative_to(p.root).as_posix()
+    ]
+
+
+def test_a_changed_config_takes_the_slow_path(project: CliProject) -> None:
+    p = project
+    p.check("margin")
+    p.wait_daemon()
+    wait_for(record(p).exists)
+    cfg = json.loads((p.root / ".ct" / "index.jsonc").read_text())
+    p.write_config({**cfg, "exclude": ["ga4/**"]})
+    doc, loaded = probe(p, "event OR margin")
+    assert loaded  # the recorded config stat no longer matches
+    assert p.hits(doc) == p.hits(p.search("event OR margin", direct=True))
+    assert not any(path.startswith("ga4/") for path in p.hits(doc))
+
+
+def test_a_wrong_record_only_costs_the_slow_path(project: CliProject) -> None:
+    p = project
+    p.check("margin")
+    p.wait_daemon()
+    wait_for(record(p).exists)
+    good = json.loads(record(p).read_text())
+    record(p).write_text(json.dumps({**good, "digest": "0" * 64}))
+    doc, loaded = probe(p, "margin")
+    assert loaded and doc["freshness"]["mode"] == "watcher-clean"
+    assert p.hits(doc) == p.hits(p.search("margin", direct=True))
+    assert json.loads(record(p).read_text())["digest"] == good["digest"]  # rewritten
+    record(p).write_text("{not json")
+    doc, loaded = probe(p, "margin")
+    assert loaded and p.hits(doc) == p.hits(p.search("margin", direct=True))
+
+
+def test_search_refuses_a_generation_of_another_plan(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "index.md").write_text("# kb\n")
+    (tmp_path / "kb" / "a.md").write_text("# A\n\nword\n")
+    project = Project.at(tmp_path)
+    plan = load_plan(project)
+    report = indexer.update(project, plan)
+    node = parse_query("word")
+    got = search_index(project.index_dir, node, 10, expect=(plan.digest(), report.generation))
+    assert got.total == 1
+    with pytest.raises(PlanMismatch):
+        search_index(project.index_dir, node, 10, expect=("0" * 64, report.generation))
+    with pytest.raises(PlanMismatch):
+        search_index(project.index_dir, node, 10, expect=(plan.digest(), report.generation + 1))

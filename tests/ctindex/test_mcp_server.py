@@ -1,0 +1,118 @@
+"""`ctindex mcp` (ctindex/mcp_server.py, docs/mcp.md) driven over stdio by the
+official SDK's client: the tools are listed, each is called, and a file
+changed underneath the running server is in its next answer (against
+tests/oracle.py), with watching off and with a daemon."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import oracle
+from tests.daemon_support import CliProject
+
+mcp = pytest.importorskip("mcp")
+
+MARK = "zqxv7mcpmark"
+TIMEOUT_S = 120  # a hang guard only
+
+
+async def _session(root: Path, expect_mode: str) -> None:
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "ctindex", "-C", str(root), "mcp"]
+    )
+    async with Client(params, read_timeout_seconds=TIMEOUT_S) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == {"search", "get_concept", "why", "status"}
+        assert "query" in tools["search"].input_schema["properties"]
+
+        async def call(name: str, **arguments: Any) -> dict[str, Any]:
+            result = await client.call_tool(name, arguments)
+            assert not result.is_error, result.content
+            doc: dict[str, Any] = result.structured_content or json.loads(result.content[0].text)  # type: ignore[union-attr]
+            return doc
+
+        async def hits() -> set[str]:
+            doc = await call("search", query=MARK, limit=100)
+            assert doc["freshness"]["mode"] == expect_mode, doc["freshness"]
+            return {r["path"] for r in doc["results"]}
+
+        first = await call("search", query="event", limit=3)
+        assert first["results"] and first["freshness"]["generation"] is not None
+        assert await hits() == oracle.containing(root, MARK) == set()
+
+        concept = root / "ga4" / "tables" / "mcp_made.md"
+        concept.write_text(f"---\ntitle: Made for MCP\ntags: [mcp]\n---\n{MARK} here\n")
+        assert await hits() == oracle.containing(root, MARK) == {"ga4/tables/mcp_made.md"}
+        got = await call("get_concept", id="tables/mcp_made")
+        assert got["title"] == "Made for MCP" and got["frontmatter"]["tags"] == ["mcp"]
+        assert got["freshness"]["mode"] == "direct"
+
+        concept.write_text("---\ntitle: Edited\n---\nno marker now\n")
+        assert await hits() == oracle.containing(root, MARK) == set()
+        assert (await call("get_concept", id="tables/mcp_made"))["title"] == "Edited"
+
+        why = await call("why", path="ga4/tables/mcp_made.md")
+        assert why["decisions"][0]["reason"] == "included" and why["all_included"] is True
+        status = await call("status")
+        assert status["documents"] > 0 and "watcher" in status
+
+        missing = await client.call_tool("get_concept", {"id": "tables/mcp_mad"})
+        assert missing.is_error and "tables/mcp_made" in missing.content[0].text  # type: ignore[union-attr]
+        bad = await client.call_tool("search", {"query": '"unterminated'})
+        assert bad.is_error and "unterminated quote" in bad.content[0].text  # type: ignore[union-attr]
+        assert (await call("search", query="event", limit=1))["results"]  # still serving
+
+
+def _run(root: Path, mode: str) -> None:
+    import anyio
+
+    async def bounded() -> None:
+        with anyio.fail_after(TIMEOUT_S * 2):  # a hang guard, not a performance bound
+            await _session(root, mode)
+
+    anyio.run(bounded)
+
+
+def test_mcp_over_stdio_watch_off(make_cli_project: Callable[..., CliProject]) -> None:
+    cp = make_cli_project(bundles=("ga4",), config={"watch": False})
+    _run(cp.root, "reconcile-on-query")
+
+
+def test_mcp_over_stdio_with_a_daemon(make_cli_project: Callable[..., CliProject]) -> None:
+    cp = make_cli_project(bundles=("ga4",))
+    cp.cli("watch", "start")
+    cp.wait_daemon()
+    _run(cp.root, "watcher-clean")
+
+
+def test_mcp_without_the_sdk_is_one_line(tmp_path: Path) -> None:
+    """Without the extra: exit 2 and one line naming it, no traceback."""
+    import subprocess
+
+    (tmp_path / ".git").mkdir()
+    blocker = tmp_path / "shadow"
+    blocker.mkdir()
+    (blocker / "mcp.py").write_text("raise ImportError('no SDK here', name='mcp')\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; sys.path.insert(0, {str(blocker)!r}); "
+            "from ctindex.cli import main; "
+            f"sys.exit(main(['-C', {str(tmp_path)!r}, 'mcp']))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and "ctindex[mcp]" in done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
