@@ -1,0 +1,225 @@
+"""The layout's rules, read from the code with `ast` (docs/architecture.md,
+"Rooms and rules").
+
+* reconciler/ and backends/ know nothing of ctindex: they import only the
+  standard library, third-party packages and their own room;
+* nothing imports the bare names `reconciler` or `backends` (they install
+  as ctindex.reconciler and ctindex.backends: docs/decisions/packaging.md);
+* the read side (search, the store's reader, the query client) never imports
+  the write side (the indexer, the store's writer);
+* imports form no cycle, lazy ones (inside functions) included: a loop is a
+  loop in the design even when it does not break at import time;
+* every test file in a room names the module it tests
+  (tests/<room>/<package path>/test_<module>[_<aspect>].py).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# repository folder -> installed package name
+ROOMS = {"ctindex": "ctindex", "reconciler": "ctindex.reconciler", "backends": "ctindex.backends"}
+INNER_ROOMS = ("ctindex.reconciler", "ctindex.backends")
+WRITE_SIDE = ("ctindex.indexer", "ctindex.store.writer", "ctindex.store.gc", "ctindex.build")
+READ_SIDE = (
+    "ctindex.search",
+    "ctindex.store.snapshot",
+    "ctindex.store.segment",
+    "ctindex.quick",
+    "ctindex.daemon.query",
+)
+
+
+def modules() -> dict[str, Path]:
+    """Installed module name -> source file, for every module of the package."""
+    found: dict[str, Path] = {}
+    for folder, package in ROOMS.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            rel = path.relative_to(REPO / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def _within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def imports(module: str, path: Path, *, top_level_only: bool) -> Iterator[tuple[int, str]]:
+    """(line, imported module) of every import; relative imports resolved.
+    `top_level_only` skips imports inside functions and under `if
+    TYPE_CHECKING:` (neither runs when the module is imported)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    is_package = path.name == "__init__.py"
+    base = module.split(".") if is_package else module.split(".")[:-1]
+
+    def walk(nodes: list[ast.stmt]) -> Iterator[ast.stmt]:
+        for node in nodes:
+            yield node
+            if isinstance(node, ast.If):
+                test = node.test
+                typing_only = (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+                    isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+                )
+                if not (top_level_only and typing_only):
+                    yield from walk(node.body)
+                yield from walk(node.orelse)
+            elif isinstance(node, ast.Try):
+                for block in (node.body, node.orelse, node.finalbody):
+                    yield from walk(block)
+                for handler in node.handlers:
+                    yield from walk(handler.body)
+            elif not top_level_only and isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.For)
+            ):
+                yield from walk(node.body)
+
+    for node in walk(tree.body):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = base[: len(base) - node.level + 1]
+                target = ".".join([*anchor, node.module] if node.module else anchor)
+            else:
+                target = node.module or ""
+            yield node.lineno, target
+            for alias in node.names:  # `from ctindex.store import writer` imports a module
+                yield node.lineno, f"{target}.{alias.name}"
+
+
+def _known(name: str, mods: dict[str, Path]) -> str | None:
+    """The longest module of ours that `name` is, or is inside."""
+    while name:
+        if name in mods:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def test_inner_rooms_import_nothing_of_ctindex() -> None:
+    mods = modules()
+    bad = []
+    for module, path in mods.items():
+        room = next((r for r in INNER_ROOMS if _within(module, (r,))), None)
+        if room is None:
+            continue
+        for line, target in imports(module, path, top_level_only=False):
+            if _within(target, ("ctindex",)) and not _within(target, (room,)):
+                bad.append(f"{path.relative_to(REPO)}:{line} imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_bare_room_names() -> None:
+    bad = []
+    files = [*modules().values(), *sorted((REPO / "tests").rglob("*.py"))]
+    files += sorted((REPO / "bench").rglob("*.py"))
+    for path in files:
+        for line, target in imports("x", path, top_level_only=False):
+            if _within(target, ("reconciler", "backends")):
+                bad.append(f"{path.relative_to(REPO)}:{line} imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+def test_read_side_never_imports_write_side() -> None:
+    mods = modules()
+    bad = []
+    for module, path in mods.items():
+        if not _within(module, READ_SIDE):
+            continue
+        for line, target in imports(module, path, top_level_only=False):
+            if _within(target, WRITE_SIDE):
+                bad.append(f"{path.relative_to(REPO)}:{line} imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+def test_imports_have_no_cycle() -> None:
+    mods = modules()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for module, path in mods.items():
+        for _line, target in imports(module, path, top_level_only=False):
+            known = _known(target, mods)
+            if known and known != module and not _within(module, (known,)):
+                graph[module].add(known)
+            # importing a.b.c runs a/__init__ and a/b/__init__ first (the
+            # root `ctindex` imports nothing eagerly: its names load lazily)
+            parent = known.rpartition(".")[0] if known else ""
+            while parent and parent in mods and parent not in (module, "ctindex"):
+                if not _within(module, (parent,)):
+                    graph[module].add(parent)
+                parent = parent.rpartition(".")[0]
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    out.append(sorted(component))
+    return out
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_room_tests_name_their_module() -> None:
+    """tests/<room>/<package path>/test_<module>[_<aspect>].py: the tests of
+    reconciler/walk.py are in tests/reconciler/test_walk*.py, those of
+    ctindex/store/segment.py in tests/ctindex/store/test_segment*.py. Tests of
+    whole-tool behaviour across rooms live in tests/e2e/."""
+    bad = []
+    for folder in ROOMS:
+        for test in sorted((REPO / "tests" / folder).rglob("test_*.py")):
+            package = REPO / folder / test.parent.relative_to(REPO / "tests" / folder)
+            words = test.stem.removeprefix("test_").split("_")
+            names = ["_".join(words[:n]) for n in range(len(words), 0, -1)]
+            if not any(
+                (package / f"{n}.py").is_file() or (package / n / "__init__.py").is_file()
+                for n in names
+            ):
+                bad.append(f"{test.relative_to(REPO)}: no module {package.relative_to(REPO)}/…")
+    assert not bad, "\n".join(bad)
