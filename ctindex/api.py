@@ -461,7 +461,8 @@ class Index:
     def status(self, verbose: bool = False) -> Status:
         """The metrics of spec §10, as `ctindex status` reports them. Never
         starts a daemon."""
-        from ctindex.commands.status import collect, watcher_json
+        from ctindex.commands.status import collect
+        from ctindex.commands.watcher_report import watcher_json
 
         with self._lock:
             doc = collect(self._context(), verbose)

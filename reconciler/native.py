@@ -20,9 +20,10 @@ import os
 import struct
 import sys
 from collections.abc import Iterable
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
-from ctindex.reconciler.manifest import RawEntry
+if TYPE_CHECKING:  # the manifest loads this module lazily: only the record's type here
+    from ctindex.reconciler.manifest import RawEntry
 
 PURE_ENV = "CTINDEX_PURE"
 # Codes of the pending entries Table.scan hands back (reconciler/_native.c).

@@ -8,7 +8,8 @@
 * the read side (search, the store's reader, the query client) never imports
   the write side (the indexer, the store's writer);
 * imports form no cycle, lazy ones (inside functions) included: a loop is a
-  loop in the design even when it does not break at import time;
+  loop in the design even when it does not break at import time (names
+  imported only for annotations, under `if TYPE_CHECKING:`, do not count);
 * every test file in a room names the module it tests
   (tests/<room>/<package path>/test_<module>[_<aspect>].py).
 """
@@ -48,10 +49,13 @@ def _within(name: str, prefixes: tuple[str, ...]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
-def imports(module: str, path: Path, *, top_level_only: bool) -> Iterator[tuple[int, str]]:
+def imports(
+    module: str, path: Path, *, top_level_only: bool, typing: bool = True
+) -> Iterator[tuple[int, str]]:
     """(line, imported module) of every import; relative imports resolved.
     `top_level_only` skips imports inside functions and under `if
-    TYPE_CHECKING:` (neither runs when the module is imported)."""
+    TYPE_CHECKING:` (neither runs when the module is imported); `typing=False`
+    skips only the latter."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     is_package = path.name == "__init__.py"
     base = module.split(".") if is_package else module.split(".")[:-1]
@@ -64,7 +68,7 @@ def imports(module: str, path: Path, *, top_level_only: bool) -> Iterator[tuple[
                 typing_only = (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
                     isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
                 )
-                if not (top_level_only and typing_only):
+                if not (typing_only and (top_level_only or not typing)):
                     yield from walk(node.body)
                 yield from walk(node.orelse)
             elif isinstance(node, ast.Try):
@@ -141,7 +145,7 @@ def test_imports_have_no_cycle() -> None:
     mods = modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for module, path in mods.items():
-        for _line, target in imports(module, path, top_level_only=False):
+        for _line, target in imports(module, path, top_level_only=False, typing=False):
             known = _known(target, mods)
             if known and known != module and not _within(module, (known,)):
                 graph[module].add(known)

@@ -120,39 +120,6 @@ def pass_json(info: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-def _unix_ms(seconds: Any) -> int | None:
-    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
-        return int(seconds * 1000)
-    return None
-
-
-def watcher_json(doc: dict[str, Any]) -> dict[str, Any]:
-    """client.watcher_status() in the JSON convention: its float-second
-    times become integer `*_unix_ms` (the daemon's records keep seconds)."""
-    out = dict(doc)
-    for old, new in (
-        ("started", "started_unix_ms"),
-        ("last_heartbeat", "last_heartbeat_unix_ms"),
-        ("stopped", "stopped_unix_ms"),
-    ):
-        out[new] = _unix_ms(out.pop(old, None))
-    failure = out.get("spawn_failure")
-    if isinstance(failure, dict):
-        out["spawn_failure"] = {
-            "error": failure.get("error"),
-            "count": failure.get("count"),
-            "at_unix_ms": _unix_ms(failure.get("time")),
-            "retry_after_unix_ms": _unix_ms(failure.get("retry_after")),
-        }
-    for key in ("last_reconcile", "last_batch"):  # the daemon's: "at" in float seconds
-        rec = out.get(key)
-        if isinstance(rec, dict):
-            rec = dict(rec)
-            rec["at_unix_ms"] = _unix_ms(rec.pop("at", None))
-            out[key] = rec
-    return out
-
-
 def run(ctx: Context, args: argparse.Namespace) -> int:
     verbose = getattr(args, "verbose", False)
     doc = collect(ctx, verbose)
@@ -165,6 +132,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 
         write_textfile(metrics, status_metrics(ctx.project, doc, code == 0))
     if ctx.json:
+        from ctindex.commands.watcher_report import watcher_json
+
         ctx.emit_json({**doc, "watcher": watcher_json(doc["watcher"]), "exit_code": code})
         return code
     if doc["problem"]:
@@ -216,7 +185,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             else " (paths with --verbose)"
         )
     )
-    from ctindex.commands.watch import watcher_lines
+    from ctindex.commands.watcher_report import watcher_lines
 
     for line in watcher_lines(doc["watcher"]):
         ctx.echo(line)
