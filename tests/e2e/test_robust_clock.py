@@ -1,4 +1,5 @@
-"""Issue 6 §2: racy-clean and coarse-timestamp behaviour, deterministically,
+"""Robustness, clock and stat (docs/reliability.md, "Clock and stat"):
+Racy-clean and coarse-timestamp behaviour, deterministically,
 through the indexer (not only the reconciler): the reconciler's `stat` and
 `clock_ns` are injected with reconciler/testing.py's distorted views of the
 filesystem (rounded timestamps like HFS+/FAT, an NFS-like attribute cache,

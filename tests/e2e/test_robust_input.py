@@ -1,4 +1,5 @@
-"""Issue 6 §3: the bad-input matrix. Each test names one input and the exact
+"""Robustness, bad input (docs/reliability.md, "Bad input"):
+The bad-input matrix. Each test names one input and the exact
 message or decision expected. One project holds every bad file; it is indexed
 once per module (watch off: these probe the indexer and provider, not the daemon)."""
 

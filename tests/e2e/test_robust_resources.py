@@ -1,4 +1,5 @@
-"""Issue 6 §6: a real daemon stays bounded. After 10,000 file events and
+"""Robustness, resource bounds (docs/reliability.md, "Resource bounds"):
+A real daemon stays bounded. After 10,000 file events and
 1,000 barriers its open descriptors and resident memory are stable (first
 third vs last third of the run), and its CPU use returns to ~0 when idle.
 

@@ -1,4 +1,5 @@
-"""Issue 6 §5: nothing outside the canonical scope is ever opened, runtime
+"""Robustness, security (docs/reliability.md, "Security"):
+Nothing outside the canonical scope is ever opened, runtime
 files are private, and neither query text nor content reaches logs or status.
 
 Other-uid refusal of the daemon endpoint (a setresuid child) is

@@ -1,4 +1,5 @@
-"""Issue 6 §4: a damaged index file (truncated, garbage, bit flip, old
+"""Robustness, storage integrity (docs/reliability.md, "Storage integrity"):
+A damaged index file (truncated, garbage, bit flip, old
 format, missing, mismatched) is detected, reported and repaired by a rebuild
 from the files; a search never answers from it. Spec: a corrupt cache makes a
 query slower, never wrong. Watching is off: these probe the index, not the daemon."""
