@@ -410,7 +410,7 @@ class Index:
             return sorted(cid for cid, _key in self._fresh_ids(plan))
 
     def _fresh_ids(self, plan: Plan) -> list[tuple[str, str]]:
-        from ctindex.providers.okf_markdown import concept_id as id_of
+        from ctindex.providers import load
         from ctindex.store.lock import IndexBusy, IndexReadOnly
 
         def listing(snap: Snapshot) -> list[tuple[str, str]]:
@@ -421,7 +421,8 @@ class Index:
                         continue
                     found = plan.find_scope(key)
                     if found is not None:
-                        out.append((id_of(key, found[0].root), key))
+                        scope = found[0]
+                        out.append((load(scope.provider).concept_id(key, scope.root), key))
             return out
 
         try:
@@ -585,8 +586,11 @@ _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 def read_concept(plan: Plan, root: str, key: str) -> Concept:
     """Read and parse one included concept file, opening nothing a symlink
     points to (spec §11) and never blocking on a special file."""
-    from ctindex.providers.okf_markdown import ProviderError, concept_id, parse
+    from ctindex.providers import INDEX_PROVIDER, load
+    from ctindex.providers.base import ProviderError
 
+    found = plan.find_scope(key)
+    provider = load(found[0].provider if found else INDEX_PROVIDER)
     t0 = time.perf_counter()
     path = plan.project.path(key)
     limit = plan.settings.max_file_bytes
@@ -594,7 +598,7 @@ def read_concept(plan: Plan, root: str, key: str) -> Concept:
         before = os.lstat(path)
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise ConceptNotFound(concept_id(key, root)) from None
+        raise ConceptNotFound(provider.concept_id(key, root)) from None
     except OSError as exc:
         raise ConceptUnreadable(f"{key}: cannot open ({exc.strerror or exc})") from exc
     try:
@@ -617,7 +621,7 @@ def read_concept(plan: Plan, root: str, key: str) -> Concept:
         os.close(fd)
     if len(data) > limit:
         raise ConceptUnreadable(f"{key}: larger than max_file_bytes ({limit}); not a concept")
-    doc = parse(key, data, root)
+    doc = provider.parse(key, data, root)
     if isinstance(doc, ProviderError):
         raise ConceptUnreadable(doc.message)
     text = data.decode("utf-8-sig")
@@ -698,7 +702,7 @@ def _links(plan: Plan, root: str, key: str, body: str) -> Iterable[Link]:
     gets the concept ID it names (whether or not that file exists)."""
     import posixpath
 
-    from ctindex.providers.okf_markdown import concept_id
+    from ctindex.providers import load
 
     folder = posixpath.dirname(key)
     for m in _LINK_RE.finditer(body):
@@ -710,5 +714,5 @@ def _links(plan: Plan, root: str, key: str, body: str) -> Iterable[Link]:
             name = posixpath.basename(linked)
             found = plan.find_scope(linked) if is_normal_key(linked) else None
             if found is not None and found[0].root == root and name not in ("index.md", "log.md"):
-                cid = concept_id(linked, root)
+                cid = load(found[0].provider).concept_id(linked, root)
         yield Link(text, target, cid)

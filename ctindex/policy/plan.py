@@ -2,7 +2,7 @@
 after combining detected defaults with `.ct/index.jsonc` (spec §4).
 
 ``load_plan(project)`` is cheap enough for every query: the config is one
-small file and the derived OKF roots are cached against the full stat
+small file and the derived roots (the index provider's, spec §4) are cached against the full stat
 fingerprints of the folders detection listed (reconciler/fingerprint.py).
 """
 
@@ -28,8 +28,8 @@ from ctindex.policy.config import (
     Config,
     load_config,
 )
-from ctindex.policy.project import INDEX_KEY, Project, StrPath
-from ctindex.providers import OKF_MARKDOWN, PROVIDERS
+from ctindex.policy.project import INDEX_KEY, Project, StrPath, key_under
+from ctindex.providers import INDEX_PROVIDER, PROVIDERS, ProviderInfo
 from ctindex.reconciler.fingerprint import Fingerprint, fingerprint_of, from_json, racily_clean
 from ctindex.statefile import read_text_bounded
 
@@ -40,7 +40,6 @@ DERIVED, PROJECT, HARD = "derived", "project", "hard"
 # Bump when the decision rules themselves change: every plan digest changes,
 # so every scope is invalidated (spec §4).
 POLICY_VERSION = 1
-ROOT_DEPTH = 3  # docs/decisions/policy.md: okf/bundles/<name>/index.md
 ROOTS_CACHE = "roots.json"
 # Bumped when the roots cache's layout changes: version 1 held folder mtimes
 # alone, which reproducible archives and rsync -a keep while adding a root.
@@ -57,7 +56,7 @@ class Scope:
     origin: str  # derived | project
 
     def contains(self, key: str) -> bool:
-        return not self.root or key == self.root or key.startswith(self.root + "/")
+        return key_under(key, self.root)
 
     def relative(self, key: str) -> str:
         return key[len(self.root) + 1 :] if self.root else key
@@ -225,7 +224,7 @@ class Plan:
         roots = sorted({s.root for s in self.scopes})
         kept: list[str] = []
         for root in roots:
-            if not any(not k or root.startswith(k + "/") for k in kept):
+            if not any(key_under(root, k) for k in kept):
                 kept.append(root)
         return tuple(kept)
 
@@ -317,9 +316,12 @@ def load_plan(project: Project) -> Plan:
             config_stamp=stamp,
             stamped_ns=stamped_ns,
         )
-    roots, folders = _detect(project, compile_patterns(exclude))
+    # Derived scopes come from the index provider's root marker (spec §4:
+    # "provider-derived scopes"; ctindex/providers/__init__.py).
+    deriving = PROVIDERS[INDEX_PROVIDER]
+    roots, folders = _detect(project, compile_patterns(exclude), deriving)
     scopes = tuple(
-        Scope(root, OKF_MARKDOWN.id, OKF_MARKDOWN.default_include, (), DERIVED) for root in roots
+        Scope(root, deriving.id, deriving.default_include, (), DERIVED) for root in roots
     )
     return Plan(
         project,
@@ -335,31 +337,42 @@ def load_plan(project: Project) -> Plan:
     )
 
 
-# --- OKF root detection (docs/decisions/policy.md, "Derived plan") ---------------
+# --- root detection (docs/decisions/policy.md, "Derived plan") -------------------
 
 
-def detect_roots(project: Project, exclude: PatternSet) -> tuple[str, ...]:
-    """Folders at depth 0..3 holding a regular `index.md`, topmost winning,
-    hidden and excluded folders skipped. Cached in the runtime folder against
-    the full fingerprint of every folder looked at: a new or removed
-    `index.md` or sub-folder changes its parent's ctime even when a tool
-    (tar --mtime, rsync -a) puts the old mtime back."""
-    return _detect(project, exclude)[0]
+def detect_roots(
+    project: Project, exclude: PatternSet, provider: ProviderInfo | None = None
+) -> tuple[str, ...]:
+    """Folders at depth 0..`root_depth` holding a regular `root_marker` file
+    of `provider` (default: the index provider; okf-markdown: 0..3,
+    `index.md`), topmost winning, hidden and excluded folders skipped.
+    Cached in the runtime folder against the full fingerprint of every
+    folder looked at: a new or removed marker or sub-folder changes its
+    parent's ctime even when a tool (tar --mtime, rsync -a) puts the old
+    mtime back."""
+    return _detect(project, exclude, provider or PROVIDERS[INDEX_PROVIDER])[0]
 
 
 def _detect(
-    project: Project, exclude: PatternSet
+    project: Project, exclude: PatternSet, provider: ProviderInfo
 ) -> tuple[tuple[str, ...], dict[str, Fingerprint] | None]:
     """(roots, fingerprints of the folders listed; None when one was racily clean)."""
+    if provider.root_marker is None:
+        return (), {}
     fingerprint = _sha256(
-        {"depth": ROOT_DEPTH, "exclude": list(exclude.patterns), "format": _ROOTS_CACHE_FORMAT}
+        {
+            "depth": provider.root_depth,
+            "marker": provider.root_marker,  # another marker: another set of roots
+            "exclude": list(exclude.patterns),
+            "format": _ROOTS_CACHE_FORMAT,
+        }
     )
     cache = project.runtime_dir / ROOTS_CACHE
     cached = _read_cache(project, cache, fingerprint)
     if cached is not None:
         return cached
     started = time.time_ns()
-    roots, seen = _scan_roots(project, exclude)
+    roots, seen = _scan_roots(project, exclude, provider.root_marker, provider.root_depth)
     # Racily clean folders (mtime or ctime within timestamp granularity of the
     # scan) could change again keeping their fingerprint: do not cache them
     # (git's rule, reconciler/fingerprint.py).
@@ -378,18 +391,18 @@ def _detect(
 
 
 def _scan_roots(
-    project: Project, exclude: PatternSet
+    project: Project, exclude: PatternSet, marker_name: str, max_depth: int
 ) -> tuple[tuple[str, ...], dict[str, Fingerprint]]:
     roots: list[str] = []
     seen: dict[str, Fingerprint] = {}
     frontier = [""]
-    for depth in range(ROOT_DEPTH + 1):
+    for depth in range(max_depth + 1):
         following: list[str] = []
         for key in frontier:
             folder = project.path(key)
             try:
                 seen[key] = fingerprint_of(os.lstat(folder))
-                marker = os.lstat(folder / "index.md")
+                marker = os.lstat(folder / marker_name)
             except FileNotFoundError:
                 marker = None
             except OSError:
@@ -397,7 +410,7 @@ def _scan_roots(
             if marker is not None and stat_mod.S_ISREG(marker.st_mode):
                 roots.append(key)
                 continue
-            if depth == ROOT_DEPTH:
+            if depth == max_depth:
                 continue
             try:
                 with os.scandir(folder) as entries:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import posixpath
 import stat as stat_mod
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -206,6 +207,18 @@ def is_index_key(key: str) -> bool:
     """True for the index storage folder and everything beneath it (always
     hard-excluded: the index must never index or watch itself)."""
     return key == INDEX_KEY or key.startswith(_INDEX_PREFIX)
+
+
+def key_under(key: str, folder: str) -> bool:
+    """`key` is the folder key `folder` or below it ("" is the project root,
+    above every key). The one spelling of this test: a bare prefix check
+    would put `a/bc` under `a/b`."""
+    return not folder or key == folder or key.startswith(folder + "/")
+
+
+def key_under_any(key: str, folders: Iterable[str]) -> bool:
+    """`key_under` for some folder of `folders` (a short list: linear)."""
+    return any(key_under(key, f) for f in folders)
 
 
 def key_within(key: str, folders: set[str] | frozenset[str]) -> bool:

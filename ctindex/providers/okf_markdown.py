@@ -17,49 +17,52 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
-from ctindex.providers import PROVIDERS
+from ctindex.providers import OKF_MARKDOWN, ProviderInfo
+from ctindex.providers.base import Analysis, Document, Provider, ProviderError
 
-_INFO = PROVIDERS.get("okf-markdown")
-PROVIDER_ID = "okf-markdown"
-PROVIDER_VERSION: int = _INFO.version if _INFO else 1
-TOKENIZER_VERSION: int = _INFO.tokenizer_version if _INFO else 1
+# The term layout is the index's, shared by every provider; re-exported here,
+# beside the analysis that fills it.
+from ctindex.providers.fields import (
+    EXACT_ID,
+    EXACT_LAST,
+    EXACT_TITLE,
+    EXACT_TITLE_SET,
+    FACET_TAG,
+    FACET_TYPE,
+    FACET_TYPE_WORD,
+    FIELD_TERM,
+    FIELDS,
+    SEP,
+    WEIGHTS,
+)
+
+__all__ = [
+    "EXACT_ID",
+    "EXACT_LAST",
+    "EXACT_TITLE",
+    "EXACT_TITLE_SET",
+    "FACET_TAG",
+    "FACET_TYPE",
+    "FACET_TYPE_WORD",
+    "FIELDS",
+    "FIELD_TERM",
+    "PROVIDER",
+    "SEP",
+    "WEIGHTS",
+    "Analysis",
+    "Document",
+    "ProviderError",
+]
+
+PROVIDER_ID = OKF_MARKDOWN.id
+PROVIDER_VERSION: int = OKF_MARKDOWN.version
+TOKENIZER_VERSION: int = OKF_MARKDOWN.tokenizer_version
 
 # Frontmatter bigger than this is not handed to YAML at all (a warning, the
 # whole text is indexed as body): concept frontmatter is a few hundred bytes.
 MAX_FRONTMATTER_BYTES = 64 * 1024
-
-# Field order and stored weights: a term in the title counts three times a
-# body occurrence (tags and description twice) in its posting's tf; BM25F's
-# own per-field weights are the matcher's (docs/search.md), which derives the
-# body's raw count from this total and the per-field terms. Integers keep the weighted
-# term frequencies exact (they are stored as u16 in segments).
-FIELDS = ("title", "tags", "description", "body")
-WEIGHTS = (3, 2, 2, 1)
-
-# Separator between fields and between tags in the token stream: phrases never
-# match across it. NUL can not occur inside a word token.
-SEP = "\x00"
-FACET_TYPE = "\x00type:"
-FACET_TAG = "\x00tag:"
-# Each word of the type, so `type:bigquery` finds `BigQuery Table` (docs/search.md).
-FACET_TYPE_WORD = "\x00typew:"
-
-# Ranking-only terms (docs/search.md, "Ranking"; docs/format.md). No query word
-# can be one of them (a word has no control character), so they never change
-# which documents match; the matcher reads them to score and order matches.
-# Per field raw term frequencies for BM25F: `FIELD_TERM[f] + term`, for the
-# title, tags, description and concept ID (the body's is derived from the
-# weighted total, which stays the term's own posting).
-FIELD_TERM = ("\x01t", "\x01g", "\x01d", "\x01i")
-# Exact-match keys: the document's title terms in order, its concept ID's
-# terms, its last ID segment's terms, and the title's distinct terms sorted
-# (near-exact: same words, any order).
-EXACT_TITLE = "\x02t"
-EXACT_ID = "\x02i"
-EXACT_LAST = "\x02l"
-EXACT_TITLE_SET = "\x02s"
 
 WORD_RE = re.compile(r"[^\W_]+")
 # The same tokens on pure-ASCII text (the ASCII letters and digits are exactly
@@ -69,37 +72,6 @@ _ASCII_WORD_RE = re.compile(r"[A-Za-z0-9]+")
 _HEADING_RE = re.compile(r"^#[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 _BOM = b"\xef\xbb\xbf"
-
-
-class ProviderError(NamedTuple):
-    """A file the provider claims but cannot read (never indexed; listed by status)."""
-
-    key: str
-    message: str
-
-
-class Document(NamedTuple):
-    key: str  # project-relative path
-    concept_id: str  # scope-relative path without `.md`
-    scope: str  # scope root key
-    title: str
-    type: str
-    description: str
-    tags: tuple[str, ...]
-    body: str
-    warning: str | None = None  # frontmatter problem (the document is still indexed)
-    size: int = 0  # source bytes
-
-
-class Analysis(NamedTuple):
-    """A document as the matcher sees it."""
-
-    tokens: list[str]  # the token stream: field tokens separated by SEP
-    tfw: dict[str, int]  # weighted term frequency (incl. facets and ranking terms)
-    length: int  # weighted document length
-    # Raw token counts of title, tags, description and concept ID (BM25F
-    # per-field length normalisation; the body's is length minus the weighted rest).
-    flens: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
 # -- parsing -------------------------------------------------------------------
@@ -459,3 +431,22 @@ def _analysis(doc: Document, raws: list[list[str]]) -> Analysis:
     return Analysis(
         tokens=tokens, tfw=tfw, length=length, flens=(flens[0], flens[1], flens[2], flens[3])
     )
+
+
+class OkfMarkdown:
+    """The `okf-markdown` provider as the registry hands it out
+    (`ctindex.providers.load`; the interface is ctindex/providers/base.py)."""
+
+    info: ProviderInfo = OKF_MARKDOWN
+    parse = staticmethod(parse)
+    analyze = staticmethod(analyze)
+    analyze_many = staticmethod(analyze_many)
+    concept_id = staticmethod(concept_id)
+    words = staticmethod(words)
+    terms = staticmethod(terms)
+    normalize_term = staticmethod(normalize_term)
+    term_spans = staticmethod(term_spans)
+    facet = staticmethod(facet)
+
+
+PROVIDER: Provider = OkfMarkdown()

@@ -14,7 +14,9 @@ from array import array
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ctindex.providers.okf_markdown import SEP, Analysis, Document, analyze, parse
+from ctindex.providers import INDEX_PROVIDER, load
+from ctindex.providers.base import Analysis, Document
+from ctindex.providers.fields import SEP
 from ctindex.search.matcher import path_matches
 
 if TYPE_CHECKING:
@@ -26,9 +28,13 @@ _SEP_RANK = 0xFFFFFFFF
 class MemoryPartition:
     """Documents held in memory (the oracle's single partition)."""
 
-    def __init__(self, docs: list[Document]) -> None:
+    def __init__(self, docs: list[Document], plan: Plan | None = None) -> None:
+        """`plan` names each document's provider (its scope's); without
+        one, every document is the index provider's."""
         self.docs = sorted(docs, key=lambda d: d.key)
-        self.analyses: list[Analysis] = [analyze(d) for d in self.docs]
+        self.analyses: list[Analysis] = [
+            load(provider_of(plan, d.key)).analyze(d) for d in self.docs
+        ]
         self._post: dict[str, dict[int, int]] = {}
         for i, a in enumerate(self.analyses):
             for t, w in a.tfw.items():
@@ -168,14 +174,20 @@ def _read(dfd: int, name: str) -> bytes | None:
         os.close(fd)
 
 
+def provider_of(plan: Plan | None, key: str) -> str:
+    """The id of the provider that decides `key`: its scope's."""
+    found = plan.find_scope(key) if plan is not None else None
+    return found[0].provider if found else INDEX_PROVIDER
+
+
 def read_documents(root: str, plan: Plan) -> tuple[list[Document], list[str]]:
     """Parse every eligible file: (documents, provider error messages)."""
-    from ctindex.indexer import scope_root_of
-
     docs: list[Document] = []
     errors: list[str] = []
     for key, data in eligible_contents(root, plan.path_filter()):
-        got = parse(key, data, scope_root_of(plan, key))
+        found = plan.find_scope(key)
+        scope_root = found[0].root if found else ""
+        got = load(provider_of(plan, key)).parse(key, data, scope_root)
         if isinstance(got, Document):
             docs.append(got)
         else:

@@ -177,7 +177,7 @@ def search_direct(
     from ctindex.search.direct import MemoryPartition, read_documents
 
     docs, _ = read_documents(root, plan)
-    part = MemoryPartition(docs)
+    part = MemoryPartition(docs, plan)
     ranking = matcher.search(node, [part])
 
     def fetch(h: matcher.Hit) -> StoredDoc:

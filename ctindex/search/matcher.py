@@ -14,7 +14,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from ctindex.providers.okf_markdown import (
+from ctindex.providers.fields import (
     EXACT_ID,
     EXACT_LAST,
     EXACT_TITLE,

@@ -16,9 +16,12 @@ is several tokens (``gross-margin``) means the phrase of those tokens.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctindex.errors import QueryError
+
+if TYPE_CHECKING:
+    from ctindex.providers.base import Provider
 
 __all__ = ["QueryError", "parse_query"]
 
@@ -237,10 +240,16 @@ class _Parser:
         return _word(tok)
 
 
-def _words(text: str, col: int, quoted: bool) -> Node:
-    from ctindex.providers.okf_markdown import terms
+def _analysis() -> Provider:
+    """How query text becomes terms: the index provider's rules, the ones
+    its documents were analysed with (ctindex/providers/base.py)."""
+    from ctindex.providers import INDEX_PROVIDER, load
 
-    found = terms(text)
+    return load(INDEX_PROVIDER)
+
+
+def _words(text: str, col: int, quoted: bool) -> Node:
+    found = _analysis().terms(text)
     if not found:
         what = f'"{text}"' if quoted else repr(text)
         raise QueryError(f"query: {what} at column {col} holds no searchable word")
@@ -256,28 +265,25 @@ def _word(tok: _Tok) -> Node:
         )
     if not text.endswith("*"):
         if "/" in text.strip("/"):
-            from ctindex.providers.okf_markdown import terms
-
-            found = tuple(terms(text))
+            found = tuple(_analysis().terms(text))
             if found:
                 return IdWord(found)
         return _words(text, tok.col, quoted=False)
-    from ctindex.providers.okf_markdown import normalize_term, words
-
+    provider = _analysis()
     stem = text.rstrip("*")
-    parts = words(stem)
+    parts = provider.words(stem)
     if len(parts) != 1 or parts[0] != stem:
         raise QueryError(
             f"query: prefix {text!r} at column {tok.col} must be one word followed by '*'"
         )
     folded = stem.casefold()
-    stemmed = normalize_term(stem)
+    stemmed = provider.normalize_term(stem)
     forms = (folded,) if stemmed == folded else (folded, stemmed)
     return Prefix(forms)
 
 
 def _field(tok: _Tok) -> Node:
-    from ctindex.providers.okf_markdown import FACET_TAG, FACET_TYPE, facet
+    from ctindex.providers.fields import FACET_TAG, FACET_TYPE, FACET_TYPE_WORD
 
     if tok.field == "path":
         prefix = tok.text.strip()
@@ -285,10 +291,8 @@ def _field(tok: _Tok) -> Node:
             prefix = prefix[2:]
         return PathPrefix(prefix.lstrip("/"))
     head = FACET_TYPE if tok.field == "type" else FACET_TAG
-    value = facet(tok.text)
+    value = _analysis().facet(tok.text)
     if tok.field == "type" and " " not in value:
-        from ctindex.providers.okf_markdown import FACET_TYPE_WORD
-
         # One word matches the whole type or any word of it (type:bigquery
         # finds "BigQuery Table").
         return Or((Facet(head + value), Facet(FACET_TYPE_WORD + value)))

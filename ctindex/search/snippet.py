@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from ctindex.providers.okf_markdown import term_spans
+from ctindex.providers import INDEX_PROVIDER, load
 
 OPEN, CLOSE = "«", "»"
 WINDOW_WORDS = 24  # words considered per candidate window
@@ -27,7 +27,7 @@ def make_snippet(
     A word is marked when its term is one of `terms` or starts with one of
     `prefixes`."""
     for text in (body, description):
-        spans = list(term_spans(text))
+        spans = list(load(INDEX_PROVIDER).term_spans(text))
         marked = {t for _, _, t in spans if t in terms or (prefixes and t.startswith(prefixes))}
         hits = [i for i, (_, _, t) in enumerate(spans) if t in marked]
         if hits:

@@ -1,0 +1,103 @@
+"""What a provider is (spec §3; docs/provider.md): the interface the writer,
+the `--direct` oracle and the query parser use, and the document types that
+cross it.
+
+The light half of a provider is its ``ProviderInfo`` in the registry
+(ctindex/providers/__init__.py): id, versions, eligibility (suffixes,
+reserved names) and root detection (the marker file `plan.py` looks for when
+no scopes are configured). Those are consulted on every query and by the
+policy commands, so they are plain data. This module is the heavy half: how
+bytes become a ``Document``, how a document becomes the terms of the index's
+fields (ctindex/providers/fields.py), and how a query string becomes terms
+of the same fields. ``ctindex.providers.load(id)`` imports it only when a
+provider is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from ctindex.providers import ProviderInfo
+
+
+class ProviderError(NamedTuple):
+    """A file the provider claims but cannot read (never indexed; listed by status)."""
+
+    key: str
+    message: str
+
+
+class Document(NamedTuple):
+    key: str  # project-relative path
+    concept_id: str  # scope-relative path, without the provider's suffix
+    scope: str  # scope root key
+    title: str
+    type: str
+    description: str
+    tags: tuple[str, ...]
+    body: str
+    warning: str | None = None  # frontmatter problem (the document is still indexed)
+    size: int = 0  # source bytes
+
+
+class Analysis(NamedTuple):
+    """A document as the matcher sees it."""
+
+    tokens: list[str]  # the token stream: field tokens separated by fields.SEP
+    tfw: dict[str, int]  # weighted term frequency (incl. facets and ranking terms)
+    length: int  # weighted document length
+    # Raw token counts of title, tags, description and concept ID (BM25F
+    # per-field length normalisation; the body's is length minus the weighted rest).
+    flens: tuple[int, int, int, int] = (0, 0, 0, 0)
+
+
+class Provider(Protocol):
+    """One compiled-in format. Eligibility is decided before any of this runs
+    (ctindex/policy/decide.py, from ``info``); every method here is pure and
+    never raises for bad content: a file it cannot read is a ProviderError.
+
+    One index folder has one query analysis, the index provider's
+    (``ctindex.providers.INDEX_PROVIDER``): a provider whose scopes share it
+    must analyse words the same way, or its documents would hold terms no
+    query produces."""
+
+    @property
+    def info(self) -> ProviderInfo: ...
+
+    # -- writing: bytes -> document -> terms of the index's fields
+    def parse(self, key: str, data: bytes, scope_root: str) -> Document | ProviderError:
+        """One file's exact bytes (the ones the reconciler hashed)."""
+        ...
+
+    def analyze(self, doc: Document) -> Analysis: ...
+
+    def analyze_many(self, docs: Sequence[Document]) -> Iterator[Analysis]:
+        """``analyze`` of each document, in order (may batch the work)."""
+        ...
+
+    def concept_id(self, key: str, scope_root: str) -> str:
+        """The ID a file of this scope is shown and looked up under."""
+        ...
+
+    # -- querying: text -> terms of the same fields
+    def words(self, text: str) -> list[str]:
+        """The raw word tokens of a text (not normalised)."""
+        ...
+
+    def terms(self, text: str) -> list[str]:
+        """The normalised terms of a text, in order (a phrase's terms)."""
+        ...
+
+    def normalize_term(self, word: str) -> str:
+        """The term one query word stands for."""
+        ...
+
+    def term_spans(self, text: str) -> Iterator[tuple[int, int, str]]:
+        """(start, end, term) of every word of a text: what snippets mark."""
+        ...
+
+    def facet(self, value: str) -> str:
+        """Normal form of a `type:` / `tag:` value."""
+        ...
