@@ -208,7 +208,7 @@ def _check_files(
 
 
 def _load_table(index_dir: Path, m: StoreManifest, found: Audit) -> Manifest | None:
-    from ctindex.indexer import load_file_table
+    from ctindex.store.filetable import load_file_table
 
     try:
         table = load_file_table(index_dir, m)

@@ -8,6 +8,7 @@ to the same surrogate-escaped key. Text output uses human units.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -104,3 +105,42 @@ def table(rows: Sequence[Sequence[str]], indent: str = "") -> str:
 def show_key(key: str) -> str:
     """A key as text: the project root is '.'."""
     return key or "."
+
+
+class Progress:
+    """A one-line progress bar on stderr, only when it is a terminal."""
+
+    def __init__(self, stream: TextIO | None, label: str) -> None:
+        self.stream = stream if stream is not None and _isatty(stream) else None
+        self.label = label
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, done: int, total: int | None) -> None:
+        if self.stream is None:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.1 and (total is None or done < total):
+            return
+        self._last = now
+        if total:
+            width = 30
+            fill = width * done // max(total, 1)
+            line = f"{self.label} [{'#' * fill}{'.' * (width - fill)}] {done}/{total}"
+        else:
+            line = f"{self.label}: {done} files read"
+        self.stream.write("\r" + line + "\x1b[K")
+        self.stream.flush()
+        self._shown = True
+
+    def done(self) -> None:
+        if self.stream is not None and self._shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

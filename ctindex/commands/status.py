@@ -35,11 +35,13 @@ def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
     does not depend on it: the index's counts and bytes, and the watcher,
     are still reported; `problem` says why the rest (`stale`) is missing."""
     from ctindex.errors import PolicyError
-    from ctindex.indexer import check_generation, last_pass, provider_versions, rebuild_reason
+    from ctindex.indexer import provider_versions, rebuild_reason
     from ctindex.policy.plan import Plan, load_plan
     from ctindex.store.durable import IndexCorrupt
     from ctindex.store.gc import index_bytes
     from ctindex.store.generation import read_diag, read_manifest
+    from ctindex.store.integrity import check_generation
+    from ctindex.store.passlog import last_pass
 
     index_dir = Path(ctx.project.index_dir)
     doc: dict[str, Any] = {

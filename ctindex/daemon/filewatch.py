@@ -39,7 +39,7 @@ from ctindex.daemon.links import LinkTracker, vouches
 from ctindex.policy.project import key_within
 
 if TYPE_CHECKING:
-    from ctindex.indexer import LinkedEntry
+    from ctindex.store.filetable import RecordedFile as LinkedEntry
 
 # Files re-checked by lstat per barrier when the watch budget is exhausted:
 # ~2.5 µs each unloaded (docs/benchmarks.md: a bare lstat walk of 200,000

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from ctindex.backends.base import Watcher
 
 if TYPE_CHECKING:
-    from ctindex.indexer import LinkedEntry
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
+    from ctindex.store.filetable import RecordedFile as LinkedEntry
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ class RealEngine:
         The table is not kept (the daemon's RSS per file stays small) and is
         loaded only when the dirty set gained keys or a new generation was
         published: answers are kept per generation for the keys still asked."""
-        from ctindex.indexer import load_file_table
+        from ctindex.store.filetable import load_file_table
         from ctindex.store.generation import read_manifest
 
         try:

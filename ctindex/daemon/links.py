@@ -29,7 +29,7 @@ from ctindex.policy.project import key_within
 from ctindex.reconciler import DEFAULT_GRANULARITY_NS, Fingerprint
 
 if TYPE_CHECKING:
-    from ctindex.indexer import LinkedEntry
+    from ctindex.store.filetable import RecordedFile as LinkedEntry
 
 LINKED_MAX = 20_000  # ~ the stat cost of a small full pass per barrier; memory ~ 4 MiB
 

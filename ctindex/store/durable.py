@@ -1,8 +1,10 @@
 """Durable file primitives shared by the store writer (and the fault hook).
 
 Every file the store publishes is written once under a fresh name, fsynced,
-and only then named by a manifest; the manifest itself goes through a temp
-sibling and an atomic rename followed by a folder fsync (spec §9).
+and only then named by a manifest (``write_new``); the manifest itself, and
+every other file the store replaces in place, goes through ``atomic_write``:
+a temp sibling and an atomic rename, followed by a folder fsync (spec §9).
+These two are the store's only ways to write a file.
 """
 
 from __future__ import annotations
@@ -48,8 +50,11 @@ def unique_name(prefix: str, generation: int, suffix: str) -> str:
     return f"{prefix}-{generation:08d}-{os.urandom(4).hex()}{suffix}"
 
 
-def write_new(path: Path, chunks: list[bytes] | bytes, *, fault_point: str | None = None) -> int:
-    """Create `path` (must not exist), write every chunk, fsync. Returns the size."""
+def write_new(
+    path: Path, chunks: list[bytes] | bytes, *, fault_point: str | None = None, sync: bool = True
+) -> int:
+    """Create `path` (must not exist), write every chunk, fsync (unless not
+    `sync`). Returns the size."""
     if isinstance(chunks, (bytes, bytearray)):
         chunks = [bytes(chunks)]
     try:
@@ -67,7 +72,8 @@ def write_new(path: Path, chunks: list[bytes] | bytes, *, fault_point: str | Non
                 size += n
             if fault_point and i == len(chunks) // 2:
                 fault(fault_point)  # a torn file on disk, never named by a manifest
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
         written = True
     except OSError as exc:
         raise IndexWriteError(f"{path}: cannot write index file ({exc.strerror})") from exc
@@ -94,18 +100,29 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def replace_atomically(target: Path, data: bytes) -> None:
-    """Temp sibling, fsync, rename over `target`, fsync the folder."""
+def atomic_write(
+    target: Path, data: bytes, *, sync: bool = True, fault_label: str | None = None
+) -> None:
+    """The store's one way to replace a file in place: temp sibling (fresh
+    name), rename over `target`. A reader sees the old file or the new one,
+    never a torn one. With `sync` (MANIFEST) the temp file and then the
+    folder are fsynced, so the rename survives a power cut; a best-effort
+    record (store/passlog.py) skips both. `fault_label` names the test hooks
+    around the rename (``before-<label>-rename``, ``after-...``).
+    Raises IndexWriteError."""
     tmp = target.with_name(f"{target.name}.{os.getpid()}.{os.urandom(3).hex()}.tmp")
-    write_new(tmp, data)
-    fault("before-manifest-rename")
+    write_new(tmp, data, sync=sync)
+    if fault_label:
+        fault(f"before-{fault_label}-rename")
     try:
         os.replace(tmp, target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise IndexWriteError(f"{target}: cannot publish ({exc.strerror})") from exc
-    fsync_dir(target.parent)
-    fault("after-manifest-rename")
+    if sync:
+        fsync_dir(target.parent)
+    if fault_label:
+        fault(f"after-{fault_label}-rename")
 
 
 def read_all(path: Path) -> bytes:

@@ -24,15 +24,18 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ctindex.policy.project import key_under_any, key_within
 from ctindex.store.durable import IndexCorrupt, read_all
 
 if TYPE_CHECKING:
-    from ctindex.reconciler import Manifest
+    from ctindex.reconciler import Fingerprint, Manifest, ReconcileResult
+    from ctindex.reconciler.manifest import RawEntry as RawEntry
     from ctindex.reconciler.native import NativeTable
+    from ctindex.store.generation import StoreManifest
 
 MAGIC = b"CTFILES\x00"
 VERSION = 1
@@ -41,8 +44,20 @@ _HEAD = struct.Struct("<8sIIQ")
 _RECORD = struct.Struct("<qqqQQ16sq")
 _TRAILER = 16
 
-RawEntry = tuple[int, int, int, int, int, bytes, int]
+# One file-table entry is the reconciler's RawEntry (reconciler/manifest.py):
+# (size, mtime_ns, ctime_ns, ino, dev, digest, recorded_ns), kept a plain
+# tuple because tables hold tens of thousands of them (entry[:5] is the full
+# stat fingerprint, entry[6] the clock reading taken just before the content
+# was read); `RecordedFile` is the named view the daemon is handed.
 Delta = dict[str, "RawEntry | None"]
+
+
+class RecordedFile(NamedTuple):
+    """A file as a file table records it: the full stat fingerprint it was
+    read under, and when it was read."""
+
+    fingerprint: Fingerprint
+    recorded_ns: int
 
 
 def _xxh3(data: bytes | memoryview) -> bytes:
@@ -162,10 +177,6 @@ class _FullTable:
             raise IndexCorrupt(f"file table keys and records disagree ({exc})") from exc
 
 
-def _under(key: str, scopes: list[str]) -> bool:
-    return any(not s or key == s or key.startswith(s + "/") for s in scopes)
-
-
 def delta_from_json(raw: Mapping[str, Any]) -> Delta:
     out: Delta = {}
     for key, v in raw.items():
@@ -212,7 +223,7 @@ def load(
             return Manifest(source=_FullTable(base, delta))
         raw = base.subtrees(scopes)
     for key, e in delta.items():
-        if scopes is not None and not _under(key, scopes):
+        if scopes is not None and not key_under_any(key, scopes):
             continue
         if e is None:
             raw.pop(key, None)
@@ -234,3 +245,119 @@ def merge(old: Delta, new: Delta) -> Delta:
     merged = dict(old)
     merged.update(new)
     return merged
+
+
+# -- a generation's table ------------------------------------------------------------
+
+
+def load_file_table(
+    index_dir: Path, m: StoreManifest, only: Iterable[str] | None = None
+) -> Manifest:
+    """The reconciler file table a generation names (base + delta, empty when
+    it names none): all of it, or only the entries under the keys `only`."""
+    from ctindex.reconciler.diff import minimal_scopes
+
+    scopes = None if only is None else minimal_scopes(only)
+    return load(index_dir, m.files, m.files_delta, None if scopes == [""] else scopes)
+
+
+class RecordedFiles(Mapping[str, RecordedFile]):
+    """The entries of a pass's file table within what it walked, as
+    RecordedFile, made on access: a query that reconciles itself never
+    builds 40,000 of them."""
+
+    def __init__(self, raw: Mapping[str, RawEntry], only: list[str] | None) -> None:
+        from ctindex.reconciler import Fingerprint  # once: not per entry (an import costs ~4 µs)
+
+        self._raw = raw
+        self._inside = None if only is None else set(only)
+        self._fp = Fingerprint
+
+    def __contains__(self, key: object) -> bool:
+        if self._inside is None:
+            return key in self._raw
+        return isinstance(key, str) and key in self._raw and key_within(key, self._inside)
+
+    def __getitem__(self, key: str) -> RecordedFile:
+        e = self._raw[key]  # KeyError when absent
+        if self._inside is not None and not key_within(key, self._inside):
+            raise KeyError(key)
+        return RecordedFile(self._fp(*e[:5]), e[6])
+
+    def __iter__(self) -> Iterator[str]:
+        inside = self._inside
+        return (
+            iter(self._raw) if inside is None else (k for k in self._raw if key_within(k, inside))
+        )
+
+    def __len__(self) -> int:
+        return len(self._raw) if self._inside is None else sum(1 for _ in self)
+
+
+def recorded(raw: Mapping[str, RawEntry], keys: Iterable[str]) -> dict[str, RecordedFile]:
+    """RecordedFile of each of `keys` the table holds."""
+    from ctindex.reconciler import Fingerprint
+
+    return {
+        k: RecordedFile(Fingerprint(*e[:5]), e[6]) for k in keys if (e := raw.get(k)) is not None
+    }
+
+
+def newly_trusted(previous: Manifest, res: ReconcileResult) -> bool:
+    """True when the pass re-read racily-clean files (fingerprint too close
+    to the time their content was read to be trusted, git's rule) that are
+    now old enough: recording them spares re-reading them on every pass.
+    While they are still within the window, recording would change nothing."""
+    if not res.metrics.counts.get("racy_rehashed"):
+        return False
+    from ctindex.reconciler.fingerprint import racily_clean
+
+    old = previous.raw()
+    for key, e in res.manifest.raw().items():
+        p = old.get(key)
+        if p is not e and p != e and not racily_clean(e[:5], e[6]):
+            return True
+    return False
+
+
+class TableUpdate(NamedTuple):
+    """How a generation records a pass's file table (docs/format.md)."""
+
+    base: bytes | None  # a new base file, or None: keep the base
+    delta: dict[str, Any] | None  # the new inline delta (JSON form), or None: none
+    source_bytes: int  # total size of the files the table records
+
+
+def table_update(
+    index_dir: Path,
+    base: StoreManifest | None,
+    previous: Manifest | None,
+    res: ReconcileResult,
+    partial: bool,
+) -> TableUpdate:
+    """The table `res.manifest` as base and delta. `previous` is the table
+    the pass started from (`partial`: only the entries under a narrowed
+    pass's folders); None: start over. The base is rewritten only when the
+    delta outgrows DELTA_MAX keys."""
+
+    def size(e: RawEntry | None) -> int:
+        return e[0] if e is not None and e[0] > 0 else 0
+
+    new = res.manifest.raw()
+    if base is None or previous is None:
+        return TableUpdate(encode_base(new), None, sum(map(size, new.values())))
+    old = previous.raw()
+    change = changes(old, new)
+    source = base.source_bytes + sum(size(new.get(k)) - size(old.get(k)) for k in change)
+    merged = merge(delta_from_json(base.files_delta), change)
+    if len(merged) <= DELTA_MAX:
+        return TableUpdate(None, delta_to_json(merged), source)
+    if partial:  # the pass saw part of the table: compact the whole of it
+        full = dict(load_file_table(index_dir, base).raw())
+        for k, e in change.items():
+            if e is None:
+                full.pop(k, None)
+            else:
+                full[k] = e
+        new = full
+    return TableUpdate(encode_base(new), None, sum(map(size, new.values())))

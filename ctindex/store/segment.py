@@ -51,7 +51,7 @@ NSECTIONS = 11
     S_SEQS,
     S_FLENS,
 ) = range(NSECTIONS)
-NFIELDS = 4  # title, tags, description, concept ID (okf_markdown.FIELD_TERM)
+NFIELDS = 4  # title, tags, description, concept ID (providers/fields.py FIELD_TERM)
 SEQ_BLOCK_DOCS = 64  # token streams are checksummed per run of this many documents
 RECORD_BLOCK_DOCS = 32
 RECORD_BLOCK_BYTES = 64 * 1024

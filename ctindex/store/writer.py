@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ctindex.store.durable import fault, fsync_dir, unique_name, write_new
+from ctindex.store.durable import atomic_write, fault, fsync_dir, unique_name, write_new
 from ctindex.store.generation import (
     MANIFEST_NAME,
     SegmentRef,
@@ -232,9 +232,7 @@ class StoreWriter:
         retired = [r for r in self.base.retired if r[0] not in referenced]
         retired += [[n, now] for n in sorted(self.base.referenced() - referenced)]
         m.retired = retired
-        from ctindex.store.durable import replace_atomically
-
-        replace_atomically(self.dir / MANIFEST_NAME, m.to_bytes())
+        publish(self.dir, m)
         self.close()
         m.retired = collect_garbage(self.dir, m, now)
         return m
@@ -274,11 +272,15 @@ def republish(
     referenced = m.referenced()
     m.retired = [r for r in base.retired if r[0] not in referenced]
     m.retired += [[n, now] for n in sorted(base.referenced() - referenced)]
-    from ctindex.store.durable import replace_atomically
-
-    replace_atomically(index_dir / MANIFEST_NAME, m.to_bytes())
+    publish(index_dir, m)
     m.retired = collect_garbage(index_dir, m, now)
     return m
+
+
+def publish(index_dir: Path, m: StoreManifest) -> None:
+    """The store's one publish point: MANIFEST swapped to name `m`, after
+    every file it names was written and fsynced (spec §9)."""
+    atomic_write(index_dir / MANIFEST_NAME, m.to_bytes(), fault_label="manifest")
 
 
 def collect_garbage(index_dir: Path, m: StoreManifest, now: int) -> list[list[Any]]:

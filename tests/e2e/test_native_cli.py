@@ -61,7 +61,7 @@ def _cli(root: Path, *args: str, pure: bool) -> subprocess.CompletedProcess[str]
 
 def _state(root: Path) -> dict[str, Any]:
     """What an index holds, independent of its random file names and clock."""
-    from ctindex.indexer import load_file_table
+    from ctindex.store.filetable import load_file_table
     from ctindex.store.generation import read_manifest
 
     index = root / ".ct" / "okf"

@@ -109,7 +109,7 @@ def damage_segment_missing(root: Path) -> str:
 
 def damage_segment_mismatched(root: Path) -> str:
     """Another generation's valid segment under the name the manifest expects."""
-    from ctindex.indexer import build_input
+    from ctindex.build import build_input
     from ctindex.providers import okf_markdown as okf
     from ctindex.store.segment import build_segment
 
@@ -123,7 +123,7 @@ def damage_segment_mismatched(root: Path) -> str:
 
 def damage_segment_swapped_same_count(root: Path) -> str:
     """Another valid segment with as many documents, under the expected name."""
-    from ctindex.indexer import build_input
+    from ctindex.build import build_input
     from ctindex.providers import okf_markdown as okf
     from ctindex.store.segment import build_segment
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-import ctindex.indexer as indexer
 from ctindex.daemon import sysinfo
 from ctindex.daemon.layers import RealEngine
 from ctindex.policy.project import Project
+from ctindex.store import filetable
 from tests.conftest import CliResult
 
 
@@ -23,13 +23,13 @@ def test_pending_counts_load_the_file_table_once_per_new_keys(
     root = make_project("acme_retail")
     assert run_cli("-C", str(root), "update").code == 0
     loads: list[int] = []
-    real_load = indexer.load_file_table
+    real_load = filetable.load_file_table
 
     def counting_load(*args: Any, **kwargs: Any) -> Any:
         loads.append(1)
         return real_load(*args, **kwargs)
 
-    monkeypatch.setattr(indexer, "load_file_table", counting_load)
+    monkeypatch.setattr(filetable, "load_file_table", counting_load)
     bundle = "okf/bundles/acme_retail"
     (root / bundle / "tables" / "new.md").write_text("# new\n")
     keys = [f"{bundle}/tables/orders.md", f"{bundle}/tables/new.md", f"{bundle}/gone.md"]

@@ -13,7 +13,7 @@ import pytest
 from ctindex import indexer
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
-from ctindex.store import filetable
+from ctindex.store import filetable, passlog
 from ctindex.store.durable import IndexCorrupt
 from ctindex.store.generation import read_manifest
 
@@ -103,7 +103,7 @@ def test_narrowed_updates_keep_a_delta_then_compact(
     m = read_manifest(small.index_dir)
     assert m is not None and m.generation > first.generation
     # The table as stored equals what a full pass over the files finds.
-    stored = indexer.load_file_table(small.index_dir, m).raw()
+    stored = filetable.load_file_table(small.index_dir, m).raw()
     again = indexer.update(small, plan)
     assert not again.published and not again.content_changed
     assert set(stored) == {k for k in stored if os.path.exists(small.path(k))}
@@ -121,4 +121,4 @@ def test_racily_clean_files_are_recorded_once_old_enough(small: Project) -> None
     assert again.generation == first.generation
     indexer.update(small, plan)
     m = read_manifest(small.index_dir)
-    assert indexer.last_pass(small.index_dir, m)["files_hashed"] == 0
+    assert passlog.last_pass(small.index_dir, m)["files_hashed"] == 0

@@ -1,0 +1,292 @@
+"""Documents from captured bytes: parse, analyse, and add them to a store
+write (write side; the transaction around it is ctindex/indexer.py).
+
+Each key is parsed by the provider of the scope that decided it, looked up
+by id in the registry (ctindex/providers/__init__.py). Large batches are
+parsed and written as one segment per forked worker: the file contents are
+shared with the children, not pickled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, TextIO
+
+from ctindex import providers
+from ctindex.output import Progress
+from ctindex.providers.base import Analysis, Document, ProviderError
+from ctindex.providers.fields import SEP
+from ctindex.store.segment import BuildInput, StoredDoc
+
+if TYPE_CHECKING:
+    from ctindex.policy.plan import Plan
+    from ctindex.store.segment import SegmentInfo
+    from ctindex.store.writer import StoreWriter
+
+MAX_MESSAGE = 300  # characters kept of one provider error / warning
+PARALLEL_MIN_DOCS = 4000  # below this, forking costs more than it saves
+MAX_WORKERS = 4
+
+
+class Target(NamedTuple):
+    """Where a key's document comes from: its scope root and that scope's provider."""
+
+    root: str
+    provider: str
+
+
+class Diagnostics(NamedTuple):
+    """Provider errors (files not indexed) and warnings (indexed), by key."""
+
+    errors: dict[str, str]
+    warnings: dict[str, str]
+
+
+class _Part(NamedTuple):
+    """One worker's segment: its file name and the keys it holds."""
+
+    name: str
+    keys: list[str]
+
+
+class _Built(NamedTuple):
+    name: str
+    info: SegmentInfo
+    diagnostics: Diagnostics
+
+
+def clip(message: str) -> str:
+    """Bound a diagnostic kept in the index (a YAML error can quote a long line)."""
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
+
+
+def targets_of(plan: Plan, keys: Sequence[str]) -> dict[str, Target]:
+    out: dict[str, Target] = {}
+    for key in keys:
+        found = plan.find_scope(key)
+        scope = found[0] if found else None
+        out[key] = (
+            Target(scope.root, scope.provider) if scope else Target("", providers.INDEX_PROVIDER)
+        )
+    return out
+
+
+def build_input(doc: Document, analysis: Analysis | None = None) -> BuildInput:
+    """A document and its analysis as the store writes them (without an
+    analysis: the index provider's)."""
+    a = providers.load(providers.INDEX_PROVIDER).analyze(doc) if analysis is None else analysis
+    stored = StoredDoc(
+        doc.key,
+        doc.concept_id,
+        doc.scope,
+        doc.title,
+        doc.type,
+        doc.description,
+        doc.tags,
+        doc.body,
+        doc.size,
+    )
+    return BuildInput(stored, a.tokens, a.tfw, a.length, a.flens)
+
+
+def reanalyze(stored: StoredDoc, provider_id: str = providers.INDEX_PROVIDER) -> BuildInput:
+    """A stored document analysed again (a merge rewrites it into a new segment)."""
+    doc = Document(
+        key=stored.key,
+        concept_id=stored.concept_id,
+        scope=stored.scope,
+        title=stored.title,
+        type=stored.type,
+        description=stored.description,
+        tags=stored.tags,
+        body=stored.body,
+        size=stored.size,
+    )
+    return build_input(doc, providers.load(provider_id).analyze(doc))
+
+
+def reanalyzer(plan: Plan) -> Callable[[StoredDoc], BuildInput]:
+    """`reanalyze` with the provider of each document's scope under `plan`."""
+
+    def again(stored: StoredDoc) -> BuildInput:
+        return reanalyze(stored, targets_of(plan, [stored.key])[stored.key].provider)
+
+    return again
+
+
+def add_documents(
+    writer: StoreWriter,
+    keys: list[str],
+    contents: Mapping[str, bytes],
+    targets: Mapping[str, Target],
+    index_dir: Path,
+    progress: TextIO | None,
+) -> Diagnostics:
+    """Parse and analyse `keys` (sorted) from their captured bytes and add
+    them to `writer`: in this process, or one segment per forked worker."""
+    workers = _workers(len(keys))
+    if workers > 1:
+        out = Diagnostics({}, {})
+        for built in _parallel(
+            keys, contents, targets, index_dir, writer.generation, workers, progress
+        ):
+            writer.adopt(built.name, built.info)
+            out.errors.update(built.diagnostics.errors)
+            out.warnings.update(built.diagnostics.warnings)
+        return out
+    diagnostics = Diagnostics({}, {})
+    bar = Progress(progress, "indexing")
+    for n, key in enumerate(keys, 1):
+        target = targets[key]
+        provider = providers.load(target.provider)
+        doc = _parsed(key, contents[key], target, diagnostics)
+        if doc is not None:
+            writer.add(build_input(doc, provider.analyze(doc)))
+        bar(n, len(keys))
+    bar.done()
+    return diagnostics
+
+
+def _parsed(key: str, data: bytes, target: Target, diagnostics: Diagnostics) -> Document | None:
+    got = providers.load(target.provider).parse(key, data, target.root)
+    if isinstance(got, ProviderError):
+        diagnostics.errors[key] = clip(got.message)
+        return None
+    if got.warning:
+        diagnostics.warnings[key] = clip(got.warning)
+    return got
+
+
+# -- parallel indexing (large batches) -------------------------------------------------
+
+
+class _Job(NamedTuple):
+    """What a forked worker inherits (never pickled)."""
+
+    contents: Mapping[str, bytes]
+    targets: Mapping[str, Target]
+    index_dir: Path
+    parent: int  # pid of the process that forked the workers
+
+
+_JOB: _Job | None = None
+
+
+def _workers(docs: int) -> int:
+    """How many processes to parse and build segments with (1 = in process)."""
+    import multiprocessing
+
+    if (
+        docs < PARALLEL_MIN_DOCS
+        or not sys.platform.startswith("linux")
+        or "fork" not in multiprocessing.get_all_start_methods()
+    ):
+        return 1
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_WORKERS, docs // (PARALLEL_MIN_DOCS // 2)))
+
+
+def _parallel(
+    keys: list[str],
+    contents: Mapping[str, bytes],
+    targets: Mapping[str, Target],
+    index_dir: Path,
+    generation: int,
+    workers: int,
+    progress: TextIO | None,
+) -> list[_Built]:
+    """Parse, analyse and write one segment per worker; key ranges are contiguous."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    from ctindex.errors import IndexWriteError
+    from ctindex.store.durable import unique_name
+
+    global _JOB
+    size = -(-len(keys) // workers)
+    parts = [
+        _Part(unique_name("seg", generation, ".seg"), keys[i : i + size])
+        for i in range(0, len(keys), size)
+    ]
+    bar = Progress(progress, f"indexing ({workers} processes)")
+    bar(0, len(keys))
+    _JOB = _Job(contents, targets, index_dir, os.getpid())
+    out: list[_Built] = []
+    try:
+        with ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init
+        ) as pool:
+            for got in pool.map(_build_part, parts):
+                out.append(got)
+                bar(sum(len(p.keys) for p in parts[: len(out)]), len(keys))
+    except BrokenProcessPool as exc:
+        raise IndexWriteError(
+            f"{index_dir}: an indexing process died; nothing was published"
+        ) from exc
+    finally:
+        _JOB = None
+        bar.done()
+    return out
+
+
+def _worker_init() -> None:
+    """A worker must never outlive or out-lock its parent: it drops the
+    inherited update-lock descriptor and asks the kernel to kill it when the
+    parent dies (Linux PR_SET_PDEATHSIG), e.g. after a SIGKILL mid-rebuild.
+
+    It also runs without the cyclic GC: it builds one segment and exits, makes
+    no garbage cycles worth collecting, and every collection would walk (and
+    copy-on-write touch) the objects inherited from the parent and the
+    millions of postings it allocates."""
+    import ctypes
+    import gc
+    import signal
+
+    gc.disable()
+    from ctindex.store.lock import release_inherited
+
+    release_inherited()
+    with contextlib.suppress(OSError, AttributeError):  # _workers() only forks on Linux
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    assert _JOB is not None
+    if os.getppid() != _JOB.parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _build_part(part: _Part) -> _Built:
+    from ctindex.store.segment import build_segment
+
+    assert _JOB is not None
+    job = _JOB
+    diagnostics = Diagnostics({}, {})
+    docs: list[tuple[str, Document]] = []
+    for key in part.keys:
+        doc = _parsed(key, job.contents[key], job.targets[key], diagnostics)
+        if doc is not None:
+            docs.append((job.targets[key].provider, doc))
+    items = list(_analysed(docs))
+    del docs
+    info = build_segment(job.index_dir / part.name, items, SEP, fault_point="mid-segment")
+    return _Built(part.name, info, diagnostics)
+
+
+def _analysed(docs: list[tuple[str, Document]]) -> Iterator[BuildInput]:
+    """BuildInput of each document, in order; each run of one provider's
+    documents is analysed as a batch (`Provider.analyze_many`)."""
+    start = 0
+    while start < len(docs):
+        provider_id = docs[start][0]
+        end = start
+        while end < len(docs) and docs[end][0] == provider_id:
+            end += 1
+        run = [doc for _, doc in docs[start:end]]
+        yield from map(build_input, run, providers.load(provider_id).analyze_many(run))
+        start = end

@@ -1,0 +1,73 @@
+"""ctindex/build.py: documents from captured bytes, in process or forked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ctindex import build, indexer
+from ctindex.policy.plan import load_plan
+from ctindex.policy.project import Project
+from ctindex.providers import okf_markdown as okf
+from ctindex.store.generation import read_manifest
+from tests.e2e.test_differential import dump
+
+
+def _quiet(root: Path) -> None:
+    (root / ".ct").mkdir(exist_ok=True)
+    (root / ".ct" / "index.jsonc").write_text(json.dumps({"version": 1, "watch": False}))
+
+
+def test_parallel_build_equals_serial_build(
+    bundles_project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _quiet(bundles_project)
+    proj = Project.at(bundles_project)
+    plan = load_plan(proj)
+    (bundles_project / "okf" / "bundles" / "ga4" / "broken.md").write_bytes(b"\xff")
+    serial = indexer.rebuild(proj, plan)
+    want = dump(proj.index_dir)
+    monkeypatch.setattr(build, "PARALLEL_MIN_DOCS", 10)
+    monkeypatch.setattr(build, "_workers", lambda docs: 3)
+    parallel = indexer.rebuild(proj, plan)
+    assert dump(proj.index_dir) == want
+    assert parallel.errors == serial.errors == 1
+    m = read_manifest(proj.index_dir)
+    assert m is not None and len(m.segments) == 3
+
+
+def test_targets_name_each_keys_scope_root_and_provider(bundles_project: Path) -> None:
+    _quiet(bundles_project)
+    plan = load_plan(Project.at(bundles_project))
+    key = "okf/bundles/ga4/tables/events.md"
+    got = build.targets_of(plan, [key, "elsewhere/x.md"])
+    assert got[key] == build.Target("okf/bundles/ga4", "okf-markdown")
+    # Outside every scope (never asked for by the indexer): the index provider.
+    assert got["elsewhere/x.md"] == build.Target("", "okf-markdown")
+
+
+def test_reanalyze_gives_back_what_build_input_stored() -> None:
+    doc = okf.parse("s/a.md", b"---\ntitle: T\ntags: [x, y]\n---\nbody words here\n", "s")
+    assert isinstance(doc, okf.Document)
+    first = build.build_input(doc)
+    again = build.reanalyze(first.doc)
+    assert again == first
+
+
+def test_runs_of_one_provider_are_analysed_in_order() -> None:
+    docs = []
+    for i in range(5):
+        got = okf.parse(f"d{i}.md", f"# t{i}\n\nword{i}\n".encode())
+        assert isinstance(got, okf.Document)
+        docs.append(("okf-markdown", got))
+    items = list(build._analysed(docs))
+    assert [i.doc.key for i in items] == [f"d{i}.md" for i in range(5)]
+    assert items == [build.build_input(d) for _, d in docs]
+
+
+def test_clip_bounds_a_diagnostic() -> None:
+    assert build.clip("short") == "short"
+    long = build.clip("x" * 1000)
+    assert len(long) == build.MAX_MESSAGE and long.endswith("…")
