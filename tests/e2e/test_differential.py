@@ -247,15 +247,16 @@ def test_writer_killed_at_random_moments(tmp_path: Path) -> None:
 
 SLOW_PARALLEL_REBUILD = r"""
 import sys, time
+import ctindex.build as build
 import ctindex.indexer as ix
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
-original = ix._build_part
+original = build._build_part
 def _build_part(part):
     time.sleep(60)  # the parent is killed while its workers are busy
     return original(part)
-ix._build_part = _build_part
-ix._workers = lambda docs: 2
+build._build_part = _build_part
+build._workers = lambda docs: 2
 project = Project.at(sys.argv[1])
 ix.rebuild(project, load_plan(project))
 """
