@@ -113,6 +113,20 @@ def _init_args(p: argparse.ArgumentParser) -> None:
 
 def _scopes_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
+        "action",
+        nargs="?",
+        choices=("add", "remove"),
+        default=None,
+        help="add or remove the scope DIR in .ct/index.jsonc (comments are kept)",
+    )
+    p.add_argument("dir", nargs="?", default=None, metavar="DIR", help="the scope's root folder")
+    p.add_argument(
+        "--provider",
+        metavar="ID",
+        default=None,
+        help="scopes add: the provider of the new scope (default: okf-markdown)",
+    )
+    p.add_argument(
         "--effective",
         action="store_true",
         help="also every setting with its origin, hard rules and plan digest",
@@ -234,7 +248,11 @@ def _metrics_arg(p: argparse.ArgumentParser) -> None:
 # name -> (help, declares the command's own arguments)
 _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "init": ("print (default) or write the derived .ct/index.jsonc; never indexes", _init_args),
-    "scopes": ("show scopes, exclusions, origins, provider versions and limits", _scopes_args),
+    "scopes": (
+        "show scopes, exclusions, origins, provider versions and limits; "
+        "`scopes add|remove DIR` edits them",
+        _scopes_args,
+    ),
     "why": ("decision trace per path; exit 0 only if every path is included", _why_args),
     "status": ("index and watcher metrics", _status_args),
     "update": ("full reconciliation; publishes a generation if something changed", _write_args),
@@ -386,6 +404,8 @@ def main(
             for extra in ("suggestions", "candidates"):  # ctindex.errors: `show`'s lists
                 if getattr(exc, extra, None):
                     error[extra] = list(getattr(exc, extra))
+            if getattr(exc, "no_scopes", None):  # show: why no concept can exist
+                error["no_scopes"] = exc.no_scopes  # type: ignore[attr-defined]
             write_json(out, {"error": error})
         return exc.exit_code
     except KeyboardInterrupt:

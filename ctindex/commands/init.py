@@ -18,7 +18,7 @@ from ctindex.policy.plan import Plan, default_daemon_memory, load_plan
 def run(ctx: Context, args: argparse.Namespace) -> int:
     plan = load_plan(ctx.project)
     values = config_values(plan)
-    text = config_text(values, _comments(plan))
+    text = config_text(values, store_comments(plan))
     path = ctx.project.config_path
     if args.write:
         _write(path, text)
@@ -52,7 +52,7 @@ def config_values(plan: Plan) -> dict[str, Any]:
     return values
 
 
-def _comments(plan: Plan) -> list[str]:
+def store_comments(plan: Plan) -> list[str]:
     if plan.derived_roots is not None:
         source = (
             f"Scopes derived from {len(plan.derived_roots)} detected OKF root(s); "

@@ -15,6 +15,14 @@ _BYTE_SETTINGS = ("max_file_bytes", "max_daemon_memory_bytes")
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
+    if getattr(args, "action", None) is not None:  # `scopes add|remove DIR`
+        from ctindex.commands.scopes_edit import run as edit
+
+        return edit(ctx, args)
+    if getattr(args, "dir", None) is not None or getattr(args, "provider", None) is not None:
+        from ctindex.errors import UsageError
+
+        raise UsageError("scopes: DIR and --provider go with `scopes add` (or `remove`)")
     plan = load_plan(ctx.project)
     document = describe(plan, args.effective)
     if ctx.json:
