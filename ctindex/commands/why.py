@@ -3,38 +3,93 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Any
 
 from ctindex.commands import Context
+from ctindex.commands.no_scopes import ADD_HINT
 from ctindex.output import show_key
-from ctindex.policy.decide import Decision
-from ctindex.policy.plan import load_plan
+from ctindex.policy.decide import OUTSIDE_SCOPE, Decision
+from ctindex.policy.plan import Plan, load_plan
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     plan = load_plan(ctx.project)
-    decisions = [(raw, plan.decide(raw, cwd=ctx.cwd)) for raw in args.paths]
-    every = all(decision.included for _raw, decision in decisions)
+    explain = _Unscoped(plan)
+    decisions = [explain(plan.decide(raw, cwd=ctx.cwd)) for raw in args.paths]
+    every = all(decision.included for decision, _hint in decisions)
     if ctx.json:
         ctx.emit_json(
             {
                 "project": str(ctx.project.root),
                 "all_included": every,
-                "decisions": [_document(raw, d) for raw, d in decisions],
+                "decisions": [
+                    _document(raw, d, hint)
+                    for raw, (d, hint) in zip(args.paths, decisions, strict=True)
+                ],
             }
         )
     elif not ctx.quiet:
-        for _raw, decision in decisions:
-            ctx.echo(describe(decision))
+        for decision, hint in decisions:
+            ctx.echo(describe(decision) + (f"\n  hint: {hint}" if hint else ""))
     return 0 if every else 1
 
 
-def _document(raw: str, decision: Decision) -> dict[str, Any]:
+_NO_SCOPE_ROOT = "not beneath any scope root"
+
+
+class _Unscoped:
+    """Says more about a path beneath no scope root: with explicit scopes,
+    that they replace root detection (spec §4) and, when detection would
+    have found an OKF root holding the path, that root and the command
+    adding it; with no scope at all, how to add one. Detection runs once,
+    only when such a path is asked about (it lists folders, writes nothing
+    unless the runtime folder already exists: ctindex/policy/plan.py)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self._detected: tuple[str, ...] | None = None
+
+    def __call__(self, decision: Decision) -> tuple[Decision, str | None]:
+        if decision.reason != OUTSIDE_SCOPE or decision.scope is not None:
+            return decision, None
+        if not decision.detail.startswith(_NO_SCOPE_ROOT):
+            return decision, None
+        key = decision.path if self.plan.project.key(decision.path) == decision.path else None
+        rest = decision.detail[len(_NO_SCOPE_ROOT) :]
+        if self.plan.derived_roots is None:
+            config = self.plan.config.path or self.plan.project.config_path
+            extra = f"; the explicit scopes of {config} replace OKF root detection"
+            root = self._detected_root(key) if key is not None else None
+            if root is None:
+                hint = None
+            else:
+                extra += f", which would have found the OKF root {show_key(root)}"
+                hint = f"ctindex scopes add {show_key(root)}"
+        elif not self.plan.scopes:
+            extra, hint = "; no OKF root was found, so there is no scope", ADD_HINT
+        else:
+            return decision, None
+        return replace(decision, detail=_NO_SCOPE_ROOT + extra + rest), hint
+
+    def _detected_root(self, key: str) -> str | None:
+        if self._detected is None:
+            from ctindex.policy.plan import detect_roots
+
+            self._detected = detect_roots(self.plan.project, self.plan.exclude_set)
+        for root in self._detected:
+            if not root or key == root or key.startswith(root + "/"):
+                return root
+        return None
+
+
+def _document(raw: str, decision: Decision, hint: str | None = None) -> dict[str, Any]:
     document: dict[str, Any] = {"input": raw}
     document.update(decision.as_dict())
     document["path"] = show_key(decision.path)
     if decision.scope is not None:
         document["scope"] = show_key(decision.scope)
+    document["hint"] = hint
     return document
 
 
