@@ -65,6 +65,8 @@ class ConceptNotFound(CtindexError):
         super().__init__(f"{concept_id}: no such concept{hint}")
         self.concept_id = concept_id
         self.suggestions = suggestions
+        # Set when the project has no scope at all (ctindex/commands/no_scopes.py).
+        self.no_scopes: dict[str, str] | None = None
 
 
 class AmbiguousConcept(UsageError):

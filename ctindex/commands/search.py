@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from typing import TYPE_CHECKING
 
 from ctindex.commands import Context
 
 if TYPE_CHECKING:
     from ctindex.client import BarrierFailed, BarrierResult
+    from ctindex.commands.no_scopes import NoScopes
+    from ctindex.policy.plan import Plan
     from ctindex.search.execute import Outcome
     from ctindex.search.freshness import Freshness
     from ctindex.search.query import Node
@@ -41,6 +44,18 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     from ctindex.policy.plan import load_plan
 
     plan = load_plan(ctx.project)
+    from ctindex.commands.no_scopes import report
+
+    missing = report(ctx, plan)
+    if missing is not None and not args.direct:
+        # Nothing can be indexed: answer from the empty plan, writing no
+        # `.ct/okf/` and starting no daemon that would watch nothing for
+        # `idle_seconds` (docs/cli.md, "No scopes").
+        from ctindex.search.execute import Outcome
+        from ctindex.search.freshness import Freshness
+
+        nothing = Freshness("direct", "no scopes: nothing to index", None)
+        return _emit(ctx, text, nothing, Outcome([], 0, None, frozenset()), listing, missing)
     if args.direct:
         from ctindex.search.execute import search_direct
         from ctindex.search.freshness import Freshness
@@ -53,6 +68,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         from ctindex.search.freshness import answer_from_files, answer_repairing
         from ctindex.store.lock import IndexBusy, IndexReadOnly
 
+        _first_build(ctx, plan)
         try:
             fresh = ensure_fresh(ctx.project, plan, prior)
             outcome = answer_repairing(
@@ -70,7 +86,29 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         from ctindex import fastpath
 
         fastpath.remember(ctx.project, plan)
-    return _emit(ctx, text, fresh, outcome, listing=listing)
+    return _emit(ctx, text, fresh, outcome, listing, missing)
+
+
+def _first_build(ctx: Context, plan: Plan) -> None:
+    """The project's first index, built with a progress bar when someone
+    watches stderr on a terminal: on a big tree the build inside the
+    freshness call below takes seconds with nothing on screen. Never under
+    --json or -q, never when stderr is piped (Progress checks isatty). The
+    freshness call then finds the index current (one more stat walk)."""
+    if ctx.json or ctx.quiet or (ctx.project.index_dir / "MANIFEST").exists():
+        return
+    try:
+        terminal = ctx.err.isatty()
+    except (AttributeError, ValueError):  # a closed or bare stream
+        terminal = False
+    if not terminal:
+        return
+    from ctindex.errors import CtindexError
+    from ctindex.indexer import update
+
+    # A failure here is met again by the freshness call, which handles it as always.
+    with contextlib.suppress(CtindexError):
+        update(ctx.project, plan, progress=ctx.err)
 
 
 DEFAULT_LIMIT = 10
@@ -113,13 +151,20 @@ def _fast(ctx: Context, node: Node, limit: int) -> tuple[Answer | None, Prior | 
 
 
 def _emit(
-    ctx: Context, text: str, fresh: Freshness, outcome: Outcome, listing: str | None = None
+    ctx: Context,
+    text: str,
+    fresh: Freshness,
+    outcome: Outcome,
+    listing: str | None = None,
+    missing: NoScopes | None = None,
 ) -> int:
     # The generation reported is the one the answer was read from (None for
     # answers from the files), never the one a barrier or an update named: an
     # outside `rebuild` can publish a newer one the daemon has not seen.
     fresh.generation = outcome.generation
     if ctx.json:
+        from ctindex.commands.no_scopes import json_field
+
         ctx.emit_json(
             {
                 "query": text,
@@ -127,6 +172,7 @@ def _emit(
                 "total": outcome.total,
                 "freshness": fresh.to_json(),
                 "notes": list(outcome.notes),
+                "no_scopes": json_field(missing),
             }
         )
     elif listing is not None:

@@ -21,6 +21,16 @@ from ctindex.commands import Context
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
+    from ctindex.commands.no_scopes import report
+    from ctindex.policy.plan import load_plan
+
+    missing = report(ctx, load_plan(ctx.project))
+    if missing is not None:  # no concept can exist: build no index to say so
+        from ctindex.errors import ConceptNotFound
+
+        error = ConceptNotFound(args.concept)
+        error.no_scopes = missing.to_json()  # the JSON error's field (cli.main)
+        raise error
     from ctindex.api import Index
 
     index = Index(ctx.project.root)

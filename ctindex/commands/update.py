@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctindex.commands import Context
+from ctindex.commands.no_scopes import NoScopes, json_field
+from ctindex.commands.no_scopes import report as no_scopes_report
 from ctindex.errors import UsageError
 from ctindex.output import human_ms
 
@@ -48,8 +50,9 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 
     kinds = strict_kinds(getattr(args, "strict", None))
     plan = load_plan(ctx.project)
-    report = update(ctx.project, plan, progress=None if ctx.quiet else ctx.err)
-    return finish(ctx, args, report, "update", kinds)
+    missing = no_scopes_report(ctx, plan)
+    report = update(ctx.project, plan, progress=None if ctx.quiet or ctx.json else ctx.err)
+    return finish(ctx, args, report, "update", kinds, missing)
 
 
 def problems(ctx: Context, report: UpdateReport) -> dict[str, list[dict[str, str]]]:
@@ -85,7 +88,12 @@ _LABEL = {
 
 
 def finish(
-    ctx: Context, args: argparse.Namespace, report: UpdateReport, verb: str, kinds: frozenset[str]
+    ctx: Context,
+    args: argparse.Namespace,
+    report: UpdateReport,
+    verb: str,
+    kinds: frozenset[str],
+    missing: NoScopes | None = None,
 ) -> int:
     found = problems(ctx, report)
     failing = {k: v for k, v in found.items() if k in kinds and v}
@@ -102,6 +110,7 @@ def finish(
         doc["problems"] = {k.replace("-", "_"): v for k, v in found.items()}
         doc["strict"] = sorted(kinds)
         doc["exit_code"] = code
+        doc["no_scopes"] = json_field(missing)
         ctx.emit_json(doc)
     else:
         emit(ctx, report, verb)

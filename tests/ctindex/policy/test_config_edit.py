@@ -53,9 +53,8 @@ def stores(draw: st.DrawFn) -> tuple[str, list[str]]:
     scopes = f"{key}{slot()}:{slot()} [{''.join(elements)}{slot()}{close}]"
     members = ['"version": 1', scopes, '"watch": false']
     order = draw(st.permutations(members))
-    body = "".join(
-        member + ("," + slot() + sep if i < len(order) - 1 else "") for i, member in enumerate(order)
-    )
+    last = len(order) - 1
+    body = "".join(m + ("," + slot() + sep if i < last else "") for i, m in enumerate(order))
     text = f"{slot()}{{{slot()}{sep}{body}{slot()}{sep if multiline else ''}}}{slot()}\n"
     return text, comments
 

@@ -1,0 +1,63 @@
+"""The note every indexing command gives when the plan has no scope: why
+there is nothing to index and how to add a scope (docs/cli.md, "No scopes").
+
+A newcomer's first `ctindex search` in a folder of plain Markdown would
+otherwise answer `0 of 0 matches` as if the search had looked and found
+nothing. Text output puts the note on stderr (silenced by -q); `--json`
+carries it as the `no_scopes` field instead, never as stderr noise.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from ctindex.commands import Context
+    from ctindex.policy.plan import Plan
+
+ADD_HINT = "ctindex scopes add DIR"
+# What root detection looks for (ctindex/policy/plan.py, docs/decisions/policy.md).
+DETECTION_RULE = (
+    "root detection looks for a folder at depth 0-3 holding a regular index.md, "
+    "hidden and excluded folders skipped; spec §4-§5, docs/cli.md"
+)
+
+
+class NoScopes(NamedTuple):
+    """Why a plan has no scope (`message`) and the command that adds one (`hint`)."""
+
+    message: str
+    hint: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"message": self.message, "hint": self.hint}
+
+    def line(self) -> str:
+        return f"{self.message}; add one with `{self.hint}`"
+
+
+def no_scopes(plan: Plan) -> NoScopes | None:
+    """The note for a plan without scopes, None when it has some."""
+    if plan.scopes:
+        return None
+    if plan.derived_roots is None:  # explicit `scopes: []`: detection is off
+        config = plan.config.path or plan.project.config_path
+        message = (
+            f"no scopes: {config} lists none, and explicit scopes replace root detection (spec §4)"
+        )
+    else:
+        message = f"no scopes: no OKF root found under {plan.project.root} ({DETECTION_RULE})"
+    return NoScopes(message, ADD_HINT)
+
+
+def report(ctx: Context, plan: Plan) -> NoScopes | None:
+    """Print the note on stderr (not under --json, where it is a field, nor
+    with -q); returns it for the JSON document."""
+    found = no_scopes(plan)
+    if found is not None and not ctx.json:
+        ctx.note(found.line())
+    return found
+
+
+def json_field(found: NoScopes | None) -> dict[str, str] | None:
+    return found.to_json() if found is not None else None
