@@ -52,6 +52,7 @@ PLAN_MISMATCH = "daemon has a different plan"
 BUILD_MISMATCH = "daemon was a different build"
 RETIRE_TIMEOUT_S = 0.2  # asking a daemon of an older build (no build check) to stop
 STARTING = "daemon starting"  # spawn() outcome: another launcher holds the claim
+NOTHING_TO_INDEX = "no scopes: nothing to index, no daemon started"
 
 
 class BarrierFailed(Exception):
@@ -237,6 +238,8 @@ def spawn(
     reason). Every failure to persist the runtime folder or the claim is
     cached so the next commands do not try again within the back-off window.
     """
+    if _nothing_to_index(project_root):
+        return NOTHING_TO_INDEX  # checked before the runtime folder is made: nothing written
     failure = None if ignore_cache else rt.spawn_failure(paths)
     if failure is not None:
         error = failure.get("error")
@@ -277,6 +280,20 @@ def spawn(
             os.unlink(paths.claim)
         return _failed(paths, f"spawn: {exc.strerror or exc}")
     return None
+
+
+def _nothing_to_index(project_root: Path) -> bool:
+    """True when the project's plan has no scope: a daemon would watch
+    nothing for `idle_seconds` (docs/cli.md, "No scopes"). Loaded again
+    here, on the rare spawn path only, so every caller gets the rule."""
+    from ctindex.errors import PolicyError
+    from ctindex.policy.plan import load_plan
+    from ctindex.policy.project import Project
+
+    try:
+        return not load_plan(Project.at(project_root)).scopes
+    except PolicyError:
+        return False  # the caller already met (or will meet) the error itself
 
 
 def _claim(paths: rt.RuntimePaths, token: str) -> str | None:
