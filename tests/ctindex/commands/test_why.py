@@ -49,6 +49,7 @@ def test_json_schema(bundles_project: Path, run_cli: Callable[..., CliResult]) -
         "origin": "derived",
         "provider": "okf-markdown",
         "detail": "",
+        "hint": None,
     }
     assert second["reason"] == "outside-scope" and second["scope"] == "okf/bundles/ga4"
 
