@@ -57,7 +57,3 @@ def report(ctx: Context, plan: Plan) -> NoScopes | None:
     if found is not None and not ctx.json:
         ctx.note(found.line())
     return found
-
-
-def json_field(found: NoScopes | None) -> dict[str, str] | None:
-    return found.to_json() if found is not None else None

@@ -163,18 +163,16 @@ def _emit(
     # outside `rebuild` can publish a newer one the daemon has not seen.
     fresh.generation = outcome.generation
     if ctx.json:
-        from ctindex.commands.no_scopes import json_field
-
-        ctx.emit_json(
-            {
-                "query": text,
-                "results": [r.to_json() for r in outcome.results],
-                "total": outcome.total,
-                "freshness": fresh.to_json(),
-                "notes": list(outcome.notes),
-                "no_scopes": json_field(missing),
-            }
-        )
+        document = {
+            "query": text,
+            "results": [r.to_json() for r in outcome.results],
+            "total": outcome.total,
+            "freshness": fresh.to_json(),
+            "notes": list(outcome.notes),
+        }
+        if missing is not None:  # only then: every other answer stays as it was
+            document["no_scopes"] = missing.to_json()
+        ctx.emit_json(document)
     elif listing is not None:
         _lines(ctx, outcome, fresh, listing)
     else:

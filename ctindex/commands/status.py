@@ -95,9 +95,11 @@ def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
     if doc["config_error"] and not doc["problem"]:
         doc["problem"] = f"{doc['config_error']} (policy metrics unavailable)"
     doc["exists"] = m is not None
-    from ctindex.commands.no_scopes import json_field, no_scopes
+    from ctindex.commands.no_scopes import no_scopes
 
-    doc["no_scopes"] = json_field(no_scopes(plan)) if plan is not None else None
+    missing = no_scopes(plan) if plan is not None else None
+    if missing is not None:  # only then, as in search's document
+        doc["no_scopes"] = missing.to_json()
     from ctindex.client import watcher_status
 
     doc["watcher"] = watcher_status(ctx.project, plan)  # queries only: never starts a daemon
@@ -141,7 +143,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 
         ctx.emit_json({**doc, "watcher": watcher_json(doc["watcher"]), "exit_code": code})
         return code
-    if doc["no_scopes"]:  # the reason the rest is empty, and the way out (docs/cli.md)
+    if doc.get("no_scopes"):  # the reason the rest is empty, and the way out (docs/cli.md)
         from ctindex.commands.no_scopes import NoScopes
 
         ctx.note(NoScopes(**doc["no_scopes"]).line())

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctindex.commands import Context
-from ctindex.commands.no_scopes import NoScopes, json_field
+from ctindex.commands.no_scopes import NoScopes
 from ctindex.commands.no_scopes import report as no_scopes_report
 from ctindex.errors import UsageError
 from ctindex.output import human_ms
@@ -110,7 +110,8 @@ def finish(
         doc["problems"] = {k.replace("-", "_"): v for k, v in found.items()}
         doc["strict"] = sorted(kinds)
         doc["exit_code"] = code
-        doc["no_scopes"] = json_field(missing)
+        if missing is not None:  # only then, as in search's document
+            doc["no_scopes"] = missing.to_json()
         ctx.emit_json(doc)
     else:
         emit(ctx, report, verb)
