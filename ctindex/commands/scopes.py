@@ -73,7 +73,13 @@ def describe(plan: Plan, effective: bool) -> dict[str, Any]:
 def render(doc: dict[str, Any]) -> str:
     lines = [f"project  {doc['project']}", f"config   {doc['config'] or 'none (derived plan)'}", ""]
     if not doc["scopes"]:
-        lines += ["no scopes: no OKF root (a folder with index.md, depth 0-3) was found", ""]
+        lines += [
+            "no scopes: no OKF root (a folder with index.md, depth 0-3) was found"
+            if doc["scopes_origin"] == "derived"
+            else "no scopes: the store lists none (explicit scopes replace root detection)",
+            "add one with `ctindex scopes add DIR`",
+            "",
+        ]
     for scope in doc["scopes"]:
         lines.append(f"scope {scope['root']}  [{scope['origin']}]")
         rows = [

@@ -152,3 +152,8 @@ def test_why_without_any_scope_points_at_scopes_add(plain: Path, run_cli: Cli) -
     result = run_cli("-C", str(plain), "--json", "why", "notes/hello.md")
     (decision,) = json.loads(result.out)["decisions"]
     assert decision["reason"] == "outside-scope" and decision["hint"] == HINT
+
+
+def test_scopes_without_any_scope_says_how_to_add_one(plain: Path, run_cli: Cli) -> None:
+    result = run_cli("-C", str(plain), "scopes")
+    assert result.code == 0 and "ctindex scopes add DIR" in result.out
