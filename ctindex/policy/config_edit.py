@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ctindex.errors import PolicyError
@@ -231,18 +232,31 @@ def _remove(text: str, box: Container, index: int) -> str:
     """`text` without member `index` of `box`: the member, the whitespace
     before it and one comma go; every comment stays."""
     target = box.members[index]
+    significant = [t for t in tokens(text) if t.kind != "comment"]
+
+    def following(offset: int) -> Token:
+        return next(t for t in significant if t.start >= offset)
+
+    comma = following(target.end)
+    if comma.kind != ",":
+        if index == 0:
+            comma = None  # the only member: no comma to take
+        else:  # the last member: the comma after the one before it goes
+            comma = following(box.members[index - 1].end)
+            if comma.kind != ",":
+                raise UneditableConfig("no comma where one was expected")
     start = target.start
     while start > 0 and text[start - 1] in _SPACE:
         start -= 1
+    rest_from = comma.end if comma is not None and comma.start >= target.end else target.end
+    rest = text[rest_from : (text.find("\n", rest_from) + 1 or len(text))].strip(_SPACE)
+    if "\n" in text[start : target.start] and rest and not rest.startswith(("]", "}")):
+        # More follows on the target's line: joining it to the line before
+        # could put it inside that line's `//` comment. Keep the line break.
+        start = target.start
     cuts = [(start, target.end)]
-    after = _next_significant(text, target.end)
-    if after < box.close and text[after] == ",":
-        cuts.append((after, after + 1))
-    elif index > 0:  # the last member: the comma after the one before it goes
-        before = _next_significant(text, box.members[index - 1].end)
-        if text[before] != ",":
-            raise UneditableConfig("no comma where one was expected")
-        cuts.append((before, before + 1))
+    if comma is not None:
+        cuts.append((comma.start, comma.end))
     for begin, end in sorted(cuts, reverse=True):
         text = text[:begin] + text[end:]
     if len(box.members) == 1:  # an emptied list closes up again: `[]`
@@ -255,11 +269,14 @@ def _remove(text: str, box: Container, index: int) -> str:
 
 def scope_value(spec: ScopeSpec) -> dict[str, str | list[str]]:
     """A scope as the store writes it (the include made explicit)."""
-    return {
+    value: dict[str, str | list[str]] = {
         "root": display_root(spec.root),
         "provider": spec.provider,
         "include": list(spec.include),
     }
+    if spec.exclude:
+        value["exclude"] = list(spec.exclude)
+    return value
 
 
 def scope_json(spec: ScopeSpec) -> str:
@@ -305,7 +322,8 @@ def _add(text: str, path: Path, spec: ScopeSpec, keep: Sequence[ScopeSpec]) -> s
         items = [scope_json(s) for s in (*keep, spec)]
         inner = ",".join(f"\n{indent}  {item}" for item in items)
         edited = _insert(text, top, f'"scopes": [{inner}\n{indent}]', indent)
-    return _checked(edited, path)
+    before = parse_config(text, path).scopes
+    return _checked(text, edited, path, (*(keep if before is None else before), spec))
 
 
 def _remove_root(text: str, path: Path, root: str) -> str:
@@ -317,16 +335,26 @@ def _remove_root(text: str, path: Path, root: str) -> str:
     roots = [s.root for s in parsed]
     if root not in roots or len(roots) != len(array.members):
         raise UneditableConfig(f"no scope {display_root(root)!r} found in its `scopes` list")
-    return _checked(_remove(text, array, roots.index(root)), path)
+    kept = tuple(s for s in parsed if s.root != root)
+    return _checked(text, _remove(text, array, roots.index(root)), path, kept)
 
 
-def _checked(edited: str, path: Path) -> str:
-    """The edit, once the real loader accepts it (PolicyError otherwise)."""
+def _checked(original: str, edited: str, path: Path, scopes: tuple[ScopeSpec, ...]) -> str:
+    """The edit, once the real loader reads it as the original with exactly
+    `scopes`, and every comment of the original is still there."""
     try:
-        parse_config(edited, path)
+        before, after = parse_config(original, path), parse_config(edited, path)
     except PolicyError as exc:
         raise UneditableConfig(f"the edited file would not load: {exc}") from None
+    if after != replace(before, scopes=scopes):
+        raise UneditableConfig("the edit would change more than the scopes")
+    if Counter(_comments(original)) - Counter(_comments(edited)):
+        raise UneditableConfig("the edit would lose a comment")
     return edited
+
+
+def _comments(text: str) -> list[str]:
+    return [text[t.start : t.end] for t in tokens(text) if t.kind == "comment"]
 
 
 def replace_file(path: Path, text: str, expect: Fingerprint | None) -> None:

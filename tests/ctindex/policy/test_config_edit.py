@@ -112,3 +112,23 @@ def test_shapes_it_cannot_edit_are_refused_with_one_line(text: str) -> None:
         add_scope(text, PATH, _spec("b"), keep=())
     message = str(refused.value)
     assert "\n" not in message and message.startswith(f"{PATH}: cannot edit it safely")
+
+
+def test_remove_never_pulls_a_member_into_a_line_comment() -> None:
+    text = (
+        '{"scopes": [\n  {"root": "a", "provider": "okf-markdown"}, // about a\n'
+        '  {"root": "b", "provider": "okf-markdown"}, {"root": "c", "provider": "okf-markdown"}\n]}'
+    )
+    removed = remove_scope(text, PATH, "b")
+    assert [s.root for s in parse_config(removed, PATH).scopes or ()] == ["a", "c"]
+    assert "// about a\n" in removed
+
+
+def test_remove_finds_the_comma_behind_a_comment() -> None:
+    text = (
+        '{"scopes": [{"root": "a", "provider": "okf-markdown"} /* x */ ,'
+        ' {"root": "b", "provider": "okf-markdown"}]}'
+    )
+    removed = remove_scope(text, PATH, "b")
+    assert [s.root for s in parse_config(removed, PATH).scopes or ()] == ["a"]
+    assert "/* x */" in removed
