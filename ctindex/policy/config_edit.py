@@ -237,8 +237,8 @@ def _remove(text: str, box: Container, index: int) -> str:
     def following(offset: int) -> Token:
         return next(t for t in significant if t.start >= offset)
 
-    comma = following(target.end)
-    if comma.kind != ",":
+    comma: Token | None = following(target.end)
+    if comma is not None and comma.kind != ",":
         if index == 0:
             comma = None  # the only member: no comma to take
         else:  # the last member: the comma after the one before it goes
