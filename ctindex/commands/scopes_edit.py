@@ -77,7 +77,10 @@ def _add(ctx: Context, plan: Plan, key: str, provider_id: str) -> int:
     path = ctx.project.config_path
     created = plan.config.path is None
     if created:
+        from ctindex.policy.config import parse_config
+
         text, stamp = _new_store(plan, spec), None
+        parse_config(text, path)  # the loader's own refusal (e.g. a root inside .ct/okf/)
         try:
             os.makedirs(path.parent, exist_ok=True)
         except OSError as exc:

@@ -82,14 +82,17 @@ def test_scopes_add_then_remove_keeps_comments_and_layout(plain: Path, run_cli: 
         (("add", "notes", "--provider", "pdf"), "unknown provider"),
         (("remove", "notes"), "not a scope"),
         (("add",), "DIR is required"),
+        (("add", ".ct/okf"), "inside the index storage"),
     ],
 )
 def test_scopes_add_refuses_with_one_line_and_exit_2(
     plain: Path, run_cli: Cli, args: tuple[str, ...], problem: str
 ) -> None:
+    if ".ct/okf" in args:
+        (plain / ".ct" / "okf").mkdir(parents=True)
     result = run_cli("-C", str(plain), "scopes", *args)
     assert result.code == 2 and result.err.count("\n") == 1 and problem in result.err
-    assert "Traceback" not in result.err and not (plain / ".ct").exists()
+    assert "Traceback" not in result.err and not (plain / ".ct" / "index.jsonc").exists()
 
 
 def test_scopes_add_refuses_a_scope_twice(plain: Path, run_cli: Cli) -> None:
