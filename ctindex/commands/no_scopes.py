@@ -16,11 +16,19 @@ if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
 
 ADD_HINT = "ctindex scopes add DIR"
-# What root detection looks for (ctindex/policy/plan.py, docs/decisions/policy.md).
-DETECTION_RULE = (
-    "root detection looks for a folder at depth 0-3 holding a regular index.md, "
-    "hidden and excluded folders skipped; spec §4-§5, docs/cli.md"
-)
+
+
+def detection_rule() -> str:
+    """What root detection looks for: the index provider's marker and depth
+    (ctindex/providers/__init__.py, ctindex/policy/plan.py)."""
+    from ctindex.providers import INDEX_PROVIDER, PROVIDERS
+
+    provider = PROVIDERS[INDEX_PROVIDER]
+    return (
+        f"root detection looks for a folder at depth 0-{provider.root_depth} holding a "
+        f"regular {provider.root_marker}, hidden and excluded folders skipped; "
+        "spec §4-§5, docs/cli.md"
+    )
 
 
 class NoScopes(NamedTuple):
@@ -46,7 +54,7 @@ def no_scopes(plan: Plan) -> NoScopes | None:
             f"no scopes: {config} lists none, and explicit scopes replace root detection (spec §4)"
         )
     else:
-        message = f"no scopes: no OKF root found under {plan.project.root} ({DETECTION_RULE})"
+        message = f"no scopes: no OKF root found under {plan.project.root} ({detection_rule()})"
     return NoScopes(message, ADD_HINT)
 
 
