@@ -11,11 +11,12 @@ import os
 import stat as stat_mod
 from collections.abc import Container, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ctindex.backends.base import Watcher
 
 if TYPE_CHECKING:
+    from ctindex.indexer import UpdateReport
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
     from ctindex.store.filetable import RecordedFile as LinkedEntry
@@ -211,16 +212,16 @@ def _digest_of(path: os.PathLike[str] | str) -> str | None:
     return hashlib.sha256(data).hexdigest()
 
 
-def _applied(report: Any) -> Applied:
+def _applied(report: UpdateReport) -> Applied:
     return Applied(
-        generation=int(report.generation),
-        added=int(report.added) + int(report.renamed),
-        changed=int(report.changed),
-        removed=int(report.removed),
-        entries_visited=int(report.entries_visited),
-        duration_ms=float(report.duration_ms),
-        dirty=int(report.dirty),
+        generation=report.generation,
+        added=report.added + report.renamed,
+        changed=report.changed,
+        removed=report.removed,
+        entries_visited=report.entries_visited,
+        duration_ms=report.duration_ms,
+        dirty=report.dirty,
         linked=report.linked,
-        linked_full=bool(report.linked_full),
+        linked_full=report.linked_full,
         seen=report.seen,
     )

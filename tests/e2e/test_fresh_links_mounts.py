@@ -539,11 +539,11 @@ def test_mounts_missed_notification_is_caught_at_the_barrier(
     of the mount table can notice, and it must (a full pass, reason said)."""
     from ctindex.backends.mounts import MountTable
 
-    from ctindex.daemon import lifecycle
+    from ctindex.daemon import schedule
 
     (tmp_path / "docs" / "sub").mkdir(parents=True)
     monkeypatch.setattr(MountTable, "fileno", lambda self: None)  # inherited by the fork
-    monkeypatch.setattr(lifecycle, "HEARTBEAT_S", 3600.0)
+    monkeypatch.setattr(schedule, "HEARTBEAT_S", 3600.0)
     paths = runtime_paths(tmp_path)
     with forked_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j")):
         wait_for(lambda: client.ping(paths))

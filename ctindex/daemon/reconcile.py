@@ -1,0 +1,152 @@
+"""The reconcile driver: hands the dirty set to the engine, narrowed or full.
+
+A pending batch with a rescan becomes a full pass (`indexer.update`), else a
+narrowed one over its keys (`indexer.update_paths`). What a pass reports back
+feeds the next one: files that changed while read and new hard links ask for
+a full pass, files that moved between the pass and their watch are queued
+again (docs/daemon.md, "Changes no event announces").
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+from ctindex.backends.base import Watcher
+from ctindex.daemon.dirtyset import DirtySet, Pending
+from ctindex.daemon.filewatch import FileWatches
+from ctindex.daemon.layers import Applied, Engine, PlanView
+from ctindex.daemon.links import LinkTracker
+from ctindex.daemon.schedule import Schedule
+from ctindex.daemon.status import BatchRecord, ReconcileRecord, Stats
+from ctindex.errors import PolicyError
+
+ERROR_RETRY_S = 5.0  # after an indexing error, wait before trying again
+TRIM_DELAY_S = 0.2  # quiet time after indexing work before memory is released
+ROUTINE_PASSES = ("startup", "audit")  # full passes not caused by lost events
+
+
+class Outcome(enum.Enum):
+    DONE = "done"  # nothing to do, or the pass was applied
+    FAILED = "failed"  # the engine raised: the work is kept, retried later
+    POLICY_ERROR = "policy-error"  # the plan is invalid: the daemon must stop
+
+
+class ReconcileDriver:
+    def __init__(
+        self,
+        engine: Engine,
+        dirty: DirtySet,
+        links: LinkTracker,
+        files: FileWatches,
+        stats: Stats,
+        schedule: Schedule,
+        clock: Callable[[], float],
+        wall: Callable[[], float],
+    ) -> None:
+        self.engine = engine
+        self.dirty = dirty
+        self.links = links
+        self.files = files
+        self.stats = stats
+        self.schedule = schedule
+        self.clock = clock
+        self.wall = wall
+        self.retry_at = 0.0  # no pass before this (after an error)
+        self.trim_due: float | None = None  # when to hand freed memory back (after work)
+        self.policy_error: str | None = None  # the PolicyError of the last POLICY_ERROR
+        # A full pass forced by lost events, not yet told to a client.
+        self.unreported: ReconcileRecord | None = None
+
+    def due(self, now: float) -> bool:
+        """The debounced batch is ready and no retry wait is running."""
+        return self.dirty.ready(now) and now >= self.retry_at
+
+    def deadline(self) -> float | None:
+        deadline = self.dirty.deadline()
+        return None if deadline is None else max(deadline, self.retry_at)
+
+    def gather_unannounced(self, now: float) -> None:
+        """Before a barrier takes the dirty set: writes through a name no
+        watcher sees (files with several names), and files beyond the
+        file-watch budget (or racily clean), re-checked by their stat."""
+        self.dirty.add(self.links.check(), now)
+        if self.links.over_cap:
+            self.dirty.request_rescan("hard-links-over-cap", now)
+        self.dirty.add(self.files.check(), now)
+        if self.files.over_cap:
+            self.dirty.request_rescan("file-watches-over-budget", now)
+
+    def expected_full_s(self) -> float:
+        """How long a full pass took last time (0 before the first)."""
+        last = self.stats.last_reconcile
+        return last["duration_ms"] / 1000 if last is not None else 0.0
+
+    def apply(self, pending: Pending, view: PlanView, watcher: Watcher) -> Outcome:
+        """Run the narrowed or full pass for `pending`; when it cannot run,
+        put it back and wait before the next try (never a busy loop)."""
+        if not pending.rescan and not pending.paths:
+            return Outcome.DONE
+        started = self.clock()
+        try:
+            if pending.rescan:
+                applied = self.engine.reconcile(view)
+            else:
+                self.files.prewatch(watcher, pending.paths)
+                applied = self.engine.reconcile_paths(view, pending.paths)
+        except PolicyError as exc:
+            self.policy_error = str(exc)
+            return Outcome.POLICY_ERROR
+        except Exception as exc:
+            self.stats.last_error = f"{type(exc).__name__}: {exc}"
+            self.dirty.restore(pending, self.clock())
+            self.retry_at = self.clock() + ERROR_RETRY_S
+            return Outcome.FAILED
+        done = self.clock()
+        self.trim_due = done + TRIM_DELAY_S  # not now: a barrier may be waiting on us
+        self._record(pending, applied, started, done)
+        self._learn(pending, applied, watcher, done)
+        self.stats.last_error = None
+        return Outcome.DONE
+
+    def _learn(self, pending: Pending, applied: Applied, watcher: Watcher, done: float) -> None:
+        if applied.dirty:
+            self.dirty.request_rescan("changed-while-read", done)
+        full = applied.linked_full or pending.rescan
+        if self.links.learn(applied.linked, full, pending.paths):
+            self.dirty.request_rescan("new-hard-link", done)
+        moved = self.files.learn(watcher, applied.seen, full, pending.paths)
+        if moved:  # changed between the pass and its watch: no event will say so
+            self.dirty.add(moved, self.clock())
+
+    def _record(self, pending: Pending, applied: Applied, started: float, done: float) -> None:
+        stats = self.stats
+        stats.generation = applied.generation
+        elapsed = round((done - started) * 1000, 3)
+        if pending.rescan:
+            stats.reconciles += 1
+            stats.entries_visited_total += applied.entries_visited
+            stats.last_reconcile = {
+                "reason": pending.reason,
+                "duration_ms": elapsed,
+                "entries_visited": applied.entries_visited,
+                "at": self.wall(),
+            }
+            self.schedule.audit_after(done)
+            if pending.reason not in ROUTINE_PASSES:
+                self.unreported = stats.last_reconcile
+            return
+        stats.batches += 1
+        latency = None
+        if pending.first_event is not None:
+            latency = round((done - pending.first_event) * 1000, 3)
+        batch: BatchRecord = {
+            "duration_ms": elapsed,
+            "paths": len(pending.paths),
+            "added": applied.added,
+            "changed": applied.changed,
+            "removed": applied.removed,
+            "latency_ms": latency,
+            "at": self.wall(),
+        }
+        stats.last_batch = batch
