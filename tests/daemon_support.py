@@ -68,12 +68,14 @@ class FakeEngine:
         with open(self.journal, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
 
-    def reconcile(self, view: PlanView) -> Applied:
+    def reconcile(self, view: PlanView, *, lock_timeout: float = 0.0) -> Applied:
         self.gen += 1
         self._note({"full": True, "generation": self.gen})
         return Applied(self.gen, entries_visited=7)
 
-    def reconcile_paths(self, view: PlanView, keys: list[str]) -> Applied:
+    def reconcile_paths(
+        self, view: PlanView, keys: list[str], *, lock_timeout: float = 0.0
+    ) -> Applied:
         if self.fail_paths:
             raise OSError(5, "injected failure")
         self.gen += 1

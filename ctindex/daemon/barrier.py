@@ -20,7 +20,7 @@ from typing import Protocol, TypedDict
 from ctindex.backends.base import Watcher
 from ctindex.daemon.dirtyset import DirtySet, Pending
 from ctindex.daemon.layers import PlanView
-from ctindex.daemon.reconcile import Outcome, ReconcileDriver
+from ctindex.daemon.reconcile import BARRIER_LOCK_WAIT_S, Outcome, ReconcileDriver
 from ctindex.daemon.server import Connection, IpcServer
 from ctindex.daemon.singleton import repair_folder, touch
 from ctindex.daemon.status import Stats
@@ -147,7 +147,7 @@ class BarrierLoop(Protocol):
     def check_mounts(self) -> None:
         """Reopen the watcher when the mount table changed."""
 
-    def apply(self, pending: Pending) -> Outcome:
+    def apply(self, pending: Pending, *, lock_wait: float) -> Outcome:
         """Run the pass for `pending` (a PolicyError stops the loop)."""
 
     def lane(self) -> str: ...
@@ -227,17 +227,18 @@ class Barrier:
         self.driver.gather_unannounced(now)
         pending = self.dirty.take()  # no debounce wait for a barrier
         remaining = min(w.deadline for w in ready) - now
+        lock_wait = max(0.0, min(BARRIER_LOCK_WAIT_S, remaining))
         if pending.rescan and self.driver.expected_full_s() > remaining:
             # Cannot finish in time: let the clients reconcile themselves now
             # rather than time out, then do the full pass anyway.
             for w in ready:
                 self.fail(w.conn, "reconcile pending")
-            loop.apply(pending)
+            loop.apply(pending, lock_wait=0.0)  # nobody waits for it now
             return
-        outcome = loop.apply(pending)
+        outcome = loop.apply(pending, lock_wait=lock_wait)
         if outcome is Outcome.DONE and self.dirty.rescan_reason in RETRY_BEFORE_ANSWER:
             # One retry; a file still changing is live.
-            outcome = loop.apply(self.dirty.take())
+            outcome = loop.apply(self.dirty.take(), lock_wait=lock_wait)
         # Searches first: one that finds a full pass to report declines and
         # leaves the report for the client's own barrier (or for the plain
         # barriers below, which then take it).
@@ -293,6 +294,7 @@ class Barrier:
 # Why a barrier fails when its pass did not run; the client then reconciles
 # in its own process (docs/daemon.md, the `daemon: <error>` fallback).
 FAILURE_REASONS = {
+    Outcome.BUSY: "index busy: a build is in progress",
     Outcome.FAILED: "daemon error",
     Outcome.POLICY_ERROR: "daemon error",
 }

@@ -78,20 +78,19 @@ class Engine(Protocol):
 
     def open_watcher(self, view: PlanView, cookie_key: str) -> Watcher: ...
 
-    def reconcile(self, view: PlanView) -> Applied: ...
+    # `lock_timeout`: how long to wait for another writer's index lock;
+    # past it the call raises ctindex.errors.IndexBusy (a build in progress).
+    def reconcile(self, view: PlanView, *, lock_timeout: float) -> Applied: ...
 
-    def reconcile_paths(self, view: PlanView, keys: list[str]) -> Applied: ...
+    def reconcile_paths(
+        self, view: PlanView, keys: list[str], *, lock_timeout: float
+    ) -> Applied: ...
 
     def config_stamp(self) -> ConfigStamp | None: ...
 
     def detection_changed(self, view: PlanView) -> bool: ...
 
     def indexed_among(self, keys: list[str]) -> Container[str] | None: ...
-
-
-# A writer (`rebuild`, a fallback) can hold the update lock; the daemon's loop
-# must not stall behind it for long: it fails, keeps the work, retries later.
-LOCK_TIMEOUT_S = 2.0
 
 
 class RealEngine:
@@ -128,16 +127,16 @@ class RealEngine:
         flt = view.plan.path_filter()
         return open_watcher(self.project.root, list(flt.roots()), flt.descend, cookie_key)
 
-    def reconcile(self, view: PlanView) -> Applied:
+    def reconcile(self, view: PlanView, *, lock_timeout: float) -> Applied:
         from ctindex import indexer
 
-        return _applied(indexer.update(self.project, view.plan, lock_timeout=LOCK_TIMEOUT_S))
+        return _applied(indexer.update(self.project, view.plan, lock_timeout=lock_timeout))
 
-    def reconcile_paths(self, view: PlanView, keys: list[str]) -> Applied:
+    def reconcile_paths(self, view: PlanView, keys: list[str], *, lock_timeout: float) -> Applied:
         from ctindex import indexer
 
         return _applied(
-            indexer.update_paths(self.project, view.plan, keys, lock_timeout=LOCK_TIMEOUT_S)
+            indexer.update_paths(self.project, view.plan, keys, lock_timeout=lock_timeout)
         )
 
     def config_stamp(self) -> ConfigStamp | None:

@@ -24,7 +24,7 @@ from ctindex import runtime as rt
 from ctindex.backends.base import Watcher, key_path
 from ctindex.backends.mounts import MountTable
 from ctindex.daemon import singleton, sysinfo
-from ctindex.daemon.barrier import Barrier, Cookies, Waiter
+from ctindex.daemon.barrier import FAILURE_REASONS, Barrier, Cookies, Waiter
 from ctindex.daemon.dirtyset import DirtySet, Pending
 from ctindex.daemon.filewatch import FileWatches
 from ctindex.daemon.layers import ConfigStamp, Engine, PlanView
@@ -199,7 +199,10 @@ class Daemon:
         self._log("start", backend=self.watcher.name, socket=self.paths.socket)
         self.dirty.request_rescan("startup")
         self._write_status("reconcile")
-        self.apply(self.dirty.take())
+        # A client may be building the index right now (it spawned us, then
+        # started its own build): then this pass finds the lock held and is
+        # tried again at the next heartbeat, without an error (reconcile.py).
+        self.apply(self.dirty.take(), lock_wait=0.0)
         self.schedule.restart()
         self._heartbeat()
         while self.stop_reason is None:
@@ -228,7 +231,7 @@ class Daemon:
         if self.server is not None:
             self.server.expire(now)
         if self.driver.due(now):
-            self.apply(self.dirty.take())
+            self.apply(self.dirty.take(), lock_wait=0.0)
         trim_due = self.driver.trim_due
         if trim_due is not None and now >= trim_due and not self.barrier:
             self.driver.trim_due = None
@@ -260,14 +263,16 @@ class Daemon:
 
     # -- applying changes ------------------------------------------------------
 
-    def apply(self, pending: Pending) -> Outcome:
+    def apply(self, pending: Pending, *, lock_wait: float) -> Outcome:
         """The driver's pass, and what the loop does with its outcome."""
-        outcome = self.driver.apply(pending, self.plan, self.watcher)
+        outcome = self.driver.apply(pending, self.plan, self.watcher, lock_wait=lock_wait)
         if outcome is Outcome.POLICY_ERROR:
             self.stop_reason = "policy-error"
             self._log("policy-error", detail=self.driver.policy_error)
         elif outcome is Outcome.DONE and (pending.rescan or pending.paths):
             self._write_status(self.lane())
+        elif outcome is Outcome.BUSY:
+            self._write_status(self.lane())  # says build_in_progress
         return outcome
 
     # -- watcher ---------------------------------------------------------------
@@ -483,7 +488,7 @@ class Daemon:
     def answer_search(self, waiter: Waiter, outcome: Outcome) -> None:
         """The barrier of a `search` is done: hand the query to the worker."""
         assert self.queries is not None
-        why = "daemon error" if outcome is not Outcome.DONE else self._untrusted()
+        why = FAILURE_REASONS[outcome] if outcome is not Outcome.DONE else self._untrusted()
         if why is None and self.queries.busy:
             why = "daemon busy"
         if why is not None:

@@ -5,6 +5,11 @@ narrowed one over its keys (`indexer.update_paths`). What a pass reports back
 feeds the next one: files that changed while read and new hard links ask for
 a full pass, files that moved between the pass and their watch are queued
 again (docs/daemon.md, "Changes no event announces").
+
+The index lock is shared with every other writer (spec §8: a client's build,
+`rebuild`, a query's fallback). A held lock is a build in progress, not an
+error: the work is kept and tried again at the next trigger, and status says
+`build_in_progress` instead of an `IndexBusy` in `last_error`.
 """
 
 from __future__ import annotations
@@ -17,17 +22,26 @@ from ctindex.daemon.dirtyset import DirtySet, Pending
 from ctindex.daemon.filewatch import FileWatches
 from ctindex.daemon.layers import Applied, Engine, PlanView
 from ctindex.daemon.links import LinkTracker
-from ctindex.daemon.schedule import Schedule
+from ctindex.daemon.schedule import HEARTBEAT_S, Schedule
 from ctindex.daemon.status import BatchRecord, ReconcileRecord, Stats
-from ctindex.errors import PolicyError
+from ctindex.errors import IndexBusy, PolicyError
 
 ERROR_RETRY_S = 5.0  # after an indexing error, wait before trying again
+# After a held index lock: the other writer's build may end any moment, and
+# its end is no event we can wait on, so look again at the next heartbeat.
+BUSY_RETRY_S = HEARTBEAT_S
+# How long a pass a client waits for (a barrier) waits for another writer's
+# lock before the barrier fails over to the client's own path. A pass nobody
+# waits for does not wait at all: blocking the one loop would leave `status`
+# and `ping` unanswered for as long as the build runs.
+BARRIER_LOCK_WAIT_S = 2.0
 TRIM_DELAY_S = 0.2  # quiet time after indexing work before memory is released
 ROUTINE_PASSES = ("startup", "audit")  # full passes not caused by lost events
 
 
 class Outcome(enum.Enum):
     DONE = "done"  # nothing to do, or the pass was applied
+    BUSY = "busy"  # another writer holds the index lock: the work is kept
     FAILED = "failed"  # the engine raised: the work is kept, retried later
     POLICY_ERROR = "policy-error"  # the plan is invalid: the daemon must stop
 
@@ -52,7 +66,7 @@ class ReconcileDriver:
         self.schedule = schedule
         self.clock = clock
         self.wall = wall
-        self.retry_at = 0.0  # no pass before this (after an error)
+        self.retry_at = 0.0  # no pass before this (after an error or a held lock)
         self.trim_due: float | None = None  # when to hand freed memory back (after work)
         self.policy_error: str | None = None  # the PolicyError of the last POLICY_ERROR
         # A full pass forced by lost events, not yet told to a client.
@@ -82,7 +96,9 @@ class ReconcileDriver:
         last = self.stats.last_reconcile
         return last["duration_ms"] / 1000 if last is not None else 0.0
 
-    def apply(self, pending: Pending, view: PlanView, watcher: Watcher) -> Outcome:
+    def apply(
+        self, pending: Pending, view: PlanView, watcher: Watcher, *, lock_wait: float = 0.0
+    ) -> Outcome:
         """Run the narrowed or full pass for `pending`; when it cannot run,
         put it back and wait before the next try (never a busy loop)."""
         if not pending.rescan and not pending.paths:
@@ -90,13 +106,18 @@ class ReconcileDriver:
         started = self.clock()
         try:
             if pending.rescan:
-                applied = self.engine.reconcile(view)
+                applied = self.engine.reconcile(view, lock_timeout=lock_wait)
             else:
                 self.files.prewatch(watcher, pending.paths)
-                applied = self.engine.reconcile_paths(view, pending.paths)
+                applied = self.engine.reconcile_paths(view, pending.paths, lock_timeout=lock_wait)
         except PolicyError as exc:
             self.policy_error = str(exc)
             return Outcome.POLICY_ERROR
+        except IndexBusy:
+            self.stats.build_in_progress = True
+            self.dirty.restore(pending, self.clock())
+            self.retry_at = self.clock() + BUSY_RETRY_S
+            return Outcome.BUSY
         except Exception as exc:
             self.stats.last_error = f"{type(exc).__name__}: {exc}"
             self.dirty.restore(pending, self.clock())
@@ -107,6 +128,7 @@ class ReconcileDriver:
         self._record(pending, applied, started, done)
         self._learn(pending, applied, watcher, done)
         self.stats.last_error = None
+        self.stats.build_in_progress = False
         return Outcome.DONE
 
     def _learn(self, pending: Pending, applied: Applied, watcher: Watcher, done: float) -> None:

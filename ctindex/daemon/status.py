@@ -83,6 +83,9 @@ class StatusRecord(TypedDict):
     barrier_failures: int
     refused_peers: int
     last_error: str | None
+    # A writer outside the daemon (a client's build, `rebuild`) held the index
+    # lock at the last attempt: the work waits for it, and that is no error.
+    build_in_progress: bool
     unannounced: Unannounced
     rss_bytes: int | None
     physical_memory_bytes: int | None
@@ -108,6 +111,7 @@ class Stats:
     barriers: int = 0
     barrier_failures: int = 0
     last_error: str | None = None
+    build_in_progress: bool = False
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,7 @@ class StatusWriter:
             "barrier_failures": stats.barrier_failures,
             "refused_peers": refused_peers,
             "last_error": stats.last_error,
+            "build_in_progress": stats.build_in_progress,
             "unannounced": {
                 "hard_links": self.links.status(),
                 "file_watches": self.files.status(watcher),

@@ -42,10 +42,10 @@ def record(w: StatusWriter, lane: str = "clean") -> StatusRecord:
 
 
 def test_record_has_every_field_status_shows(tmp_path: Path) -> None:
-    stats = Stats(generation=3)
+    stats = Stats(generation=3, build_in_progress=True)
     doc = record(writer(tmp_path, stats))
     assert set(client.STATUS_FIELDS) <= set(doc)
-    assert doc["generation"] == 3
+    assert doc["generation"] == 3 and doc["build_in_progress"]
     assert doc["instance"] == "inst" and doc["heartbeat"] == {"wall": 2.0, "monotonic": 1.0}
 
 
