@@ -21,21 +21,22 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from ctindex import runtime as rt
-from ctindex.backends.base import Watcher, key_path
-from ctindex.backends.mounts import MountTable
+from ctindex.backends.base import Watcher
 from ctindex.daemon import singleton, sysinfo
-from ctindex.daemon.barrier import FAILURE_REASONS, Barrier, Cookies, Waiter
+from ctindex.daemon.barrier import Barrier, Cookies, Waiter
 from ctindex.daemon.dirtyset import DirtySet, Pending
 from ctindex.daemon.filewatch import FileWatches
 from ctindex.daemon.layers import ConfigStamp, Engine, PlanView
 from ctindex.daemon.links import LinkTracker
 from ctindex.daemon.log import LifecycleLog
-from ctindex.daemon.query import QUERY_BUDGET_S, Job, QueryService
+from ctindex.daemon.query import QueryService
 from ctindex.daemon.reconcile import Outcome, ReconcileDriver
 from ctindex.daemon.schedule import Schedule
+from ctindex.daemon.search_op import SearchOp
 from ctindex.daemon.server import Connection, IpcServer
 from ctindex.daemon.signals import SignalWake
 from ctindex.daemon.status import Identity, Stats, StatusRecord, StatusWriter
+from ctindex.daemon.watching import MOUNTS_KEY, WATCHER_KEY, WatchSlot
 from ctindex.errors import PolicyError
 from ctindex.policy.project import Project, is_index_key
 
@@ -75,7 +76,6 @@ class Daemon:
         self.pid = os.getpid()
         self.log: LifecycleLog | None = None
         self.sel = selectors.DefaultSelector()
-        self._watcher: Watcher | None = None
         self.server: IpcServer | None = None
         self.view: PlanView | None = None
         self.dirty = DirtySet(0.15)
@@ -84,14 +84,17 @@ class Daemon:
         self.last_activity = clock()
         self.config_stamp: ConfigStamp | None = None  # taken before the plan was read
         self.rss: int | None = None
-        self.cookie_key = ""
-        self._watch_fd: int | None = None
         # Changes no event announces (docs/daemon.md): files with several
         # names, and mounts made or removed inside (or above) a scope.
         self.links = LinkTracker(os.fspath(project.root))
         # ... and every indexed file watched itself (ctindex/daemon/filewatch.py).
         self.files = FileWatches(os.fspath(project.root))
-        self.mounts: MountTable | None = None
+        self.watch = WatchSlot(
+            self.sel,
+            project.root,
+            self.files,
+            lambda cookie_key: engine.open_watcher(self.plan, cookie_key),
+        )
         self.driver = ReconcileDriver(
             engine, self.dirty, self.links, self.files, self.stats, self.schedule, clock, wall
         )
@@ -117,7 +120,8 @@ class Daemon:
         )
         self._wake: SignalWake | None = None
         self._lock: IO[str] | None = None
-        self.queries: QueryService | None = None  # the `search` op (ctindex/daemon/query.py)
+        self.queries: QueryService | None = None  # the query worker (ctindex/daemon/query.py)
+        self.search: SearchOp | None = None  # the `search` op (ctindex/daemon/search_op.py)
 
     @property
     def plan(self) -> PlanView:
@@ -126,8 +130,7 @@ class Daemon:
 
     @property
     def watcher(self) -> Watcher:
-        assert self._watcher is not None, "watcher used before open"
-        return self._watcher
+        return self.watch.watcher
 
     def run(self) -> str | None:
         """Serve until a stop condition; return the stop reason, or None when
@@ -183,10 +186,9 @@ class Daemon:
         self.schedule.audit_after(self.clock())
         self.last_activity = self.clock()
         cookies = os.path.relpath(self.paths.cookies, self.project.root)
-        self.cookie_key = cookies.replace(os.sep, "/")
         singleton.repair_folder(self.paths.cookies, self.paths.dir)
         singleton.clear_folder(self.paths.cookies)
-        self._open_watcher()
+        self.watch.open(cookies.replace(os.sep, "/"))
         if self.paths.socket_is_fallback:
             rt.ensure_fallback_dir(self.paths)
         server = IpcServer(
@@ -195,6 +197,9 @@ class Daemon:
         server.start()
         self.server = server
         self.queries = QueryService(self.project.root, self.project.index_dir, self._wake.poke)
+        self.search = SearchOp(
+            self, self.queries, self.driver, self.stats, self.build, self.instance, self.clock
+        )
         self._drop_claim()
         self._log("start", backend=self.watcher.name, socket=self.paths.socket)
         self.dirty.request_rescan("startup")
@@ -212,9 +217,9 @@ class Daemon:
         now = self.clock()
         timeout = max(0.0, self._next_wakeup(now) - now)
         for key, mask in self.sel.select(timeout):
-            if key.data == "watcher":
+            if key.data == WATCHER_KEY:
                 self.drain_watcher()
-            elif key.data == "mounts":
+            elif key.data == MOUNTS_KEY:
                 self.check_mounts()
             elif key.data == "wake" and self._wake is not None:
                 self._wake.drain()
@@ -223,11 +228,12 @@ class Daemon:
         if self.stop_reason is not None:
             return
         now = self.clock()
-        if self.barrier and self.watcher.fileno() is None:
+        if self.barrier and self.watch.polled():
             self.drain_watcher()
         self.barrier.expire(now)
         self.barrier.answer()
-        self._answer_queries(now)
+        if self.search is not None:
+            self.search.answer_finished(now)
         if self.server is not None:
             self.server.expire(now)
         if self.driver.due(now):
@@ -252,7 +258,7 @@ class Daemon:
         waiting = self.barrier.deadline()
         if waiting is not None:
             times.append(waiting)
-            if self.watcher.fileno() is None:
+            if self.watch.polled():
                 times.append(now + POLL_WAIT_S)
         return min(times)
 
@@ -277,26 +283,6 @@ class Daemon:
 
     # -- watcher ---------------------------------------------------------------
 
-    def _open_watcher(self) -> None:
-        # The table is read before the watcher classifies and watches, so a
-        # mount made while it opens is a change the next check sees.
-        table = MountTable()
-        self._watcher = watcher = self.engine.open_watcher(self.plan, self.cookie_key)
-        self.files.reset()  # a new watcher holds no file watches: the next full pass adds them
-        self._sync_watcher_fd()
-        root = self.project.root
-        table.track([key_path(root, r) for r in watcher.roots] + [key_path(root, self.cookie_key)])
-        old, self.mounts = self.mounts, table
-        if old is not None:
-            fd = old.fileno()
-            if fd is not None:
-                with contextlib.suppress(KeyError, ValueError):
-                    self.sel.unregister(fd)
-            old.close()
-        fd = table.fileno()
-        if fd is not None:
-            self.sel.register(fd, selectors.EVENT_READ, "mounts")
-
     def check_mounts(self) -> None:
         """A mount or unmount inside or above a scope: nothing announced it
         to the watches (the folders they hold are now hidden, or the new
@@ -305,38 +291,16 @@ class Daemon:
         scope is reconciled. Waiting barriers are then satisfied by that full
         pass, which starts after their requests; their cookie events were
         in the closed watcher."""
-        if self.mounts is None or not self.mounts.changed():
+        if not self.watch.mounts_changed():
             return
         with contextlib.suppress(Exception):
             self.drain_watcher()  # cookies and events read so far still count
-        self._reopen_watcher()
+        self.watch.reopen()
         self.dirty.request_rescan("mount-changed", self.clock())
         self.barrier.cookies.all_seen()
 
-    def _reopen_watcher(self) -> None:
-        self._unregister_watcher_fd()
-        self.watcher.close()
-        self._open_watcher()
-
-    def _sync_watcher_fd(self) -> None:
-        """The watcher's fd can change (a lane switch): keep the selector current."""
-        fd = self.watcher.fileno()
-        if fd == self._watch_fd:
-            return
-        self._unregister_watcher_fd()
-        if fd is not None:
-            self.sel.register(fd, selectors.EVENT_READ, "watcher")
-        self._watch_fd = fd
-
-    def _unregister_watcher_fd(self) -> None:
-        if self._watch_fd is not None:
-            with contextlib.suppress(KeyError, ValueError):
-                self.sel.unregister(self._watch_fd)
-        self._watch_fd = None
-
     def drain_watcher(self) -> None:
-        batch = self.watcher.read(0.0)
-        self._sync_watcher_fd()
+        batch = self.watch.read()
         now = self.clock()
         if batch.rescan:
             self.dirty.request_rescan(batch.reason or "rescan", now)
@@ -351,7 +315,7 @@ class Daemon:
         self.dirty.debounce_s = view.debounce_ms / 1000
         self.schedule.audit_seconds = view.audit_seconds
 
-    def _replan(self) -> None:
+    def replan(self) -> None:
         """Reload the plan; a changed digest means new roots and a full pass."""
         stamp = self.engine.config_stamp()  # before the read, as in _serve
         try:
@@ -367,11 +331,11 @@ class Daemon:
         self._use_plan(view)
         self.config_stamp = stamp
         if changed:
-            self._reopen_watcher()
+            self.watch.reopen()
             self.dirty.request_rescan("plan-changed", self.clock())
             self.links.learn({}, True, ())  # the new plan's full pass refills it
 
-    def _plan_outdated(self) -> bool:
+    def plan_outdated(self) -> bool:
         """The config's fingerprint and bytes, and the folders root detection
         listed, as on every heartbeat (spec §7: never another plan's answer)."""
         return self.engine.config_stamp() != self.config_stamp or self.engine.detection_changed(
@@ -389,10 +353,10 @@ class Daemon:
             return
         if op == "barrier":
             self.last_activity = now
-            self._start_barrier(conn, request, now)
-        elif op == "search":
+            self.start_barrier(conn, request, now)
+        elif op == "search" and self.search is not None:
             self.last_activity = now
-            self._start_search(conn, request, now)
+            self.search.start(conn, request, now)
         elif op == "status":
             self.server.reply(conn, {"ok": True, "status": dict(self._status_record(self.lane()))})
         elif op == "ping":
@@ -420,7 +384,7 @@ class Daemon:
         )
         self.stop_reason = "build-mismatch"
 
-    def _start_barrier(self, conn: Connection, request: dict[str, Any], now: float) -> None:
+    def start_barrier(self, conn: Connection, request: dict[str, Any], now: float) -> None:
         self.stats.barriers += 1
         digest = request.get("plan")
         config = request.get("config")  # the config file's stat as the client saw it
@@ -428,100 +392,15 @@ class Daemon:
         if (isinstance(digest, str) and digest != self.plan.digest) or (
             config is not None and config != have
         ):
-            self._replan()  # the client sees a different plan: ours may be stale
+            self.replan()  # the client sees a different plan: ours may be stale
             if self.stop_reason is not None:
                 self.barrier.fail(conn, f"daemon stopping: {self.stop_reason}")
                 return
         self.barrier.start(conn, request.get("timeout_ms"), now)
 
-    # -- the query path (docs/daemon.md "Query path") ------------------------------
-
-    def _decline(self, conn: Connection, reason: str) -> None:
-        """Not answered here: the client runs the in-process path."""
-        assert self.server is not None
-        if self.queries is not None:
-            self.queries.declined += 1
-            self.queries.last_declined = reason
-        self.server.reply(
-            conn, {"ok": False, "declined": True, "error": reason, "instance": self.instance}
-        )
-
-    def _untrusted(self) -> str | None:
-        """Why this daemon cannot vouch for an answer by itself now (then the
-        client's own barrier words it: unreliable filesystem, reconciled)."""
-        if self.watcher.name == "poll" or self.watcher.degraded:
-            return "events not trusted"
-        if self.driver.unreported is not None:
-            return "a full pass to report"
-        return None
-
-    def _start_search(self, conn: Connection, request: dict[str, Any], now: float) -> None:
-        """A `search` from ctindex/quick.py: only for a client of this build
-        (another build's is declined without retiring: its own barrier then
-        retires this daemon and starts the successor, docs/daemon.md "Build
-        identity"), only under a plan still current, then the usual barrier."""
-        argv, cwd = request.get("argv"), request.get("cwd")
-        if request.get("build") != self.build:
-            self._decline(conn, "build mismatch")
-            return
-        if (
-            not isinstance(argv, list)
-            or not all(isinstance(a, str) for a in argv)
-            or not isinstance(cwd, str)
-        ):
-            self._decline(conn, "malformed search")
-            return
-        assert self.queries is not None
-        if self.queries.busy:
-            self._decline(conn, "daemon busy")
-            return
-        why = self._untrusted()
-        if why is not None:
-            self._decline(conn, why)
-            return
-        if self._plan_outdated():
-            self._replan()
-            self._decline(conn, "plan changed")
-            return
-        self._start_barrier(conn, {"op": "search"}, now)
-
     def answer_search(self, waiter: Waiter, outcome: Outcome) -> None:
-        """The barrier of a `search` is done: hand the query to the worker."""
-        assert self.queries is not None
-        why = FAILURE_REASONS[outcome] if outcome is not Outcome.DONE else self._untrusted()
-        if why is None and self.queries.busy:
-            why = "daemon busy"
-        if why is not None:
-            self._decline(waiter.conn, why)
-            return
-        now = self.clock()
-        assert self.server is not None and isinstance(waiter.conn.request, dict)
-        request = waiter.conn.request
-        deadline = now + QUERY_BUDGET_S
-        self.server.extend(waiter.conn, deadline + 0.5)
-        self.queries.submit(
-            Job(
-                waiter.conn,
-                list(request["argv"]),
-                str(request["cwd"]),
-                self.plan.digest,
-                self.stats.generation,
-                round((now - waiter.started) * 1000, 3),
-                deadline,
-            )
-        )
-
-    def _answer_queries(self, now: float) -> None:
-        if self.queries is None or self.server is None:
-            return
-        for job in self.queries.finished(now):
-            if job.late or job.declined is not None:
-                self._decline(job.conn, "slow query" if job.late else str(job.declined))
-                continue
-            self.queries.answered += 1
-            self.server.reply(
-                job.conn, {"ok": True, "stdout": job.stdout, "stderr": job.stderr, "code": job.code}
-            )
+        assert self.search is not None
+        self.search.barrier_done(waiter, outcome)
 
     # -- heartbeat -------------------------------------------------------------
 
@@ -561,8 +440,8 @@ class Daemon:
         # The full fingerprint and digest of the config, and the fingerprints
         # of the folders root detection listed (a new OKF root appears beside
         # the watched scope roots, where no event reaches us).
-        if self._plan_outdated():
-            self._replan()
+        if self.plan_outdated():
+            self.replan()
         self.rss = sysinfo.rss()
         if self.rss > self.plan.memory_ceiling:
             self.stop_reason = MEMORY_LIMIT
@@ -584,9 +463,9 @@ class Daemon:
     def _status_record(self, lane: str) -> StatusRecord:
         return self.status.record(
             lane,
-            watcher=self._watcher,
+            watcher=self.watch.current,
             view=self.view,
-            mounts=self.mounts,
+            mounts=self.watch.mounts,
             refused_peers=self.server.refused if self.server else 0,
             rss=self.rss,
             stop_reason=self.stop_reason,
@@ -619,11 +498,7 @@ class Daemon:
             self.queries.stop()  # a query under way: its client sees the socket close
         if self.server is not None:
             self.server.close()
-        if self._watcher is not None:
-            with contextlib.suppress(Exception):
-                self._watcher.close()
-        if self.mounts is not None:
-            self.mounts.close()
+        self.watch.close()
         if self.status.owner:  # after losing the lock file these belong to a successor
             with contextlib.suppress(OSError):
                 singleton.clear_folder(self.paths.cookies)

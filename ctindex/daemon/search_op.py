@@ -1,0 +1,148 @@
+"""The `search` op (docs/daemon.md "Query path"): when the daemon answers a
+query itself, and when it declines so the client runs its own path.
+
+A search is a barrier first (ctindex/daemon/barrier.py), then a job for the
+query worker (ctindex/daemon/query.py). The daemon answers only what it can
+vouch for alone: a client of its own build, a plan still current, events it
+trusts and no full pass left to report (spec §7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ctindex.backends.base import Watcher
+from ctindex.daemon.barrier import FAILURE_REASONS, Waiter
+from ctindex.daemon.layers import PlanView
+from ctindex.daemon.query import QUERY_BUDGET_S, Job, QueryService
+from ctindex.daemon.reconcile import Outcome, ReconcileDriver
+from ctindex.daemon.server import Connection, IpcServer
+from ctindex.daemon.status import Stats
+
+
+class SearchLoop(Protocol):
+    """What the search op needs of the loop (ctindex/daemon/lifecycle.py)."""
+
+    server: IpcServer | None
+
+    @property
+    def watcher(self) -> Watcher: ...
+
+    @property
+    def plan(self) -> PlanView: ...
+
+    def plan_outdated(self) -> bool:
+        """The config or the folders root detection listed changed."""
+
+    def replan(self) -> None: ...
+
+    def start_barrier(self, conn: Connection, request: dict[str, Any], now: float) -> None: ...
+
+
+class SearchOp:
+    def __init__(
+        self,
+        loop: SearchLoop,
+        queries: QueryService,
+        driver: ReconcileDriver,
+        stats: Stats,
+        build: str,
+        instance: str,
+        clock: Callable[[], float],
+    ) -> None:
+        self.loop = loop
+        self.queries = queries
+        self.driver = driver
+        self.stats = stats
+        self.build = build
+        self.instance = instance
+        self.clock = clock
+
+    def start(self, conn: Connection, request: dict[str, Any], now: float) -> None:
+        """A `search` from ctindex/quick.py: only for a client of this build
+        (another build's is declined without retiring: its own barrier then
+        retires this daemon and starts the successor, docs/daemon.md "Build
+        identity"), only under a plan still current, then the usual barrier."""
+        argv, cwd = request.get("argv"), request.get("cwd")
+        if request.get("build") != self.build:
+            self.decline(conn, "build mismatch")
+            return
+        if (
+            not isinstance(argv, list)
+            or not all(isinstance(a, str) for a in argv)
+            or not isinstance(cwd, str)
+        ):
+            self.decline(conn, "malformed search")
+            return
+        if self.queries.busy:
+            self.decline(conn, "daemon busy")
+            return
+        why = self._untrusted()
+        if why is not None:
+            self.decline(conn, why)
+            return
+        if self.loop.plan_outdated():
+            self.loop.replan()
+            self.decline(conn, "plan changed")
+            return
+        self.loop.start_barrier(conn, {"op": "search"}, now)
+
+    def barrier_done(self, waiter: Waiter, outcome: Outcome) -> None:
+        """The barrier of a `search` is done: hand the query to the worker."""
+        why = FAILURE_REASONS[outcome] if outcome is not Outcome.DONE else self._untrusted()
+        if why is None and self.queries.busy:
+            why = "daemon busy"
+        if why is not None:
+            self.decline(waiter.conn, why)
+            return
+        server = self.loop.server
+        assert server is not None and isinstance(waiter.conn.request, dict)
+        now = self.clock()
+        request = waiter.conn.request
+        deadline = now + QUERY_BUDGET_S
+        server.extend(waiter.conn, deadline + 0.5)
+        self.queries.submit(
+            Job(
+                waiter.conn,
+                list(request["argv"]),
+                str(request["cwd"]),
+                self.loop.plan.digest,
+                self.stats.generation,
+                round((now - waiter.started) * 1000, 3),
+                deadline,
+            )
+        )
+
+    def answer_finished(self, now: float) -> None:
+        """Reply for every job the worker finished (or that ran out of time)."""
+        server = self.loop.server
+        if server is None:
+            return
+        for job in self.queries.finished(now):
+            if job.late or job.declined is not None:
+                self.decline(job.conn, "slow query" if job.late else str(job.declined))
+                continue
+            self.queries.answered += 1
+            server.reply(
+                job.conn, {"ok": True, "stdout": job.stdout, "stderr": job.stderr, "code": job.code}
+            )
+
+    def decline(self, conn: Connection, reason: str) -> None:
+        """Not answered here: the client runs the in-process path."""
+        assert self.loop.server is not None
+        self.queries.declined += 1
+        self.queries.last_declined = reason
+        self.loop.server.reply(
+            conn, {"ok": False, "declined": True, "error": reason, "instance": self.instance}
+        )
+
+    def _untrusted(self) -> str | None:
+        """Why this daemon cannot vouch for an answer by itself now (then the
+        client's own barrier words it: unreliable filesystem, reconciled)."""
+        watcher = self.loop.watcher
+        if watcher.name == "poll" or watcher.degraded:
+            return "events not trusted"
+        if self.driver.unreported is not None:
+            return "a full pass to report"
+        return None
