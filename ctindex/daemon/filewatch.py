@@ -32,10 +32,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ctindex.backends.base import Watcher, file_watching
-from ctindex.daemon.links import LinkTracker, vouches
+from ctindex.daemon.links import CheckRecord, LinkTracker, vouches
 from ctindex.policy.project import key_within
 
 if TYPE_CHECKING:
@@ -63,6 +63,20 @@ class _Inodes(Mapping[str, int]):
 
     def __len__(self) -> int:
         return len(self._seen)
+
+
+class FileWatchStatus(TypedDict):
+    available: bool  # the backend can watch single files
+    watched: int
+    budget: int
+    over_budget: bool
+    rechecked: int  # files re-checked by fingerprint at each barrier instead
+    rechecked_over_cap: bool
+    rechecked_cap: int
+    checks: int
+    stats: int
+    last_check: CheckRecord | None
+    verified: int
 
 
 class FileWatches:
@@ -174,7 +188,7 @@ class FileWatches:
     def over_cap(self) -> bool:
         return self.rest.over_cap
 
-    def status(self, watcher: Watcher | None) -> dict[str, Any]:
+    def status(self, watcher: Watcher | None) -> FileWatchStatus:
         backend = file_watching(watcher)
         watched = len(backend.watched_files()) if backend is not None else 0
         budget = backend.file_budget if backend is not None else 0

@@ -23,7 +23,7 @@ import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ctindex.policy.project import key_within
 from ctindex.reconciler import DEFAULT_GRANULARITY_NS, Fingerprint
@@ -45,6 +45,23 @@ def vouches(st: os.stat_result, fp: Fingerprint, recorded_ns: int, gran: int) ->
     )
 
 
+class CheckRecord(TypedDict):
+    """The last barrier re-check (status detail)."""
+
+    files: int
+    changed: int
+    duration_ms: float
+
+
+class LinkStatus(TypedDict):
+    tracked: int
+    over_cap: bool
+    cap: int
+    checks: int
+    stats: int
+    last_check: CheckRecord | None
+
+
 @dataclass
 class LinkTracker:
     base: str  # the project root: keys are relative to it
@@ -54,7 +71,7 @@ class LinkTracker:
     over_cap: bool = False  # the last full pass saw more than `cap` such files
     checks: int = 0  # barriers that re-checked
     stats: int = 0  # lstat calls made by those checks, in total
-    last_check: dict[str, Any] | None = None
+    last_check: CheckRecord | None = None
     _inodes: dict[tuple[int, int], int] = field(default_factory=dict)
     _paths: dict[str, str] = field(default_factory=dict)  # key -> absolute path, joined once
 
@@ -123,7 +140,7 @@ class LinkTracker:
         }
         return changed
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> LinkStatus:
         return {
             "tracked": len(self.entries),
             "over_cap": self.over_cap,

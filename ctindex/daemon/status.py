@@ -19,9 +19,9 @@ from ctindex.backends.base import Watcher
 from ctindex.backends.mounts import MountTable
 from ctindex.daemon import sysinfo
 from ctindex.daemon.dirtyset import DirtySet
-from ctindex.daemon.filewatch import FileWatches
+from ctindex.daemon.filewatch import FileWatches, FileWatchStatus
 from ctindex.daemon.layers import PlanView
-from ctindex.daemon.links import LinkTracker
+from ctindex.daemon.links import LinkStatus, LinkTracker
 
 
 class ReconcileRecord(TypedDict):
@@ -48,8 +48,8 @@ class BatchRecord(TypedDict):
 class Unannounced(TypedDict):
     """Checks for changes no event announces (docs/daemon.md)."""
 
-    hard_links: Mapping[str, object]
-    file_watches: Mapping[str, object]
+    hard_links: LinkStatus
+    file_watches: FileWatchStatus
     mount_checks: int
     mount_changes: int
 
