@@ -15,6 +15,7 @@ from ctindex import client
 from ctindex import runtime as rt
 from ctindex.daemon.lifecycle import Daemon
 from ctindex.policy.project import Project
+from tests.conftest import write_config
 from tests.daemon_support import (
     FakeEngine,
     fork_daemon,
@@ -158,5 +159,8 @@ def test_crash_is_logged_and_makes_clients_back_off(tmp_path: Path) -> None:
     assert lines[-1].endswith("stop reason=error")
     failure = rt.spawn_failure(paths)
     assert failure is not None and "no watcher today" in failure["error"]
+    # A plan with a scope: without one, spawn starts nothing before it even
+    # looks at the cached failure (ctindex/client.py, "no scopes").
+    write_config(tmp_path, "docs")
     assert client.spawn(tmp_path, paths) == client.SPAWN_CACHED
     assert not client.lock_held(paths)
