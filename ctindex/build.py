@@ -251,11 +251,13 @@ def _worker_init() -> None:
     import signal
 
     gc.disable()
+    from ctindex.reconciler.platform_features import has_prctl
     from ctindex.store.lock import release_inherited
 
     release_inherited()
-    with contextlib.suppress(OSError, AttributeError):  # _workers() only forks on Linux
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    if has_prctl():  # Linux; elsewhere the parent-alive check below is the guard
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
     assert _JOB is not None
     if os.getppid() != _JOB.parent:  # the parent died before prctl took effect
         os._exit(1)

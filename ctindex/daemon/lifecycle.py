@@ -36,6 +36,7 @@ from ctindex.daemon.links import LinkTracker
 from ctindex.daemon.log import LifecycleLog
 from ctindex.daemon.query import QUERY_BUDGET_S, Job, QueryService
 from ctindex.daemon.server import Connection, IpcServer
+from ctindex.daemon.signals import graceful_signals
 from ctindex.errors import PolicyError
 from ctindex.policy.project import Project, is_index_key
 
@@ -174,7 +175,7 @@ class Daemon:
         wake_w.setblocking(False)
         self._wake = (wake_r, wake_w)
         signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        for signum in graceful_signals():
             signal.signal(signum, self._on_signal)
         self.sel.register(wake_r, selectors.EVENT_READ, "wake")
 

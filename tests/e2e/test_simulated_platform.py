@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from ctindex.reconciler import platform_features
 
 from ctindex import runtime as rt
-from ctindex.reconciler import platform_features
 from tests.daemon_support import CliProject
 
 # Removes SO_PEERCRED from the socket modules before ctindex runs: what a
