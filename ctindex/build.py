@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TextIO
@@ -180,9 +179,14 @@ def _workers(docs: int) -> int:
     """How many processes to parse and build segments with (1 = in process)."""
     import multiprocessing
 
+    from ctindex.reconciler.platform_features import has_prctl
+
+    # Forked workers only where the kernel ends them with their parent
+    # (prctl PR_SET_PDEATHSIG, _worker_init): elsewhere a killed rebuild would
+    # leave them running (docs/decisions/portability.md).
     if (
         docs < PARALLEL_MIN_DOCS
-        or not sys.platform.startswith("linux")
+        or not has_prctl()
         or "fork" not in multiprocessing.get_all_start_methods()
     ):
         return 1
