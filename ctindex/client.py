@@ -262,6 +262,9 @@ def spawn(
         return claimed
     import subprocess  # only a launching client pays this import
 
+    from ctindex.detach import detach_options
+
+    detach = detach_options()  # a new session, or Windows' no-window process group
     try:
         subprocess.Popen(  # fixed argv, no shell
             [
@@ -277,7 +280,8 @@ def spawn(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=detach.start_new_session,
+            creationflags=detach.creationflags,
             close_fds=True,
             cwd="/",
         )

@@ -29,6 +29,7 @@ from ctindex.backends.base import key_path
 from ctindex.backends.mounts import MountTable
 from ctindex.daemon import singleton, sysinfo
 from ctindex.daemon.barrier import Cookies, Waiter
+from ctindex.daemon.console_events import ConsoleEvents
 from ctindex.daemon.dirtyset import DirtySet, Pending
 from ctindex.daemon.filewatch import FileWatches
 from ctindex.daemon.layers import Applied, ConfigStamp, Engine, PlanView
@@ -120,6 +121,7 @@ class Daemon:
         self.files = FileWatches(os.fspath(project.root))
         self.mounts: MountTable | None = None
         self._wake: tuple[socket.socket, socket.socket] | None = None
+        self.console = ConsoleEvents(self._on_console_event, self._poke)
         self._last_beat = (clock(), self.started_wall)
         self._lock: IO[str] | None = None
         self.owner = True  # False once our lock file was deleted or replaced
@@ -165,6 +167,7 @@ class Daemon:
         finally:
             self._shutdown()
             lock.close()  # releases the OS lock last: status is final by now
+            self.console.finished()  # a Windows close/logoff/shutdown may now end us
         return self.stop_reason
 
     # -- startup and loop ------------------------------------------------------
@@ -177,6 +180,7 @@ class Daemon:
         signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
         for signum in graceful_signals():
             signal.signal(signum, self._on_signal)
+        self.console.install()  # Windows console control events (console_events.py)
         self.sel.register(wake_r, selectors.EVENT_READ, "wake")
 
         # Stamp, then read: a config changed in between leaves the stamp older
@@ -810,6 +814,10 @@ class Daemon:
     def _on_signal(self, signum: int, _frame: object) -> None:
         if self.stop_reason is None:
             self.stop_reason = f"signal {signal.Signals(signum).name}"
+
+    def _on_console_event(self, why: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = why
 
     def _drop_claim(self) -> None:
         """Remove the launcher's claim, but only the one naming our token."""
