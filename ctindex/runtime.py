@@ -249,7 +249,7 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = False) -> None:
     """Replace `path` with `data` via a 0600 temp sibling and rename, so a
     reader sees the old or the new record, never half of one."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
