@@ -9,7 +9,8 @@ not, so the portable fallbacks run under the whole test suite here:
 
 * ``no-dir-fd``: no ``dir_fd`` opens, no ``O_DIRECTORY`` (Windows);
 * ``no-peercred``: no ``SO_PEERCRED`` (macOS, the BSDs, Windows);
-* ``no-mountinfo``: no ``/proc/self/mountinfo`` (macOS, Windows);
+* ``no-mountinfo``: no ``/proc/self/mountinfo`` (macOS, Windows; read by
+  backends/platform_features.py, since backends/ may not import this room);
 * ``no-prctl``: no ``prctl(2)`` (macOS, Windows);
 * ``no-sighup``: no ``SIGHUP`` (Windows);
 * ``no-getuid``: no ``os.getuid`` (Windows).
@@ -65,10 +66,6 @@ def has_peercred() -> bool:
     import _socket  # the C module: `socket` costs the query path ~3 ms (ctindex/runtime.py)
 
     return "no-peercred" not in hidden() and hasattr(_socket, "SO_PEERCRED")
-
-
-def has_mountinfo() -> bool:
-    return "no-mountinfo" not in hidden() and os.path.exists("/proc/self/mountinfo")
 
 
 def has_prctl() -> bool:
