@@ -29,6 +29,7 @@ import json
 import os
 import stat
 import struct
+import sys
 from pathlib import Path
 
 from ctindex.reconciler import platform_features as features
@@ -42,8 +43,10 @@ if TYPE_CHECKING:
 
     from ctindex.policy.project import Project
 
-# sockaddr_un.sun_path is 108 bytes on Linux including the terminating NUL.
-SUN_PATH_MAX = 107
+# sockaddr_un.sun_path includes the terminating NUL: 108 bytes on Linux,
+# 104 on macOS and the BSDs (<sys/un.h>). An ABI size, not a feature Python
+# exposes, so the platform decides (docs/decisions/portability.md).
+SUN_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
 # /tmp on POSIX; elsewhere (Windows) the per-user temporary folder.
 FALLBACK_BASE = Path("/tmp") if os.name == "posix" else Path(os.environ.get("TEMP") or ".")
 UCRED = struct.Struct("3i")  # Linux struct ucred: pid, uid, gid
