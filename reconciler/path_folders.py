@@ -102,15 +102,44 @@ def close(handle: int) -> None:
     os.close(handle)  # a file descriptor open_at handed out
 
 
+class Entry:
+    """A listed name whose stat is a full os.lstat of its path.
+
+    os.DirEntry.stat() on Windows leaves st_ino, st_dev and st_nlink zero
+    (the listing does not carry them), and the walk's "unchanged" rule needs
+    the full fingerprint (size, mtime_ns, ctime_ns, inode, device) and the
+    link count, so entries of a path listing stat the path itself."""
+
+    __slots__ = ("_lstat", "name", "path")
+
+    def __init__(self, name: str, path: str) -> None:
+        self.name = name
+        self.path = path
+        self._lstat: os.stat_result | None = None
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        if follow_symlinks:
+            return os.stat(self.path)
+        if self._lstat is None:
+            self._lstat = os.stat(self.path, follow_symlinks=False)
+        return self._lstat
+
+    def is_dir(self, *, follow_symlinks: bool = True) -> bool:
+        try:
+            return stat_mod.S_ISDIR(self.stat(follow_symlinks=follow_symlinks).st_mode)
+        except OSError:
+            return False
+
+
 @contextmanager
-def scandir(handle: int) -> Iterator[Iterator[os.DirEntry[str]]]:
+def scandir(handle: int) -> Iterator[Iterator[Entry]]:
     """List the folder `handle` names; the listing counts only if the path
     still names that folder afterwards."""
     folder = _folders.get(handle)
     if folder is None:
         raise OSError(errno.EBADF, os.strerror(errno.EBADF))
     with os.scandir(folder.path) as it:
-        entries = list(it)
+        entries = [Entry(e.name, e.path) for e in it]
     st = os.lstat(folder.path)
     if _is_link(st) or (st.st_dev, st.st_ino) != (folder.dev, folder.ino):
         raise _gone(folder.path)

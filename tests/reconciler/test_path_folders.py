@@ -107,3 +107,20 @@ def test_the_simulation_switch_picks_the_path_primitives(
         monkeypatch.delenv(platform_features.SIMULATE_ENV)
         platform_features.reset()
     assert FsOps().open is (os.open if platform_features.has_dir_fd() else path_folders.open_at)
+
+
+def test_listed_entries_carry_the_full_fingerprint(tmp_path: Path) -> None:
+    # os.DirEntry on Windows reports st_ino/st_dev/st_nlink as 0: the path
+    # listing's entries stat the path, so the fingerprint is whole anywhere.
+    (tmp_path / "f.md").write_text("x")
+    os.link(tmp_path / "f.md", tmp_path / "g.md")
+    handle = path_folders.open_at(str(tmp_path), path_folders.WANT_DIR)
+    try:
+        with path_folders.scandir(handle) as it:
+            entries = {e.name: e for e in it}
+    finally:
+        path_folders.close(handle)
+    st = entries["f.md"].stat(follow_symlinks=False)
+    real = os.lstat(tmp_path / "f.md")
+    assert (st.st_ino, st.st_dev, st.st_nlink) == (real.st_ino, real.st_dev, 2)
+    assert not entries["f.md"].is_dir(follow_symlinks=False)
