@@ -1,9 +1,10 @@
 """open_watcher(): pick the backend, and keep a degraded native one honest.
 
 Order: the mount table first (unreliable filesystems get the poll lane with a
-reason), then the platform's native facility, then the poll lane if opening it
-fails. A native watcher that hits a kernel limit is swapped for the poll lane
-and retried with exponential back-off (60 s doubling to an hour, like
+reason; on macOS and Windows the volume type instead, backends/volumes.py),
+then the platform's native facility, then the poll lane if opening it fails.
+A native watcher that hits a kernel limit is swapped for the poll lane and
+retried with exponential back-off (60 s doubling to an hour, like
 Syncthing), never in a loop.
 """
 
@@ -168,13 +169,18 @@ def open_watcher(
     found = native_opener(base, roots, descend, cookie_dir)
     if found is None:
         return poll(f"no native watcher for platform {sys.platform}")
+    paths = [key_path(base, r) for r in normalize_roots(roots)]
+    if cookie_dir is not None:
+        paths.append(key_path(base, cookie_dir))
+    existing = [p for p in paths if os.path.exists(p)]
     if found[0] == "inotify":
         from ctindex.backends.mounts import check_paths
 
-        paths = [key_path(base, r) for r in normalize_roots(roots)]
-        if cookie_dir is not None:
-            paths.append(key_path(base, cookie_dir))
-        unreliable = check_paths(p for p in paths if os.path.exists(p))
-        if unreliable:
-            return poll(unreliable)
+        unreliable = check_paths(existing)
+    else:  # network volumes on macOS and Windows (backends/volumes.py)
+        from ctindex.backends.volumes import check_volumes
+
+        unreliable = check_volumes(found[0], existing)
+    if unreliable:
+        return poll(unreliable)
     return Supervised(found[1], poll, roots)

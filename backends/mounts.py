@@ -8,6 +8,7 @@ and FUSE mounts and does not undo the octal escapes of odd mount points.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -16,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
-MOUNTINFO = "/proc/self/mountinfo"
+from ctindex.backends.platform_features import MOUNTINFO, has_mountinfo
 
 # Local, kernel-owned filesystems: every change passes through this kernel, so
 # inotify sees it. Overlay counts as local: the kernel documentation forbids
@@ -92,7 +93,13 @@ def parse_mountinfo(text: bytes) -> list[Mount]:
     return mounts
 
 
-def read_mounts(path: str = MOUNTINFO) -> list[Mount]:
+def read_mounts(path: str | None = None) -> list[Mount]:
+    """The mount table; OSError where there is none (macOS, Windows, the
+    ``no-mountinfo`` simulation): callers then decide without it."""
+    if path is None:
+        if not has_mountinfo():
+            raise FileNotFoundError(errno.ENOENT, "no mount table on this platform", MOUNTINFO)
+        path = MOUNTINFO
     with open(path, "rb") as f:
         return parse_mountinfo(f.read())
 
@@ -181,15 +188,19 @@ class MountTable:
     open this before classifying or watching anything.
     """
 
-    def __init__(self, source: str = MOUNTINFO) -> None:
+    def __init__(self, source: str | None = None) -> None:
         self.paths: tuple[str, ...] = ()
-        self.source = source
+        # No table (macOS, Windows, the simulation): every reading is the
+        # same "unreadable", so changed() never fires.
+        self.source = source if source is not None else MOUNTINFO if has_mountinfo() else None
         self.checks = 0  # table reads (barriers, heartbeats and notifications)
         self.changes = 0  # relevant changes found
         self._file: BinaryIO | None = None
         self._poll: select.epoll | None = None
         try:
-            self._file = open(source, "rb")  # noqa: SIM115 -- held open: its fd is polled
+            if self.source is None:
+                raise FileNotFoundError(errno.ENOENT, "no mount table on this platform")
+            self._file = open(self.source, "rb")  # noqa: SIM115 -- held open: its fd is polled
             self._poll = select.epoll()
             self._poll.register(self._file.fileno(), select.EPOLLPRI | select.EPOLLERR)
         except (OSError, AttributeError):  # no table or no epoll: the checks still run
@@ -225,6 +236,8 @@ class MountTable:
         return True
 
     def _read(self) -> bytes | str:
+        if self.source is None:
+            return "unreadable: no mount table on this platform"
         try:
             with open(self.source, "rb") as f:
                 return f.read()

@@ -52,6 +52,16 @@ if TYPE_CHECKING:
     from ctindex.search.query import Node
     from ctindex.store.snapshot import Snapshot
 
+# Opening a concept file: no symlink, no blocking on a special file, not
+# inherited (POSIX flags, 0 where absent), bytes as they are (Windows' O_BINARY).
+_CONCEPT_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+
 __all__ = [
     "Concept",
     "Freshness",
@@ -596,7 +606,7 @@ def read_concept(plan: Plan, root: str, key: str) -> Concept:
     limit = plan.settings.max_file_bytes
     try:
         before = os.lstat(path)
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, _CONCEPT_FLAGS)
     except FileNotFoundError:
         raise ConceptNotFound(provider.concept_id(key, root)) from None
     except OSError as exc:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TextIO
@@ -180,9 +179,14 @@ def _workers(docs: int) -> int:
     """How many processes to parse and build segments with (1 = in process)."""
     import multiprocessing
 
+    from ctindex.reconciler.platform_features import has_prctl
+
+    # Forked workers only where the kernel ends them with their parent
+    # (prctl PR_SET_PDEATHSIG, _worker_init): elsewhere a killed rebuild would
+    # leave them running (docs/decisions/portability.md).
     if (
         docs < PARALLEL_MIN_DOCS
-        or not sys.platform.startswith("linux")
+        or not has_prctl()
         or "fork" not in multiprocessing.get_all_start_methods()
     ):
         return 1
@@ -251,11 +255,13 @@ def _worker_init() -> None:
     import signal
 
     gc.disable()
+    from ctindex.reconciler.platform_features import has_prctl
     from ctindex.store.lock import release_inherited
 
     release_inherited()
-    with contextlib.suppress(OSError, AttributeError):  # _workers() only forks on Linux
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    if has_prctl():  # Linux; elsewhere the parent-alive check below is the guard
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
     assert _JOB is not None
     if os.getppid() != _JOB.parent:  # the parent died before prctl took effect
         os._exit(1)

@@ -98,6 +98,9 @@ def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> 
     """One request/answer exchange; raises BarrierFailed with a reason.
     Every request carries this process's build id (the daemon serves queries
     of its own build only)."""
+    disabled = rt.no_peer_check()
+    if disabled is not None:  # no daemon may be trusted here: never started, never asked
+        raise BarrierFailed(disabled)
     payload = {**payload, "build": rt.build_id()}
     deadline = time.monotonic() + timeout
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -111,7 +114,7 @@ def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> 
             raise BarrierFailed(DAEMON_BUSY) from exc
         except OSError as exc:
             raise BarrierFailed(f"cannot connect: {exc.strerror or exc}") from exc
-        if rt.peer_uid(sock) != os.getuid():
+        if not rt.peer_is_owner(sock):
             raise BarrierFailed(WRONG_OWNER)
         data = (json.dumps(payload, separators=(",", ":")) + "\n").encode()
         buf = bytearray()
@@ -240,6 +243,9 @@ def spawn(
     """
     if _nothing_to_index(project_root):
         return NOTHING_TO_INDEX  # checked before the runtime folder is made: nothing written
+    disabled = rt.no_peer_check()
+    if disabled is not None:
+        return disabled
     failure = None if ignore_cache else rt.spawn_failure(paths)
     if failure is not None:
         error = failure.get("error")
@@ -256,6 +262,9 @@ def spawn(
         return claimed
     import subprocess  # only a launching client pays this import
 
+    from ctindex.detach import detach_options
+
+    detach = detach_options()  # a new session, or Windows' no-window process group
     try:
         subprocess.Popen(  # fixed argv, no shell
             [
@@ -271,7 +280,8 @@ def spawn(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=detach.start_new_session,
+            creationflags=detach.creationflags,
             close_fds=True,
             cwd="/",
         )

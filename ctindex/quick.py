@@ -124,6 +124,8 @@ def answer(argv: list[str]) -> int | None:
     if root is None:
         return None
     paths = rt.RuntimePaths(Path(root), Path(root, ".ct", "okf", "runtime"))
+    if rt.no_peer_check() is not None:  # no daemon is trusted here (ctindex/runtime.py)
+        return None
     reply = _ask(
         os.fspath(paths.socket),
         {"op": OP, "argv": argv, "cwd": cwd, "build": rt.build_id()},
@@ -146,7 +148,7 @@ def _ask(where: str, payload: dict[str, object], timeout: float) -> dict[str, ob
     try:
         sock.settimeout(CONNECT_TIMEOUT_S)
         sock.connect(where)
-        if rt.peer_uid(sock) != os.getuid():
+        if not rt.peer_is_owner(sock):
             return None  # only the owner's daemon may answer (docs/daemon.md)
         sock.sendall((json.dumps(payload, separators=(",", ":")) + "\n").encode())
         while b"\n" not in buf:

@@ -29,28 +29,111 @@ import json
 import os
 import stat
 import struct
+import sys
 from pathlib import Path
+
+from ctindex.reconciler import platform_features as features
 
 # typing.TYPE_CHECKING without importing `typing` (~2 ms of every `ctindex`
 # process, ctindex/quick.py); type checkers treat the name as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from ctindex.policy.project import Project
 
-# sockaddr_un.sun_path is 108 bytes on Linux including the terminating NUL.
-SUN_PATH_MAX = 107
-FALLBACK_BASE = Path("/tmp")
+# sockaddr_un.sun_path includes the terminating NUL: 108 bytes on Linux,
+# 104 on macOS and the BSDs (<sys/un.h>). An ABI size, not a feature Python
+# exposes, so the platform decides (docs/decisions/portability.md).
+SUN_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+# /tmp on POSIX; elsewhere (Windows) the per-user temporary folder.
+FALLBACK_BASE = Path("/tmp") if os.name == "posix" else Path(os.environ.get("TEMP") or ".")
 UCRED = struct.Struct("3i")  # Linux struct ucred: pid, uid, gid
 
 
+def no_peer_check() -> str | None:
+    """Why this platform cannot tell who is at the other end of the daemon's
+    socket, or None when it can (docs/decisions/portability.md). Without that
+    check the daemon is disabled: it refuses to start and clients answer by
+    reconciling themselves ("fallback (daemon disabled: ...)")."""
+    if not features.has_unix_sockets():
+        return "daemon disabled: no Unix sockets on this platform"
+    if not features.has_getuid():
+        return "daemon disabled: no user ids on this platform"
+    if features.has_peercred() or _getpeereid() is not None:
+        return None
+    return "daemon disabled: no peer credential check on this platform (SO_PEERCRED, getpeereid)"
+
+
+def _getpeereid() -> Callable[..., int] | None:
+    """The C library's getpeereid(3) (macOS, the BSDs), or None (glibc has none)."""
+    if _peereid:
+        return _peereid[0]
+    import ctypes
+
+    try:
+        found = getattr(ctypes.CDLL(None, use_errno=True), "getpeereid", None)
+    except (OSError, TypeError):  # TypeError: no "main program" library (Windows)
+        found = None
+    if found is not None:
+        uid_t = ctypes.c_uint32  # uid_t and gid_t are 32-bit unsigned on macOS and the BSDs
+        found.argtypes = [ctypes.c_int, ctypes.POINTER(uid_t), ctypes.POINTER(uid_t)]
+        found.restype = ctypes.c_int
+    _peereid.append(found)
+    return found
+
+
+_peereid: list[Callable[..., int] | None] = []
+
+
 def peer_uid(sock: _socket.socket) -> int:
-    """The uid of the process at the other end of a Unix socket (Linux
-    SO_PEERCRED, recorded by the kernel at connect time); raises OSError."""
-    raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, UCRED.size)
-    uid: int = UCRED.unpack(raw)[1]
-    return uid
+    """The uid of the process at the other end of a Unix socket, as the kernel
+    recorded it at connect time: Linux SO_PEERCRED, else getpeereid(3)
+    (LOCAL_PEERCRED underneath on macOS). Raises OSError, also when the
+    platform has neither (no_peer_check() says so first)."""
+    if features.has_peercred():
+        raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, UCRED.size)
+        uid: int = UCRED.unpack(raw)[1]
+        return uid
+    getpeereid = _getpeereid()
+    if getpeereid is None:
+        raise OSError(errno.EOPNOTSUPP, "no peer credential check on this platform")
+    import ctypes
+
+    got_uid, got_gid = ctypes.c_uint32(), ctypes.c_uint32()
+    if getpeereid(sock.fileno(), ctypes.byref(got_uid), ctypes.byref(got_gid)) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    return got_uid.value
+
+
+def peer_is_owner(sock: _socket.socket) -> bool:
+    """The peer runs as this user (False when that cannot be proven)."""
+    try:
+        return peer_uid(sock) == os.getuid()
+    except (OSError, AttributeError):  # AttributeError: no os.getuid (Windows)
+        return False
+
+
+def user_tag() -> str:
+    """This user's name for shared folders (/tmp/ctindex-<tag>): the uid where
+    there are uids, else the login name (Windows, whose temporary folder is
+    per user already)."""
+    if features.has_getuid():
+        return str(os.getuid())
+    import getpass
+
+    name = getpass.getuser()
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "user"
+
+
+def owned_by_me(st: os.stat_result) -> bool:
+    """The file's owner is this user; without uids (Windows reports st_uid 0)
+    ownership is the per-user temporary folder's ACL, not ours to check."""
+    if not features.has_getuid():
+        return True
+    return st.st_uid == os.getuid()
 
 
 class UnsafeRuntimeDir(OSError):
@@ -108,7 +191,7 @@ class RuntimePaths:
         import hashlib
 
         digest = hashlib.sha256(os.fsencode(self.root)).hexdigest()[:16]
-        return FALLBACK_BASE / f"ctindex-{os.getuid()}" / digest
+        return FALLBACK_BASE / f"ctindex-{user_tag()}" / digest
 
     @property
     def fallback_failed(self) -> Path:
@@ -153,7 +236,7 @@ def _private_level(path: Path) -> None:
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise UnsafeRuntimeDir(errno.ENOTDIR, "not a real folder", os.fspath(path))
-    if st.st_uid != os.getuid():
+    if not owned_by_me(st):
         raise UnsafeRuntimeDir(errno.EPERM, "folder owned by another user", os.fspath(path))
     if st.st_mode & 0o077:
         os.chmod(path, 0o700)
@@ -169,7 +252,7 @@ def write_atomic(path: Path, data: bytes, *, durable: bool = False) -> None:
     """Replace `path` with `data` via a 0600 temp sibling and rename, so a
     reader sees the old or the new record, never half of one."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -344,7 +427,7 @@ def _is_private(folder: Path) -> bool:
         st = os.lstat(folder)
     except OSError:
         return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+    return stat.S_ISDIR(st.st_mode) and owned_by_me(st) and not st.st_mode & 0o077
 
 
 def _fingerprints(files: list[tuple[str, os.stat_result]]) -> list[list[Any]]:
@@ -367,7 +450,7 @@ def _cached_build_id(base: Path) -> str:
 
     files = _code_files(base)
     prints = _fingerprints(files)
-    cache = FALLBACK_BASE / f"ctindex-{os.getuid()}" / BUILD_CACHE_NAME
+    cache = FALLBACK_BASE / f"ctindex-{user_tag()}" / BUILD_CACHE_NAME
     # Shared /tmp: trust the record only in a private folder of ours.
     records = (read_json(cache) if _is_private(cache.parent) else None) or {}
     entries = records.get("bases")

@@ -8,8 +8,11 @@ not pay for the differ, the walker and their imports.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
 
+# typing.TYPE_CHECKING without importing `typing`: a daemon-answered search
+# loads this package for reconciler/platform_features.py alone
+# (ctindex/runtime.py) and must stay light (tests/ctindex/test_quick.py).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ctindex.reconciler.diff import ReconcileResult, reconcile
     from ctindex.reconciler.fingerprint import DEFAULT_GRANULARITY_NS, Fingerprint

@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from ctindex.reconciler.fingerprint import Fingerprint, fingerprint_of
 from ctindex.reconciler.oserr import GONE
 
-FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# O_NOFOLLOW, O_NONBLOCK and O_CLOEXEC are POSIX (path_folders.open_at
+# refuses a reparse point itself); O_BINARY is Windows', where a descriptor
+# opened without it would translate line endings as it reads.
+FILE_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
 DEFAULT_RETRIES = 3
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ctindex.reconciler.fingerprint import Fingerprint
+from ctindex.reconciler.platform_features import can_open_folders
 
 if TYPE_CHECKING:
     from ctindex.reconciler.native import NativeTable
@@ -44,6 +45,10 @@ _RECORD = struct.Struct("<qqqQQ16sq")
 _TRAILER_LEN = 16
 _FS_ENCODING = sys.getfilesystemencoding()
 _FS_ERRORS = sys.getfilesystemencodeerrors()
+# POSIX-only / Windows-only open flags (0 where absent): no descriptor leaks
+# into a child; no line-ending translation of the binary table on Windows.
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
 
 # A size no stat can report: marks an entry whose content must be re-hashed on
 # the next pass (its file was changing while we read it).
@@ -265,7 +270,7 @@ class Manifest(Mapping[str, Entry]):
         target = Path(path)
         data = self.to_bytes()
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _CLOEXEC | _BINARY, 0o600)
         try:
             view = memoryview(data)
             while view:
@@ -281,6 +286,8 @@ class Manifest(Mapping[str, Entry]):
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
+        if not can_open_folders():  # Windows: a rename needs no folder fsync
+            return
         dfd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             os.fsync(dfd)

@@ -22,6 +22,8 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol, cast
 
+from ctindex.reconciler.platform_features import has_dir_fd
+
 if TYPE_CHECKING:  # the manifest loads this module lazily: only the record's type here
     from ctindex.reconciler.manifest import RawEntry
 
@@ -65,6 +67,8 @@ _loaded: list[_Module | None] = []
 
 def _load() -> _Module | None:
     if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        return None
+    if not has_dir_fd():  # the scan lists an open folder descriptor (fdopendir)
         return None
     if (
         sys.getfilesystemencoding().lower() not in ("utf-8", "utf8")

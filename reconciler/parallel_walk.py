@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 
@@ -72,16 +72,17 @@ class _Listed:
 class _Open:
     """An open folder fd shared by its listing and its children's openat calls."""
 
-    __slots__ = ("fd", "users")
+    __slots__ = ("close", "fd", "users")
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, close: Callable[[int], None]) -> None:
         self.fd = fd
+        self.close = close  # FsOps.close: a descriptor, or a path_folders handle
         self.users = 1  # the walking thread's own use; +1 per child not opened yet
 
     def release(self) -> None:
         self.users -= 1
         if self.users == 0:
-            os.close(self.fd)
+            self.close(self.fd)
 
 
 def _prefetch(ops: FsOps, fd: int) -> list[os.DirEntry[str]]:
@@ -119,7 +120,12 @@ class ParallelWalker(Walker):
         self._real_ops = self.ops
         self._ready: dict[int, _Listed] = {}
         # Walker._scan lists through self.ops.scandir: hand it the prefetched entries.
-        self.ops = FsOps(scandir=self._prefetched, open=self._real_ops.open)
+        self.ops = FsOps(
+            scandir=self._prefetched,
+            open=self._real_ops.open,
+            close=self._real_ops.close,
+            lstat_at=self._real_ops.lstat_at,
+        )
 
     @contextmanager
     def _prefetched(self, fd: int) -> Iterator[Iterator[os.DirEntry[str]]]:
@@ -152,7 +158,7 @@ class ParallelWalker(Walker):
     def _walk_open(self, fd: int, key: str, depth: int) -> None:
         """Walk the subtree of the open folder fd (ownership of fd passes here)."""
         if key in self.walked:
-            os.close(fd)
+            self.ops.close(fd)
             return
         self.walked.add(key)
         limit = self.workers * AHEAD_PER_WORKER
@@ -187,7 +193,7 @@ class ParallelWalker(Walker):
                     continue
                 item = future.result()
                 if item.fd is not None and item.open_error is None:
-                    os.close(item.fd)
+                    self.ops.close(item.fd)
                 if item.parent is not None:
                     item.parent.release()
             for parent, *_rest in waiting:
@@ -197,7 +203,7 @@ class ParallelWalker(Walker):
     def _take(self, item: _Listed, waiting: list[tuple[_Open, str, str, int]]) -> None:
         """The walking thread's share of one listed folder: the serial scan."""
         assert item.fd is not None
-        here = _Open(item.fd)
+        here = _Open(item.fd, self.ops.close)
         self._ready[item.fd] = item
         try:
             subdirs = self._scan(item.fd, item.key)

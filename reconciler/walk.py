@@ -6,6 +6,11 @@ open instead of leading outside the root, and path length never limits depth.
 The open folders form an explicit stack (one fd per level), never Python
 recursion. Files are handed over together with their parent's fd so the
 hasher can open them relative to it as well.
+
+Where the platform has no ``dir_fd`` (Windows; the ``no-dir-fd`` simulation)
+FsOps defaults to reconciler/path_folders.py: the same walk over folder
+handles that name (path, device, inode), checked by lstat before and after
+(docs/decisions/portability.md).
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ import errno
 import os
 import stat as stat_mod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ctindex.reconciler import path_folders
 from ctindex.reconciler.manifest import RawEntry
 from ctindex.reconciler.native import CODE_DIRHINT, CODE_DONE, CODE_LINKED, NativeTable, encode_key
 from ctindex.reconciler.oserr import DENIED, GONE
+from ctindex.reconciler.platform_features import has_dir_fd
 from ctindex.reconciler.report import PassMetrics, WalkReport
 
 StatFn = Callable[[str], os.stat_result]
@@ -67,7 +74,12 @@ class NativeScan:
 
 S_IFMT = 0o170000  # inline mode tests: the hot loop runs once per entry
 S_IFREG, S_IFDIR, S_IFLNK = stat_mod.S_IFREG, stat_mod.S_IFDIR, stat_mod.S_IFLNK
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NOFOLLOW and O_CLOEXEC do not exist on Windows (its descriptors are not
+# inherited by default; path_folders refuses reparse points itself).
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+ROOT_FLAGS = os.O_RDONLY | path_folders.WANT_DIR | CLOEXEC
+DIR_FLAGS = ROOT_FLAGS | NOFOLLOW
 DEFAULT_MAX_DEPTH = 512
 
 
@@ -77,12 +89,31 @@ class PathFilter(Protocol):
     def accept(self, key: str, st: os.stat_result) -> bool: ...  # regular file may enter
 
 
+def _lstat_at(name: str, *, dir_fd: int) -> os.stat_result:
+    return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+
+
+def _pick(with_dir_fd: Callable[..., Any], without: Callable[..., Any]) -> Any:
+    return with_dir_fd if has_dir_fd() else without
+
+
 @dataclass
 class FsOps:
-    """The listing/opening primitives; tests swap them to simulate EACCES as root."""
+    """The listing/opening primitives; tests swap them to simulate EACCES as root.
 
-    scandir: Callable[[int], Any] = os.scandir
-    open: Callable[..., int] = os.open
+    The defaults are the dir_fd primitives, or path_folders' where there is
+    no dir_fd (chosen when the FsOps is made, so the simulation applies)."""
+
+    scandir: Callable[[int], Any] = field(
+        default_factory=lambda: _pick(os.scandir, path_folders.scandir)
+    )
+    open: Callable[..., int] = field(default_factory=lambda: _pick(os.open, path_folders.open_at))
+    close: Callable[[int], None] = field(
+        default_factory=lambda: _pick(os.close, path_folders.close)
+    )
+    lstat_at: Callable[..., os.stat_result] = field(
+        default_factory=lambda: _pick(_lstat_at, path_folders.lstat_at)
+    )
 
 
 def join_key(parent: str, name: str) -> str:
@@ -157,7 +188,7 @@ class Walker:
     def _open_root(self, root: str) -> int | None:
         """Open base, then each component of root without following symlinks."""
         try:
-            fd = self.ops.open(self.base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = self.ops.open(self.base, ROOT_FLAGS)
         except OSError as exc:
             self._root_failed(root, exc)
             return None
@@ -168,7 +199,7 @@ class Walker:
                 self._root_failed(root, exc)
                 return None
             finally:
-                os.close(fd)
+                self.ops.close(fd)
             fd = nfd
         return fd
 
@@ -289,7 +320,7 @@ class Walker:
                 continue
             # Stat again: the pure path's per-entry rule, on what is there now.
             try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                st = self.ops.lstat_at(name, dir_fd=fd)
             except OSError as exc:
                 self.fail(ckey, exc, is_dir=bool(code & CODE_DIRHINT))
                 continue
@@ -317,7 +348,7 @@ class Walker:
     def _walk_open(self, fd: int, key: str, depth: int) -> None:
         """Walk the subtree of the open folder fd (ownership of fd passes here)."""
         if key in self.walked:
-            os.close(fd)
+            self.ops.close(fd)
             return
         self.walked.add(key)
         stack: list[tuple[int, str, int, list[str]]] = []
@@ -328,7 +359,7 @@ class Walker:
                 pfd, pkey, pdepth, todo = stack[-1]
                 if not todo:
                     stack.pop()
-                    os.close(pfd)
+                    self.ops.close(pfd)
                     continue
                 name = todo.pop()
                 ckey = join_key(pkey, name)
@@ -345,7 +376,7 @@ class Walker:
                 stack.append((cfd, ckey, pdepth + 1, self._scan(cfd, ckey)[::-1]))
         finally:
             for sfd, *_ in stack:
-                os.close(sfd)
+                self.ops.close(sfd)
 
     # -- entry points -----------------------------------------------------------
     def walk_root(self, root: str) -> None:
@@ -377,7 +408,7 @@ class Walker:
                         self.keep(cur)
                         return
                     nfd = self._open_dir(fd, comp, cur, quiet_gone=True)
-                    os.close(fd)
+                    self.ops.close(fd)
                     fd = nfd
                     if fd is None:
                         return
@@ -385,13 +416,13 @@ class Walker:
                 self._visit_last(fd, comp, cur, depth)
         finally:
             if fd is not None:
-                os.close(fd)
+                self.ops.close(fd)
 
     def _visit_last(self, fd: int, name: str, key: str, depth: int) -> None:
         self.metrics.entries_visited += 1
         try:
             if self.fast_stat:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                st = self.ops.lstat_at(name, dir_fd=fd)
             else:
                 st = self.stat(self.abspath(key))
         except OSError as exc:

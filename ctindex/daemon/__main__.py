@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+EXIT_REFUSED = 3  # the platform cannot authenticate peers (docs/daemon.md)
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ctindex.daemon")
@@ -27,6 +29,13 @@ def main(argv: list[str] | None = None) -> int:
 
     project = Project.at(args.project)
     paths = rt.RuntimePaths.for_project(project)
+    disabled = rt.no_peer_check()
+    if disabled is not None:
+        # Serving peers nobody can identify would hand the index to any local
+        # user: refuse, in one line, and back clients off (docs/daemon.md).
+        print(f"ctindex daemon: {disabled}", file=sys.stderr)
+        rt.record_spawn_failure(paths, disabled)
+        return EXIT_REFUSED
     try:
         Daemon(project, paths, RealEngine(project), args.claim, successor=args.successor).run()
     except Exception as exc:  # before the lock/log exist: all we can do is back clients off

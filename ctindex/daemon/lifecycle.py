@@ -24,6 +24,7 @@ from ctindex import runtime as rt
 from ctindex.backends.base import Watcher
 from ctindex.daemon import singleton, sysinfo
 from ctindex.daemon.barrier import Barrier, Cookies, Waiter
+from ctindex.daemon.console_events import ConsoleEvents
 from ctindex.daemon.dirtyset import DirtySet, Pending
 from ctindex.daemon.filewatch import FileWatches
 from ctindex.daemon.layers import ConfigStamp, Engine, PlanView
@@ -119,6 +120,8 @@ class Daemon:
             wall,
         )
         self._wake: SignalWake | None = None
+        # Windows console control events (ctindex/daemon/console_events.py)
+        self.console = ConsoleEvents(self._on_console_event, self._poke)
         self._lock: IO[str] | None = None
         self.queries: QueryService | None = None  # the query worker (ctindex/daemon/query.py)
         self.search: SearchOp | None = None  # the `search` op (ctindex/daemon/search_op.py)
@@ -165,6 +168,7 @@ class Daemon:
         finally:
             self._shutdown()
             lock.close()  # releases the OS lock last: status is final by now
+            self.console.finished()  # a Windows close/logoff/shutdown may now end us
         return self.stop_reason
 
     # -- startup and loop ------------------------------------------------------
@@ -173,6 +177,7 @@ class Daemon:
         self._wake = SignalWake(self._stop)
         self._wake.install()
         self.sel.register(self._wake.socket, selectors.EVENT_READ, "wake")
+        self.console.install()  # Windows console control events (console_events.py)
 
         # Stamp, then read: a config changed in between leaves the stamp older
         # than the plan, so the next check re-plans (never the reverse).
@@ -480,6 +485,14 @@ class Daemon:
     def _log(self, event: str, **fields: object) -> None:
         if self.log is not None:
             self.log.line(event, **fields)
+
+    def _on_console_event(self, why: str) -> None:
+        self._stop(why)
+
+    def _poke(self) -> None:
+        """Wake the loop from another thread (the signal wake-up socket)."""
+        if self._wake is not None:
+            self._wake.poke()
 
     def _drop_claim(self) -> None:
         """Remove the launcher's claim, but only the one naming our token."""

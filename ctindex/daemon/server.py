@@ -4,8 +4,9 @@ One request per connection: a single JSON line of at most MAX_REQUEST bytes,
 answered with a single JSON line. Sockets are non-blocking with a buffer and
 a deadline per connection, so a half-written, oversized or malformed request
 or a client that never reads only costs its own connection. Only the owning
-user is served: the folder is 0700 and every peer's SO_PEERCRED uid is
-checked (the kernel records it at connect time).
+user is served: the folder is 0700 and every peer's uid is checked as the
+kernel recorded it at connect time (SO_PEERCRED, or getpeereid where that is
+the mechanism: ctindex/runtime.py `peer_uid`).
 """
 
 from __future__ import annotations
@@ -29,14 +30,6 @@ MAX_REQUEST = 4096
 ACCEPT_BATCH = 64
 READ_DEADLINE_S = 1.0  # to deliver a complete request line
 WRITE_DEADLINE_S = 1.0  # to take the reply once it is ready
-
-
-def peer_uid(sock: socket.socket) -> int | None:
-    """The uid of the process at the other end (Linux SO_PEERCRED)."""
-    try:
-        return rt.peer_uid(sock)
-    except OSError:
-        return None
 
 
 @dataclass(eq=False)
@@ -169,7 +162,7 @@ class IpcServer:
                 return
             except OSError:  # EMFILE and friends: try again on the next wakeup
                 return
-            if peer_uid(sock) != os.getuid():
+            if not rt.peer_is_owner(sock):
                 self.refused += 1
                 sock.close()
                 continue

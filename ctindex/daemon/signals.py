@@ -5,6 +5,11 @@ the stop reason. Python writes the signal number to the wake-up socket
 (signal.set_wakeup_fd), so a select() in progress returns at once instead of
 sleeping until its timeout. The query worker thread wakes the loop through the
 same socket (poke).
+
+SIGINT and SIGTERM exist everywhere CPython runs; SIGHUP (the terminal went
+away) is POSIX only. Asked by feature (ctindex/reconciler/platform_features.py,
+so the ``no-sighup`` simulation applies), never by platform name. Windows
+console control events take the same path through console_events.py.
 """
 
 from __future__ import annotations
@@ -14,7 +19,15 @@ import signal
 import socket
 from collections.abc import Callable
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+from ctindex.reconciler.platform_features import has_sighup
+
+
+def graceful_signals() -> tuple[int, ...]:
+    """The stop signals this platform has."""
+    found = [signal.SIGINT, signal.SIGTERM]
+    if has_sighup():
+        found.append(signal.SIGHUP)
+    return tuple(found)
 
 
 class SignalWake:
@@ -31,7 +44,7 @@ class SignalWake:
 
     def install(self) -> None:
         signal.set_wakeup_fd(self._write.fileno(), warn_on_full_buffer=False)
-        for signum in STOP_SIGNALS:
+        for signum in graceful_signals():
             signal.signal(signum, self._handle)
 
     def _handle(self, signum: int, _frame: object) -> None:

@@ -21,6 +21,7 @@ from ctindex.search.matcher import path_matches
 
 if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
+    from ctindex.reconciler.walk import FsOps
 
 _SEP_RANK = 0xFFFFFFFF
 
@@ -91,25 +92,23 @@ class MemoryPartition:
         return sorted(t for t in self._post if t.startswith(prefix) and t[:1].isalnum())
 
 
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0)
-
-
-def _open_root(root: str, top: str) -> int | None:
+def _open_root(ops: FsOps, root: str, top: str) -> int | None:
     """The scope root's folder, each component opened without following a
     symlink (a symlinked or missing root is not walked: it is outside the
     canonical scope), like the reconciler."""
+    from ctindex.reconciler.walk import DIR_FLAGS, ROOT_FLAGS
+
     try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = ops.open(root, ROOT_FLAGS)
     except OSError:
         return None
     for comp in top.split("/") if top else ():
         try:
-            nfd = os.open(comp, _DIR, dir_fd=fd)
+            nfd = ops.open(comp, DIR_FLAGS, dir_fd=fd)
         except OSError:
             return None
         finally:
-            os.close(fd)
+            ops.close(fd)
         fd = nfd
     return fd
 
@@ -118,19 +117,24 @@ def eligible_contents(root: str, flt: Any) -> Iterator[tuple[str, bytes]]:
     """(key, bytes) of every file the path filter accepts. Folders and files
     are opened relative to their parent folder's descriptor with O_NOFOLLOW:
     paths longer than PATH_MAX work, and a folder swapped for a symlink is
-    never entered (the same guarantees as the index; the oracle must agree)."""
+    never entered (the same guarantees as the index; the oracle must agree).
+    Without dir_fd the reconciler's path primitives stand in
+    (reconciler/path_folders.py), as they do for the index."""
+    from ctindex.reconciler.walk import FsOps
+
+    ops = FsOps()
     for top in flt.roots():
-        fd = _open_root(root, top)
+        fd = _open_root(ops, root, top)
         if fd is not None:
-            yield from _walk(fd, top, flt, 0)
+            yield from _walk(ops, fd, top, flt, 0)
 
 
-def _walk(dfd: int, folder: str, flt: Any, depth: int) -> Iterator[tuple[str, bytes]]:
+def _walk(ops: FsOps, dfd: int, folder: str, flt: Any, depth: int) -> Iterator[tuple[str, bytes]]:
     """Depth first, one descriptor per level (closed here)."""
-    from ctindex.reconciler.walk import DEFAULT_MAX_DEPTH
+    from ctindex.reconciler.walk import DEFAULT_MAX_DEPTH, DIR_FLAGS
 
     try:
-        with os.scandir(dfd) as it:
+        with ops.scandir(dfd) as it:
             entries = list(it)
         subfolders = []
         for e in entries:
@@ -143,24 +147,26 @@ def _walk(dfd: int, folder: str, flt: Any, depth: int) -> Iterator[tuple[str, by
                 if depth < DEFAULT_MAX_DEPTH and flt.descend(key):
                     subfolders.append((key, e.name))
             elif flt.accept(key, st):
-                data = _read(dfd, e.name)
+                data = _read(ops, dfd, e.name)
                 if data is not None:
                     yield key, data
         for key, name in subfolders:
             try:
-                sub = os.open(name, _DIR, dir_fd=dfd)
+                sub = ops.open(name, DIR_FLAGS, dir_fd=dfd)
             except OSError:
                 continue
-            yield from _walk(sub, key, flt, depth + 1)
+            yield from _walk(ops, sub, key, flt, depth + 1)
     except OSError:
         return
     finally:
-        os.close(dfd)
+        ops.close(dfd)
 
 
-def _read(dfd: int, name: str) -> bytes | None:
+def _read(ops: FsOps, dfd: int, name: str) -> bytes | None:
+    from ctindex.reconciler.hashing import FILE_FLAGS
+
     try:
-        fd = os.open(name, _FILE, dir_fd=dfd)
+        fd = ops.open(name, FILE_FLAGS, dir_fd=dfd)
     except OSError:
         return None  # vanished or unreadable since the walk: not part of the answer
     try:

@@ -16,6 +16,11 @@ from pathlib import Path
 
 from ctindex.errors import IndexCorrupt as IndexCorrupt  # re-exported: its old home
 from ctindex.errors import IndexWriteError
+from ctindex.reconciler.platform_features import can_open_folders
+
+# POSIX-only / Windows-only open flags (0 where absent).
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
 
 FAULT_ENV = "CTINDEX_FAULT"
 INDEX_FILE_LIMIT = 1 << 40  # read_all: no index file comes near a TiB
@@ -58,7 +63,7 @@ def write_new(
     if isinstance(chunks, (bytes, bytearray)):
         chunks = [bytes(chunks)]
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC | _BINARY, 0o644)
     except OSError as exc:
         raise IndexWriteError(f"{path}: cannot create index file ({exc.strerror})") from exc
     size = 0
@@ -88,6 +93,8 @@ def write_new(
 
 
 def fsync_dir(folder: Path) -> None:
+    if not can_open_folders():  # Windows: a rename needs no folder fsync
+        return
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:

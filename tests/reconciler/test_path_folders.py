@@ -1,0 +1,126 @@
+"""The walk without dir_fd (reconciler/path_folders.py): same answers as the
+descriptor walk, and a swapped folder or file is refused, not followed."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+from ctindex.reconciler import FsOps, Manifest, path_folders, platform_features, reconcile
+from ctindex.reconciler.testing import SimpleFilter
+
+ALL = SimpleFilter()
+NOW = 2_000_000_000_000_000_000
+FD_OPS = FsOps(
+    scandir=os.scandir,
+    open=os.open,
+    close=os.close,
+    lstat_at=lambda name, *, dir_fd: os.stat(name, dir_fd=dir_fd, follow_symlinks=False),
+)
+PATH_OPS = FsOps(
+    scandir=path_folders.scandir,
+    open=path_folders.open_at,
+    close=path_folders.close,
+    lstat_at=path_folders.lstat_at,
+)
+
+
+def _tree(root: Path) -> None:
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "top.md").write_text("top")
+    (root / "a" / "one.md").write_text("one")
+    (root / "a" / "b" / "two.md").write_text("two\r\nlines")
+    outside = root.parent / f"{root.name}-outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("secret")
+    (root / "link").symlink_to(outside)
+    (root / "a" / "linked.md").symlink_to(outside / "secret.md")
+
+
+@pytest.mark.parametrize("workers", [0, 4])
+def test_path_walk_gives_the_descriptor_walks_answers(tmp_path: Path, workers: int) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    _tree(root)
+    by_fd = reconcile(root, ALL, Manifest(), clock_ns=lambda: NOW, ops=FD_OPS, workers=workers)
+    by_path = reconcile(root, ALL, Manifest(), clock_ns=lambda: NOW, ops=PATH_OPS, workers=workers)
+    assert sorted(by_path.added) == sorted(by_fd.added) == ["a/b/two.md", "a/one.md", "top.md"]
+    assert dict(by_path.manifest.raw()) == dict(by_fd.manifest.raw())
+    assert by_path.metrics.counts == by_fd.metrics.counts
+    assert by_path.metrics.counts["symlinks"] == 2  # seen, not followed
+    assert path_folders.open_count() == 0  # every folder handle was closed
+
+
+def test_a_symlinked_folder_is_refused_like_o_nofollow(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(OSError) as got:
+        path_folders.open_at(str(tmp_path / "link"), path_folders.WANT_DIR)
+    assert got.value.errno == errno.ELOOP
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OSError) as got:
+        path_folders.open_at(str(tmp_path / "file"), path_folders.WANT_DIR)
+    assert got.value.errno == errno.ENOTDIR
+
+
+def test_a_folder_swapped_during_the_walk_is_not_listed(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "inside.md").write_text("in")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("secret")
+    handle = path_folders.open_at(str(tmp_path / "d"), path_folders.WANT_DIR)
+    try:
+        (tmp_path / "d").rename(tmp_path / "d-old")
+        (tmp_path / "d").symlink_to(outside)  # the path now leads outside
+        with pytest.raises(OSError) as got, path_folders.scandir(handle):
+            pass
+        assert got.value.errno == errno.ENOENT
+    finally:
+        path_folders.close(handle)
+    assert path_folders.open_count() == 0
+
+
+def test_a_file_replaced_by_a_symlink_is_not_read(tmp_path: Path) -> None:
+    (tmp_path / "secret.md").write_text("secret")
+    (tmp_path / "f.md").symlink_to(tmp_path / "secret.md")
+    handle = path_folders.open_at(str(tmp_path), path_folders.WANT_DIR)
+    try:
+        with pytest.raises(OSError) as got:
+            path_folders.open_at("f.md", os.O_RDONLY, dir_fd=handle)
+        assert got.value.errno == errno.ELOOP
+    finally:
+        path_folders.close(handle)
+
+
+def test_the_simulation_switch_picks_the_path_primitives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(platform_features.SIMULATE_ENV, "no-dir-fd")
+    platform_features.reset()
+    try:
+        assert not platform_features.has_dir_fd()
+        assert FsOps().open is path_folders.open_at
+    finally:
+        monkeypatch.delenv(platform_features.SIMULATE_ENV)
+        platform_features.reset()
+    assert FsOps().open is (os.open if platform_features.has_dir_fd() else path_folders.open_at)
+
+
+def test_listed_entries_carry_the_full_fingerprint(tmp_path: Path) -> None:
+    # os.DirEntry on Windows reports st_ino/st_dev/st_nlink as 0: the path
+    # listing's entries stat the path, so the fingerprint is whole anywhere.
+    (tmp_path / "f.md").write_text("x")
+    os.link(tmp_path / "f.md", tmp_path / "g.md")
+    handle = path_folders.open_at(str(tmp_path), path_folders.WANT_DIR)
+    try:
+        with path_folders.scandir(handle) as it:
+            entries = {e.name: e for e in it}
+    finally:
+        path_folders.close(handle)
+    st = entries["f.md"].stat(follow_symlinks=False)
+    real = os.lstat(tmp_path / "f.md")
+    assert (st.st_ino, st.st_dev, st.st_nlink) == (real.st_ino, real.st_dev, 2)
+    assert not entries["f.md"].is_dir(follow_symlinks=False)
