@@ -96,11 +96,6 @@ class UpdateReport:
         }
 
 
-def scope_root_of(plan: Plan, key: str) -> str:
-    found = plan.find_scope(key)
-    return found[0].root if found else ""
-
-
 def provider_versions() -> dict[str, Any]:
     """The versions a manifest records: the index provider's (the index
     folder is its; other providers' scopes are versioned by their scope

@@ -284,6 +284,14 @@ class Plan:
         return PlanPathFilter(self)
 
 
+def scope_root_of(plan: Plan, key: str) -> str:
+    """The root of the scope that decides `key` ("" when none does): the
+    folder its concept ID is taken relative to. One rule for the indexer and
+    the `--direct` oracle, so both name a document alike."""
+    found = plan.find_scope(key)
+    return found[0].root if found else ""
+
+
 def _sha256(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()

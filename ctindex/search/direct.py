@@ -188,12 +188,12 @@ def provider_of(plan: Plan | None, key: str) -> str:
 
 def read_documents(root: str, plan: Plan) -> tuple[list[Document], list[str]]:
     """Parse every eligible file: (documents, provider error messages)."""
+    from ctindex.policy.plan import scope_root_of
+
     docs: list[Document] = []
     errors: list[str] = []
     for key, data in eligible_contents(root, plan.path_filter()):
-        found = plan.find_scope(key)
-        scope_root = found[0].root if found else ""
-        got = load(provider_of(plan, key)).parse(key, data, scope_root)
+        got = load(provider_of(plan, key)).parse(key, data, scope_root_of(plan, key))
         if isinstance(got, Document):
             docs.append(got)
         else:

@@ -402,6 +402,22 @@ def test_nested_scopes_walk_once_and_first_scope_decides(bundles_project: Path) 
     assert plan.decide("okf/bundles/stackoverflow/tables/users.md").scope == "okf"
 
 
+def test_scope_root_of_is_the_first_scope_containing_the_key(bundles_project: Path) -> None:
+    """The root concept IDs are taken relative to, for the indexer and the
+    --direct oracle alike (ctindex/policy/plan.py scope_root_of)."""
+    write_config(
+        bundles_project,
+        """{scopes: [
+      {root: "okf/bundles/ga4", provider: "okf-markdown"},
+      {root: "okf", provider: "okf-markdown"},
+    ]}""",
+    )
+    plan = plan_of(bundles_project)
+    assert plan_mod.scope_root_of(plan, "okf/bundles/ga4/tables/events_.md") == "okf/bundles/ga4"
+    assert plan_mod.scope_root_of(plan, "okf/bundles/stackoverflow/tables/users.md") == "okf"
+    assert plan_mod.scope_root_of(plan, "elsewhere/a.md") == ""
+
+
 def test_pattern_names_the_first_match() -> None:
     patterns = plan_mod.PatternSet(("*.txt", "docs/**", "**/*.md"))
     assert patterns.first("docs/a.md") == "docs/**"
