@@ -25,6 +25,7 @@ import sys
 from pathlib import Path  # already imported by ctindex.runtime
 
 from ctindex import runtime as rt
+from ctindex.policy.root import find_root
 
 OP = "search"
 # What this module can send: a `search` with none of these (help and version
@@ -83,20 +84,6 @@ def _search_words(argv: list[str]) -> str | None:
     return project if command == OP else None
 
 
-def _root(start: str) -> str | None:
-    """ctindex.policy.project.find_root's rule (nearest folder with .ct/ or .git)."""
-    probe = start
-    while True:
-        if os.path.isdir(os.path.join(probe, ".ct")) or os.path.lexists(
-            os.path.join(probe, ".git")
-        ):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return None
-        probe = parent
-
-
 def _budget_s(runtime: str) -> float:
     """How long to wait for the daemon: the barrier budget the last plan
     recorded (ctindex/fastpath.py's record; a hint, never trusted for more
@@ -120,7 +107,7 @@ def answer(argv: list[str]) -> int | None:
         cwd = os.getcwd()
     except OSError:
         return None
-    root = _root(os.path.abspath(os.path.join(cwd, project)))
+    root = find_root(os.path.abspath(os.path.join(cwd, project)))
     if root is None:
         return None
     paths = rt.RuntimePaths(Path(root), Path(root, ".ct", "okf", "runtime"))

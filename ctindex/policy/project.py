@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ctindex.errors import UsageError
+from ctindex.policy.root import CT_DIR, find_root
 
 StrPath = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 
-CT_DIR = ".ct"
 CONFIG_NAME = "index.jsonc"
 INDEX_KEY = ".ct/okf"
 RUNTIME_KEY = ".ct/okf/runtime"
@@ -185,22 +185,6 @@ def start_folder(start: StrPath | None = None, explicit: StrPath | None = None) 
     if not os.path.isdir(here):
         raise UsageError(f"{_text(explicit)}: project folder does not exist or is not a folder")
     return here
-
-
-def find_root(here: str) -> str | None:
-    """The nearest folder at or above `here` holding `.ct/` or `.git` (a
-    `.git` file counts: worktrees, submodules); None when there is none.
-    One lstat pair per level, so bounded by the path's depth."""
-    probe = here
-    while True:
-        if os.path.isdir(os.path.join(probe, CT_DIR)) or os.path.lexists(
-            os.path.join(probe, ".git")
-        ):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return None
-        probe = parent
 
 
 def is_index_key(key: str) -> bool:
