@@ -35,7 +35,12 @@ if TYPE_CHECKING:
 RECORD_NAME = "query-plan.json"
 VERSION = 2  # 1 held partial stamps (mtime, size, inode; folder mtimes)
 # Modules whose code decides the plan digest and the provider versions.
-_CODE = ("plan.py", "config.py", "providers/__init__.py", "providers/okf_markdown.py")
+_CODE = (
+    "policy/plan.py",
+    "policy/config.py",
+    "providers/__init__.py",
+    "providers/okf_markdown.py",
+)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 

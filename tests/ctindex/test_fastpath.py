@@ -135,3 +135,10 @@ def test_search_refuses_a_generation_of_another_plan(tmp_path: Path) -> None:
         search_index(project.index_dir, node, 10, expect=("0" * 64, report.generation))
     with pytest.raises(PlanMismatch):
         search_index(project.index_dir, node, 10, expect=(plan.digest(), report.generation + 1))
+
+
+def test_the_code_stamp_finds_every_module_it_names() -> None:
+    """The record is stamped with the modules that compute the plan digest;
+    one missing (a module moved, ctindex/policy/) means no record is ever
+    written and every search silently takes the slow path."""
+    assert fastpath._code_stamp() is not None
