@@ -31,10 +31,10 @@ import re
 import stat as stat_mod
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ctindex.errors import (
     AmbiguousConcept,
@@ -45,10 +45,11 @@ from ctindex.errors import (
 from ctindex.policy.project import Project, StrPath, find_root, is_normal_key, start_folder
 
 if TYPE_CHECKING:
+    from ctindex.freshness import Answered
+    from ctindex.freshness import Freshness as _Freshness
     from ctindex.policy.decide import Decision
     from ctindex.policy.plan import Plan
     from ctindex.search.execute import Outcome
-    from ctindex.search.freshness import Freshness as _Freshness
     from ctindex.search.query import Node
     from ctindex.store.snapshot import Snapshot
 
@@ -61,6 +62,8 @@ _CONCEPT_FLAGS = (
     | getattr(os, "O_CLOEXEC", 0)
     | getattr(os, "O_BINARY", 0)
 )
+
+T = TypeVar("T")
 
 __all__ = [
     "Concept",
@@ -328,15 +331,25 @@ class Index:
         """Generations opened so far (reused between queries otherwise)."""
         return self._open.opened
 
-    def _indexed(self, plan: Plan, work: Any) -> tuple[_Freshness, Any]:
-        """Prove freshness (client.ensure_fresh: barrier or reconciliation,
-        as the CLI's search), then run `work(snapshot)`, repairing a damaged
-        index as the CLI does."""
-        from ctindex.client import ensure_fresh
-        from ctindex.search.freshness import answer_repairing
+    def _indexed(
+        self,
+        plan: Plan,
+        work: Callable[[Snapshot], T],
+        from_files: Callable[[Plan], T] | None = None,
+    ) -> Answered[T]:
+        """Prove freshness as the CLI's search does (ctindex/freshness.py:
+        barrier or reconciliation, a damaged index repaired), then run
+        `work` on the kept generation; `from_files` answers when the index
+        cannot be brought up to date (else IndexBusy / IndexReadOnly)."""
+        from ctindex import freshness
 
-        fresh = ensure_fresh(self.project, plan)
-        return fresh, answer_repairing(self.project, plan, fresh, lambda: work(self._generation()))
+        return freshness.fresh_answer(
+            self.project,
+            lambda: plan,
+            work,
+            from_files=from_files,
+            open_generation=lambda read: read(self._generation()),
+        )
 
     # -- queries --------------------------------------------------------------------
 
@@ -344,11 +357,9 @@ class Index:
         """The indexed query (docs/search.md); with `direct`, the same query
         answered by reading the files (the built-in oracle). Raises
         QueryError for a malformed query."""
+        from ctindex import freshness
         from ctindex.search.execute import search_direct, search_snapshot
-        from ctindex.search.freshness import Freshness as Fresh
-        from ctindex.search.freshness import answer_from_files
         from ctindex.search.query import parse_query
-        from ctindex.store.lock import IndexBusy, IndexReadOnly
 
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
@@ -356,28 +367,28 @@ class Index:
         node: Node = parse_query(query)
         with self._lock:
             plan = self.plan()
+            marks: list[float] = []  # when the answer began to be read
+
+            def run(snap: Snapshot) -> Outcome:
+                marks.append(time.perf_counter())
+                return search_snapshot(snap, node, limit)
+
+            def from_files(plan: Plan) -> Outcome:
+                marks.append(time.perf_counter())
+                return search_direct(str(self.project.root), plan, node, limit)
+
             if direct:
-                fresh = Fresh("direct", "answered from the files, without the index", None)
-                t1 = time.perf_counter()
-                outcome: Outcome = search_direct(str(self.project.root), plan, node, limit)
+                answered = freshness.fresh_answer(
+                    self.project,
+                    lambda: plan,
+                    run,
+                    from_files=from_files,
+                    options=freshness.Options(direct=True),
+                )
             else:
-                marks: list[float] = []
-
-                def run(snap: Snapshot) -> Outcome:
-                    marks.append(time.perf_counter())
-                    return search_snapshot(snap, node, limit)
-
-                try:
-                    fresh, outcome = self._indexed(plan, run)
-                except IndexBusy as busy:  # a stopped or slow writer holds the update lock
-                    marks.append(time.perf_counter())
-                    fresh, outcome = answer_from_files(self.project, plan, node, limit, busy)
-                except IndexReadOnly as denied:  # behind the files and cannot be written
-                    marks.append(time.perf_counter())
-                    fresh, outcome = answer_from_files(
-                        self.project, plan, node, limit, denied, why="read-only index"
-                    )
-                t1 = marks[0] if marks else time.perf_counter()
+                answered = self._indexed(plan, run, from_files)
+            fresh, outcome = answered.freshness, answered.value
+            t1 = marks[0] if marks else time.perf_counter()
         t2 = time.perf_counter()
         # As the CLI: the generation reported is the one the answer was read from.
         fresh.generation = outcome.generation
@@ -436,7 +447,7 @@ class Index:
             return out
 
         try:
-            found: list[tuple[str, str]] = self._indexed(plan, listing)[1]
+            found: list[tuple[str, str]] = self._indexed(plan, listing).value
             return found
         except (IndexBusy, IndexReadOnly):
             return []  # only suggestions depend on it: none rather than a wait or a failure

@@ -1,15 +1,21 @@
-"""Query-side half of the daemon: barrier, guarded lazy spawn, fallback.
+"""The daemon's messages, as a client sends them: IPC, spawn and control.
 
-This module is on every indexed query, so it imports only the standard
-library at module level (no portalocker, no psutil). The contract:
+What an answer means for a query (watcher-clean, reconcile, fallback) is
+not decided here: ctindex/freshness.py owns that. This module carries the
+exchanges and reports their outcome as facts (BarrierResult) or as a
+failure with its reason (BarrierFailed).
+
+It is on every indexed query, so it imports only the standard library at
+module level (no portalocker, no psutil). The contract:
 
 * A barrier is a bounded exchange over the daemon's Unix socket: connect
   (CONNECT_TIMEOUT_S) and the whole exchange (plan.settings.barrier_timeout_ms)
-  are both capped. Any failure means the caller reconciles synchronously.
-* A spawn happens only when no daemon answers at all (no socket, or a stale
-  one), only after the runtime folder and the claim proved writable, at most
-  once per command, and never while a cached spawn failure is in its back-off
-  window. The query never waits for the daemon it started.
+  are both capped. Any failure is a BarrierFailed; the caller reconciles.
+* A spawn happens only after the runtime folder and the claim proved
+  writable, and never while a cached spawn failure is in its back-off
+  window (the caller asks only when no daemon answers at all, at most once
+  per command). The query never waits for the daemon it started.
+* Control: `stop`, `watcher_status`, `ping`.
 """
 
 from __future__ import annotations
@@ -30,10 +36,8 @@ from ctindex import runtime as rt
 from ctindex.statefile import open_regular, read_bounded
 
 if TYPE_CHECKING:
-    from ctindex.fastpath import Hint
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
-    from ctindex.search.freshness import Freshness
 
 CONNECT_TIMEOUT_S = 0.1
 CLAIM_STALE_S = 10.0
@@ -84,11 +88,6 @@ class BarrierResult(NamedTuple):
     reconcile_reason: str | None
     reconcile_ms: float | None
     barrier_ms: float
-
-    @property
-    def trusted_events(self) -> bool:
-        """True when events (not a full pass on every barrier) kept the index fresh."""
-        return self.backend != "poll" and not self.degraded
 
 
 # -- IPC -------------------------------------------------------------------------
@@ -208,10 +207,6 @@ def barrier(
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise BarrierFailed("daemon error: malformed reply") from exc
-
-
-def _other_build(outcome: BarrierResult | BarrierFailed) -> bool:
-    return isinstance(outcome, BarrierFailed) and outcome.other_build
 
 
 def _opt_str(value: Any) -> str | None:
@@ -344,104 +339,6 @@ def _claim_stale(path: Path) -> bool:
 def _failed(paths: rt.RuntimePaths, error: str) -> str:
     rt.record_spawn_failure(paths, error)
     return f"spawn failed: {error}"
-
-
-# -- freshness (what search calls) --------------------------------------------------
-
-
-def fast_barrier(project: Project, hint: Hint) -> BarrierResult | BarrierFailed | None:
-    """The fast path's barrier (ctindex.fastpath): plan digest and budget come
-    from the recorded hint. Returns the answer, or the failure for the slow
-    path to handle without asking again; None when the daemon's plan is not
-    the recorded one (the slow path asks again with the plan it computes)."""
-    paths = rt.RuntimePaths.for_project(project)
-    try:
-        return barrier(paths, hint.digest, hint.barrier_timeout_ms, config=hint.config)
-    except BarrierFailed as failed:
-        return None if failed.reason == PLAN_MISMATCH else failed
-
-
-def ensure_fresh(
-    project: Project, plan: Plan, prior: tuple[str, BarrierResult | BarrierFailed] | None = None
-) -> Freshness:
-    """Make the index reflect the filesystem before a query; say how (spec §7).
-
-    watch off -> reconcile-on-query; a barrier answered over native events ->
-    watcher-clean; a barrier answered by a full pass (poll lane, degraded
-    watcher) -> fallback "unreliable filesystem"; anything else -> at most one
-    guarded daemon start, then synchronous reconciliation, fallback + reason.
-    `prior`: (plan digest, outcome) of a barrier the fast path already made;
-    reused when the digest is this plan's, so nothing is asked (or waited
-    for) twice.
-    """
-    from ctindex.search.freshness import Freshness
-    from ctindex.search.freshness import ensure_fresh as reconcile_now
-
-    settings = plan.settings
-    if not settings.watch:
-        return reconcile_now(project, plan, mode="reconcile-on-query", reason="watch disabled")
-    from ctindex.netfs import freshness_reason, project_share
-
-    share = project_share(project, plan)
-    if share is not None:
-        # No daemon on a network filesystem (ctindex/netfs.py): this walk is
-        # the query's one and only freshness, and no spawn is attempted.
-        fresh = reconcile_now(project, plan, mode="fallback", reason="network filesystem")
-        fresh.reason = freshness_reason(share, fresh.reconcile_ms)
-        return fresh
-    paths = rt.RuntimePaths.for_project(project)
-    digest = plan.digest()
-    try:
-        if prior is not None and (prior[0] == digest or _other_build(prior[1])):
-            # (A daemon of another build is leaving whatever plan was asked.)
-            if isinstance(prior[1], BarrierFailed):
-                raise prior[1]
-            result = prior[1]
-        else:
-            result = barrier(paths, digest, settings.barrier_timeout_ms)
-    except BarrierFailed as failed:
-        reason = failed.reason
-        if failed.other_build:
-            # Reconcile first (the one rebuild a new provider needs happens
-            # here, not raced by the successor's startup pass), then start
-            # the successor: it finds the index current.
-            fresh = reconcile_now(project, plan, mode="fallback", reason=reason)
-            why_not = spawn(project.root, paths, successor=True)
-            fresh.reason = (
-                f"{BUILD_MISMATCH}; restarted"
-                if why_not in (None, STARTING)
-                else f"{BUILD_MISMATCH}; {why_not}"
-            )
-            return fresh
-        if failed.spawnable:
-            from ctindex.cimode import spawn_blocked
-
-            why_not = spawn_blocked()  # CI jobs: no daemon outliving the job
-            if why_not is None:
-                why_not = spawn(project.root, paths)  # never waited for: the next query uses it
-            if why_not is not None and why_not != STARTING:
-                reason = why_not
-        return reconcile_now(project, plan, mode="fallback", reason=reason)
-    if not result.trusted_events:
-        why = result.degraded or result.backend_reason or f"{result.backend} lane"
-        if result.reconciled:
-            return Freshness(
-                "fallback",
-                f"unreliable filesystem: {why}",
-                result.generation,
-                barrier_ms=result.barrier_ms,
-                reconcile_ms=result.reconcile_ms,
-            )
-        return reconcile_now(project, plan, mode="fallback", reason=f"unreliable filesystem: {why}")
-    if result.reconciled:  # fresh, and the daemon says it had to reconcile fully
-        return Freshness(
-            "watcher-clean",
-            f"reconciled by the daemon: {result.reconcile_reason}",
-            result.generation,
-            barrier_ms=result.barrier_ms,
-            reconcile_ms=result.reconcile_ms,
-        )
-    return Freshness("watcher-clean", None, result.generation, barrier_ms=result.barrier_ms)
 
 
 # -- status (for `status` and `watch status`) --------------------------------------
@@ -593,8 +490,6 @@ __all__ = [
     "BarrierFailed",
     "BarrierResult",
     "barrier",
-    "ensure_fresh",
-    "fast_barrier",
     "ping",
     "request",
     "spawn",

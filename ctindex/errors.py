@@ -47,7 +47,7 @@ class IndexWriteError(CtindexError):
 
 class IndexBusy(IndexWriteError):
     """Another writer held the update lock longer than the caller would wait
-    (a query then answers from the files instead: see search/freshness.py)."""
+    (a query then answers from the files instead: see ctindex/freshness.py)."""
 
 
 class IndexCorrupt(CtindexError):

@@ -14,8 +14,8 @@ from ctindex.output import emit, write_json
 from ctindex.policy.project import Project
 
 if TYPE_CHECKING:
+    from ctindex.freshness import Freshness
     from ctindex.search.execute import Outcome
-    from ctindex.search.freshness import Freshness
     from ctindex.search.query import Node
 
 # A search's fresh answer made elsewhere (the daemon's query path,

@@ -9,12 +9,10 @@ from typing import TYPE_CHECKING
 from ctindex.commands import Context
 
 if TYPE_CHECKING:
-    from ctindex.client import BarrierFailed, BarrierResult
     from ctindex.commands.no_scopes import NoScopes
+    from ctindex.freshness import Freshness
     from ctindex.policy.plan import Plan
     from ctindex.search.execute import Outcome
-    from ctindex.search.freshness import Freshness
-    from ctindex.search.query import Node
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
@@ -31,62 +29,39 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         raise UsageError("--paths and --ids print lines, not JSON: drop --json or them")
     if args.limit is None:  # like `rg -l`, a listing names every match
         args.limit = ALL if listing else DEFAULT_LIMIT
-    prior = None
     if ctx.answer is not None and not args.direct:  # the daemon's query path
         return _emit(ctx, text, *ctx.answer(ctx, node, args.limit), listing=listing)
-    if not args.direct:
-        answer, prior = _fast(ctx, node, args.limit)
-        if answer is not None:
-            return _emit(ctx, text, *answer, listing=listing)
-    import gc
+    from ctindex import freshness
+    from ctindex.search.execute import search_direct, search_snapshot
 
-    gc.enable()  # the slow path may reconcile or index: collect as usual
-    from ctindex.policy.plan import load_plan
+    missing: NoScopes | None = None
 
-    plan = load_plan(ctx.project)
-    from ctindex.commands.no_scopes import report
+    def load_plan() -> Plan:
+        """The slow path's plan (the fast path answers without it)."""
+        nonlocal missing
+        import gc
 
-    missing = report(ctx, plan)
-    if missing is not None and not args.direct:
-        # Nothing can be indexed: answer from the empty plan, writing no
-        # `.ct/okf/` and starting no daemon that would watch nothing for
-        # `idle_seconds` (docs/cli.md, "No scopes").
-        from ctindex.search.execute import Outcome
-        from ctindex.search.freshness import Freshness
+        gc.enable()  # the slow path may reconcile or index: collect as usual
+        from ctindex.commands.no_scopes import report
+        from ctindex.policy.plan import load_plan
 
-        nothing = Freshness("direct", "no scopes: nothing to index", None)
-        return _emit(ctx, text, nothing, Outcome([], 0, None, frozenset()), listing, missing)
-    if args.direct:
-        from ctindex.search.execute import search_direct
-        from ctindex.search.freshness import Freshness
+        plan = load_plan(ctx.project)
+        # Nothing can be indexed: ctindex/freshness.py then answers from the
+        # empty plan, writing no `.ct/okf/` and starting no daemon
+        # (docs/cli.md, "No scopes").
+        missing = report(ctx, plan)
+        if missing is None and not args.direct:
+            _first_build(ctx, plan)
+        return plan
 
-        fresh = Freshness("direct", "answered from the files, without the index", None)
-        outcome = search_direct(str(ctx.project.root), plan, node, args.limit)
-    else:
-        from ctindex.client import ensure_fresh
-        from ctindex.search.execute import search_index
-        from ctindex.search.freshness import answer_from_files, answer_repairing
-        from ctindex.store.lock import IndexBusy, IndexReadOnly
-
-        _first_build(ctx, plan)
-        try:
-            fresh = ensure_fresh(ctx.project, plan, prior)
-            outcome = answer_repairing(
-                ctx.project,
-                plan,
-                fresh,
-                lambda: search_index(ctx.project.index_dir, node, args.limit),
-            )
-        except IndexBusy as busy:  # a stopped or slow writer holds the update lock
-            fresh, outcome = answer_from_files(ctx.project, plan, node, args.limit, busy)
-        except IndexReadOnly as denied:  # behind the files and cannot be written
-            fresh, outcome = answer_from_files(
-                ctx.project, plan, node, args.limit, denied, why="read-only index"
-            )
-        from ctindex import fastpath
-
-        fastpath.remember(ctx.project, plan)
-    return _emit(ctx, text, fresh, outcome, listing, missing)
+    answered = freshness.fresh_answer(
+        ctx.project,
+        load_plan,
+        lambda snap: search_snapshot(snap, node, args.limit),
+        from_files=lambda plan: search_direct(str(ctx.project.root), plan, node, args.limit),
+        options=freshness.Options(direct=args.direct, plan_hint=True),
+    )
+    return _emit(ctx, text, answered.freshness, answered.value, listing, missing)
 
 
 def _first_build(ctx: Context, plan: Plan) -> None:
@@ -113,41 +88,6 @@ def _first_build(ctx: Context, plan: Plan) -> None:
 
 DEFAULT_LIMIT = 10
 ALL = 1 << 62  # --paths/--ids without --limit
-
-Answer = tuple["Freshness", "Outcome"]
-Prior = tuple[str, "BarrierResult | BarrierFailed"]  # (plan digest, the barrier's outcome)
-
-
-def _fast(ctx: Context, node: Node, limit: int) -> tuple[Answer | None, Prior | None]:
-    """A healthy daemon's answer without loading the plan (ctindex.fastpath).
-    Returns ((freshness, outcome), None), or (None, what the slow path may
-    reuse: (plan digest, the barrier's result or failure) or None)."""
-    from ctindex import fastpath
-
-    hint = fastpath.recall(ctx.project)
-    if hint is None:
-        return None, None
-    from ctindex.client import fast_barrier
-
-    got = fast_barrier(ctx.project, hint)
-    if got is None:
-        return None, None
-    if isinstance(got, Exception) or not got.trusted_events or got.reconciled:
-        return None, (hint.digest, got)  # the slow path words (or handles) these
-    from ctindex.search.execute import PlanMismatch, search_index
-    from ctindex.search.freshness import Freshness
-    from ctindex.store.durable import IndexCorrupt
-
-    try:
-        outcome = search_index(
-            ctx.project.index_dir, node, limit, expect=(hint.digest, got.generation)
-        )
-    except PlanMismatch:
-        return None, None  # not the index the daemon vouched for: start over
-    except (IndexCorrupt, OSError):
-        return None, (hint.digest, got)  # the slow path repairs the index
-    fresh = Freshness("watcher-clean", None, got.generation, barrier_ms=got.barrier_ms)
-    return (fresh, outcome), None
 
 
 def _emit(

@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ctindex.commands import Context
     from ctindex.daemon.server import Connection
+    from ctindex.freshness import Freshness
     from ctindex.search.execute import Outcome
-    from ctindex.search.freshness import Freshness
     from ctindex.search.query import Node
     from ctindex.store.snapshot import Snapshot
 
@@ -238,7 +238,7 @@ class QueryService:
     def _answer(self, job: Job, ctx: Context, node: Node, limit: int) -> tuple[Freshness, Outcome]:
         """The fresh answer of ctindex/commands/search.py's fast path (the
         same checks as its `expect=`), from the generation held open."""
-        from ctindex.search.freshness import Freshness
+        from ctindex.freshness import Freshness
         from ctindex.store.durable import IndexCorrupt, fault
 
         if os.fspath(ctx.project.root) != self.root:
@@ -253,7 +253,7 @@ class QueryService:
             self._open.close()
             raise Declined(f"index unreadable: {exc}") from None  # the client repairs it
         # The generation printed is the one read (ctindex/commands/search.py _emit).
-        return Freshness("watcher-clean", None, job.generation, barrier_ms=job.barrier_ms), outcome
+        return Freshness.watcher_clean(job.generation, job.barrier_ms), outcome
 
     def _outcome(self, snap: Snapshot, node: Node, limit: int) -> Outcome:
         from ctindex.search.execute import search_snapshot

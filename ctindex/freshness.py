@@ -1,0 +1,494 @@
+"""Query freshness: the one place that decides how an answer is proven
+current before it is read (spec §7; docs/architecture.md "Query freshness").
+
+`fresh_answer` is the entry point of every indexed read: `ctindex search`
+(ctindex/commands/search.py), the Python API (ctindex/api.py, and through it
+`show` and the MCP server). It returns the answer with its `Freshness`
+statement, the JSON `freshness` object of docs/cli.md:
+
+1. `--direct` (`Options.direct`): the files are read, no index, no daemon;
+   so is a plan without scopes (nothing to index), once it is loaded.
+2. A process without a plan (`Options.plan_hint`) first asks the daemon
+   with the plan digest recorded by ctindex/fastpath.py; a plain
+   watcher-clean barrier answers from the generation it vouched for, without
+   compiling the plan.
+3. Otherwise the plan is loaded and proven: watching off ->
+   reconcile-on-query; a network share -> fallback, reconciled here; a
+   barrier -> `judge` (the trust test, written only here); no daemon -> at
+   most one guarded spawn (never in CI: ctindex/cimode.py), then
+   reconciliation; a daemon of another build -> reconcile, then its
+   successor.
+4. The published generation is read; a damaged one is repaired and read
+   again; an index that cannot be brought up to date (busy writer, read-only)
+   is answered from the files as a fallback.
+
+ctindex/client.py only carries the messages (barrier, spawn); the indexer
+does the reconciling (`load_file_table`, `newly_trusted`, `rebuild_reason`,
+`update`, `repair`). Imports are lazy: the fast path of step 2 must not pay
+for the plan, the indexer or the store writer (docs/decisions/perf.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    from ctindex import runtime as rt
+    from ctindex.client import BarrierFailed, BarrierResult
+    from ctindex.policy.plan import Plan
+    from ctindex.policy.project import Project
+    from ctindex.store.snapshot import Snapshot
+
+T = TypeVar("T")
+
+# Modes of the statement (docs/cli.md, the `freshness` object).
+WATCHER_CLEAN = "watcher-clean"  # a daemon's barrier over trusted events
+RECONCILE_ON_QUERY = "reconcile-on-query"  # watching is off: reconciled here
+FALLBACK = "fallback"  # the daemon could not vouch: reconciled here, `reason` says why
+DIRECT = "direct"  # answered from the files, no index
+
+# How long a query waits for another writer's update lock before it answers
+# from the files instead (a stopped or slow writer must not fail a query).
+QUERY_LOCK_WAIT_S = 10.0
+
+
+class Freshness:
+    """How an answer was made fresh. A plain class, not a dataclass: the
+    fast path imports this module, and importing dataclasses cost every
+    search ~8 ms (docs/decisions/perf.md §2). Mutable on purpose: a repair
+    or the read itself completes it (`generation` is the one read)."""
+
+    __slots__ = ("barrier_ms", "generation", "mode", "notes", "reason", "rebuilt", "reconcile_ms")
+
+    def __init__(
+        self,
+        mode: str,
+        reason: str | None,
+        generation: int | None,
+        barrier_ms: float | None = None,
+        reconcile_ms: float | None = None,
+        rebuilt: str | None = None,
+        notes: list[str] | None = None,
+    ) -> None:
+        self.mode = mode  # WATCHER_CLEAN | FALLBACK | RECONCILE_ON_QUERY | DIRECT
+        self.reason = reason
+        self.generation = generation
+        self.barrier_ms = barrier_ms
+        self.reconcile_ms = reconcile_ms
+        self.rebuilt = rebuilt  # why the index was rebuilt before answering
+        self.notes = notes if notes is not None else []
+
+    @classmethod
+    def watcher_clean(cls, generation: int, barrier_ms: float) -> Freshness:
+        """A plain barrier answer: nothing for the statement to explain."""
+        return cls(WATCHER_CLEAN, None, generation, barrier_ms=barrier_ms)
+
+    @property
+    def plain_clean(self) -> bool:
+        """Watcher-clean with nothing to report (no full pass the daemon
+        reports once): the only statement the plan-less fast path gives."""
+        return self.mode == WATCHER_CLEAN and self.reason is None
+
+    def _fields(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _FIELDS}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Freshness) and self._fields() == other._fields()
+
+    def __repr__(self) -> str:
+        return f"Freshness({self._fields()})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self._fields(), "notes": list(self.notes)}
+
+
+# The JSON object's keys, in the order docs/cli.md shows them.
+_FIELDS = ("mode", "reason", "generation", "barrier_ms", "reconcile_ms", "rebuilt", "notes")
+
+DIRECT_REASON = "answered from the files, without the index"
+NO_SCOPES_REASON = "no scopes: nothing to index"
+
+
+class Options(NamedTuple):
+    """What the caller asks of the freshness step."""
+
+    direct: bool = False  # --direct: answer from the files, no index, no daemon
+    # A short-lived process without a plan (the CLI): try the plan recorded
+    # by ctindex/fastpath.py first, and record the plan it has to load. A
+    # long-lived one (ctindex/api.py) keeps its plan and records it itself.
+    plan_hint: bool = False
+    spawn: bool = True  # may start a daemon (CI mode still forbids it: ctindex/cimode.py)
+
+
+DEFAULT_OPTIONS = Options()
+
+
+class Verdict(NamedTuple):
+    """What a barrier's answer proves (`judge`)."""
+
+    proven: Freshness | None  # the daemon's answer is the whole proof
+    reconcile_reason: str | None  # else why this query reconciles itself
+
+
+class Prior(NamedTuple):
+    """A barrier already made under `digest` (the fast path's), reused by the
+    slow path when its plan has the same digest: nothing is asked twice."""
+
+    digest: str
+    outcome: BarrierResult | BarrierFailed
+
+
+class Answered(Generic[T]):
+    """An answer and how it was made fresh."""
+
+    __slots__ = ("freshness", "value")
+
+    def __init__(self, freshness: Freshness, value: T) -> None:
+        self.freshness = freshness
+        self.value = value
+
+
+Reader = Callable[["Snapshot"], T]  # what the caller does with a fresh generation
+# How the caller opens the published generation (a new one per query, or
+# the API's kept one while MANIFEST is unchanged): runs the reader on it.
+Opener = Callable[[Callable[["Snapshot"], T]], T]
+
+
+def judge(result: BarrierResult) -> Verdict:
+    """The trust test: when a daemon's barrier may be labelled watcher-clean.
+
+    Only events from a native watcher that is not degraded keep an index
+    fresh by themselves. A barrier the poll lane or a degraded watcher
+    answered with a full pass is still a proof, worded as a fallback
+    ("unreliable filesystem"); without that pass it proves nothing and the
+    query reconciles itself. A full pass the daemon reports (overflow,
+    audit) is watcher-clean with its reason."""
+    if result.backend == "poll" or result.degraded:
+        why = result.degraded or result.backend_reason or f"{result.backend} lane"
+        reason = f"unreliable filesystem: {why}"
+        if not result.reconciled:
+            return Verdict(None, reason)
+        return Verdict(
+            Freshness(
+                FALLBACK,
+                reason,
+                result.generation,
+                barrier_ms=result.barrier_ms,
+                reconcile_ms=result.reconcile_ms,
+            ),
+            None,
+        )
+    if result.reconciled:
+        return Verdict(
+            Freshness(
+                WATCHER_CLEAN,
+                f"reconciled by the daemon: {result.reconcile_reason}",
+                result.generation,
+                barrier_ms=result.barrier_ms,
+                reconcile_ms=result.reconcile_ms,
+            ),
+            None,
+        )
+    return Verdict(Freshness.watcher_clean(result.generation, result.barrier_ms), None)
+
+
+def fresh_answer(
+    project: Project,
+    load_plan: Callable[[], Plan],
+    read: Reader[T],
+    *,
+    from_files: Callable[[Plan], T] | None = None,
+    open_generation: Opener[T] | None = None,
+    options: Options = DEFAULT_OPTIONS,
+) -> Answered[T]:
+    """The one entry point: prove the index current (or say why not), then
+    `read` the published generation (see the module docstring).
+
+    `load_plan` is called at most once, and not at all when the fast path
+    answers. `from_files` answers from the files when the index cannot be
+    read fresh (--direct, a busy or read-only index); without it those
+    errors (IndexBusy, IndexReadOnly) reach the caller. `open_generation`
+    defaults to opening the published generation for this read only."""
+    opener: Opener[T] = open_generation or _opener(project)
+    prior: Prior | None = None
+    if options.plan_hint and not options.direct:
+        answered, prior = _hinted(project, read, opener)
+        if answered is not None:
+            return answered
+    plan = load_plan()
+    if options.direct:
+        if from_files is None:
+            raise ValueError("a direct answer needs from_files")
+        return Answered(Freshness(DIRECT, DIRECT_REASON, None), from_files(plan))
+    if not plan.scopes and from_files is not None:
+        # Nothing can be indexed (docs/cli.md, "No scopes"): the empty plan's
+        # answer, with no `.ct/okf/` written and no daemon started that
+        # would watch nothing for `idle_seconds`.
+        return Answered(Freshness(DIRECT, NO_SCOPES_REASON, None), from_files(plan))
+    from ctindex.store.lock import IndexBusy, IndexReadOnly
+
+    try:
+        fresh = prove(project, plan, prior, spawn=options.spawn)
+        value = _read_repairing(project, plan, fresh, read, opener)
+    except IndexBusy as busy:  # a stopped or slow writer holds the update lock
+        if from_files is None:
+            raise
+        fresh, value = _from_files(from_files, plan, busy, "index busy")
+    except IndexReadOnly as denied:  # behind the files and cannot be written
+        if from_files is None:
+            raise
+        fresh, value = _from_files(from_files, plan, denied, "read-only index")
+    if options.plan_hint:
+        from ctindex import fastpath
+
+        fastpath.remember(project, plan)
+    return Answered(fresh, value)
+
+
+def _opener(project: Project) -> Opener[T]:
+    def open_published(work: Callable[[Snapshot], T]) -> T:
+        from ctindex.store.snapshot import with_snapshot
+
+        return with_snapshot(project.index_dir, work)
+
+    return open_published
+
+
+def _hinted(
+    project: Project, read: Reader[T], opener: Opener[T]
+) -> tuple[Answered[T] | None, Prior | None]:
+    """Step 2: a healthy daemon's answer without loading the plan. Returns
+    the answer, or the barrier the slow path may reuse (None: ask again)."""
+    from ctindex import fastpath
+
+    hint = fastpath.recall(project)
+    if hint is None:
+        return None, None
+    from ctindex import client
+    from ctindex import runtime as rt
+
+    paths = rt.RuntimePaths.for_project(project)
+    outcome = _barrier(paths, hint.digest, hint.barrier_timeout_ms, hint.config)
+    if isinstance(outcome, client.BarrierFailed):
+        # Another plan: the slow path asks again with the plan it computes.
+        return None, None if outcome.reason == client.PLAN_MISMATCH else Prior(hint.digest, outcome)
+    verdict = judge(outcome)
+    fresh = verdict.proven
+    if fresh is None or not fresh.plain_clean:
+        # The slow path words these (once: the daemon reports a full pass to
+        # one barrier only, so it must not be lost to a restart here).
+        return None, Prior(hint.digest, outcome)
+    from ctindex.search.execute import PlanMismatch
+    from ctindex.store.durable import IndexCorrupt
+
+    try:
+        value = opener(_vouched(read, fresh, hint.digest, outcome.generation))
+    except PlanMismatch:
+        return None, None  # not the index the daemon vouched for: start over
+    except (IndexCorrupt, OSError):
+        return None, Prior(hint.digest, outcome)  # the slow path repairs the index
+    return Answered(fresh, value), None
+
+
+def _vouched(read: Reader[T], fresh: Freshness, digest: str, generation: int) -> Reader[T]:
+    """`read`, only on a generation indexed under `digest` and at least the
+    one the daemon vouched for (the published one can be newer: an outside
+    `rebuild`)."""
+
+    def checked(snap: Snapshot) -> T:
+        from ctindex.search.execute import PlanMismatch
+
+        if snap.manifest.plan_digest != digest or snap.generation < generation:
+            raise PlanMismatch(f"generation {snap.generation} does not match")
+        fresh.generation = snap.generation
+        return read(snap)
+
+    return checked
+
+
+def _barrier(
+    paths: rt.RuntimePaths, digest: str, budget_ms: int, config: list[int] | str | None = None
+) -> BarrierResult | BarrierFailed:
+    from ctindex import client
+
+    try:
+        return client.barrier(paths, digest, budget_ms, config=config)
+    except client.BarrierFailed as failed:
+        return failed
+
+
+def prove(
+    project: Project, plan: Plan, prior: Prior | None = None, *, spawn: bool = True
+) -> Freshness:
+    """Step 3: make the index reflect the files before a read; say how.
+    Raises IndexBusy / IndexReadOnly (from the indexer) when it cannot."""
+    if not plan.settings.watch:
+        return reconcile(project, plan, RECONCILE_ON_QUERY, "watch disabled")
+    from ctindex.netfs import freshness_reason, project_share
+
+    share = project_share(project, plan)
+    if share is not None:
+        # No daemon on a network filesystem (ctindex/netfs.py): this walk is
+        # the query's one and only freshness, and no spawn is attempted.
+        fresh = reconcile(project, plan, FALLBACK, "network filesystem")
+        fresh.reason = freshness_reason(share, fresh.reconcile_ms)
+        return fresh
+    from ctindex import client
+    from ctindex import runtime as rt
+
+    paths = rt.RuntimePaths.for_project(project)
+    digest = plan.digest()
+    if prior is not None and (prior.digest == digest or _other_build(prior.outcome)):
+        outcome = prior.outcome  # (a daemon of another build leaves whatever plan was asked)
+    else:
+        outcome = _barrier(paths, digest, plan.settings.barrier_timeout_ms)
+    if isinstance(outcome, client.BarrierFailed):
+        return _without_daemon(project, plan, paths, outcome, spawn)
+    verdict = judge(outcome)
+    if verdict.proven is not None:
+        return verdict.proven
+    return reconcile(project, plan, FALLBACK, verdict.reconcile_reason)
+
+
+def _other_build(outcome: BarrierResult | BarrierFailed) -> bool:
+    from ctindex import client
+
+    return isinstance(outcome, client.BarrierFailed) and outcome.other_build
+
+
+def _without_daemon(
+    project: Project, plan: Plan, paths: rt.RuntimePaths, failed: BarrierFailed, spawn: bool
+) -> Freshness:
+    """No trustworthy barrier: reconcile here, and start a daemon for the
+    next query when nothing is listening (never waited for)."""
+    from ctindex import client
+
+    if failed.other_build:
+        # Reconcile first (the one rebuild a new provider needs happens
+        # here, not raced by the successor's startup pass), then start the
+        # successor: it finds the index current.
+        fresh = reconcile(project, plan, FALLBACK, failed.reason)
+        why_not = client.spawn(project.root, paths, successor=True)
+        started = why_not in (None, client.STARTING)
+        fresh.reason = f"{client.BUILD_MISMATCH}; {'restarted' if started else why_not}"
+        return fresh
+    reason = failed.reason
+    if failed.spawnable:
+        from ctindex.cimode import spawn_blocked
+
+        why_not = spawn_blocked() if spawn else NO_SPAWN_REASON  # CI: no daemon outliving the job
+        if why_not is None:
+            why_not = client.spawn(project.root, paths)  # the next query uses it
+        if why_not is not None and why_not != client.STARTING:
+            reason = why_not
+    return reconcile(project, plan, FALLBACK, reason)
+
+
+NO_SPAWN_REASON = "no daemon started (asked not to)"
+
+
+def reconcile(project: Project, plan: Plan, mode: str, reason: str | None) -> Freshness:
+    """Bring the index up to date with the files, synchronously: a lock-free
+    comparison first, and only when something changed the locked update."""
+    from pathlib import Path
+
+    from ctindex.errors import CtindexError
+    from ctindex.indexer import load_file_table, newly_trusted, rebuild_reason, update
+    from ctindex.netfs import walk_threads
+    from ctindex.reconciler import reconcile as compare
+    from ctindex.store.durable import IndexCorrupt
+    from ctindex.store.generation import read_manifest
+
+    index_dir = Path(project.index_dir)
+    t0 = time.perf_counter()
+    try:
+        m = read_manifest(index_dir)
+        if m is not None and rebuild_reason(m, plan) is None:
+            table = load_file_table(index_dir, m)
+            # rebuild_reason None: the table was built under this plan.
+            res = compare(
+                project.root,
+                plan.path_filter(),
+                table,
+                workers=walk_threads(project.root),
+                trust_filter=True,
+            )
+            if not res.has_changes:
+                generation = m.generation
+                if newly_trusted(table, res):
+                    # Record the racily-clean files this pass re-read, so they
+                    # are not re-read by every query; best effort (a read-only
+                    # or busy index folder answers all the same).
+                    with contextlib.suppress(CtindexError):
+                        generation = update(project, plan, lock_timeout=0.2).generation
+                return Freshness(
+                    mode, reason, generation, reconcile_ms=round(res.metrics.duration_ms, 3)
+                )
+    except (IndexCorrupt, OSError):
+        pass  # the locked update below repairs or reports it
+    report = update(project, plan, lock_timeout=QUERY_LOCK_WAIT_S)
+    return Freshness(
+        mode,
+        reason,
+        report.generation,
+        reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
+        rebuilt=report.reason if report.rebuilt else None,
+        notes=report.notes,
+    )
+
+
+def _read_repairing(
+    project: Project, plan: Plan, fresh: Freshness, read: Reader[T], opener: Opener[T]
+) -> T:
+    """Step 4: read the published generation; when it meets a damaged file,
+    rebuild from the files (reported as a fallback with reason `index
+    repaired: <file>: <what>`) and read again. A rebuild that cannot write
+    raises IndexWriteError (exit 2) and leaves the previous generation."""
+    from pathlib import Path
+
+    from ctindex.indexer import repair
+    from ctindex.store.durable import IndexCorrupt
+    from ctindex.store.generation import read_manifest
+
+    def read_noting(snap: Snapshot) -> T:
+        fresh.generation = snap.generation  # the statement names the generation read
+        return read(snap)
+
+    for _ in range(2):  # a second failure: a newer generation, checked and repaired too
+        try:
+            return opener(read_noting)
+        except IndexCorrupt as exc:
+            try:
+                m = read_manifest(Path(project.index_dir))
+                generation = m.generation if m is not None else None
+            except IndexCorrupt:
+                generation = None
+            t0 = time.perf_counter()
+            report = repair(project, plan, exc, generation, lock_timeout=QUERY_LOCK_WAIT_S)
+            fresh.mode = FALLBACK
+            if report.rebuilt:
+                fresh.reason = fresh.rebuilt = report.reason
+            fresh.generation = report.generation
+            fresh.reconcile_ms = round((time.perf_counter() - t0) * 1000, 3)
+            fresh.notes.extend(report.notes)
+    return opener(read_noting)
+
+
+def _from_files(
+    from_files: Callable[[Plan], T], plan: Plan, cause: Exception, why: str
+) -> tuple[Freshness, T]:
+    """The answer when the index cannot be brought up to date: from the
+    files, reported as a fallback. Slower, never stale, never a failure."""
+    t0 = time.perf_counter()
+    value = from_files(plan)
+    fresh = Freshness(
+        FALLBACK,
+        f"{why}: answered from the files",
+        None,
+        reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
+        notes=[str(cause)],
+    )
+    return fresh, value
