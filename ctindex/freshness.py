@@ -294,15 +294,13 @@ def _hinted(
 
 
 def _vouched(read: Reader[T], fresh: Freshness, digest: str, generation: int) -> Reader[T]:
-    """`read`, only on a generation indexed under `digest` and at least the
-    one the daemon vouched for (the published one can be newer: an outside
-    `rebuild`)."""
+    """`read`, only on a generation the daemon vouched for (Vouched.check)."""
+    from ctindex.search.execute import Vouched
+
+    vouched = Vouched(digest, generation)
 
     def checked(snap: Snapshot) -> T:
-        from ctindex.search.execute import PlanMismatch
-
-        if snap.manifest.plan_digest != digest or snap.generation < generation:
-            raise PlanMismatch(f"generation {snap.generation} does not match")
+        vouched.check(snap)
         fresh.generation = snap.generation
         return read(snap)
 

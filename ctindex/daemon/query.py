@@ -236,16 +236,17 @@ class QueryService:
         return out.getvalue(), err.getvalue(), code
 
     def _answer(self, job: Job, ctx: Context, node: Node, limit: int) -> tuple[Freshness, Outcome]:
-        """The fresh answer of ctindex/commands/search.py's fast path (the
-        same checks as its `expect=`), from the generation held open."""
+        """The fresh answer of the plan-less fast path (ctindex/freshness.py,
+        the same Vouched check), from the generation held open."""
         from ctindex.freshness import Freshness
+        from ctindex.search.execute import Vouched
         from ctindex.store.durable import IndexCorrupt, fault
 
         if os.fspath(ctx.project.root) != self.root:
             raise Declined("another project")  # the words named another folder (-C)
         try:
             snap = self._open.current()
-            if snap.manifest.plan_digest != job.digest or snap.generation < job.generation:
+            if not Vouched(job.digest, job.generation).matches(snap):
                 raise Declined("not the generation the barrier vouched for")
             outcome = self._outcome(snap, node, limit)
             fault("daemon-query")  # tests: the daemon dies with the answer unsent

@@ -129,23 +129,38 @@ class PlanMismatch(Exception):
     """The published generation is not the one the caller was promised."""
 
 
+class Vouched(NamedTuple):
+    """What a daemon's barrier vouched for: the plan the index must be built
+    under, and the generation it must have reached (a newer one is fine: an
+    outside `rebuild` may have published it since)."""
+
+    plan_digest: str
+    generation: int
+
+    def matches(self, snap: Snapshot) -> bool:
+        """`snap` is such a generation: the last check before a barrier's
+        answer is read (ctindex/freshness.py, ctindex/daemon/query.py)."""
+        return snap.manifest.plan_digest == self.plan_digest and snap.generation >= self.generation
+
+    def check(self, snap: Snapshot) -> None:
+        if not self.matches(snap):
+            raise PlanMismatch(f"generation {snap.generation} does not match")
+
+
 def search_index(
     index_dir: str | os.PathLike[str],
     node: Node,
     limit: int,
     want_keys: bool = False,
-    expect: tuple[str, int] | None = None,
+    expect: Vouched | None = None,
 ) -> Outcome:
-    """`expect`: (plan digest, generation) a daemon vouched for; the query
-    raises PlanMismatch unless the published manifest was indexed under that
-    digest and is at least that generation (the fast path's last check)."""
+    """`expect`: raise PlanMismatch unless the published generation is the
+    one a daemon vouched for (`Vouched.check`)."""
     from ctindex.store.snapshot import with_snapshot
 
     def work(snap: Snapshot) -> Outcome:
-        if expect is not None and (
-            snap.manifest.plan_digest != expect[0] or snap.generation < expect[1]
-        ):
-            raise PlanMismatch(f"generation {snap.generation} does not match")
+        if expect is not None:
+            expect.check(snap)
         return search_snapshot(snap, node, limit, want_keys)
 
     return with_snapshot(Path(index_dir), work)

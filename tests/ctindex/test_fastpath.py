@@ -17,7 +17,7 @@ import pytest
 from ctindex import fastpath, indexer
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
-from ctindex.search.execute import PlanMismatch, search_index
+from ctindex.search.execute import PlanMismatch, Vouched, search_index
 from ctindex.search.query import parse_query
 from tests.daemon_support import CliProject, wait_for
 
@@ -129,12 +129,16 @@ def test_search_refuses_a_generation_of_another_plan(tmp_path: Path) -> None:
     plan = load_plan(project)
     report = indexer.update(project, plan)
     node = parse_query("word")
-    got = search_index(project.index_dir, node, 10, expect=(plan.digest(), report.generation))
+    got = search_index(
+        project.index_dir, node, 10, expect=Vouched(plan.digest(), report.generation)
+    )
     assert got.total == 1
     with pytest.raises(PlanMismatch):
-        search_index(project.index_dir, node, 10, expect=("0" * 64, report.generation))
+        search_index(project.index_dir, node, 10, expect=Vouched("0" * 64, report.generation))
     with pytest.raises(PlanMismatch):
-        search_index(project.index_dir, node, 10, expect=(plan.digest(), report.generation + 1))
+        search_index(
+            project.index_dir, node, 10, expect=Vouched(plan.digest(), report.generation + 1)
+        )
 
 
 def test_the_code_stamp_finds_every_module_it_names() -> None:
