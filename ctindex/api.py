@@ -648,9 +648,9 @@ def read_concept(plan: Plan, root: str, key: str) -> Concept:
     text = data.decode("utf-8-sig")
     frontmatter, problem = _frontmatter(text)
     warning = doc.warning or (f"{key}: {problem}" if problem else None)
-    fresh = Freshness(
-        "direct", "read from the file when asked", None, reconcile_ms=_ms(time.perf_counter() - t0)
-    )
+    from ctindex import freshness
+
+    fresh = Freshness._of(freshness.read_when_asked(_ms(time.perf_counter() - t0)))
     return Concept(
         doc.concept_id,
         doc.scope,

@@ -110,6 +110,13 @@ _FIELDS = ("mode", "reason", "generation", "barrier_ms", "reconcile_ms", "rebuil
 
 DIRECT_REASON = "answered from the files, without the index"
 NO_SCOPES_REASON = "no scopes: nothing to index"
+READ_WHEN_ASKED = "read from the file when asked"
+
+
+def read_when_asked(reconcile_ms: float) -> Freshness:
+    """The statement of one concept read from its own file (`show`,
+    ctindex/api.py Index.get): no index to prove, so never stale."""
+    return Freshness(DIRECT, READ_WHEN_ASKED, None, reconcile_ms=reconcile_ms)
 
 
 class Options(NamedTuple):
