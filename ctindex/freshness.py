@@ -23,9 +23,10 @@ statement, the JSON `freshness` object of docs/cli.md:
    is answered from the files as a fallback.
 
 ctindex/client.py only carries the messages (barrier, spawn); the indexer
-does the reconciling (`load_file_table`, `newly_trusted`, `rebuild_reason`,
-`update`, `repair`). Imports are lazy: the fast path of step 2 must not pay
-for the plan, the indexer or the store writer (docs/decisions/perf.md).
+does the reconciling (`rebuild_reason`, `update`, `repair`; the file table's
+`load_file_table` and `newly_trusted` are ctindex/store/filetable.py's).
+Imports are lazy: the fast path of step 2 must not pay for the plan, the
+indexer or the store writer (docs/decisions/perf.md).
 """
 
 from __future__ import annotations
@@ -401,10 +402,11 @@ def reconcile(project: Project, plan: Plan, mode: str, reason: str | None) -> Fr
     from pathlib import Path
 
     from ctindex.errors import CtindexError
-    from ctindex.indexer import load_file_table, newly_trusted, rebuild_reason, update
+    from ctindex.indexer import rebuild_reason, update
     from ctindex.netfs import walk_threads
     from ctindex.reconciler import reconcile as compare
     from ctindex.store.durable import IndexCorrupt
+    from ctindex.store.filetable import load_file_table, newly_trusted
     from ctindex.store.generation import read_manifest
 
     index_dir = Path(project.index_dir)
