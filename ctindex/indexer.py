@@ -43,10 +43,6 @@ if TYPE_CHECKING:
     from ctindex.policy.project import Project
     from ctindex.reconciler import Manifest, WalkReport
 
-# Still imported from here by ctindex/search/freshness.py (its owner moves
-# query freshness next; then these names go).
-__all__ = ["load_file_table", "newly_trusted"]
-
 
 @dataclass
 class UpdateReport:
