@@ -35,10 +35,21 @@ if TYPE_CHECKING:
 RECORD_NAME = "query-plan.json"
 VERSION = 2  # 1 held partial stamps (mtime, size, inode; folder mtimes)
 # Modules whose code decides the plan digest and the provider versions.
+# The whole policy package and every provider module: root detection, the
+# config's reading and the digest depend on more than plan.py (a provider's
+# root marker, the key helpers), and one stat per module is cheap.
 _CODE = (
-    "policy/plan.py",
+    "policy/__init__.py",
     "policy/config.py",
+    "policy/config_edit.py",
+    "policy/decide.py",
+    "policy/glob.py",
+    "policy/plan.py",
+    "policy/project.py",
+    "policy/root.py",
     "providers/__init__.py",
+    "providers/base.py",
+    "providers/fields.py",
     "providers/okf_markdown.py",
 )
 _HERE = os.path.dirname(os.path.abspath(__file__))

@@ -146,3 +146,15 @@ def test_the_code_stamp_finds_every_module_it_names() -> None:
     one missing (a module moved, ctindex/policy/) means no record is ever
     written and every search silently takes the slow path."""
     assert fastpath._code_stamp() is not None
+
+
+def test_the_code_stamp_covers_the_policy_and_every_provider() -> None:
+    """A module added to ctindex/policy/ or ctindex/providers/ can change what
+    the plan decides; the record must be invalidated when its code changes."""
+    package = Path(fastpath.__file__).parent
+    found = {
+        f"{folder}/{p.name}"
+        for folder in ("policy", "providers")
+        for p in (package / folder).glob("*.py")
+    }
+    assert found == set(fastpath._CODE)
