@@ -45,6 +45,8 @@ from ctindex.errors import (
 from ctindex.policy.project import Project, StrPath, find_root, is_normal_key, start_folder
 
 if TYPE_CHECKING:
+    from ctindex import indexer
+    from ctindex.commands import Context
     from ctindex.freshness import Answered
     from ctindex.freshness import Freshness as _Freshness
     from ctindex.policy.decide import Decision
@@ -522,7 +524,7 @@ class Index:
         with self._lock:
             return self._report(rebuild(self.project, self.plan()))
 
-    def _report(self, report: Any) -> UpdateReport:
+    def _report(self, report: indexer.UpdateReport) -> UpdateReport:
         from ctindex.commands.update import problems
 
         doc = report.as_dict()
@@ -535,7 +537,7 @@ class Index:
         }
         return UpdateReport(**values)
 
-    def _context(self) -> Any:
+    def _context(self) -> Context:
         import io
 
         from ctindex.commands import Context

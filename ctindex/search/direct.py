@@ -21,7 +21,7 @@ from ctindex.search.matcher import path_matches
 
 if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
-    from ctindex.reconciler.walk import FsOps
+    from ctindex.reconciler.walk import FsOps, PathFilter
 
 _SEP_RANK = 0xFFFFFFFF
 
@@ -113,7 +113,7 @@ def _open_root(ops: FsOps, root: str, top: str) -> int | None:
     return fd
 
 
-def eligible_contents(root: str, flt: Any) -> Iterator[tuple[str, bytes]]:
+def eligible_contents(root: str, flt: PathFilter) -> Iterator[tuple[str, bytes]]:
     """(key, bytes) of every file the path filter accepts. Folders and files
     are opened relative to their parent folder's descriptor with O_NOFOLLOW:
     paths longer than PATH_MAX work, and a folder swapped for a symlink is
@@ -129,7 +129,9 @@ def eligible_contents(root: str, flt: Any) -> Iterator[tuple[str, bytes]]:
             yield from _walk(ops, fd, top, flt, 0)
 
 
-def _walk(ops: FsOps, dfd: int, folder: str, flt: Any, depth: int) -> Iterator[tuple[str, bytes]]:
+def _walk(
+    ops: FsOps, dfd: int, folder: str, flt: PathFilter, depth: int
+) -> Iterator[tuple[str, bytes]]:
     """Depth first, one descriptor per level (closed here)."""
     from ctindex.reconciler.walk import DEFAULT_MAX_DEPTH, DIR_FLAGS
 
