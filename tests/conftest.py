@@ -13,6 +13,10 @@
 * ``make_cli_project(config=None, root=None, bundles=...)`` — a
   ``tests.daemon_support.CliProject`` (real CLI processes, real daemon); every
   daemon it started is killed at teardown. ``cli_project`` — one such project.
+* ``@pytest.mark.needs("dir_fd" | "peercred")`` — the test asserts that
+  primitive itself; skipped, with the reason, where it is absent or hidden by
+  ``CTINDEX_SIMULATE`` (docs/decisions/portability.md). Tests that start a
+  daemon through tests/daemon_support.py need no marker: its helpers skip.
 """
 
 from __future__ import annotations
@@ -245,3 +249,53 @@ def _stop_leftover_daemons(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     for proc in alive:
         with contextlib.suppress(psutil.Error):
             proc.kill()
+
+
+# -- simulated platforms (docs/decisions/portability.md) ------------------------
+
+
+def _dir_fd_absent() -> str | None:
+    from ctindex.reconciler import platform_features
+
+    if platform_features.has_dir_fd():
+        return None
+    return "no dir_fd opens here (CTINDEX_SIMULATE=no-dir-fd or the platform): path walk only"
+
+
+def _peercred_absent() -> str | None:
+    from ctindex import runtime
+
+    return runtime.no_peer_check()
+
+
+# What each `needs` name asks of: the same switches production code reads
+# (reconciler/platform_features.py, ctindex/runtime.py), so a skip here
+# means exactly "this process would take the fallback".
+NEEDS: dict[str, Callable[[], str | None]] = {
+    "dir_fd": _dir_fd_absent,
+    "peercred": _peercred_absent,
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "needs(primitive): the test asserts a Linux primitive itself"
+        f" ({', '.join(sorted(NEEDS))}); skipped where it is absent or simulated away",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    absent: dict[str, str | None] = {}
+    for item in items:
+        for mark in item.iter_markers("needs"):
+            (name,) = mark.args
+            if name not in NEEDS:
+                raise pytest.UsageError(
+                    f"{item.nodeid}: needs({name!r}): not one of {sorted(NEEDS)}"
+                )
+            if name not in absent:
+                absent[name] = NEEDS[name]()
+            reason = absent[name]
+            if reason is not None:
+                item.add_marker(pytest.mark.skip(reason=f"needs {name}: {reason}"))
