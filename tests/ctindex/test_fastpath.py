@@ -74,6 +74,7 @@ def record(p: CliProject) -> Path:
     return p.root / ".ct" / "okf" / "runtime" / fastpath.RECORD_NAME
 
 
+@pytest.mark.needs("peercred")  # the fast path is the daemon's record
 def test_fast_path_answers_without_the_plan_and_sees_changes(project: CliProject) -> None:
     p = project
     assert p.check("margin")["reason"] == "no daemon"

@@ -185,6 +185,9 @@ def test_watch_off_reconciles_on_query(make_cli_project: Make, spawns: list[bool
     assert spawns == []
 
 
+# needs("peercred"): the reasons asserted are those of a platform where a
+# daemon may run; without a peer check every one is "daemon disabled".
+@pytest.mark.needs("peercred")
 def test_no_daemon_reconciles_and_starts_one_for_the_next_query(
     cli_project: CliProject, spawns: list[bool]
 ) -> None:
@@ -194,6 +197,7 @@ def test_no_daemon_reconciles_and_starts_one_for_the_next_query(
     assert spawns == [False]
 
 
+@pytest.mark.needs("peercred")
 def test_ci_mode_starts_no_daemon(
     cli_project: CliProject, spawns: list[bool], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -203,12 +207,14 @@ def test_ci_mode_starts_no_daemon(
     assert spawns == []
 
 
+@pytest.mark.needs("peercred")
 def test_asked_not_to_spawn(cli_project: CliProject, spawns: list[bool]) -> None:
     got = answer(cli_project, freshness.Options(spawn=False))
     assert (got.freshness.mode, got.freshness.reason) == ("fallback", freshness.NO_SPAWN_REASON)
     assert spawns == []
 
 
+@pytest.mark.needs("peercred")
 def test_barrier_timeout_falls_back_with_its_reason(
     make_cli_project: Make, spawns: list[bool]
 ) -> None:
@@ -220,6 +226,7 @@ def test_barrier_timeout_falls_back_with_its_reason(
     assert spawns == []  # something is listening: never a second daemon
 
 
+@pytest.mark.needs("peercred")
 def test_refusing_daemon_falls_back_with_its_reason(
     cli_project: CliProject, spawns: list[bool]
 ) -> None:
@@ -232,6 +239,7 @@ def test_refusing_daemon_falls_back_with_its_reason(
     assert spawns == []
 
 
+@pytest.mark.needs("peercred")
 def test_daemon_of_another_build_is_replaced_after_reconciling(
     cli_project: CliProject, spawns: list[bool]
 ) -> None:

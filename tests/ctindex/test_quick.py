@@ -225,6 +225,7 @@ def test_a_config_change_between_two_searches_is_honoured(make_cli_project: Make
 # -- a daemon dying or stopped ------------------------------------------------------
 
 
+@pytest.mark.needs("peercred")
 def test_a_daemon_killed_mid_query_leaves_a_correct_fallback_answer(make_cli_project: Make) -> None:
     """The daemon dies (os._exit, as SIGKILL) inside the query, after it read
     the index and before it answered (ctindex/store/durable.py fault points)."""

@@ -85,6 +85,7 @@ def test_errors_under_json_are_a_json_object_on_stdout(
     assert usage.code == 2 and check("error", usage.out)["error"]["kind"] == "UsageError"
 
 
+@pytest.mark.needs("peercred")
 def test_json_with_a_daemon_validates(make_cli_project: Callable[..., CliProject]) -> None:
     project = make_cli_project(config={"watch": True})
     assert project.cli("watch", "start").returncode == 0

@@ -54,6 +54,7 @@ def test_nothing_to_install_without_windll() -> None:
         assert ConsoleEvents(lambda why: None, lambda: None).install() is False
 
 
+@pytest.mark.needs("peercred")  # an in-process Daemon: clients ping it
 @pytest.mark.parametrize("event", [2, 5, 6])
 def test_close_logoff_shutdown_return_only_after_the_daemons_shutdown(
     tmp_path: Path, event: int
