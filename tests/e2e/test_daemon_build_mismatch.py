@@ -23,7 +23,7 @@ import pytest
 from ctindex import runtime as rt
 from tests import oracle
 from tests.conftest import copy_installed_tree
-from tests.daemon_support import CliProject, wait_for
+from tests.daemon_support import CliProject, require_daemon, wait_for
 
 Make = Callable[..., CliProject]
 REPO = Path(__file__).resolve().parents[2]
@@ -78,6 +78,7 @@ def generation(project: CliProject) -> int:
 def live_daemon(project: CliProject, build: Path) -> int:
     """The pid of the one daemon, once it answers and finished its startup
     pass, and after checking it runs `build`."""
+    require_daemon()
 
     def ready() -> int | None:
         doc = project.status()  # status serves any build

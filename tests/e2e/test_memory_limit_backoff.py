@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+import pytest
+
 from ctindex import runtime as rt
 from tests import oracle
 from tests.daemon_support import CliProject, wait_for
@@ -18,6 +20,7 @@ def _starts(project: CliProject) -> int:
     return sum(1 for line in project.log_lines() if " start " in f"{line} ")
 
 
+@pytest.mark.needs("peercred")  # counts daemon starts: none without a peer check
 def test_a_1_mib_ceiling_starts_one_daemon_per_backoff_period(
     make_cli_project: Callable[..., CliProject],
 ) -> None:
