@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.daemon_support import CliProject
 
 
+@pytest.mark.needs("peercred")  # no walk is the daemon's promise
 def test_acceptance_12_1_repeated_searches_do_no_full_walk(cli_project: CliProject) -> None:
     first = cli_project.check("margin")
     assert first["mode"] == "fallback" and first["reason"] == "no daemon"

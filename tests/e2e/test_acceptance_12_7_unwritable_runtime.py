@@ -34,6 +34,7 @@ def assert_no_spawn_and_no_retry(cli_project: CliProject) -> None:
     assert status["lane"] == "unavailable" and status["spawn_failure"] is not None
 
 
+@pytest.mark.needs("peercred")  # asserts the spawn's own failure
 def test_acceptance_12_7_runtime_folder_cannot_be_created(cli_project: CliProject) -> None:
     # Root ignores permission bits, so make creation itself fail: a regular
     # file where the runtime folder belongs (mkdir fails for every user).
@@ -61,6 +62,7 @@ def _can_mount_read_only(probe: Path) -> bool:
     return done.returncode == 0
 
 
+@pytest.mark.needs("peercred")  # asserts the spawn's own failure
 def test_acceptance_12_7_read_only_mount(cli_project: CliProject, tmp_path: Path) -> None:
     """As root: a real read-only (EROFS) runtime folder through a bind mount in
     a private mount namespace; both searches run inside it."""

@@ -32,6 +32,7 @@ def stopped_with(project: CliProject, reason: str) -> dict:
     return record
 
 
+@pytest.mark.needs("peercred")  # a daemon's lifecycle
 def test_acceptance_12_9_memory_ceiling(make_cli_project: Make) -> None:
     project = make_cli_project({"max_daemon_memory_bytes": 1 << 20})  # 1 MiB: below any Python RSS
     assert project.check("margin")["mode"] == "fallback"
@@ -44,6 +45,7 @@ def test_acceptance_12_9_memory_ceiling(make_cli_project: Make) -> None:
     assert fresh["mode"] == "fallback"
 
 
+@pytest.mark.needs("peercred")  # a daemon's lifecycle
 def test_idle_exit(make_cli_project: Make) -> None:
     project = make_cli_project({"idle_seconds": 1})
     project.check("margin")
@@ -61,6 +63,7 @@ def test_signals_stop_gracefully(make_cli_project: Make, signum: signal.Signals)
     assert project.check("margin")["reason"] == "no daemon"  # the lock was released
 
 
+@pytest.mark.needs("peercred")  # a daemon's lifecycle
 def test_watch_start_stop_and_log_rotation(make_cli_project: Make) -> None:
     project = make_cli_project()
     log = project.paths.log
