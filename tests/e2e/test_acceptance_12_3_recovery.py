@@ -102,8 +102,12 @@ def test_acceptance_12_3_runtime_files_corrupted(cli_project: CliProject) -> Non
         (runtime / name).write_bytes(b"\x00garbage{\xff")
     os.utime(runtime / "spawn.claim", (time.time() - 60, time.time() - 60))
     (cli_project.root / "acme_retail" / "metrics" / "rhea.md").write_text("# Rhea\n\nrheaword\n")
+    # The answer must be right (check() compares it with --direct) whoever
+    # gives it: the client, falling back past the garbage, or the daemon,
+    # if its heartbeat already put its runtime files back (on a loaded
+    # machine it may have: then its barrier proves the answer current).
     fresh = cli_project.check("rheaword")
-    assert fresh["mode"] == "fallback", fresh
+    assert fresh["mode"] in ("fallback", "watcher-clean"), fresh
     assert cli_project.hits(cli_project.search("rheaword")) == ["acme_retail/metrics/rhea.md"]
     eventually_clean(cli_project, "rheaword")
     assert len(cli_project.daemon_pids()) == 1
