@@ -113,6 +113,16 @@ def copy_bundles(project: Path, bundles: tuple[str, ...] = BUNDLES, git: bool = 
 
 
 @pytest.fixture
+def plain(tmp_path: Path) -> Path:
+    """A git checkout of plain Markdown: no OKF root, so no scope."""
+    project = tmp_path / "plain"
+    (project / "notes").mkdir(parents=True)
+    (project / "notes" / "hello.md").write_text("# Hello\n\nhello world\n")
+    (project / ".git").mkdir()
+    return project
+
+
+@pytest.fixture
 def make_project(tmp_path: Path) -> Callable[..., Path]:
     counter = iter(range(1_000))
 

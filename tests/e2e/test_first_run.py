@@ -22,15 +22,6 @@ NOTE = "no OKF root found under"
 HINT = "ctindex scopes add DIR"
 
 
-@pytest.fixture
-def plain(tmp_path: Path) -> Path:
-    project = tmp_path / "plain"
-    (project / "notes").mkdir(parents=True)
-    (project / "notes" / "hello.md").write_text("# Hello\n\nhello world\n")
-    (project / ".git").mkdir()
-    return project
-
-
 def _tree(root: Path) -> set[str]:
     """Every path under `root`: the oracle is a plain walk, nothing of ctindex."""
     found = set()

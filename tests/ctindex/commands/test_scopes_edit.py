@@ -17,16 +17,6 @@ from tests.conftest import CliResult
 Cli = Callable[..., CliResult]
 
 
-@pytest.fixture
-def plain(tmp_path: Path) -> Path:
-    """A git checkout of plain Markdown: no OKF root, so no scope."""
-    project = tmp_path / "plain"
-    (project / "notes").mkdir(parents=True)
-    (project / "notes" / "hello.md").write_text("# Hello\n\nhello world\n")
-    (project / ".git").mkdir()
-    return project
-
-
 def _roots(project: Path) -> list[str]:
     return [s.root for s in load_plan(Project.at(project)).scopes]
 
