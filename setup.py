@@ -13,7 +13,9 @@ import sys
 from setuptools import Extension, setup
 
 # The scan reads the little-endian packed file table in place and uses
-# POSIX fstatat/fdopendir: Linux and macOS on little-endian CPUs.
+# POSIX fstatat/fdopendir: Linux and macOS on little-endian CPUs. The segment
+# builder and the tokenizer (ctindex/store/_invert.c, ctindex/providers/
+# _words.c) are portable C99, built beside it.
 SUPPORTED = sys.byteorder == "little" and (
     sys.platform.startswith("linux") or sys.platform == "darwin"
 )
@@ -23,6 +25,18 @@ ext_modules = (
         Extension(
             "ctindex.reconciler._native",
             ["reconciler/_native.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c99", "-Wall"],
+        ),
+        Extension(
+            "ctindex.store._invert",
+            ["ctindex/store/_invert.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c99", "-Wall"],
+        ),
+        Extension(
+            "ctindex.providers._words",
+            ["ctindex/providers/_words.c"],
             optional=True,
             extra_compile_args=["-O2", "-std=c99", "-Wall"],
         ),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol, cast
 
 from ctindex.providers import OKF_MARKDOWN, ProviderInfo
 from ctindex.providers.base import Analysis, Document, Provider, ProviderError
@@ -352,15 +352,60 @@ def facet(value: str) -> str:
     return " ".join(value.split()).casefold()
 
 
-def _raw_fields(doc: Document) -> list[list[str]]:
-    return [
-        _words_re(text).findall(text) for text in (doc.body, doc.title, *doc.tags, doc.description)
-    ]
+class _WordsModule(Protocol):
+    """ctindex/providers/_words.c: `terms` and `count_field` below, in C."""
+
+    def terms(self, text: str, cache: dict[str, str]) -> tuple[list[str], list[int] | None]: ...
+    def count_field(self, tfw: dict[str, int], toks: list[str], weight: int, head: str) -> None: ...
+    def count(self, toks: list[str]) -> dict[str, int]: ...
+
+
+def _native() -> _WordsModule | None:
+    from ctindex import native_modules
+
+    return cast("_WordsModule | None", native_modules.load("ctindex.providers._words"))
+
+
+def _field_texts(doc: Document) -> tuple[str, ...]:
+    return (doc.body, doc.title, *doc.tags, doc.description)
+
+
+def _fields_terms(docs: Sequence[Document]) -> list[list[list[str]]]:
+    """The terms of each field of each document (`_field_texts` order); the
+    words of the batch not yet in the cache are stemmed in one call."""
+    native = _native()
+    cache = _CACHE
+    if native is None:
+        raws = [[_words_re(text).findall(text) for text in _field_texts(doc)] for doc in docs]
+        wanted: set[str] = set()
+        for fields in raws:
+            for raw in fields:
+                wanted.update(raw)
+        _stem_words(wanted)  # all of them: a full cache is emptied first
+        del wanted
+        get = cache.__getitem__
+        return [[list(map(get, raw)) for raw in fields] for fields in raws]
+    out: list[list[list[str]]] = []
+    unknown: list[tuple[list[str], list[int]]] = []  # words left in place, their indexes
+    for doc in docs:
+        fields = []
+        for text in _field_texts(doc):
+            found, missing = native.terms(text, cache)
+            if missing is not None:
+                unknown.append((found, missing))
+            fields.append(found)
+        out.append(fields)
+    if unknown:
+        _stem_words({found[i] for found, missing in unknown for i in missing})
+        for found, missing in unknown:
+            for i in missing:
+                found[i] = cache[found[i]]
+    return out
 
 
 def analyze(doc: Document) -> Analysis:
     """The token stream and weighted statistics of a document."""
-    return _analysis(doc, _raw_fields(doc))
+    return _analysis(doc, _fields_terms([doc])[0], _native())
 
 
 ANALYZE_BATCH = 512  # documents whose new words are stemmed together
@@ -369,43 +414,38 @@ ANALYZE_BATCH = 512  # documents whose new words are stemmed together
 def analyze_many(docs: Sequence[Document]) -> Iterator[Analysis]:
     """`analyze` of each document, in order. The new words of a batch are
     stemmed in one call: with a long-tailed vocabulary most documents bring
-    a word not seen before, and a miss per document costs a set union, a set
-    difference and a second lookup pass (~25 % of analysing a corpus)."""
+    a word not seen before, and a stemmer call per document costs ~25 % of
+    analysing a corpus."""
     for i in range(0, len(docs), ANALYZE_BATCH):
-        batch = [_raw_fields(doc) for doc in docs[i : i + ANALYZE_BATCH]]
-        new: set[str] = set()
-        for raws in batch:
-            for raw in raws:
-                new.update(raw)
-        _stem_words(new)
-        del new
-        for doc, raws in zip(docs[i : i + ANALYZE_BATCH], batch, strict=True):
-            yield _analysis(doc, raws)
+        batch = docs[i : i + ANALYZE_BATCH]
+        native = _native()
+        for doc, fields in zip(batch, _fields_terms(batch), strict=True):
+            yield _analysis(doc, fields, native)
 
 
-def _analysis(doc: Document, raws: list[list[str]]) -> Analysis:
-    get = _CACHE.__getitem__
-    try:  # one cache miss per document at most: new words are stemmed in one batch
-        fields = [list(map(get, raw)) for raw in raws]
-    except KeyError:
-        _stem_words(set().union(*raws))
-        fields = [list(map(get, raw)) for raw in raws]
+def _count_field(tfw: dict[str, int], toks: list[str], weight: int, head: str) -> None:
+    """Per token: its weighted count and its field term's raw count."""
+    for t in toks:
+        tfw[t] = tfw.get(t, 0) + weight
+        tfw[head + t] = tfw.get(head + t, 0) + 1
+
+
+def _analysis(doc: Document, fields: list[list[str]], native: _WordsModule | None) -> Analysis:
     body = fields[0]
-    tfw: dict[str, int] = Counter(body)  # the bulk of the tokens: counted in C
+    # the bulk of the tokens: counted in C either way
+    tfw: dict[str, int] = native.count(body) if native is not None else Counter(body)
     length = len(body)
     tokens: list[str] = []
     weights = [WEIGHTS[0], *([WEIGHTS[1]] * len(doc.tags)), WEIGHTS[2]]
     slots = [0, *([1] * len(doc.tags)), 2]  # FIELD_TERM index of each field
     flens = [0, 0, 0, 0]
+    count = native.count_field if native is not None else _count_field
     for weight, slot, toks in zip(weights, slots, fields[1:], strict=True):
         tokens.extend(toks)
         tokens.append(SEP)
         length += weight * len(toks)
         flens[slot] += len(toks)
-        head = FIELD_TERM[slot]
-        for t in toks:
-            tfw[t] = tfw.get(t, 0) + weight
-            tfw[head + t] = tfw.get(head + t, 0) + 1
+        count(tfw, toks, weight, FIELD_TERM[slot])
     tokens.extend(body)
     if doc.type:
         tfw[FACET_TYPE + facet(doc.type)] = 1

@@ -105,29 +105,21 @@ class SegmentInfo(NamedTuple):
     size: int
 
 
-def build_segment(
-    path: Path, items: Sequence[BuildInput], sep: str, fault_point: str | None = None
-) -> SegmentInfo:
-    """Write a complete, fsynced segment for `items` (any order; stored by key)."""
-    items = sorted(items, key=lambda it: it.doc.key)
-    ndocs = len(items)
-    docs32 = ndocs > 0xFFFF
+def _invert_py(tfws: list[dict[str, int]], docs32: bool) -> tuple[list[str], bytes, bytes]:
+    """(sorted terms, postings, dictionary entries) of documents
+    in doc-id order: per term its doc ids then its weighted tfs (u16, clipped
+    at TF_MAX), and an _ENTRY (offset, df, crc) each. ctindex/store/_invert.c
+    `invert` writes the same bytes."""
     # Inverted lists, term -> [doc, tf, doc, tf, ...]: one list per term with
     # interleaved appends is the cheapest shape for this hot loop in CPython.
     post: defaultdict[str, list[int]] = defaultdict(list)
-    for docid, it in enumerate(items):
-        for term, w in it.tfw.items():
+    for docid, tfw in enumerate(tfws):
+        for term, w in tfw.items():
             lst = post[term]
             lst.append(docid)
             lst.append(w)
     terms = sorted(post)  # code-point order == UTF-8 byte order
-    nterms = len(terms)
-    seq32 = nterms >= 0xFFFF
-    rank = {t: i for i, t in enumerate(terms)}
-    rank[sep] = 0xFFFFFFFF if seq32 else 0xFFFF
     doc_code = "I" if docs32 else "H"
-
-    # Postings and the dictionary blocks.
     postings: list[bytes] = []
     entries: list[bytes] = []
     pack_entry = _ENTRY.pack
@@ -143,9 +135,50 @@ def build_segment(
         postings.append(chunk)
         entries.append(pack_entry(off, len(tfs), crc(chunk)))
         off += len(chunk)
-    del post
+    return terms, b"".join(postings), b"".join(entries)
+
+
+def _streams_py(
+    token_lists: list[list[str]], terms: list[str], sep: str, seq32: bool
+) -> tuple[bytes, bytes, bytes]:
+    """(token streams as ranks in `terms`, `sep` as the width's largest
+    value; their offsets; a crc per SEQ_BLOCK_DOCS documents):
+    ctindex/store/_invert.c `streams` writes the same bytes."""
+    seq_code = "I" if seq32 else "H"
+    rank = {t: i for i, t in enumerate(terms)}
+    rank[sep] = 0xFFFFFFFF if seq32 else 0xFFFF
+    get_rank = rank.__getitem__
+    seqs = [_le(array(seq_code, map(get_rank, tokens))) for tokens in token_lists]
+    seq_offs = array("Q", [0])
+    seq_offs.extend(accumulate(map(len, seqs)))
+    seq_crcs = array(
+        "I",
+        [crc(b"".join(seqs[i : i + SEQ_BLOCK_DOCS])) for i in range(0, len(seqs), SEQ_BLOCK_DOCS)],
+    )
+    return b"".join(seqs), _le(seq_offs), _le(seq_crcs)
+
+
+def build_segment(
+    path: Path, items: Sequence[BuildInput], sep: str, fault_point: str | None = None
+) -> SegmentInfo:
+    """Write a complete, fsynced segment for `items` (any order; stored by key)."""
+    from ctindex.store import native_invert
+
+    items = sorted(items, key=lambda it: it.doc.key)
+    ndocs = len(items)
+    docs32 = ndocs > 0xFFFF
+    native = native_invert.module()
+    tfws = [it.tfw for it in items]
+    invert = native.invert if native is not None else _invert_py
+    terms, postings, entries = invert(tfws, docs32)
+    del tfws
+    nterms = len(terms)
+    seq32 = nterms >= 0xFFFF
+
+    # The dictionary blocks.
     blocks: list[bytes] = []
     first_terms: list[bytes] = []
+    esize = _ENTRY.size
     for b in range(0, nterms, BLOCK_TERMS):
         enc = [t.encode("utf-8", "surrogatepass") for t in terms[b : b + BLOCK_TERMS]]
         offs = array("I", [0])
@@ -153,10 +186,11 @@ def build_segment(
         blocks.append(
             struct.pack("<I", len(enc))
             + _le(offs)
-            + b"".join(entries[b : b + len(enc)])
+            + entries[b * esize : (b + len(enc)) * esize]
             + b"".join(enc)
         )
         first_terms.append(enc[0])
+    del entries
     block_offs = array("Q", [0])
     block_offs.extend(accumulate(map(len, blocks)))
     ft_offs = array("I", [0])
@@ -170,10 +204,14 @@ def build_segment(
     )
 
     # Per-document token streams (term ranks, uncompressed: phrase queries read
-    # many of them) and stored fields (compressed in blocks
-    # of RECORD_BLOCK_DOCS: one zlib stream per document costs a compressor
-    # set-up each and compresses worse).
-    seq_code = "I" if seq32 else "H"
+    # many of them).
+    token_lists = [it.tokens for it in items]
+    streams = native.streams if native is not None else _streams_py
+    seqs, seq_offs, seq_crcs = streams(token_lists, terms, sep, seq32)
+    del token_lists
+
+    # Stored fields, compressed in blocks of RECORD_BLOCK_DOCS (one zlib
+    # stream per document costs a compressor set-up each and compresses worse).
     rblocks: list[bytes] = []
     rtable: list[bytes] = []
     refs: list[bytes] = []
@@ -181,7 +219,6 @@ def build_segment(
     pending_len = 0
     roff = 0
     dumps = json.dumps
-    get_rank = rank.__getitem__
 
     def flush() -> None:
         nonlocal pending_len, roff
@@ -192,13 +229,8 @@ def build_segment(
         pending.clear()
         pending_len = 0
 
-    seq_offs = array("Q", [0])
-    seqs: list[bytes] = []
     for it in items:
         d = it.doc
-        seq = _le(array(seq_code, map(get_rank, it.tokens)))
-        seqs.append(seq)
-        seq_offs.append(seq_offs[-1] + len(seq))
         rec = dumps(
             [
                 d.key,
@@ -220,9 +252,6 @@ def build_segment(
             flush()
     if pending:
         flush()
-    seq_crcs = array(
-        "I", [crc(b"".join(seqs[i : i + SEQ_BLOCK_DOCS])) for i in range(0, ndocs, SEQ_BLOCK_DOCS)]
-    )
     lengths = array("I", [it.length for it in items])
     length_sum = sum(lengths)
     flens = array("I", [it.flens[f] for f in range(NFIELDS) for it in items])
@@ -233,14 +262,14 @@ def build_segment(
     sections = [
         top,
         b"".join(blocks),
-        b"".join(postings),
+        postings,
         _le(lengths),
         b"".join(refs),
         b"".join(rtable),
         b"".join(rblocks),
         _le(key_offs) + b"".join(keys),
-        _le(seq_offs) + _le(seq_crcs),
-        b"".join(seqs),
+        seq_offs + seq_crcs,
+        seqs,
         _le(flens),
     ]
     checked = {S_TOP, S_LENGTHS, S_DOCREFS, S_RTABLE, S_KEYS, S_SEQOFFS, S_FLENS}

@@ -1,0 +1,42 @@
+"""The optional C modules of the index engine, loaded when built, else None.
+
+Two small extensions sit beside the pure-Python code they speed up:
+ctindex/store/_invert.c (segment building) and ctindex/providers/_words.c
+(the okf-markdown word tokenizer and field counting). Each pure function
+is the specification its C twin matches byte for byte
+(docs/decisions/native.md). Same rule as the reconciler's scan
+(reconciler/native.py): ``CTINDEX_PURE=1`` forces the pure path, and a module
+that was not built or does not import is silently absent, since an install
+without a compiler is a supported install.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+from ctindex.reconciler.native import PURE_ENV
+
+_loaded: dict[str, ModuleType | None] = {}
+
+
+def load(name: str) -> ModuleType | None:
+    """The extension module `name`, or None (pure path). Decided once per process."""
+    if name not in _loaded:
+        _loaded[name] = _load(name)
+    return _loaded[name]
+
+
+def _load(name: str) -> ModuleType | None:
+    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        return None
+    try:
+        return importlib.import_module(name)
+    except Exception:  # not built, wrong ABI, a broken file: the pure path serves
+        return None
+
+
+def reset() -> None:
+    """Decide again on the next load() (tests flip CTINDEX_PURE)."""
+    _loaded.clear()
