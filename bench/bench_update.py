@@ -94,7 +94,7 @@ def run() -> str:
             [
                 sys.executable,
                 "-c",
-                "from reconciler import native; print(native.module() is not None)",
+                "from ctindex.reconciler import native; print(native.module() is not None)",
             ],
             capture_output=True,
             text=True,
@@ -103,6 +103,7 @@ def run() -> str:
         ).stdout.strip()
         == "True"
     )
+    rebuild_pure_rss = _peak_rss_mib(_ctindex(root, "rebuild"), _PURE_ENV)
     rebuild_rss = _peak_rss_mib(_ctindex(root, "rebuild"), _BASE_ENV)
     _settle(root, _BASE_ENV)
     report = json.loads(
@@ -153,7 +154,8 @@ def run() -> str:
         "",
         "| peak RSS | MiB |",
         "| --- | --- |",
-        f"| `rebuild` ({report['documents']:,} documents) | {rebuild_rss:.0f} |",
+        f"| `rebuild` ({report['documents']:,} documents), native | {rebuild_rss:.0f} |",
+        f"| `rebuild` ({report['documents']:,} documents), pure | {rebuild_pure_rss:.0f} |",
         f"| `update`, nothing changed, native | {update_rss:.0f} |",
         f"| `update`, nothing changed, pure | {pure_rss:.0f} |",
         "",
