@@ -121,19 +121,10 @@ def _split_frontmatter(text: str) -> tuple[dict[str, Any], str, str | None]:
     if not (text.startswith("---\n") or text.startswith("---\r\n")):
         return {}, text, None
     start = text.index("\n") + 1
-    pos = start
-    end = -1
-    while pos <= len(text):
-        nl = text.find("\n", pos)
-        line_end = len(text) if nl < 0 else nl
-        if text[pos:line_end].rstrip("\r") in ("---", "..."):
-            end = pos
-            break
-        if nl < 0:
-            break
-        pos = nl + 1
-    if end < 0:
+    closing = _CLOSING.search(text, start)
+    if closing is None:
         return {}, text, "frontmatter has no closing '---' line; indexed as plain text"
+    end, line_end = closing.start(), closing.end()
     block = text[start:end]
     body = text[line_end + 1 :] if line_end < len(text) else ""
     if len(block.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
@@ -159,6 +150,9 @@ def _split_frontmatter(text: str) -> tuple[dict[str, Any], str, str | None]:
     return meta, body, None
 
 
+# The first line after the opening one that is `---` or `...` (trailing CRs
+# ignored): ^ and $ are line bounds at "\n" only, as the frontmatter's lines are.
+_CLOSING = re.compile(r"^(?:---|\.\.\.)\r*$", re.MULTILINE)
 _WANTED = ("title", "type", "description", "tags")
 
 

@@ -218,7 +218,9 @@ def build_segment(
     pending: list[bytes] = []
     pending_len = 0
     roff = 0
-    dumps = json.dumps
+    # One encoder for every record: json.dumps with a keyword builds a new
+    # JSONEncoder per call (~a third of the cost of a small record).
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
 
     def flush() -> None:
         nonlocal pending_len, roff
@@ -242,8 +244,7 @@ def build_segment(
                 list(d.tags),
                 d.body,
                 d.size,
-            ],
-            separators=(",", ":"),
+            ]
         ).encode()
         refs.append(_DOCREF.pack(len(rblocks), pending_len, len(rec), crc(rec)))
         pending.append(rec)

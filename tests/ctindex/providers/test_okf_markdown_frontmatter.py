@@ -98,3 +98,29 @@ def test_parse_is_the_same_with_and_without_the_fast_path() -> None:
         okf._fast_frontmatter = saved  # type: ignore[assignment]
     assert fast == slow
     assert fast.title == "Heading" and fast.tags == ("a_b", "c")  # type: ignore[union-attr]
+
+
+def _closing_line_oracle(text: str) -> tuple[int, int] | None:
+    """(start, end) of the closing line, found line by line: the definition
+    the provider's single regex search must agree with."""
+    pos = text.index("\n") + 1
+    while pos <= len(text):
+        nl = text.find("\n", pos)
+        line_end = len(text) if nl < 0 else nl
+        if text[pos:line_end].rstrip("\r") in ("---", "..."):
+            return pos, line_end
+        if nl < 0:
+            return None
+        pos = nl + 1
+    return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    opening=st.sampled_from(["---\n", "---\r\n"]),
+    rest=st.lists(st.sampled_from(["---", "...", "\r", "\n", "a: b", " ", "--", "."]), max_size=14),
+)
+def test_the_closing_line_is_found_as_line_by_line(opening: str, rest: list[str]) -> None:
+    text = opening + "".join(rest)
+    found = okf._CLOSING.search(text, text.index("\n") + 1)
+    assert (None if found is None else (found.start(), found.end())) == _closing_line_oracle(text)
