@@ -20,6 +20,9 @@ PyDoc_STRVAR(terms_doc,
 static PyObject *terms(PyObject *self, PyObject *args) {
     PyObject *text, *cache;
     if (!PyArg_ParseTuple(args, "UO!:terms", &text, &PyDict_Type, &cache)) return NULL;
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) return NULL; /* a no-op from 3.12 on */
+#endif
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
