@@ -347,7 +347,9 @@ def facet(value: str) -> str:
 
 
 class _WordsModule(Protocol):
-    """ctindex/providers/_words.c: `terms` and `count_field` below, in C."""
+    """ctindex/providers/_words.c, the C twins of this module's pure code:
+    `terms` of the regex split and stem-cache map in `_fields_terms`,
+    `count_field` of `_count_field`, `count` of `Counter`."""
 
     def terms(self, text: str, cache: dict[str, str]) -> tuple[list[str], list[int] | None]: ...
     def count_field(self, tfw: dict[str, int], toks: list[str], weight: int, head: str) -> None: ...
