@@ -71,7 +71,6 @@ static void put64(unsigned char *p, uint64_t v) {
     put32(p + 4, (uint32_t)(v >> 32));
 }
 
-
 /* -- a str -> u32 table ------------------------------------------------------
  * Open addressing on the str's cached hash, the value kept in the slot: one
  * probe into one array per lookup. (A dict lookup here costs three cache
