@@ -13,10 +13,9 @@ without a compiler is a supported install.
 from __future__ import annotations
 
 import importlib
-import os
 from types import ModuleType
 
-from ctindex.reconciler.native import PURE_ENV
+from ctindex.reconciler.native import pure_forced
 
 _loaded: dict[str, ModuleType | None] = {}
 
@@ -29,7 +28,7 @@ def load(name: str) -> ModuleType | None:
 
 
 def _load(name: str) -> ModuleType | None:
-    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+    if pure_forced():
         return None
     try:
         return importlib.import_module(name)

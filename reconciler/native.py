@@ -65,8 +65,14 @@ class _Module(Protocol):
 _loaded: list[_Module | None] = []
 
 
+def pure_forced() -> bool:
+    """Whether CTINDEX_PURE asks for the pure path (any value but empty or 0):
+    the one rule for every optional C module (ctindex/native_modules.py too)."""
+    return os.environ.get(PURE_ENV, "") not in ("", "0")
+
+
 def _load() -> _Module | None:
-    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+    if pure_forced():
         return None
     if not has_dir_fd():  # the scan lists an open folder descriptor (fdopendir)
         return None
