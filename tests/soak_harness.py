@@ -241,6 +241,7 @@ class Soak:
         self.config = "derived"
         self.mounts: dict[Path, Path] = {}  # mount point -> its source outside the project
         self.huge_written = False
+        self._tree_cache: tuple[list[Path], list[Path]] | None = None
 
     # -- setup -----------------------------------------------------------------
     def _word(self) -> str:
@@ -339,28 +340,61 @@ class Soak:
         source's files through it)."""
         return any(path == m or path in m.parents or m in path.parents for m in self.mounts)
 
-    def _walk(self, top: Path) -> Iterator[tuple[Path, list[str]]]:
-        for dirpath, dirs, names in os.walk(top):
-            folder = Path(dirpath)
-            dirs[:] = sorted(d for d in dirs if folder / d not in self.mounts)
-            yield folder, names
+    def _tree(self) -> tuple[list[Path], list[Path]]:
+        """(concept files, folders) as _files and _folders return them, from
+        one walk per operation: step() drops the cache before each pick, and
+        every operation looks before it changes anything. The walk is strings
+        and DirEntry types (no Path or lstat per file: this was the largest
+        share of the harness's own time); the order is Path order."""
+        if self._tree_cache is None:
+            mounts = {str(m) for m in self.mounts}
+            files: list[str] = []
+            folders: list[str] = []
+            for top in (str(self.kb), str(self.okf)):
+                pending = [top]
+                while pending:
+                    folder = pending.pop()
+                    folders.append(folder)
+                    try:
+                        listing = list(os.scandir(folder))
+                    except OSError:
+                        continue
+                    for entry in listing:
+                        try:
+                            if entry.is_dir(follow_symlinks=False):
+                                if entry.path not in mounts:
+                                    pending.append(entry.path)
+                            elif (
+                                entry.name.endswith(".md")
+                                and entry.name != "index.md"
+                                and not entry.is_symlink()
+                            ):
+                                files.append(entry.path)
+                        except OSError:
+                            continue
+            keep = {str(self.kb), str(self.okf), str(self.bundles)}
+            bundles = str(self.bundles) + os.sep
+            movable = [
+                f
+                for f in folders
+                if f not in keep and (f.startswith(bundles) or not f.startswith(str(self.okf)))
+            ]
+
+            def path_order(paths: list[str]) -> list[Path]:
+                return [Path(p) for p in sorted(paths, key=lambda p: p.split(os.sep))]
+
+            self._tree_cache = (path_order(files), path_order(movable))
+        return self._tree_cache
 
     def _files(self) -> list[Path]:
-        out = []
-        for top in (self.kb, self.okf):
-            for folder, names in self._walk(top):
-                out += [folder / n for n in names if n.endswith(".md") and n != "index.md"]
-        return sorted(p for p in out if not p.is_symlink())
+        return list(self._tree()[0])
 
     def _folders(self, movable: bool = False) -> list[Path]:
         """Folders below kb/ and the bundles (not kb/, okf/, okf/bundles/
         themselves); `movable`: none that a rename or rmtree would carry
         across a mount."""
-        keep = {self.kb, self.okf, self.bundles}
-        out = []
-        for top in (self.kb, self.bundles):
-            out += [f for f, _ in self._walk(top) if f not in keep]
-        return sorted(f for f in out if not (movable and self._mounted(f)))
+        folders = self._tree()[1]
+        return [f for f in folders if not (movable and self._mounted(f))]
 
     def _new_path(self) -> Path:
         self.counter += 1
@@ -927,6 +961,7 @@ class Soak:
 
     def step(self, budget: int, tour: list[str]) -> None:
         for _ in range(min(budget, self.rng.randint(1, 2 * self.check_every - 1))):
+            self._tree_cache = None  # the last operation changed the tree
             name = self._pick(tour)
             self.log.append(getattr(self, f"op_{name}")())
             self.figures.operations[name] += 1
