@@ -227,6 +227,30 @@ def test_retired_files_survive_the_grace_period_then_go(
     }
 
 
+def test_manifest_lists_only_retirements_inside_the_grace_period(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon publishes generation after generation: MANIFEST, rewritten
+    each time and read by every query, stays one grace period's worth of
+    retired names long, and names only files still on disk."""
+    index = tmp_path / "okf"
+    index.mkdir()
+    now = [10**18]
+    monkeypatch.setattr(writer_mod, "clock_ns", lambda: now[0])
+    step = writer_mod.GRACE_NS // 6
+    m = None
+    for i in range(40):
+        w = _writer(index, m, fresh=True)
+        w.add(build_input(make_doc(f"d{i}.md", "alpha")))
+        _commit(w)
+        m = read_manifest(index)  # the next writer's base, as a new process reads it
+        assert m is not None
+        now[0] += step
+    assert 0 < len(m.retired) <= 7  # retired in the last grace period only
+    assert all((index / name).exists() for name, _ in m.retired)
+    assert all(now[0] - step - at < writer_mod.GRACE_NS for _, at in m.retired)
+
+
 def test_reader_that_loses_the_race_retries_on_the_newer_generation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
