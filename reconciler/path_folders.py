@@ -15,7 +15,13 @@ path and identity (docs/decisions/portability.md):
   a swap during the listing is seen as the folder having vanished;
 * a file is lstat'ed before it is opened (a symlink is refused, as
   O_NOFOLLOW would) and the open descriptor's fstat must show the same
-  device and inode, so the bytes read are those of the file the walk saw.
+  device and inode, so the bytes read are those of the file the walk saw;
+* a name opened inside a folder handle (file or folder) is resolved through
+  the folder's path, and lstat follows a symlink in any earlier component;
+  so after resolving it the folder's path must still name the folder (one
+  more lstat), or an ancestor swapped for a symlink would lead the lstat
+  and the open alike to a same-named entry outside, which both checks
+  above would accept.
 
 What remains: a swap and swap back between the two checks (ABA) is not
 seen. The POSIX walk has no such window; the portability note says so.
@@ -69,6 +75,18 @@ def _resolve(name: str, dir_fd: int | None) -> str:
         raise OSError(errno.EBADF, os.strerror(errno.EBADF)) from None
 
 
+def _still_there(dir_fd: int | None) -> None:
+    """Raise ENOENT unless the folder `dir_fd` names is still at its path."""
+    if dir_fd is None:
+        return
+    folder = _folders.get(dir_fd)
+    if folder is None:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+    st = os.lstat(folder.path)
+    if _is_link(st) or (st.st_dev, st.st_ino) != (folder.dev, folder.ino):
+        raise _gone(folder.path)
+
+
 def open_at(name: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
     """os.open's signature: a folder handle when flags has WANT_DIR, else a
     real descriptor on the regular file or folder `name` names."""
@@ -79,6 +97,7 @@ def open_at(name: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = No
     if flags & WANT_DIR:
         if not stat_mod.S_ISDIR(st.st_mode):
             raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+        _still_there(dir_fd)  # the lstat went through the parent, not a swapped-in link
         with _lock:
             handle = next(_ids)
             _folders[handle] = Folder(path, st.st_dev, st.st_ino)
@@ -92,6 +111,11 @@ def open_at(name: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = No
     if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):  # swapped between lstat and open
         os.close(fd)
         raise _gone(path)
+    try:
+        _still_there(dir_fd)  # and both went through the parent
+    except OSError:
+        os.close(fd)
+        raise
     return fd
 
 

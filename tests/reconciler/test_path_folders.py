@@ -83,6 +83,30 @@ def test_a_folder_swapped_during_the_walk_is_not_listed(tmp_path: Path) -> None:
     assert path_folders.open_count() == 0
 
 
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_a_parent_swapped_for_a_symlink_does_not_lead_outside(tmp_path: Path, kind: str) -> None:
+    """The name exists on both sides: lstat and open both follow the swapped
+    parent to the outside entry, so only the parent's identity gives it away."""
+    (tmp_path / "d" / "same").mkdir(parents=True)
+    (tmp_path / "d" / "same.md").write_text("in")
+    outside = tmp_path / "outside"
+    (outside / "same").mkdir(parents=True)
+    (outside / "same.md").write_text("secret")
+    handle = path_folders.open_at(str(tmp_path / "d"), path_folders.WANT_DIR)
+    try:
+        (tmp_path / "d").rename(tmp_path / "d-old")
+        (tmp_path / "d").symlink_to(outside)
+        name, flags = (
+            ("same.md", os.O_RDONLY) if kind == "file" else ("same", path_folders.WANT_DIR)
+        )
+        with pytest.raises(OSError) as got:
+            path_folders.open_at(name, flags, dir_fd=handle)
+        assert got.value.errno == errno.ENOENT
+    finally:
+        path_folders.close(handle)
+    assert path_folders.open_count() == 0
+
+
 def test_a_file_replaced_by_a_symlink_is_not_read(tmp_path: Path) -> None:
     (tmp_path / "secret.md").write_text("secret")
     (tmp_path / "f.md").symlink_to(tmp_path / "secret.md")
