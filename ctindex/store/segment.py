@@ -30,9 +30,11 @@ from ctindex.store.durable import IndexCorrupt, crc, write_new
 
 MAGIC = b"CTSEG\x00\x01\x00"
 # 2: section 10, the per-field lengths BM25F normalises by (docs/format.md).
-FORMAT = 2
+# 3: token streams rank word terms only (header field word_base).
+FORMAT = 3
 BLOCK_TERMS = 64
-_HEAD = struct.Struct("<8sIIIIII")  # magic, format, ndocs, nterms, nblocks, flags, nsections
+# magic, format, ndocs, nterms, nblocks, flags, word_base, nsections
+_HEAD = struct.Struct("<8sIIIIIII")
 _SECTION = struct.Struct("<QQI")  # offset, length, crc (0 for regions checked piecewise)
 _ENTRY = struct.Struct("<QII")  # postings offset, df, postings crc
 _DOCREF = struct.Struct("<IIII")  # record block, offset in it, length, crc of the record
@@ -57,6 +59,13 @@ RECORD_BLOCK_DOCS = 32
 RECORD_BLOCK_BYTES = 64 * 1024
 FLAG_DOCS32 = 1  # doc ids are u32 (else u16)
 FLAG_SEQ32 = 2  # token-stream ranks are u32 (else u16)
+# Every term that is not a word (facets \0, ranking terms \1 and \2:
+# docs/format.md "Terms") sorts below this, so the word terms are the sorted
+# dictionary's tail from rank word_base on. Token streams hold words only
+# and store rank - word_base: the ranking terms of tokenizer v2 outnumber the
+# words about 2.7 to 1, and counting them would push a 20,000-document
+# segment's ranks past 16 bits.
+WORD_START = "\x03"
 HEADER_SIZE = _HEAD.size + NSECTIONS * _SECTION.size + 4
 TF_MAX = 0xFFFF
 _LITTLE = sys.byteorder == "little"
@@ -173,7 +182,9 @@ def build_segment(
     terms, postings, entries = invert(tfws, docs32)
     del tfws
     nterms = len(terms)
-    seq32 = nterms >= 0xFFFF
+    word_base = bisect_left(terms, WORD_START)
+    words = terms[word_base:] if word_base else terms
+    seq32 = len(words) >= 0xFFFF
 
     # The dictionary blocks.
     blocks: list[bytes] = []
@@ -207,8 +218,8 @@ def build_segment(
     # many of them).
     token_lists = [it.tokens for it in items]
     streams = native.streams if native is not None else _streams_py
-    seqs, seq_offs, seq_crcs = streams(token_lists, terms, sep, seq32)
-    del token_lists
+    seqs, seq_offs, seq_crcs = streams(token_lists, words, sep, seq32)
+    del token_lists, words
 
     # Stored fields, compressed in blocks of RECORD_BLOCK_DOCS (one zlib
     # stream per document costs a compressor set-up each and compresses worse).
@@ -280,7 +291,9 @@ def build_segment(
         table += _SECTION.pack(pos, len(sec), crc(sec) if i in checked else 0)
         pos += len(sec)
     flags = (FLAG_DOCS32 if docs32 else 0) | (FLAG_SEQ32 if seq32 else 0)
-    head = _HEAD.pack(MAGIC, FORMAT, ndocs, nterms, len(blocks), flags, NSECTIONS) + table
+    head = (
+        _HEAD.pack(MAGIC, FORMAT, ndocs, nterms, len(blocks), flags, word_base, NSECTIONS) + table
+    )
     head += struct.pack("<I", crc(head))
     size = write_new(path, [head, *sections], fault_point=fault_point)
     return SegmentInfo(ndocs=ndocs, length_sum=length_sum, size=size)
@@ -345,10 +358,13 @@ class Segment:
         head = self._read(0, HEADER_SIZE)
         if crc(head[:-4]) != struct.unpack_from("<I", head, HEADER_SIZE - 4)[0]:
             raise self._corrupt("header")
-        magic, fmt, ndocs, nterms, nblocks, flags, nsec = _HEAD.unpack_from(head)
+        magic, fmt, ndocs, nterms, nblocks, flags, word_base, nsec = _HEAD.unpack_from(head)
         if magic != MAGIC or fmt != FORMAT or nsec != NSECTIONS:
             raise IndexCorrupt(f"{self.path}: not a ctindex segment of format {FORMAT}")
+        if word_base > nterms:
+            raise self._corrupt("header")
         self.ndocs, self.nterms, self.nblocks = ndocs, nterms, nblocks
+        self.word_base = word_base
         self.doc_code = "I" if flags & FLAG_DOCS32 else "H"
         self.doc_size = 4 if flags & FLAG_DOCS32 else 2
         self.seq_code = "I" if flags & FLAG_SEQ32 else "H"
@@ -498,8 +514,12 @@ class Segment:
         return out
 
     def rank(self, term: str) -> int | None:
+        """The rank token streams store for `term`; None if no stream holds
+        it (not a term here, or not a word)."""
+        if term < WORD_START:
+            return None
         found = self.lookup(term)
-        return None if found is None else found[3]
+        return None if found is None else found[3] - self.word_base
 
     # -- documents ---------------------------------------------------------------
     def lengths(self) -> array[Any]:

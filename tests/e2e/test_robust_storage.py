@@ -172,6 +172,21 @@ def damage_manifest_truncated(root: Path) -> str:
     return "manifest checksum mismatch"
 
 
+def damage_manifest_old_format(root: Path) -> str:
+    """An index the previous format wrote (format 2: token streams ranked
+    every term): valid, checksummed, and never read as format 3."""
+    from ctindex.store.durable import crc
+    from ctindex.store.generation import FORMAT
+
+    path = index_dir(root) / "MANIFEST"
+    body = json.loads(path.read_bytes().rpartition(b"\ncrc32:")[0])
+    assert body["format"] == FORMAT == 3
+    body["format"] = 2
+    data = json.dumps(body, sort_keys=True).encode()
+    path.write_bytes(data + b"\ncrc32:%08x\n" % crc(data))
+    return "index format 2, this version reads format 3"
+
+
 HEADER_LEVEL = {  # found by the cheap check every full update and `status` make
     "segment-header-flip": damage_segment_header,
     "segment-truncated": damage_segment_truncated,
@@ -185,6 +200,7 @@ HEADER_LEVEL = {  # found by the cheap check every full update and `status` make
     "file-table-truncated": damage_file_table,
     "manifest-garbage": damage_manifest_garbage,
     "manifest-truncated": damage_manifest_truncated,
+    "manifest-old-format": damage_manifest_old_format,
 }
 
 

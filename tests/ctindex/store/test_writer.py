@@ -80,7 +80,7 @@ def test_segment_round_trip(tmp_path: Path, docs: list[okf.Document]) -> None:
     vocab = sorted(expected)
     for i, a in enumerate(analyses):
         seq = seg.sequence(i)
-        assert [okf.SEP if r == seg.sep_rank else vocab[r] for r in seq] == a.tokens
+        assert [okf.SEP if r == seg.sep_rank else vocab[seg.word_base + r] for r in seq] == a.tokens
         assert seg.lengths()[i] == a.length
         stored = seg.stored(i)
         assert (stored.key, stored.title, stored.tags, stored.body) == (
@@ -284,3 +284,29 @@ def test_persistently_missing_files_are_reported_corrupt(tmp_path: Path) -> None
     (index / m.segments[0].name).unlink()
     with pytest.raises(IndexCorrupt, match="rebuild"):
         _live_keys(index)
+
+
+def test_ranking_terms_do_not_widen_the_token_streams(tmp_path: Path) -> None:
+    """Over 65,535 ranking terms (each title and ID is an exact-match key)
+    beside a few dozen words: the streams rank the words alone, so they stay
+    16-bit, and phrases and sequences still resolve."""
+    vocab = [f"w{chr(97 + i // 6)}{chr(97 + i % 6)}" for i in range(35)]
+    combos = [(a, b, c) for a in vocab for b in vocab for c in vocab]  # 42,875
+    docs = [
+        make_doc(f"{a}/{b}/{c}.md", f"# {a} {b} {c}\n\nalpha beta{i % 7}x gamma\n")
+        for i, (a, b, c) in enumerate(combos)
+    ]
+    build_segment(tmp_path / "r.seg", [build_input(d) for d in docs], okf.SEP)
+    seg = Segment(tmp_path / "r.seg")
+    try:
+        assert seg.nterms > 0xFFFF and seg.seq_code == "H"
+        assert seg.word_base > 0xFFFF and seg.nterms - seg.word_base < 100
+        words = [t for b in range(seg.nblocks) for t in seg._block(b)[0]][seg.word_base :]
+        assert all(t >= "\x03" for t in words)
+        stream = [okf.SEP if r == seg.sep_rank else words[r] for r in seg.sequence(5)]
+        assert seg.keys()[5] == docs[5].key and stream == okf.analyze(docs[5]).tokens
+        assert seg.rank("\x01twaa") is None  # a ranking term is in no stream
+        ranks = [seg.rank(t) for t in okf.analyze(docs[5]).tokens[-3:]]
+        assert 5 in seg.phrase_docs(range(seg.ndocs), [r for r in ranks if r is not None])
+    finally:
+        seg.close()
