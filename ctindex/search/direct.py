@@ -8,6 +8,7 @@ over an in-memory partition.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from array import array
@@ -17,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 from ctindex.providers import INDEX_PROVIDER, load
 from ctindex.providers.base import Analysis, Document
 from ctindex.providers.fields import SEP
+from ctindex.reconciler.oserr import GONE
 from ctindex.search.matcher import path_matches
 
 if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
+    from ctindex.reconciler.report import Bucket
     from ctindex.reconciler.walk import FsOps, PathFilter
 
 _SEP_RANK = 0xFFFFFFFF
@@ -113,73 +116,105 @@ def _open_root(ops: FsOps, root: str, top: str) -> int | None:
     return fd
 
 
-def eligible_contents(root: str, flt: PathFilter) -> Iterator[tuple[str, bytes]]:
+def eligible_contents(
+    root: str, flt: PathFilter, unread: Bucket | None = None, ops: FsOps | None = None
+) -> Iterator[tuple[str, bytes]]:
     """(key, bytes) of every file the path filter accepts. Folders and files
     are opened relative to their parent folder's descriptor with O_NOFOLLOW:
     paths longer than PATH_MAX work, and a folder swapped for a symlink is
     never entered (the same guarantees as the index; the oracle must agree).
     Without dir_fd the reconciler's path primitives stand in
-    (reconciler/path_folders.py), as they do for the index."""
+    (reconciler/path_folders.py), as they do for the index.
+
+    What exists but cannot be read (a folder or file refused, a folder too
+    deep) is left out of the answer and counted in `unread`, never dropped
+    in silence; what vanished meanwhile is simply not there."""
+    from ctindex.reconciler.report import Bucket
     from ctindex.reconciler.walk import FsOps
 
-    ops = FsOps()
+    walk = _DirectWalk(ops or FsOps(), flt, unread if unread is not None else Bucket())
     for top in flt.roots():
-        fd = _open_root(ops, root, top)
+        fd = _open_root(walk.ops, root, top)
         if fd is not None:
-            yield from _walk(ops, fd, top, flt, 0)
+            yield from walk.folder(fd, top, 0)
 
 
-def _walk(
-    ops: FsOps, dfd: int, folder: str, flt: PathFilter, depth: int
-) -> Iterator[tuple[str, bytes]]:
-    """Depth first, one descriptor per level (closed here)."""
-    from ctindex.reconciler.walk import DEFAULT_MAX_DEPTH, DIR_FLAGS
+class _DirectWalk:
+    def __init__(self, ops: FsOps, flt: PathFilter, unread: Bucket) -> None:
+        self.ops, self.flt, self.unread = ops, flt, unread
 
-    try:
-        with ops.scandir(dfd) as it:
-            entries = list(it)
-        subfolders = []
-        for e in entries:
-            key = f"{folder}/{e.name}" if folder else e.name
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                if depth < DEFAULT_MAX_DEPTH and flt.descend(key):
-                    subfolders.append((key, e.name))
-            elif flt.accept(key, st):
-                data = _read(ops, dfd, e.name)
-                if data is not None:
-                    yield key, data
-        for key, name in subfolders:
-            try:
-                sub = ops.open(name, DIR_FLAGS, dir_fd=dfd)
-            except OSError:
-                continue
-            yield from _walk(ops, sub, key, flt, depth + 1)
-    except OSError:
-        return
-    finally:
-        ops.close(dfd)
+    def _failed(self, key: str, exc: OSError) -> None:
+        if exc.errno not in GONE:
+            self.unread.add(key)
 
+    def folder(self, dfd: int, folder: str, depth: int) -> Iterator[tuple[str, bytes]]:
+        """Depth first, one descriptor per level (closed here)."""
+        from ctindex.reconciler.walk import DEFAULT_MAX_DEPTH, DIR_FLAGS
 
-def _read(ops: FsOps, dfd: int, name: str) -> bytes | None:
-    from ctindex.reconciler.hashing import FILE_FLAGS
+        ops, flt = self.ops, self.flt
+        try:
+            with ops.scandir(dfd) as it:
+                entries = list(it)
+        except OSError as exc:
+            ops.close(dfd)
+            self._failed(folder, exc)
+            return
+        try:
+            subfolders = []
+            for e in entries:
+                key = f"{folder}/{e.name}" if folder else e.name
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError as exc:
+                    self._failed(key, exc)
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    if flt.descend(key):
+                        if depth < DEFAULT_MAX_DEPTH:
+                            subfolders.append((key, e.name))
+                        else:
+                            self.unread.add(key)
+                elif flt.accept(key, st):
+                    data = self._read(dfd, key, e.name)
+                    if data is not None:
+                        yield key, data
+            for key, name in subfolders:
+                try:
+                    sub = ops.open(name, DIR_FLAGS, dir_fd=dfd)
+                except OSError as exc:
+                    self._failed(key, exc)
+                    continue
+                yield from self.folder(sub, key, depth + 1)
+        finally:
+            ops.close(dfd)
 
-    try:
-        fd = ops.open(name, FILE_FLAGS, dir_fd=dfd)
-    except OSError:
-        return None  # vanished or unreadable since the walk: not part of the answer
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+    def _read(self, dfd: int, key: str, name: str) -> bytes | None:
+        from ctindex.reconciler.hashing import FILE_FLAGS
+
+        try:
+            fd = self.ops.open(name, FILE_FLAGS, dir_fd=dfd)
+        except OSError as exc:
+            self._failed(key, exc)
             return None
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
-    except OSError:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                return f.read()
+        except OSError as exc:
+            self._failed(key, exc)
+            return None
+        finally:
+            os.close(fd)
+
+
+def unread_note(unread: Bucket) -> str | None:
+    """The answer's note about what the walk could not read, or None."""
+    if not unread.count:
         return None
-    finally:
-        os.close(fd)
+    sample = ", ".join(json.dumps(k) for k in sorted(unread.sample)[:5])
+    more = f" and {unread.count - 5} more" if unread.count > 5 else ""
+    return f"could not read, so not searched: {unread.count} ({sample}{more})"
 
 
 def provider_of(plan: Plan | None, key: str) -> str:
@@ -188,13 +223,16 @@ def provider_of(plan: Plan | None, key: str) -> str:
     return found[0].provider if found else INDEX_PROVIDER
 
 
-def read_documents(root: str, plan: Plan) -> tuple[list[Document], list[str]]:
-    """Parse every eligible file: (documents, provider error messages)."""
+def read_documents(
+    root: str, plan: Plan, unread: Bucket | None = None
+) -> tuple[list[Document], list[str]]:
+    """Parse every eligible file: (documents, provider error messages);
+    what could not be read is counted in `unread`."""
     from ctindex.policy.plan import scope_root_of
 
     docs: list[Document] = []
     errors: list[str] = []
-    for key, data in eligible_contents(root, plan.path_filter()):
+    for key, data in eligible_contents(root, plan.path_filter(), unread):
         got = load(provider_of(plan, key)).parse(key, data, scope_root_of(plan, key))
         if isinstance(got, Document):
             docs.append(got)

@@ -189,9 +189,11 @@ def search_snapshot(snap: Snapshot, node: Node, limit: int, want_keys: bool = Fa
 def search_direct(
     root: str, plan: Plan, node: Node, limit: int, want_keys: bool = False
 ) -> Outcome:
-    from ctindex.search.direct import MemoryPartition, read_documents
+    from ctindex.reconciler.report import Bucket
+    from ctindex.search.direct import MemoryPartition, read_documents, unread_note
 
-    docs, _ = read_documents(root, plan)
+    unread = Bucket()
+    docs, _ = read_documents(root, plan, unread)
     part = MemoryPartition(docs, plan)
     ranking = matcher.search(node, [part])
 
@@ -209,4 +211,5 @@ def search_direct(
         key_of=lambda h: part.docs[h.doc].key,
         want_keys=want_keys,
     )
-    return Outcome(results, total, None, keys, notes)
+    note = unread_note(unread)
+    return Outcome(results, total, None, keys, (note, *notes) if note else notes)
