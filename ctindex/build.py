@@ -5,6 +5,13 @@ Each key is parsed by the provider of the scope that decided it, looked up
 by id in the registry (ctindex/providers/__init__.py). Large batches are
 parsed and written as one segment per forked worker: the file contents are
 shared with the children, not pickled.
+
+The bytes come either captured by the pass (`contents`: an update's reads,
+which decided its renames and changes) or still to read (`Reads`: a
+rebuild's pass deferred them, reconciler/capture.py), in which case each
+worker reads the files of its own key range, so reading and hashing run in
+parallel too, and sends back what it read (fingerprint, digest), not the
+bytes.
 """
 
 from __future__ import annotations
@@ -19,6 +26,9 @@ from ctindex import providers
 from ctindex.output import Progress
 from ctindex.providers.base import Analysis, Document, ProviderError
 from ctindex.providers.fields import SEP
+from ctindex.reconciler.capture import Captured, KeyReader
+from ctindex.reconciler.diff import Pending
+from ctindex.reconciler.hashing import Outcome
 from ctindex.store.segment import BuildInput, StoredDoc
 
 if TYPE_CHECKING:
@@ -52,10 +62,46 @@ class _Part(NamedTuple):
     keys: list[str]
 
 
+class Reads(NamedTuple):
+    """Files still to read, under the folder `base`, by key."""
+
+    base: str
+    pending: Mapping[str, Pending]
+
+
+class Added(NamedTuple):
+    diagnostics: Diagnostics
+    captured: list[Captured]  # one per key of a Reads source, else empty
+
+
 class _Built(NamedTuple):
     name: str
     info: SegmentInfo
     diagnostics: Diagnostics
+    captured: list[Captured]
+
+
+class _Source:
+    """The bytes of each key: from the captured contents, or read now with
+    a KeyReader (the outcome of each read kept in `captured`)."""
+
+    def __init__(self, source: Mapping[str, bytes] | Reads) -> None:
+        self.contents = source if not isinstance(source, Reads) else None
+        self.reads = source if isinstance(source, Reads) else None
+        self.reader = KeyReader(self.reads.base) if self.reads is not None else None
+        self.captured: list[Captured] = []
+
+    def data(self, key: str) -> bytes | None:
+        if self.contents is not None:
+            return self.contents[key]
+        assert self.reads is not None and self.reader is not None
+        got = self.reader.read(self.reads.pending[key])
+        self.captured.append(Captured.of(key, got))
+        return got.data if got.outcome is Outcome.OK else None
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
 
 
 def clip(message: str) -> str:
@@ -120,34 +166,42 @@ def reanalyzer(plan: Plan) -> Callable[[StoredDoc], BuildInput]:
 def add_documents(
     writer: StoreWriter,
     keys: list[str],
-    contents: Mapping[str, bytes],
+    source: Mapping[str, bytes] | Reads,
     targets: Mapping[str, Target],
     index_dir: Path,
     progress: TextIO | None,
-) -> Diagnostics:
-    """Parse and analyse `keys` (sorted) from their captured bytes and add
-    them to `writer`: in this process, or one segment per forked worker."""
+) -> Added:
+    """Parse and analyse `keys` (sorted) and add them to `writer`: in this
+    process, or one segment per forked worker. `source`: their captured
+    bytes, or the reads still to make (each key's outcome is then in
+    `Added.captured`, for reconciler/capture.py complete())."""
     workers = _workers(len(keys))
     if workers > 1:
-        out = Diagnostics({}, {})
+        out = Added(Diagnostics({}, {}), [])
         for built in _parallel(
-            keys, contents, targets, index_dir, writer.generation, workers, progress
+            keys, source, targets, index_dir, writer.generation, workers, progress
         ):
             writer.adopt(built.name, built.info)
-            out.errors.update(built.diagnostics.errors)
-            out.warnings.update(built.diagnostics.warnings)
+            out.diagnostics.errors.update(built.diagnostics.errors)
+            out.diagnostics.warnings.update(built.diagnostics.warnings)
+            out.captured.extend(built.captured)
         return out
     diagnostics = Diagnostics({}, {})
     bar = Progress(progress, "indexing")
-    for n, key in enumerate(keys, 1):
-        target = targets[key]
-        provider = providers.load(target.provider)
-        doc = _parsed(key, contents[key], target, diagnostics)
-        if doc is not None:
-            writer.add(build_input(doc, provider.analyze(doc)))
-        bar(n, len(keys))
+    src = _Source(source)
+    try:
+        for n, key in enumerate(keys, 1):
+            target = targets[key]
+            provider = providers.load(target.provider)
+            data = src.data(key)
+            doc = None if data is None else _parsed(key, data, target, diagnostics)
+            if doc is not None:
+                writer.add(build_input(doc, provider.analyze(doc)))
+            bar(n, len(keys))
+    finally:
+        src.close()
     bar.done()
-    return diagnostics
+    return Added(diagnostics, src.captured)
 
 
 def _parsed(key: str, data: bytes, target: Target, diagnostics: Diagnostics) -> Document | None:
@@ -166,7 +220,7 @@ def _parsed(key: str, data: bytes, target: Target, diagnostics: Diagnostics) -> 
 class _Job(NamedTuple):
     """What a forked worker inherits (never pickled)."""
 
-    contents: Mapping[str, bytes]
+    source: Mapping[str, bytes] | Reads
     targets: Mapping[str, Target]
     index_dir: Path
     parent: int  # pid of the process that forked the workers
@@ -199,7 +253,7 @@ def _workers(docs: int) -> int:
 
 def _parallel(
     keys: list[str],
-    contents: Mapping[str, bytes],
+    source: Mapping[str, bytes] | Reads,
     targets: Mapping[str, Target],
     index_dir: Path,
     generation: int,
@@ -222,7 +276,7 @@ def _parallel(
     ]
     bar = Progress(progress, f"indexing ({workers} processes)")
     bar(0, len(keys))
-    _JOB = _Job(contents, targets, index_dir, os.getpid())
+    _JOB = _Job(source, targets, index_dir, os.getpid())
     out: list[_Built] = []
     try:
         with ProcessPoolExecutor(
@@ -274,14 +328,19 @@ def _build_part(part: _Part) -> _Built:
     job = _JOB
     diagnostics = Diagnostics({}, {})
     docs: list[tuple[str, Document]] = []
-    for key in part.keys:
-        doc = _parsed(key, job.contents[key], job.targets[key], diagnostics)
-        if doc is not None:
-            docs.append((job.targets[key].provider, doc))
+    src = _Source(job.source)  # a worker reads with its own descriptors
+    try:
+        for key in part.keys:
+            data = src.data(key)
+            doc = None if data is None else _parsed(key, data, job.targets[key], diagnostics)
+            if doc is not None:
+                docs.append((job.targets[key].provider, doc))
+    finally:
+        src.close()
     items = list(_analysed(docs))
     del docs
     info = build_segment(job.index_dir / part.name, items, SEP, fault_point="mid-segment")
-    return _Built(part.name, info, diagnostics)
+    return _Built(part.name, info, diagnostics, src.captured)
 
 
 def _analysed(docs: list[tuple[str, Document]]) -> Iterator[BuildInput]:

@@ -92,6 +92,10 @@ class UpdateReport:
         }
 
 
+# Off only in tests that compare a rebuild with the pass's own reads.
+DEFER_REBUILD_READS = True
+
+
 def provider_versions() -> dict[str, Any]:
     """The versions a manifest records: the index provider's (the index
     folder is its; other providers' scopes are versioned by their scope
@@ -315,8 +319,9 @@ def _apply(
     """Reconcile and publish. `fresh`: index everything anew. `stale`: scope
     roots whose documents are re-indexed from scratch (plan change), the
     rest of the index is updated incrementally."""
-    from ctindex.build import add_documents, reanalyzer, targets_of
+    from ctindex.build import Added, Reads, add_documents, reanalyzer, targets_of
     from ctindex.reconciler import Manifest, reconcile
+    from ctindex.reconciler.capture import complete
     from ctindex.store.writer import StoreWriter
 
     t0 = time.perf_counter()
@@ -338,16 +343,33 @@ def _apply(
     # The table was built under this plan (a changed one means fresh or
     # stale scopes, whose entries are dropped above): its unchanged keys need
     # no filter call, which lets the native scan run (reconciler/native.py).
+    # A rebuild reads nothing while it walks: each indexing worker reads and
+    # hashes the files it parses (reconciler/capture.py), so reading runs in
+    # parallel too and this process never holds every file's bytes.
+    defer = fresh and only is None and DEFER_REBUILD_READS
     res = reconcile(
         project.root,
         plan.path_filter(),
         Manifest() if fresh or previous is None else previous,
         only=only,
-        sink=sink,
+        sink=None if defer else sink,
         workers=walk_threads(project.root),
         trust_filter=not fresh,
+        defer_reads=defer,
     )
     bar.done()
+    writer: StoreWriter | None = None
+    added: Added | None = None
+    if defer:
+        writer = StoreWriter(index_dir, base, fresh=True, reanalyze=reanalyzer(plan), sep=SEP)
+        try:
+            keys = sorted(p.key for p in res.pending)
+            reads = Reads(str(project.root), {p.key: p for p in res.pending})
+            added = add_documents(writer, keys, reads, targets_of(plan, keys), index_dir, progress)
+            complete(res, added.captured)
+        except BaseException:
+            writer.close()
+            raise
     report = UpdateReport(
         added=len(res.added),
         changed=len(res.changed),
@@ -413,7 +435,8 @@ def _apply(
     if base is not None and base.diag and not fresh:
         errors, warnings = read_diag(index_dir / base.diag)
     before = (dict(errors), dict(warnings))
-    writer = StoreWriter(index_dir, base, fresh=fresh, reanalyze=reanalyzer(plan), sep=SEP)
+    if writer is None:
+        writer = StoreWriter(index_dir, base, fresh=fresh, reanalyze=reanalyzer(plan), sep=SEP)
     try:
 
         def forget(key: str) -> None:
@@ -427,20 +450,23 @@ def _apply(
             for key in [k for k in {**errors, **warnings} if key_under_any(k, stale)]:
                 forget(key)
             report.notes.append("re-indexed scope " + ", ".join(repr(r) for r in stale))
-        for key in res.removed:
-            forget(key)
-        for old, _ in res.renamed:
-            forget(old)
-        todo = [*res.changed, *res.added, *(new for _, new in res.renamed)]
-        for key in todo:
-            forget(key)
-        missing = [k for k in todo if k not in contents]
-        for key in missing:  # not handed over (should not happen): index nothing torn
-            report.notes.append(f"{key}: content not captured; will be retried")
-        todo = sorted(k for k in todo if k in contents)
-        found = add_documents(writer, todo, contents, targets_of(plan, todo), index_dir, progress)
-        errors.update(found.errors)
-        warnings.update(found.warnings)
+        if added is None:  # the documents of the pass's own reads
+            for key in res.removed:
+                forget(key)
+            for old, _ in res.renamed:
+                forget(old)
+            todo = [*res.changed, *res.added, *(new for _, new in res.renamed)]
+            for key in todo:
+                forget(key)
+            missing = [k for k in todo if k not in contents]
+            for key in missing:  # not handed over (should not happen): index nothing torn
+                report.notes.append(f"{key}: content not captured; will be retried")
+            todo = sorted(k for k in todo if k in contents)
+            added = add_documents(
+                writer, todo, contents, targets_of(plan, todo), index_dir, progress
+            )
+        errors.update(added.diagnostics.errors)
+        warnings.update(added.diagnostics.warnings)
         diag = (errors, warnings) if fresh or (errors, warnings) != before else None
         files = table_update(
             index_dir, base, None if fresh or stale else previous, res, only is not None

@@ -8,6 +8,7 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from ctindex.reconciler.fingerprint import DEFAULT_GRANULARITY_NS
 from ctindex.reconciler.hashing import DEFAULT_RETRIES, Outcome, read_stable
@@ -25,6 +26,15 @@ from ctindex.reconciler.walk import (
 )
 
 Sink = Callable[[str, bytes], None]
+
+
+class Pending(NamedTuple):
+    """A file a deferring pass accepted and would have read (reconciler/capture.py)."""
+
+    key: str
+    stat: os.stat_result
+
+
 # Beyond this many added+removed keys a fresh sort (lazily, if ever needed) is cheaper.
 CARRY_SORTED_LIMIT = 2_000
 
@@ -43,6 +53,9 @@ class ReconcileResult:
     manifest: Manifest = field(default_factory=Manifest)
     report: WalkReport = field(default_factory=WalkReport)
     metrics: PassMetrics = field(default_factory=PassMetrics)
+    # defer_reads: the files still to read; the result is complete once
+    # reconciler/capture.py complete() has their outcomes (then empty).
+    pending: list[Pending] = field(default_factory=list)
 
     @property
     def has_changes(self) -> bool:
@@ -105,8 +118,10 @@ class _Pass:
         ops: FsOps | None,
         workers: int = 0,
         native: bool = False,
+        defer_reads: bool = False,
     ) -> None:
         self.previous = previous
+        self.defer_reads = defer_reads
         # With the native scan the previous table stays packed (no dict of
         # 200k tuples); entries are looked up one by one for the few files
         # that differ (reconciler/native.py).
@@ -193,6 +208,9 @@ class _Pass:
 
     def _hash(self, dfd: int, name: str, key: str, st: os.stat_result, p: RawEntry | None) -> None:
         res = self.res
+        if self.defer_reads:  # p is None: a deferred pass starts from nothing
+            res.pending.append(Pending(key, st))
+            return
         r = read_stable(
             dfd,
             name,
@@ -302,15 +320,8 @@ class _Pass:
         return self._summarize()
 
     def _summarize(self) -> ReconcileResult:
-        res = self.res
-        res.linked = self.walker.linked
-        for lst in (res.changed, res.metadata_only, res.dirty):
-            lst.sort()
-        m = res.metrics
-        for kind in ("added", "changed", "removed", "renamed", "metadata_only", "dirty"):
-            m.counts[kind] = len(getattr(res, kind))
-        m.counts["unchanged"] = res.unchanged
-        return res
+        self.res.linked = self.walker.linked
+        return _count(self.res)
 
     def _carry_sorted(self, gone: list[str], fresh: list[str]) -> list[str] | None:
         """Derive the new sorted key list from the previous one when that is cheap,
@@ -352,6 +363,26 @@ class _Pass:
         res.removed = [k for k in gone if k not in used]
 
 
+def _count(res: ReconcileResult) -> ReconcileResult:
+    for lst in (res.changed, res.metadata_only, res.dirty):
+        lst.sort()
+    m = res.metrics
+    for kind in ("added", "changed", "removed", "renamed", "metadata_only", "dirty"):
+        m.counts[kind] = len(getattr(res, kind))
+    m.counts["unchanged"] = res.unchanged
+    return res
+
+
+def finish_fresh(res: ReconcileResult, entries: dict[str, RawEntry]) -> None:
+    """A pass that started from an empty manifest, finished with the entries
+    of the files read: every one of them is added (nothing before it to be
+    renamed or changed). For reconciler/capture.py complete()."""
+    keys = sorted(entries)
+    res.added = keys
+    res.manifest = Manifest(entries, list(keys))
+    _count(res)
+
+
 def reconcile(
     base: Path | str,
     flt: PathFilter,
@@ -367,6 +398,7 @@ def reconcile(
     ops: FsOps | None = None,
     workers: int = 0,
     trust_filter: bool = False,
+    defer_reads: bool = False,
 ) -> ReconcileResult:
     """Diff the filtered tree under `base` against `previous` (see docs/architecture.md).
 
@@ -379,7 +411,14 @@ def reconcile(
     a key it holds whose full fingerprint is unchanged is accepted again
     without asking the filter. It allows the native scan (reconciler/native.py)
     on full serial passes; the result is the same either way.
+
+    `defer_reads`: read nothing; the files to read are `result.pending`,
+    and the result is complete once reconciler/capture.py complete() has
+    their outcomes. Only from an empty `previous`, on the default stat, in
+    full (reconciler/capture.py says why).
     """
+    if defer_reads and (len(previous) or only is not None or stat is not os.lstat or sink):
+        raise ValueError("defer_reads: only a full pass from an empty manifest, default stat")
     t0 = time.perf_counter_ns()
     scopes = None if only is None else minimal_scopes(only)
     if scopes == [""]:
@@ -397,6 +436,7 @@ def reconcile(
         ops,
         workers,
         native=trust_filter and scopes is None,
+        defer_reads=defer_reads,
     )
     # All roots, even nested ones: a nested root may sit under a pruned folder.
     roots = sorted({normalize_key(r) for r in flt.roots()})

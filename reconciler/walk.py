@@ -116,6 +116,23 @@ class FsOps:
     )
 
 
+def record_failure(report: WalkReport, key: str, exc: OSError, is_dir: bool) -> bool:
+    """File `exc` (met opening or reading `key`) in the report's bucket for
+    it. True if the entry is still there and its previous state must be
+    kept; False if it is gone, which is the truth (its entries go)."""
+    code = exc.errno
+    if code in GONE:
+        report.vanished.add(key)
+        return False
+    if code in DENIED:
+        (report.unreadable_dirs if is_dir else report.unreadable_files).add(key)
+    elif code == errno.ENAMETOOLONG:
+        report.too_deep.add(key)
+    else:
+        report.errors.add(f"{key}: {exc.strerror or exc}")
+    return True
+
+
 def join_key(parent: str, name: str) -> str:
     return f"{parent}/{name}" if parent else name
 
@@ -160,18 +177,10 @@ class Walker:
 
     # -- error triage ---------------------------------------------------------
     def fail(self, key: str, exc: OSError, is_dir: bool, quiet_gone: bool = False) -> None:
-        code = exc.errno
-        if code in GONE:
-            if not quiet_gone:
-                self.report.vanished.add(key)
-            return  # gone is the truth: its previous entries will be removed
-        if code in DENIED:
-            (self.report.unreadable_dirs if is_dir else self.report.unreadable_files).add(key)
-        elif code == errno.ENAMETOOLONG:
-            self.report.too_deep.add(key)
-        else:
-            self.report.errors.add(f"{key}: {exc.strerror or exc}")
-        self.keep(key)
+        if exc.errno in GONE and quiet_gone:
+            return
+        if record_failure(self.report, key, exc, is_dir):
+            self.keep(key)
 
     def abspath(self, key: str) -> str:
         return os.path.join(self.base, key) if key else self.base

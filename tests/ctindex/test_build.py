@@ -71,3 +71,40 @@ def test_clip_bounds_a_diagnostic() -> None:
     assert build.clip("short") == "short"
     long = build.clip("x" * 1000)
     assert len(long) == build.MAX_MESSAGE and long.endswith("…")
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_rebuild_reading_in_its_workers_equals_reading_in_the_pass(
+    bundles_project: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """A rebuild's reads deferred to where documents are parsed
+    (reconciler/capture.py) give the index and the file table the pass's own
+    reads give: the same documents, and entry for entry the same
+    fingerprints and digests (only the moment of each read differs)."""
+    from ctindex.store.filetable import load_file_table
+
+    _quiet(bundles_project)
+    proj = Project.at(bundles_project)
+    plan = load_plan(proj)
+    (bundles_project / "okf" / "bundles" / "ga4" / "broken.md").write_bytes(b"\xff")
+    if workers > 1:
+        monkeypatch.setattr(build, "PARALLEL_MIN_DOCS", 10)
+        monkeypatch.setattr(build, "_workers", lambda docs: workers)
+
+    def table() -> dict[str, tuple[object, ...]]:
+        m = read_manifest(proj.index_dir)
+        assert m is not None
+        return {k: e[:6] for k, e in load_file_table(proj.index_dir, m).raw().items()}
+
+    monkeypatch.setattr(indexer, "DEFER_REBUILD_READS", False)
+    captured = indexer.rebuild(proj, plan)
+    want, want_table = dump(proj.index_dir), table()
+    monkeypatch.setattr(indexer, "DEFER_REBUILD_READS", True)
+    deferred = indexer.rebuild(proj, plan)
+    assert dump(proj.index_dir) == want
+    assert table() == want_table and len(want_table) > 10
+    assert (deferred.added, deferred.errors, deferred.documents) == (
+        captured.added,
+        captured.errors,
+        captured.documents,
+    )

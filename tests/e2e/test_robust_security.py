@@ -134,9 +134,11 @@ def test_robust_security_symlink_swap_race_never_opens_outside(
     with swap_race(root / "kb", outside) as swaps:
         deadline = time.monotonic() + 3.0
         passes = 0
-        while time.monotonic() < deadline or passes < 20:
-            if passes % 2:
+        while time.monotonic() < deadline or passes < 30:
+            if passes % 3 == 1:
                 indexer.update(project, plan)  # full reconcile
+            elif passes % 3 == 2:  # reads deferred to where they are parsed
+                indexer.rebuild(project, plan)
             else:  # the daemon's narrowed path, as if an event named kb/sw
                 indexer.update_paths(project, plan, ["kb/sw", "kb/sw/inside.md"])
             passes += 1

@@ -1,0 +1,147 @@
+"""Deferred capture: read the files a walk decided to read, later, elsewhere.
+
+A pass made with ``reconcile(..., defer_reads=True)`` walks and stats but
+reads nothing; it lists each file it would have read as a `Pending` read.
+Whoever holds the pending list reads them with a `KeyReader` (a rebuild's
+forked workers each read their own key range, ctindex/build.py) and hands
+the outcomes back to `complete`, which finishes the result exactly as the
+walk's own reads would have: the same manifest entries, the same added,
+dirty and problem lists.
+
+Only a pass that starts from an empty manifest may defer: with nothing
+before it, no read decides a rename or a change, so the walk's result does
+not depend on a digest until `complete` (reconciler/diff.py enforces it).
+
+A `KeyReader` opens the folders along a key from the base down, each
+relative to its parent with O_NOFOLLOW|O_DIRECTORY (path_folders' checked
+handles where there is no dir_fd), as the walk did: a folder swapped for a
+symlink since the walk is refused, never followed. Consecutive keys in one
+folder (keys come sorted) reuse the open chain.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+from ctindex.reconciler.diff import Pending, ReconcileResult, finish_fresh
+from ctindex.reconciler.fingerprint import Fingerprint
+from ctindex.reconciler.hashing import DEFAULT_RETRIES, Outcome, ReadResult, read_stable
+from ctindex.reconciler.oserr import GONE
+from ctindex.reconciler.walk import DIR_FLAGS, ROOT_FLAGS, FsOps, record_failure
+
+
+class Captured(NamedTuple):
+    """The outcome of reading one pending key, without its bytes (what a
+    worker process sends back: small and picklable)."""
+
+    key: str
+    outcome: Outcome
+    fingerprint: Fingerprint | None = None
+    digest: bytes = b""
+    recorded_ns: int = 0
+    size: int = 0  # bytes read
+    errno: int = 0
+    strerror: str = ""
+
+    @classmethod
+    def of(cls, key: str, r: ReadResult) -> Captured:
+        err = r.error
+        return cls(
+            key,
+            r.outcome,
+            r.fp,
+            r.digest,
+            r.recorded_ns,
+            len(r.data),
+            (err.errno or 0) if err is not None else 0,
+            (err.strerror or str(err)) if err is not None else "",
+        )
+
+    def error(self) -> OSError:
+        return OSError(self.errno, self.strerror)
+
+
+class KeyReader:
+    """Reads files under `base` by key; close() it when done."""
+
+    def __init__(
+        self,
+        base: str,
+        ops: FsOps | None = None,
+        clock_ns: Callable[[], int] = time.time_ns,
+        retries: int = DEFAULT_RETRIES,
+    ) -> None:
+        self.base = base
+        self.ops = ops or FsOps()
+        self.clock_ns = clock_ns
+        self.retries = retries
+        self._names: list[str] = []  # components of the open chain, base excluded
+        self._fds: list[int] = []  # base, then one descriptor per component
+
+    def read(self, pending: Pending) -> ReadResult:
+        folder, _, name = pending.key.rpartition("/")
+        try:
+            dfd = self._folder(folder.split("/") if folder else [])
+        except OSError as exc:
+            return ReadResult(Outcome.GONE if exc.errno in GONE else Outcome.ERROR, error=exc)
+        return read_stable(
+            dfd,
+            name,
+            f"{self.base}/{pending.key}",
+            pending.stat,
+            None,
+            self.clock_ns,
+            self.retries,
+            self.ops.open,
+        )
+
+    def _folder(self, parts: list[str]) -> int:
+        """The open folder `parts` names, reusing the common prefix."""
+        if not self._fds:
+            self._fds.append(self.ops.open(self.base, ROOT_FLAGS))
+        common = 0
+        for a, b in zip(self._names, parts, strict=False):
+            if a != b:
+                break
+            common += 1
+        while len(self._names) > common:
+            self._names.pop()
+            self.ops.close(self._fds.pop())
+        for comp in parts[common:]:
+            self._fds.append(self.ops.open(comp, DIR_FLAGS, dir_fd=self._fds[-1]))
+            self._names.append(comp)
+        return self._fds[-1]
+
+    def close(self) -> None:
+        while self._fds:
+            self.ops.close(self._fds.pop())
+        self._names.clear()
+
+    def __enter__(self) -> KeyReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def complete(result: ReconcileResult, captured: Iterable[Captured]) -> None:
+    """Finish a deferred pass's `result` with the outcomes of its pending
+    reads (every one of them, any order), as the walk's reads would have."""
+    res = result
+    entries: dict[str, tuple[int, int, int, int, int, bytes, int]] = {}
+    for c in captured:
+        if c.outcome is Outcome.GONE:
+            res.report.vanished.add(c.key)
+        elif c.outcome is Outcome.ERROR:
+            record_failure(res.report, c.key, c.error(), is_dir=False)
+        elif c.outcome is Outcome.DIRTY:
+            res.dirty.append(c.key)
+        else:
+            assert c.fingerprint is not None
+            res.metrics.files_hashed += 1
+            res.metrics.bytes_hashed += c.size
+            entries[c.key] = (*c.fingerprint, c.digest, c.recorded_ns)
+    res.pending = []
+    finish_fresh(res, entries)

@@ -1,0 +1,174 @@
+"""Deferred capture (reconciler/capture.py): a pass that defers its reads,
+finished with a KeyReader's outcomes, says exactly what the pass reading as
+it walks says; and what changes between the walk and the read (a file gone,
+a folder swapped for a symlink, a refused open, a file that will not hold
+still) is reported as the walk itself would have, never followed outside."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ctindex.reconciler import FsOps, Manifest, ReconcileResult, reconcile
+from ctindex.reconciler.capture import Captured, KeyReader, complete
+from ctindex.reconciler.hashing import Outcome
+from ctindex.reconciler.testing import SimpleFilter
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.reconciler.test_native import NODES, NOW, _build, _denying, summary
+
+ALL = SimpleFilter()
+
+
+def _clock() -> int:
+    return NOW
+
+
+def deferred(root: str, flt: SimpleFilter = ALL, ops: FsOps | None = None) -> ReconcileResult:
+    return reconcile(root, flt, Manifest(), clock_ns=_clock, ops=ops, defer_reads=True)
+
+
+def finish(res: ReconcileResult, root: str, ops: FsOps | None = None) -> ReconcileResult:
+    with KeyReader(root, ops=ops, clock_ns=_clock) as reader:
+        complete(res, [Captured.of(p.key, reader.read(p)) for p in reversed(res.pending)])
+    return res
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=NODES, cap=st.sampled_from([None, 12]))
+def test_deferred_reads_equal_the_walks_own_reads(
+    nodes: list[tuple[str, int, str | bytes]], cap: int | None
+) -> None:
+    tmp = tempfile.mkdtemp()
+    try:
+        root = os.path.join(tmp.encode(), b"root")
+        os.mkdir(root)
+        _, denied = _build(root, nodes)
+        ops = _denying(denied)
+        flt = SimpleFilter(max_size=cap)
+        path = os.fsdecode(root)
+        sink: dict[str, bytes] = {}
+        walk = reconcile(path, flt, Manifest(), sink=sink.__setitem__, clock_ns=_clock, ops=ops)
+        res = deferred(path, flt, ops)
+        assert res.manifest.raw() == {} and len(res.pending) == walk.metrics.files_hashed
+        assert summary(finish(res, path, ops)) == summary(walk)
+        assert res.pending == []
+    finally:
+        shutil.rmtree(tmp)
+
+
+def _tree(root: Path) -> None:
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "top.md").write_text("top")
+    (root / "a" / "one.md").write_text("one")
+    (root / "a" / "b" / "two.md").write_text("two")
+
+
+def test_what_went_away_since_the_walk_is_reported_vanished(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    res = deferred(str(tmp_path))
+    (tmp_path / "top.md").unlink()
+    shutil.rmtree(tmp_path / "a" / "b")
+    finish(res, str(tmp_path))
+    assert res.added == ["a/one.md"] and sorted(res.manifest.raw()) == ["a/one.md"]
+    assert sorted(res.report.vanished.sample) == ["a/b/two.md", "top.md"]
+
+
+@pytest.mark.parametrize("swap", ["folder", "file"])
+def test_a_symlink_swapped_in_since_the_walk_is_not_followed(tmp_path: Path, swap: str) -> None:
+    """The outside holds the same names: following the symlink would read
+    them. The reader opens each folder and the file with O_NOFOLLOW."""
+    root = tmp_path / "root"
+    root.mkdir()
+    _tree(root)
+    outside = tmp_path / "outside"
+    (outside / "b").mkdir(parents=True)
+    (outside / "one.md").write_text("SECRET")
+    (outside / "b" / "two.md").write_text("SECRET")
+    res = deferred(str(root))
+    if swap == "folder":
+        (root / "a").rename(tmp_path / "a-old")
+        (root / "a").symlink_to(outside)
+    else:
+        (root / "a" / "one.md").unlink()
+        (root / "a" / "one.md").symlink_to(outside / "one.md")
+    finish(res, str(root))
+    gone = ["a/b/two.md", "a/one.md"] if swap == "folder" else ["a/one.md"]
+    assert sorted(res.report.vanished.sample) == gone
+    assert "a/one.md" not in res.manifest.raw()
+    for key in res.manifest.raw():
+        assert (root / key).read_text() != "SECRET"
+
+
+def test_a_refused_read_is_reported_unreadable(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    res = deferred(str(tmp_path))
+
+    def refusing(name: Any, flags: int, *args: Any, **kw: Any) -> int:
+        if os.fsdecode(name) == "one.md":
+            raise PermissionError(errno.EACCES, "Permission denied", name)
+        return os.open(name, flags, *args, **kw)
+
+    finish(res, str(tmp_path), FsOps(open=refusing))
+    assert res.report.unreadable_files.sample == ["a/one.md"]
+    assert sorted(res.manifest.raw()) == ["a/b/two.md", "top.md"]
+
+
+def test_a_file_that_keeps_changing_is_dirty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctindex.reconciler import hashing
+
+    _tree(tmp_path)
+    res = deferred(str(tmp_path))
+    target = tmp_path / "top.md"
+    real = hashing._read_all
+
+    def read_while_growing(fd: int) -> bytes:
+        data = real(fd)
+        if os.fstat(fd).st_ino == target.stat().st_ino:
+            with open(target, "ab") as fh:  # changes under every read
+                fh.write(b"x")
+        return data
+
+    monkeypatch.setattr(hashing, "_read_all", read_while_growing)
+    with KeyReader(str(tmp_path), clock_ns=_clock) as reader:
+        captured = [Captured.of(p.key, reader.read(p)) for p in res.pending]
+    assert {c.key: c.outcome for c in captured}["top.md"] is Outcome.DIRTY
+    complete(res, captured)
+    assert res.dirty == ["top.md"] and "top.md" not in res.manifest.raw()
+
+
+def test_only_a_full_pass_from_nothing_may_defer(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    done = reconcile(str(tmp_path), ALL, Manifest())
+    with pytest.raises(ValueError):
+        reconcile(str(tmp_path), ALL, done.manifest, defer_reads=True)
+    with pytest.raises(ValueError):
+        reconcile(str(tmp_path), ALL, Manifest(), only=["a"], defer_reads=True)
+
+
+def test_the_reader_reuses_the_open_folders_and_closes_them(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    opened: list[str] = []
+    closed: list[int] = []
+
+    def open_(name: Any, flags: int, *args: Any, **kw: Any) -> int:
+        opened.append(os.fsdecode(name))
+        return os.open(name, flags, *args, **kw)
+
+    def close_(fd: int) -> None:
+        closed.append(fd)
+        os.close(fd)
+
+    res = deferred(str(tmp_path))
+    finish(res, str(tmp_path), FsOps(open=open_, close=close_))
+    folders = [n for n in opened if not n.endswith(".md")]
+    assert folders == [str(tmp_path), "a", "b"]  # sorted keys: a/b/two.md, a/one.md, top.md
+    assert len(closed) == len(folders)  # every folder closed, files closed by read_stable
