@@ -127,9 +127,28 @@ def _new_store(plan: Plan, spec: ScopeSpec) -> str:
     return config_text(values, comments)
 
 
+def _shadowed_by(plan: Plan, key: str) -> str | None:
+    """The root of a scope listed before the scope `key` that contains it:
+    the first scope containing a file decides it (Plan.find_scope), so that
+    one decides every file of `key` and the new scope none."""
+    for scope in plan.scopes:
+        if scope.root == key:
+            return None
+        if scope.contains(key):
+            return scope.root
+    return None
+
+
 def _done(ctx: Context, verb: str, key: str, provider: str | None, created: bool, kept: int) -> int:
     path = ctx.project.config_path
     after = load_plan(ctx.project)
+    outer = _shadowed_by(after, key) if verb == "added" else None
+    if outer is not None:
+        ctx.note(
+            f"{display_root(key)} lies inside the scope {display_root(outer)}, listed before it, "
+            f"which decides every file there: the new scope indexes nothing until it is "
+            f"listed above {display_root(outer)} in {path}"
+        )
     if ctx.json:
         ctx.emit_json(
             {
@@ -140,6 +159,7 @@ def _done(ctx: Context, verb: str, key: str, provider: str | None, created: bool
                 "created": created,
                 "detected_kept": kept,
                 "scopes": [display_root(s.root) for s in after.scopes],
+                "shadowed_by": None if outer is None else display_root(outer),
             }
         )
         return 0

@@ -94,6 +94,28 @@ def test_scopes_add_refuses_a_scope_twice(plain: Path, run_cli: Cli) -> None:
     assert store.read_bytes() == before
 
 
+def test_scopes_add_inside_an_earlier_scope_says_it_decides_nothing(
+    plain: Path, run_cli: Cli
+) -> None:
+    """The first scope containing a file decides it: a scope added inside
+    one listed before it would index nothing, and the command says so."""
+    (plain / "notes" / "deep").mkdir()
+    (plain / "notes" / "deep" / "d.md").write_text("# D\n\ndeep\n")
+    assert run_cli("-C", str(plain), "scopes", "add", "notes").code == 0
+    inner = run_cli("-C", str(plain), "--json", "scopes", "add", "notes/deep")
+    assert inner.code == 0, inner.err
+    assert json.loads(inner.out)["shadowed_by"] == "notes"
+    assert "notes/deep lies inside the scope notes, listed before it" in inner.err
+    plan = load_plan(Project.at(plain))
+    found = plan.find_scope("notes/deep/d.md")
+    assert found is not None and found[0].root == "notes"  # what the note says
+    # An outer scope added after an inner one shadows nothing: no note.
+    (plain / ".ct" / "index.jsonc").unlink()
+    assert run_cli("-C", str(plain), "scopes", "add", "notes/deep").code == 0
+    outer = run_cli("-C", str(plain), "--json", "scopes", "add", "notes")
+    assert outer.code == 0 and outer.err == "" and json.loads(outer.out)["shadowed_by"] is None
+
+
 def test_scopes_edit_leaves_a_malformed_store_alone(plain: Path, run_cli: Cli) -> None:
     store = plain / ".ct" / "index.jsonc"
     store.parent.mkdir()
