@@ -381,6 +381,7 @@ STATUS_FIELDS = (
     "batches",
     "barriers",
     "barrier_failures",
+    "build_in_progress",
     "refused_peers",
     "last_error",
     "rss_bytes",

@@ -89,6 +89,10 @@ def watcher_lines(doc: dict[str, Any]) -> list[str]:
                 f"visited in {human_ms(rec.get('duration_ms'))} ({rec.get('reason')}); "
                 + human_count(int(doc.get("reconciles") or 0), "full pass", "full passes")
             )
+        if doc.get("build_in_progress"):
+            lines.append(
+                "index build: another writer holds the update lock; the daemon's work waits for it"
+            )
         if doc.get("last_error"):
             lines.append(f"last error: {doc['last_error']}")
         lines.extend(_unannounced_lines(doc.get("unannounced")))

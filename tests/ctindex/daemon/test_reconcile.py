@@ -59,6 +59,14 @@ def test_startup_during_a_clients_build_reports_no_error(
             assert during["last_error"] is None
             assert during["build_in_progress"] and during["reconciles"] == 0
             assert during["lane"] == "reconcile"  # the startup pass is still owed
+            # ... and what `status` / `watch status` show says so.
+            from ctindex.commands.watcher_report import watcher_lines
+
+            shown = client.watcher_status(project)
+            assert shown["build_in_progress"] is True
+            assert any(
+                line.startswith("index build: another writer") for line in watcher_lines(shown)
+            )
             # A barrier meanwhile fails over to the client's own path, naming why.
             with pytest.raises(client.BarrierFailed, match="index busy"):
                 client.barrier(paths, during["plan"], 500)
