@@ -67,17 +67,7 @@ def build(root: str | Path) -> tuple[MCPServer, Index]:
         """Why a project-relative path is or is not indexed: the reason (included,
         excluded, outside-scope, ...) and the scope, pattern and origin that decided."""
 
-        def answer() -> dict[str, Any]:
-            from ctindex.commands.why import _document
-
-            decision = index.why(path)
-            return {
-                "project": str(index.root),
-                "all_included": decision.included,
-                "decisions": [_document(path, decision)],
-            }
-
-        return _call(answer)
+        return _call(lambda: why_answer(index, path))
 
     @server.tool()
     def status() -> dict[str, Any]:
@@ -86,6 +76,19 @@ def build(root: str | Path) -> tuple[MCPServer, Index]:
         return _call(lambda: index.status().document)
 
     return server, index
+
+
+def why_answer(index: Index, path: str) -> dict[str, Any]:
+    """The `why` tool's document: `ctindex why --json PATH`'s, hint included
+    (the command that would bring a path beneath no scope into one)."""
+    from ctindex.commands.why import document, explained
+
+    [(decision, hint)] = explained(index.plan(), [index.why(path)])
+    return {
+        "project": str(index.root),
+        "all_included": decision.included,
+        "decisions": [document(path, decision, hint)],
+    }
 
 
 def _call(work: Any) -> dict[str, Any]:

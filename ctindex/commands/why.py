@@ -15,8 +15,7 @@ from ctindex.policy.plan import Plan, load_plan
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     plan = load_plan(ctx.project)
-    explain = _Unscoped(plan)
-    decisions = [explain(plan.decide(raw, cwd=ctx.cwd)) for raw in args.paths]
+    decisions = explained(plan, [plan.decide(raw, cwd=ctx.cwd) for raw in args.paths])
     every = all(decision.included for decision, _hint in decisions)
     if ctx.json:
         ctx.emit_json(
@@ -24,7 +23,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
                 "project": str(ctx.project.root),
                 "all_included": every,
                 "decisions": [
-                    _document(raw, d, hint)
+                    document(raw, d, hint)
                     for raw, (d, hint) in zip(args.paths, decisions, strict=True)
                 ],
             }
@@ -36,6 +35,13 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 
 
 _NO_SCOPE_ROOT = "not beneath any scope root"
+
+
+def explained(plan: Plan, decisions: list[Decision]) -> list[tuple[Decision, str | None]]:
+    """Each decision with what more there is to say about it, and the
+    command that would change it (or None): `why` and the MCP `why` tool."""
+    explain = _Unscoped(plan)
+    return [explain(d) for d in decisions]
 
 
 class _Unscoped:
@@ -83,7 +89,7 @@ class _Unscoped:
         return None
 
 
-def _document(raw: str, decision: Decision, hint: str | None = None) -> dict[str, Any]:
+def document(raw: str, decision: Decision, hint: str | None = None) -> dict[str, Any]:
     document: dict[str, Any] = {"input": raw}
     document.update(decision.as_dict())
     document["path"] = show_key(decision.path)

@@ -148,3 +148,21 @@ def test_why_without_any_scope_points_at_scopes_add(plain: Path, run_cli: Cli) -
 def test_scopes_without_any_scope_says_how_to_add_one(plain: Path, run_cli: Cli) -> None:
     result = run_cli("-C", str(plain), "scopes")
     assert result.code == 0 and "ctindex scopes add DIR" in result.out
+
+
+def test_the_mcp_why_tool_gives_the_clis_document(plain: Path, run_cli: Cli) -> None:
+    """The MCP `why` tool (ctindex/mcp_server.py why_answer) answers what
+    `why --json` answers, hint included."""
+    pytest.importorskip("mcp")
+    from ctindex.api import Index
+    from ctindex.mcp_server import why_answer
+
+    assert run_cli("-C", str(plain), "scopes", "add", "notes").code == 0
+    bundle = plain / "kb" / "later"
+    bundle.mkdir(parents=True)
+    (bundle / "index.md").write_text("# Later\n")
+    (bundle / "page.md").write_text("# Page\n")
+    cli = json.loads(run_cli("-C", str(plain), "--json", "why", "kb/later/page.md").out)
+    with Index(plain) as index:
+        tool = why_answer(index, "kb/later/page.md")
+    assert tool == cli and tool["decisions"][0]["hint"] == "ctindex scopes add kb/later"
