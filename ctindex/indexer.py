@@ -346,21 +346,22 @@ def _apply(
     # A rebuild reads nothing while it walks: each indexing worker reads and
     # hashes the files it parses (reconciler/capture.py), so reading runs in
     # parallel too and this process never holds every file's bytes.
-    defer = fresh and only is None and DEFER_REBUILD_READS
+    # (A pass that may not defer, e.g. under a test's injected stat, reads
+    # as usual: then nothing is pending.)
     res = reconcile(
         project.root,
         plan.path_filter(),
         Manifest() if fresh or previous is None else previous,
         only=only,
-        sink=None if defer else sink,
+        sink=sink,
         workers=walk_threads(project.root),
         trust_filter=not fresh,
-        defer_reads=defer,
+        defer_reads=fresh and DEFER_REBUILD_READS,
     )
     bar.done()
     writer: StoreWriter | None = None
     added: Added | None = None
-    if defer:
+    if res.pending:
         writer = StoreWriter(index_dir, base, fresh=True, reanalyze=reanalyzer(plan), sep=SEP)
         try:
             keys = sorted(p.key for p in res.pending)

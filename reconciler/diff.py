@@ -412,13 +412,13 @@ def reconcile(
     without asking the filter. It allows the native scan (reconciler/native.py)
     on full serial passes; the result is the same either way.
 
-    `defer_reads`: read nothing; the files to read are `result.pending`,
-    and the result is complete once reconciler/capture.py complete() has
-    their outcomes. Only from an empty `previous`, on the default stat, in
-    full (reconciler/capture.py says why).
+    `defer_reads`: read nothing if this pass may defer (a full pass from an
+    empty `previous` on the default stat: reconciler/capture.py says why);
+    the files to read are then `result.pending` (`sink` gets nothing), and
+    the result is complete once reconciler/capture.py complete() has their
+    outcomes. A pass that may not defer reads as usual, `pending` empty.
     """
-    if defer_reads and (len(previous) or only is not None or stat is not os.lstat or sink):
-        raise ValueError("defer_reads: only a full pass from an empty manifest, default stat")
+    defer_reads = defer_reads and not len(previous) and only is None and stat is os.lstat
     t0 = time.perf_counter_ns()
     scopes = None if only is None else minimal_scopes(only)
     if scopes == [""]:

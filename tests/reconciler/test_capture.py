@@ -145,13 +145,23 @@ def test_a_file_that_keeps_changing_is_dirty(
     assert res.dirty == ["top.md"] and "top.md" not in res.manifest.raw()
 
 
-def test_only_a_full_pass_from_nothing_may_defer(tmp_path: Path) -> None:
+def test_only_a_full_pass_from_nothing_defers(tmp_path: Path) -> None:
+    """From a previous table, narrowed, or on an injected stat, a pass asked
+    to defer reads as usual: nothing pending, the same result."""
     _tree(tmp_path)
-    done = reconcile(str(tmp_path), ALL, Manifest())
-    with pytest.raises(ValueError):
-        reconcile(str(tmp_path), ALL, done.manifest, defer_reads=True)
-    with pytest.raises(ValueError):
-        reconcile(str(tmp_path), ALL, Manifest(), only=["a"], defer_reads=True)
+    done = reconcile(str(tmp_path), ALL, Manifest(), clock_ns=_clock)
+    (tmp_path / "top.md").write_text("changed")
+    for kwargs in (
+        {"previous": done.manifest},
+        {"previous": Manifest(), "only": ["a"]},
+        {"previous": Manifest(), "stat": os.lstat.__call__},
+    ):
+        sink: dict[str, bytes] = {}
+        plain = reconcile(str(tmp_path), ALL, clock_ns=_clock, **kwargs)  # type: ignore[arg-type]
+        asked = reconcile(
+            str(tmp_path), ALL, clock_ns=_clock, sink=sink.__setitem__, defer_reads=True, **kwargs
+        )  # type: ignore[arg-type]
+        assert asked.pending == [] and summary(asked) == summary(plain) and sink
 
 
 def test_the_reader_reuses_the_open_folders_and_closes_them(tmp_path: Path) -> None:
