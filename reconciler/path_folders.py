@@ -66,25 +66,29 @@ def _is_link(st: os.stat_result) -> bool:
     return stat_mod.S_ISLNK(st.st_mode) or bool(getattr(st, "st_file_attributes", 0) & _REPARSE)
 
 
+def _folder(handle: int) -> Folder:
+    """The folder a handle names (EBADF for anything else, as a bad fd)."""
+    folder = _folders.get(handle)
+    if folder is None:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+    return folder
+
+
+def _check(folder: Folder) -> None:
+    """Raise ENOENT unless `folder`'s path still names that folder."""
+    st = os.lstat(folder.path)
+    if _is_link(st) or (st.st_dev, st.st_ino) != (folder.dev, folder.ino):
+        raise _gone(folder.path)
+
+
 def _resolve(name: str, dir_fd: int | None) -> str:
-    if dir_fd is None:
-        return name
-    try:
-        return os.path.join(_folders[dir_fd].path, name)
-    except KeyError:
-        raise OSError(errno.EBADF, os.strerror(errno.EBADF)) from None
+    return name if dir_fd is None else os.path.join(_folder(dir_fd).path, name)
 
 
 def _still_there(dir_fd: int | None) -> None:
     """Raise ENOENT unless the folder `dir_fd` names is still at its path."""
-    if dir_fd is None:
-        return
-    folder = _folders.get(dir_fd)
-    if folder is None:
-        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
-    st = os.lstat(folder.path)
-    if _is_link(st) or (st.st_dev, st.st_ino) != (folder.dev, folder.ino):
-        raise _gone(folder.path)
+    if dir_fd is not None:
+        _check(_folder(dir_fd))
 
 
 def open_at(name: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
@@ -159,14 +163,10 @@ class Entry:
 def scandir(handle: int) -> Iterator[Iterator[Entry]]:
     """List the folder `handle` names; the listing counts only if the path
     still names that folder afterwards."""
-    folder = _folders.get(handle)
-    if folder is None:
-        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+    folder = _folder(handle)
     with os.scandir(folder.path) as it:
         entries = [Entry(e.name, e.path) for e in it]
-    st = os.lstat(folder.path)
-    if _is_link(st) or (st.st_dev, st.st_ino) != (folder.dev, folder.ino):
-        raise _gone(folder.path)
+    _check(folder)
     yield iter(entries)
 
 
