@@ -13,7 +13,6 @@ are ctindex/store/.
 from __future__ import annotations
 
 import copy
-import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ctindex import runtime as rt
-from ctindex.output import Progress
+from ctindex.output import Progress, counted_keys
 from ctindex.policy.project import key_under_any
 from ctindex.providers import INDEX_PROVIDER, PROVIDERS
 from ctindex.providers.fields import SEP
@@ -153,9 +152,7 @@ def walk_problems(walk: WalkReport) -> list[str]:
     for name, meaning in _WALK_PROBLEMS:
         bucket = getattr(walk, name)
         if bucket.count:
-            sample = ", ".join(json.dumps(k) for k in bucket.sample[:5])
-            more = f" and {bucket.count - 5} more" if bucket.count > 5 else ""
-            lines.append(f"{meaning}: {bucket.count} ({sample}{more})")
+            lines.append(f"{meaning}: {counted_keys(bucket.count, bucket.sample)}")
     return lines
 
 

@@ -62,6 +62,15 @@ class OutputError(CtindexError):
     exit_code = 74
 
 
+def counted_keys(count: int, sample: Sequence[str], shown: int = 5) -> str:
+    """`3 ("a", "b", "c")`, or `9 ("a", …, "e" and 4 more)`: a count of
+    keys and the first few of `sample` (JSON-escaped: names may hold
+    newlines)."""
+    listed = ", ".join(json.dumps(k) for k in sample[:shown])
+    more = f" and {count - shown} more" if count > shown else ""
+    return f"{count} ({listed}{more})"
+
+
 def output_failed(exc: OSError) -> OutputError:
     return OutputError(f"cannot write the output: {exc.strerror or exc}")
 

@@ -8,13 +8,13 @@ over an in-memory partition.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from array import array
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ctindex.output import counted_keys
 from ctindex.providers import INDEX_PROVIDER, load
 from ctindex.providers.base import Analysis, Document
 from ctindex.providers.fields import SEP
@@ -212,9 +212,7 @@ def unread_note(unread: Bucket) -> str | None:
     """The answer's note about what the walk could not read, or None."""
     if not unread.count:
         return None
-    sample = ", ".join(json.dumps(k) for k in sorted(unread.sample)[:5])
-    more = f" and {unread.count - 5} more" if unread.count > 5 else ""
-    return f"could not read, so not searched: {unread.count} ({sample}{more})"
+    return f"could not read, so not searched: {counted_keys(unread.count, sorted(unread.sample))}"
 
 
 def provider_of(plan: Plan | None, key: str) -> str:
