@@ -131,12 +131,8 @@ def _shadowed_by(plan: Plan, key: str) -> str | None:
     """The root of a scope listed before the scope `key` that contains it:
     the first scope containing a file decides it (Plan.find_scope), so that
     one decides every file of `key` and the new scope none."""
-    for scope in plan.scopes:
-        if scope.root == key:
-            return None
-        if scope.contains(key):
-            return scope.root
-    return None
+    found = plan.find_scope(key)
+    return found[0].root if found is not None and found[0].root != key else None
 
 
 def _done(ctx: Context, verb: str, key: str, provider: str | None, created: bool, kept: int) -> int:
