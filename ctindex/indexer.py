@@ -356,10 +356,14 @@ def _apply(
         defer_reads=fresh and DEFER_REBUILD_READS,
     )
     bar.done()
+
+    def new_writer() -> StoreWriter:
+        return StoreWriter(index_dir, base, fresh=fresh, reanalyze=reanalyzer(plan), sep=SEP)
+
     writer: StoreWriter | None = None
     added: Added | None = None
-    if res.pending:
-        writer = StoreWriter(index_dir, base, fresh=True, reanalyze=reanalyzer(plan), sep=SEP)
+    if res.pending:  # only a rebuild (fresh) defers
+        writer = new_writer()
         try:
             keys = sorted(p.key for p in res.pending)
             reads = Reads(str(project.root), {p.key: p for p in res.pending})
@@ -434,7 +438,7 @@ def _apply(
         errors, warnings = read_diag(index_dir / base.diag)
     before = (dict(errors), dict(warnings))
     if writer is None:
-        writer = StoreWriter(index_dir, base, fresh=fresh, reanalyze=reanalyzer(plan), sep=SEP)
+        writer = new_writer()
     try:
 
         def forget(key: str) -> None:
