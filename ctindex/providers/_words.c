@@ -11,11 +11,149 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdint.h>
+#include <string.h>
+
+/* str.isalnum() of one code point; ASCII from a table (Py_UNICODE_ISALNUM
+ * asks four Unicode databases in turn, and most text is ASCII). */
+static unsigned char ascii_alnum[128];
+
+static void init_ascii_alnum(void) {
+    for (int c = 0; c < 128; c++)
+        ascii_alnum[c] = (unsigned char)Py_UNICODE_ISALNUM((Py_UCS4)c);
+}
+
+static inline int is_alnum(Py_UCS4 ch) {
+    return ch < 128 ? ascii_alnum[ch] : Py_UNICODE_ISALNUM(ch);
+}
+
+/* -- the word memo ----------------------------------------------------------
+ *
+ * Looking each word up in the Python stem cache costs a new str object, its
+ * hash and a dict probe that misses the CPU caches three times (the index,
+ * the entry, the key object): about a quarter of analysing a corpus. Short
+ * words of one-byte-per-character text are looked up here first, by their
+ * bytes, in one probe of one slot, with no allocation.
+ *
+ * The memo only ever holds what the cache answered (a strong reference to
+ * the term), so it is right as long as the cache never maps a word to a
+ * different term, which okf_markdown.py's stem cache never does (a word's
+ * stem is a function of the word). It belongs to one cache dict: another
+ * dict, or the same one emptied meanwhile (it is smaller, or no longer maps
+ * the first word the memo took to the same term object), empties it first. It
+ * is emptied too when half full, so its size stays bounded. */
+
+#define MEMO_BITS 18
+#define MEMO_SLOTS (1u << MEMO_BITS)
+#define MEMO_KEY 19 /* longer words take the cache's own path */
+
+typedef struct {
+    uint32_t tag; /* upper hash bits; 0 = empty slot */
+    uint8_t len;
+    char key[MEMO_KEY];
+    PyObject *term;
+} MemoSlot;
+
+static MemoSlot *memo;
+static size_t memo_used;
+static PyObject *memo_owner;      /* the cache dict the memo answers for (strong) */
+static Py_ssize_t memo_owner_len; /* its size when last seen */
+static PyObject *probe_word, *probe_term; /* the memo's first entry (strong) */
+
+static void memo_clear(void) {
+    if (memo == NULL)
+        return;
+    for (size_t i = 0; i < MEMO_SLOTS; i++) {
+        if (memo[i].tag) {
+            Py_DECREF(memo[i].term);
+            memo[i].tag = 0;
+        }
+    }
+    memo_used = 0;
+    Py_CLEAR(probe_word);
+    Py_CLEAR(probe_term);
+}
+
+/* Does the cache still map the probe word to the very same term object? */
+static int probe_holds(PyObject *cache) {
+    if (probe_word == NULL) return 1;
+    PyObject *got = PyDict_GetItemWithError(cache, probe_word); /* borrowed */
+    if (got == NULL && PyErr_Occurred()) return -1;
+    return got == probe_term;
+}
+
+/* Ready the memo for a call with `cache`: -1 on allocation failure. */
+static int memo_bind(PyObject *cache) {
+    if (memo == NULL) {
+        memo = PyMem_Calloc(MEMO_SLOTS, sizeof(MemoSlot));
+        if (memo == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    int holds = cache == memo_owner ? probe_holds(cache) : 0;
+    if (holds < 0) return -1;
+    if (!holds || PyDict_GET_SIZE(cache) < memo_owner_len) {
+        memo_clear();
+        PyObject *old = memo_owner;
+        Py_INCREF(cache);
+        memo_owner = cache;
+        Py_XDECREF(old);
+    }
+    memo_owner_len = PyDict_GET_SIZE(cache);
+    return 0;
+}
+
+static uint64_t hash_word(const unsigned char *s, size_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 0x100000001b3ULL;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 32;
+    return h;
+}
+
+/* The slot holding word `s`, or the empty one where it would go. */
+static MemoSlot *memo_slot(const unsigned char *s, size_t n, uint64_t h) {
+    uint32_t tag = (uint32_t)(h >> 32) | 1u;
+    size_t i = (size_t)h & (MEMO_SLOTS - 1);
+    for (;;) {
+        MemoSlot *slot = &memo[i];
+        if (slot->tag == 0 || (slot->tag == tag && slot->len == n && memcmp(slot->key, s, n) == 0))
+            return slot;
+        i = (i + 1) & (MEMO_SLOTS - 1);
+    }
+}
+
+static void memo_put(MemoSlot *slot, const unsigned char *s, size_t n, uint64_t h,
+                     PyObject *word, PyObject *term) {
+    if (memo_used >= MEMO_SLOTS / 2) { /* bounded: start again */
+        memo_clear();
+        slot = memo_slot(s, n, h);
+    }
+    slot->tag = (uint32_t)(h >> 32) | 1u;
+    slot->len = (uint8_t)n;
+    memcpy(slot->key, s, n);
+    Py_INCREF(term);
+    slot->term = term;
+    memo_used++;
+    if (probe_word == NULL) {
+        Py_INCREF(word);
+        Py_INCREF(term);
+        probe_word = word;
+        probe_term = term;
+    }
+}
+
+/* -- terms ------------------------------------------------------------------ */
+
 PyDoc_STRVAR(terms_doc,
              "terms(text, cache) -> (terms, missing)\n\n"
              "The words of `text` in order, each replaced by cache[word]; a word the\n"
              "cache lacks stays as the word itself and its index is listed in\n"
-             "`missing` (None when every word was found).");
+             "`missing` (None when every word was found). The cache must never map a\n"
+             "word to a different term later (it may grow, or be cleared).");
 
 static PyObject *terms(PyObject *self, PyObject *args) {
     PyObject *text, *cache;
@@ -23,21 +161,34 @@ static PyObject *terms(PyObject *self, PyObject *args) {
 #if PY_VERSION_HEX < 0x030C0000
     if (PyUnicode_READY(text) < 0) return NULL; /* a no-op from 3.12 on */
 #endif
+    if (memo_bind(cache) < 0) return NULL;
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
+    const unsigned char *bytes = kind == PyUnicode_1BYTE_KIND ? data : NULL;
     PyObject *out = PyList_New(0);
     PyObject *missing = NULL;
     if (out == NULL) return NULL;
     Py_ssize_t i = 0;
     while (i < n) {
         Py_UCS4 ch = PyUnicode_READ(kind, data, i);
-        if (!Py_UNICODE_ISALNUM(ch)) {
+        if (!is_alnum(ch)) {
             i++;
             continue;
         }
         Py_ssize_t start = i++;
-        while (i < n && Py_UNICODE_ISALNUM(PyUnicode_READ(kind, data, i))) i++;
+        while (i < n && is_alnum(PyUnicode_READ(kind, data, i))) i++;
+        MemoSlot *slot = NULL;
+        uint64_t h = 0;
+        size_t len = (size_t)(i - start);
+        if (bytes != NULL && len <= MEMO_KEY) {
+            h = hash_word(bytes + start, len);
+            slot = memo_slot(bytes + start, len, h);
+            if (slot->tag) {
+                if (PyList_Append(out, slot->term) < 0) goto fail;
+                continue;
+            }
+        }
         PyObject *word = PyUnicode_Substring(text, start, i);
         if (word == NULL) goto fail;
         PyObject *term = PyDict_GetItemWithError(cache, word); /* borrowed */
@@ -55,6 +206,8 @@ static PyObject *terms(PyObject *self, PyObject *args) {
             }
             Py_DECREF(at);
             term = word;
+        } else if (slot != NULL) {
+            memo_put(slot, bytes + start, len, h, word, term);
         }
         int bad = PyList_Append(out, term);
         Py_DECREF(word);
@@ -70,88 +223,207 @@ fail:
     return NULL;
 }
 
-/* tfw[key] += by, for an exact-str key and an int count. */
-static int bump(PyObject *tfw, PyObject *key, long by) {
-    PyObject *old = PyDict_GetItemWithError(tfw, key); /* borrowed */
-    if (old == NULL && PyErr_Occurred()) return -1;
-    PyObject *sum;
-    if (old == NULL) {
-        sum = PyLong_FromLong(by);
-    } else {
-        PyObject *inc = PyLong_FromLong(by);
-        if (inc == NULL) return -1;
-        sum = PyNumber_Add(old, inc);
-        Py_DECREF(inc);
+/* -- fold ------------------------------------------------------------------- */
+
+/* A count per distinct str key, in first-insertion order: the dict a run of
+ * `tfw[k] = tfw.get(k, 0) + n` statements builds, with one probe per token
+ * and one dict insert per distinct key instead of a get, an int and a set per
+ * token. Keys are exact str (the tokenizer's), so hashing and comparing them
+ * runs no Python code. */
+typedef struct {
+    PyObject *key; /* strong */
+    Py_hash_t hash;
+    long count;
+} TallyEntry;
+
+typedef struct {
+    TallyEntry *entries;
+    Py_ssize_t used, cap;
+    Py_ssize_t *slots; /* entry index + 1; 0 = empty */
+    size_t mask;
+} Tally;
+
+static int tally_init(Tally *t, Py_ssize_t most) {
+    size_t cap = 16;
+    while (cap < (size_t)most * 2) cap <<= 1;
+    t->entries = PyMem_Malloc(sizeof(TallyEntry) * (size_t)(most ? most : 1));
+    t->slots = PyMem_Calloc(cap, sizeof(Py_ssize_t));
+    t->used = 0;
+    t->cap = most;
+    t->mask = cap - 1;
+    if (t->entries == NULL || t->slots == NULL) {
+        PyMem_Free(t->entries);
+        PyMem_Free(t->slots);
+        PyErr_NoMemory();
+        return -1;
     }
-    if (sum == NULL) return -1;
-    int bad = PyDict_SetItem(tfw, key, sum);
-    Py_DECREF(sum);
-    return bad;
+    return 0;
 }
 
-PyDoc_STRVAR(count_field_doc,
-             "count_field(tfw, toks, weight, head) -> None\n\n"
-             "For each token t: tfw[t] += weight and tfw[head + t] += 1 (missing\n"
-             "keys count from 0), in order.");
+static void tally_free(Tally *t) {
+    for (Py_ssize_t i = 0; i < t->used; i++) Py_DECREF(t->entries[i].key);
+    PyMem_Free(t->entries);
+    PyMem_Free(t->slots);
+}
 
-static PyObject *count_field(PyObject *self, PyObject *args) {
-    PyObject *tfw, *toks, *head;
-    long weight;
-    if (!PyArg_ParseTuple(args, "O!O!lU:count_field", &PyDict_Type, &tfw, &PyList_Type, &toks,
-                          &weight, &head))
-        return NULL;
+static int str_eq(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    int kind = PyUnicode_KIND(a);
+    return n == PyUnicode_GET_LENGTH(b) && kind == PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0;
+}
+
+/* count[key] += by; `key` is borrowed (a reference is taken if it is new).
+ * At most `cap` distinct keys: the caller sizes the tally for every token. */
+static int tally_add(Tally *t, PyObject *key, long by) {
+    Py_hash_t h = PyObject_Hash(key);
+    if (h == -1) return -1;
+    size_t i = (size_t)h & t->mask;
+    for (;;) {
+        Py_ssize_t at = t->slots[i];
+        if (at == 0) break;
+        TallyEntry *e = &t->entries[at - 1];
+        if (e->hash == h && str_eq(e->key, key)) {
+            e->count += by;
+            return 0;
+        }
+        i = (i + 1) & t->mask;
+    }
+    if (t->used >= t->cap) { /* cannot happen: sized for every token */
+        PyErr_SetString(PyExc_RuntimeError, "fold: tally overflow");
+        return -1;
+    }
+    Py_INCREF(key);
+    t->entries[t->used] = (TallyEntry){key, h, by};
+    t->slots[i] = ++t->used;
+    return 0;
+}
+
+static int check_tokens(PyObject *toks) {
+    if (!PyList_Check(toks)) {
+        PyErr_SetString(PyExc_TypeError, "fold: each field is a list of str");
+        return -1;
+    }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(toks); i++) {
-        PyObject *t = PyList_GET_ITEM(toks, i);
-        /* exact str: hashing and comparing it runs no Python code, so the
-         * list and the dict cannot change under the loop */
-        if (!PyUnicode_CheckExact(t)) {
-            PyErr_SetString(PyExc_TypeError, "count_field: tokens must be str");
-            return NULL;
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(toks, i))) {
+            PyErr_SetString(PyExc_TypeError, "fold: tokens must be str");
+            return -1;
         }
-        Py_INCREF(t);
-        PyObject *key = PyUnicode_Concat(head, t);
-        int bad = key == NULL || bump(tfw, t, weight) < 0 || bump(tfw, key, 1) < 0;
-        Py_XDECREF(key);
-        Py_DECREF(t);
-        if (bad) return NULL;
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(PyList_GET_ITEM(toks, i)) < 0) return -1;
+#endif
     }
-    Py_RETURN_NONE;
+    return 0;
 }
 
-PyDoc_STRVAR(count_doc,
-             "count(toks) -> dict\n\n"
-             "token -> number of occurrences, keys in first-occurrence order\n"
-             "(as dict(collections.Counter(toks))).");
+PyDoc_STRVAR(fold_doc,
+             "fold(fields, slots, weights, heads, sep) -> (tokens, tfw, length, flens)\n\n"
+             "okf_markdown._fold: `fields` is [body, field...], `slots[j]` the index\n"
+             "into `weights` and `heads` (and `flens`, three long) of field j + 1.");
 
-static PyObject *count(PyObject *self, PyObject *arg) {
-    if (!PyList_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "count: tokens must be a list");
+static PyObject *fold(PyObject *self, PyObject *args) {
+    PyObject *fields, *slots, *weights, *heads, *sep;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!U:fold", &PyList_Type, &fields, &PyList_Type, &slots,
+                          &PyTuple_Type, &weights, &PyTuple_Type, &heads, &sep))
+        return NULL;
+    Py_ssize_t nf = PyList_GET_SIZE(fields);
+    if (nf < 1 || PyList_GET_SIZE(slots) != nf - 1 || PyTuple_GET_SIZE(weights) != 3 ||
+        PyTuple_GET_SIZE(heads) != 3) {
+        PyErr_SetString(PyExc_ValueError, "fold: one slot per field after the body, 3 weights, 3 heads");
         return NULL;
     }
-    PyObject *tfw = PyDict_New();
-    if (tfw == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(arg); i++) {
-        PyObject *t = PyList_GET_ITEM(arg, i);
-        if (!PyUnicode_CheckExact(t)) { /* see count_field */
-            PyErr_SetString(PyExc_TypeError, "count: tokens must be str");
-            Py_DECREF(tfw);
-            return NULL;
-        }
-        Py_INCREF(t);
-        int bad = bump(tfw, t, 1);
-        Py_DECREF(t);
-        if (bad < 0) {
-            Py_DECREF(tfw);
+    long weight[3];
+    PyObject *head[3];
+    for (int s = 0; s < 3; s++) {
+        weight[s] = PyLong_AsLong(PyTuple_GET_ITEM(weights, s));
+        if (weight[s] == -1 && PyErr_Occurred()) return NULL;
+        head[s] = PyTuple_GET_ITEM(heads, s);
+        if (!PyUnicode_CheckExact(head[s])) {
+            PyErr_SetString(PyExc_TypeError, "fold: heads are str");
             return NULL;
         }
     }
-    return tfw;
+    Py_ssize_t ntok = 0, nfield_tok = 0;
+    for (Py_ssize_t j = 0; j < nf; j++) {
+        PyObject *toks = PyList_GET_ITEM(fields, j);
+        if (check_tokens(toks) < 0) return NULL;
+        ntok += PyList_GET_SIZE(toks);
+        if (j == 0) continue;
+        nfield_tok += PyList_GET_SIZE(toks);
+        long s = PyLong_AsLong(PyList_GET_ITEM(slots, j - 1));
+        if (s == -1 && PyErr_Occurred()) return NULL;
+        if (s < 0 || s > 2) {
+            PyErr_SetString(PyExc_ValueError, "fold: a slot is 0, 1 or 2");
+            return NULL;
+        }
+    }
+    PyObject *body = PyList_GET_ITEM(fields, 0);
+    Py_ssize_t nbody = PyList_GET_SIZE(body);
+
+    /* The token stream: each field after the body, then sep; then the body. */
+    PyObject *tokens = PyList_New(ntok + (nf - 1));
+    if (tokens == NULL) return NULL;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t j = 1; j < nf; j++) {
+        PyObject *toks = PyList_GET_ITEM(fields, j);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(toks); i++) {
+            PyObject *t = PyList_GET_ITEM(toks, i);
+            Py_INCREF(t);
+            PyList_SET_ITEM(tokens, at++, t);
+        }
+        Py_INCREF(sep);
+        PyList_SET_ITEM(tokens, at++, sep);
+    }
+    for (Py_ssize_t i = 0; i < nbody; i++) {
+        PyObject *t = PyList_GET_ITEM(body, i);
+        Py_INCREF(t);
+        PyList_SET_ITEM(tokens, at++, t);
+    }
+
+    Tally tally;
+    if (tally_init(&tally, nbody + 2 * nfield_tok) < 0) {
+        Py_DECREF(tokens);
+        return NULL;
+    }
+    PyObject *tfw = NULL;
+    long length = (long)nbody, flens[3] = {0, 0, 0};
+    for (Py_ssize_t i = 0; i < nbody; i++)
+        if (tally_add(&tally, PyList_GET_ITEM(body, i), 1) < 0) goto fail;
+    for (Py_ssize_t j = 1; j < nf; j++) {
+        PyObject *toks = PyList_GET_ITEM(fields, j);
+        int s = (int)PyLong_AsLong(PyList_GET_ITEM(slots, j - 1)); /* checked above */
+        length += weight[s] * (long)PyList_GET_SIZE(toks);
+        flens[s] += (long)PyList_GET_SIZE(toks);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(toks); i++) {
+            PyObject *t = PyList_GET_ITEM(toks, i);
+            PyObject *key = PyUnicode_Concat(head[s], t);
+            int bad = key == NULL || tally_add(&tally, t, weight[s]) < 0 ||
+                      tally_add(&tally, key, 1) < 0;
+            Py_XDECREF(key);
+            if (bad) goto fail;
+        }
+    }
+    tfw = PyDict_New();
+    if (tfw == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < tally.used; i++) {
+        PyObject *v = PyLong_FromLong(tally.entries[i].count);
+        int bad = v == NULL || PyDict_SetItem(tfw, tally.entries[i].key, v) < 0;
+        Py_XDECREF(v);
+        if (bad) goto fail;
+    }
+    tally_free(&tally);
+    return Py_BuildValue("(NNl(lll))", tokens, tfw, length, flens[0], flens[1], flens[2]);
+fail:
+    tally_free(&tally);
+    Py_DECREF(tokens);
+    Py_XDECREF(tfw);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
-    {"count", count, METH_O, count_doc},
     {"terms", terms, METH_VARARGS, terms_doc},
-    {"count_field", count_field, METH_VARARGS, count_field_doc},
+    {"fold", fold, METH_VARARGS, fold_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -167,4 +439,7 @@ static struct PyModuleDef module = {
     NULL,
 };
 
-PyMODINIT_FUNC PyInit__words(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__words(void) {
+    init_ascii_alnum();
+    return PyModule_Create(&module);
+}

@@ -348,12 +348,18 @@ def facet(value: str) -> str:
 
 class _WordsModule(Protocol):
     """ctindex/providers/_words.c, the C twins of this module's pure code:
-    `terms` of the regex split and stem-cache map in `_fields_terms`,
-    `count_field` of `_count_field`, `count` of `Counter`."""
+    `terms` of the regex split and stem-cache map in `_fields_terms`, `fold`
+    of `_fold`."""
 
     def terms(self, text: str, cache: dict[str, str]) -> tuple[list[str], list[int] | None]: ...
-    def count_field(self, tfw: dict[str, int], toks: list[str], weight: int, head: str) -> None: ...
-    def count(self, toks: list[str]) -> dict[str, int]: ...
+    def fold(
+        self,
+        fields: list[list[str]],
+        slots: list[int],
+        weights: tuple[int, int, int],
+        heads: tuple[str, str, str],
+        sep: str,
+    ) -> tuple[list[str], dict[str, int], int, tuple[int, int, int]]: ...
 
 
 def _native() -> _WordsModule | None:
@@ -426,32 +432,52 @@ def _count_field(tfw: dict[str, int], toks: list[str], weight: int, head: str) -
         tfw[head + t] = tfw.get(head + t, 0) + 1
 
 
-def _analysis(doc: Document, fields: list[list[str]], native: _WordsModule | None) -> Analysis:
+def _fold(
+    fields: list[list[str]],
+    slots: list[int],
+    weights: tuple[int, int, int],
+    heads: tuple[str, str, str],
+    sep: str,
+) -> tuple[list[str], dict[str, int], int, tuple[int, int, int]]:
+    """The token stream, weighted counts, weighted length and per-slot token
+    counts of `fields` ([body, field...]; field j + 1 goes to slot
+    `slots[j]` of `weights` and `heads`): the specification of
+    ctindex/providers/_words.c `fold`."""
     body = fields[0]
-    # the bulk of the tokens: counted in C either way
-    tfw: dict[str, int] = native.count(body) if native is not None else Counter(body)
+    tfw: dict[str, int] = Counter(body)
     length = len(body)
     tokens: list[str] = []
-    weights = [WEIGHTS[0], *([WEIGHTS[1]] * len(doc.tags)), WEIGHTS[2]]
-    slots = [0, *([1] * len(doc.tags)), 2]  # FIELD_TERM index of each field
-    flens = [0, 0, 0, 0]
-    count = native.count_field if native is not None else _count_field
-    for weight, slot, toks in zip(weights, slots, fields[1:], strict=True):
+    flens = [0, 0, 0]
+    for slot, toks in zip(slots, fields[1:], strict=True):
         tokens.extend(toks)
-        tokens.append(SEP)
-        length += weight * len(toks)
+        tokens.append(sep)
+        length += weights[slot] * len(toks)
         flens[slot] += len(toks)
-        count(tfw, toks, weight, FIELD_TERM[slot])
+        _count_field(tfw, toks, weights[slot], heads[slot])
     tokens.extend(body)
+    return tokens, tfw, length, (flens[0], flens[1], flens[2])
+
+
+# title, tags, description: their weights and field-term heads, by slot
+_SLOT_WEIGHTS = (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2])
+_SLOT_HEADS = (FIELD_TERM[0], FIELD_TERM[1], FIELD_TERM[2])
+
+
+def _analysis(doc: Document, fields: list[list[str]], native: _WordsModule | None) -> Analysis:
+    fold = native.fold if native is not None else _fold
+    slots = [0, *([1] * len(doc.tags)), 2]  # title, each tag, description
+    tokens, tfw, length, (ftitle, ftags, fdesc) = fold(
+        fields, slots, _SLOT_WEIGHTS, _SLOT_HEADS, SEP
+    )
     if doc.type:
-        tfw[FACET_TYPE + facet(doc.type)] = 1
-        for w in facet(doc.type).split():
+        kind = facet(doc.type)
+        tfw[FACET_TYPE + kind] = 1
+        for w in kind.split():
             for part in words(w):
                 tfw[FACET_TYPE_WORD + part.casefold()] = 1
     for tag in doc.tags:
         tfw[FACET_TAG + facet(tag)] = 1
     id_terms = terms(doc.concept_id)
-    flens[3] = len(id_terms)
     for t in id_terms:
         tfw[FIELD_TERM[3] + t] = tfw.get(FIELD_TERM[3] + t, 0) + 1
     title = fields[1]
@@ -465,7 +491,7 @@ def _analysis(doc: Document, fields: list[list[str]], native: _WordsModule | Non
         if seq:
             tfw[head + " ".join(seq)] = 1
     return Analysis(
-        tokens=tokens, tfw=tfw, length=length, flens=(flens[0], flens[1], flens[2], flens[3])
+        tokens=tokens, tfw=tfw, length=length, flens=(ftitle, ftags, fdesc, len(id_terms))
     )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections import Counter
 from types import ModuleType
 
 import pytest
@@ -56,20 +55,59 @@ def test_every_code_point_splits_like_the_regex() -> None:
         assert native.terms(text, {})[0] == WORD.findall(text)
 
 
+_tokens = st.lists(st.sampled_from(["a", "b", "c", "é", "\u4e00", "ab" * 12]), max_size=20)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
-    start=st.dictionaries(st.sampled_from(["a", "b", "\x01ta"]), st.integers(0, 9)),
-    toks=st.lists(st.sampled_from(["a", "b", "c", "é"]), max_size=20),
-    weight=st.integers(1, 5),
+    body=_tokens,
+    fields=st.lists(st.tuples(st.integers(0, 2), _tokens), max_size=5),
+    weights=st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5)),
 )
-def test_counting_matches(start: dict[str, int], toks: list[str], weight: int) -> None:
+def test_fold_matches(
+    body: list[str], fields: list[tuple[int, list[str]]], weights: tuple[int, int, int]
+) -> None:
+    """Same tokens, counts, lengths, and the counts' insertion order too; the
+    heads make field terms that can equal a body token ("\x01ta" after "a")."""
     native = _native()
-    want, got = dict(start), dict(start)
-    okf._count_field(want, toks, weight, "\x01t")
-    native.count_field(got, toks, weight, "\x01t")
-    assert got == want and list(got) == list(want)
-    counted = native.count(toks)
-    assert counted == Counter(toks) and list(counted) == list(Counter(toks))
+    heads = ("\x01t", "", "x")
+    args = ([body, *(t for _, t in fields)], [s for s, _ in fields], weights, heads, "\x00")
+    want, got = okf._fold(*args), native.fold(*args)
+    assert got == want
+    assert list(got[1].items()) == list(want[1].items())
+
+
+def test_fold_rejects_what_it_can_not_count() -> None:
+    native = _native()
+    heads = ("\x01t", "\x01g", "\x01d")
+    with pytest.raises(TypeError):
+        native.fold([["a", 1]], [], (1, 1, 1), heads, "\x00")
+    with pytest.raises(ValueError):
+        native.fold([["a"], ["b"]], [3], (1, 1, 1), heads, "\x00")
+    with pytest.raises(ValueError):
+        native.fold([["a"], ["b"]], [], (1, 1, 1), heads, "\x00")
+
+
+def test_the_word_memo_follows_its_cache() -> None:
+    """terms() remembers what the cache answered for short one-byte-per-character
+    words (ctindex/providers/_words.c): a new cache, or the same one emptied,
+    is asked again, and more words than the memo holds stay right."""
+    native = _native()
+    cache = {"ab": "AB", "é": "E"}
+    assert native.terms("ab é ab", cache) == (["AB", "E", "AB"], None)
+    assert native.terms("ab é ab", cache) == (["AB", "E", "AB"], None)  # from the memo
+    other = {"ab": "other"}
+    assert native.terms("ab é", other) == (["other", "é"], [1])
+    other.clear()
+    other["é"] = "E2"
+    assert native.terms("ab é", other) == (["ab", "E2"], [0])
+    long_word = "x" * 40
+    assert native.terms(long_word, {long_word: "L"}) == (["L"], None)
+    many = {f"w{i}": f"t{i}" for i in range(200_000)}  # past the memo's bound
+    text = " ".join(many)
+    want = list(many.values())
+    assert native.terms(text, many) == (want, None)
+    assert native.terms(text, many) == (want, None)
 
 
 _line = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), max_size=40)
