@@ -26,7 +26,7 @@ from ctindex import providers
 from ctindex.output import Progress
 from ctindex.providers.base import Analysis, Document, ProviderError
 from ctindex.providers.fields import SEP
-from ctindex.reconciler.capture import Captured, KeyReader
+from ctindex.reconciler.capture import Captured, KeyReader, Shipment, ship, unship
 from ctindex.reconciler.diff import Pending
 from ctindex.reconciler.hashing import Outcome
 from ctindex.store.segment import BuildInput, StoredDoc
@@ -78,7 +78,7 @@ class _Built(NamedTuple):
     name: str
     info: SegmentInfo
     diagnostics: Diagnostics
-    captured: list[Captured]
+    captured: Shipment
 
 
 class _Source:
@@ -184,7 +184,7 @@ def add_documents(
             writer.adopt(built.name, built.info)
             out.diagnostics.errors.update(built.diagnostics.errors)
             out.diagnostics.warnings.update(built.diagnostics.warnings)
-            out.captured.extend(built.captured)
+            out.captured.extend(unship(built.captured))
         return out
     diagnostics = Diagnostics({}, {})
     bar = Progress(progress, "indexing")
@@ -340,7 +340,7 @@ def _build_part(part: _Part) -> _Built:
     items = list(_analysed(docs))
     del docs
     info = build_segment(job.index_dir / part.name, items, SEP, fault_point="mid-segment")
-    return _Built(part.name, info, diagnostics, src.captured)
+    return _Built(part.name, info, diagnostics, ship(src.captured))
 
 
 def _analysed(docs: list[tuple[str, Document]]) -> Iterator[BuildInput]:

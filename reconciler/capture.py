@@ -21,8 +21,9 @@ folder (keys come sorted) reuse the open chain.
 
 from __future__ import annotations
 
+import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from ctindex.reconciler.diff import Pending, ReconcileResult, finish_fresh
@@ -61,6 +62,50 @@ class Captured(NamedTuple):
 
     def error(self) -> OSError:
         return OSError(self.errno, self.strerror)
+
+
+# The outcomes as a worker process sends them back (ship/unship): the OK
+# ones, nearly all, as one byte string of fixed records beside their keys,
+# the rest as they are. Pickling 20,000 Captured tuples, each holding a
+# Fingerprint and an enum member, took ~0.1 s in the worker and again in the
+# parent, after the last worker was done: time no other process overlaps.
+_SHIPPED = struct.Struct("<qqqQQ16sqq")  # fingerprint, digest, recorded_ns, size
+
+
+class Shipment(NamedTuple):
+    keys: list[str]  # of the packed records, in order
+    packed: bytes
+    others: list[Captured]
+
+
+def ship(captured: Iterable[Captured]) -> Shipment:
+    keys: list[str] = []
+    packed: list[bytes] = []
+    others: list[Captured] = []
+    pack = _SHIPPED.pack
+    for c in captured:
+        fp = c.fingerprint
+        if (
+            c.outcome is Outcome.OK
+            and fp is not None
+            and len(c.digest) == 16
+            and not (c.errno or c.strerror)
+        ):
+            keys.append(c.key)
+            packed.append(pack(*fp, c.digest, c.recorded_ns, c.size))
+        else:
+            others.append(c)
+    return Shipment(keys, b"".join(packed), others)
+
+
+def unship(shipment: Shipment) -> Iterator[Captured]:
+    """The Captured outcomes `ship` packed (the packed ones first)."""
+    ok = Outcome.OK
+    for key, (size, mtime, ctime, ino, dev, digest, recorded, nread) in zip(
+        shipment.keys, _SHIPPED.iter_unpack(shipment.packed), strict=True
+    ):
+        yield Captured(key, ok, Fingerprint(size, mtime, ctime, ino, dev), digest, recorded, nread)
+    yield from shipment.others
 
 
 class KeyReader:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pickle
 import shutil
 import tempfile
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import Any
 
 import pytest
 from ctindex.reconciler import FsOps, Manifest, ReconcileResult, reconcile
-from ctindex.reconciler.capture import Captured, KeyReader, complete
+from ctindex.reconciler.capture import Captured, KeyReader, complete, ship, unship
+from ctindex.reconciler.fingerprint import Fingerprint
 from ctindex.reconciler.hashing import Outcome
 from ctindex.reconciler.testing import SimpleFilter
 from hypothesis import HealthCheck, given, settings
@@ -182,3 +184,38 @@ def test_the_reader_reuses_the_open_folders_and_closes_them(tmp_path: Path) -> N
     folders = [n for n in opened if not n.endswith(".md")]
     assert folders == [str(tmp_path), "a", "b"]  # sorted keys: a/b/two.md, a/one.md, top.md
     assert len(closed) == len(folders)  # every folder closed, files closed by read_stable
+
+
+_i64 = st.integers(-(2**63), 2**63 - 1)
+_u64 = st.integers(0, 2**64 - 1)
+_captured = st.one_of(
+    st.builds(
+        Captured,
+        st.text(min_size=1).filter(lambda k: "\0" not in k),
+        st.just(Outcome.OK),
+        st.builds(Fingerprint, _i64, _i64, _i64, _u64, _u64),
+        st.binary(min_size=16, max_size=16),
+        _i64,
+        _i64,
+    ),
+    st.builds(
+        Captured,
+        st.text(min_size=1),
+        st.sampled_from(list(Outcome)),
+        st.none() | st.builds(Fingerprint, _i64, _i64, _i64, _u64, _u64),
+        st.binary(max_size=20),
+        _i64,
+        _i64,
+        st.integers(0, 200),
+        st.text(max_size=10),
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(captured=st.lists(_captured, max_size=30))
+def test_a_shipment_carries_every_outcome_unchanged(captured: list[Captured]) -> None:
+    """What a worker sends back (ship) is what the parent gets (unship),
+    through pickle as the process pool sends it; only the order may differ."""
+    back = list(unship(pickle.loads(pickle.dumps(ship(captured)))))
+    assert sorted(back, key=repr) == sorted(captured, key=repr)
