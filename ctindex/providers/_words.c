@@ -223,12 +223,12 @@ fail:
     return NULL;
 }
 
-/* -- fold ------------------------------------------------------------------- */
+/* -- assemble --------------------------------------------------------------- */
 
 /* A count per distinct str key, in first-insertion order: the dict a run of
- * `tfw[k] = tfw.get(k, 0) + n` statements builds, with one probe per token
- * and one dict insert per distinct key instead of a get, an int and a set per
- * token. Keys are exact str (the tokenizer's), so hashing and comparing them
+ * `tfw[k] = tfw.get(k, 0) + n` (and `tfw[k] = 1`) statements builds, with one
+ * probe per token and one dict insert per distinct key instead of a get, an
+ * int and a set per token. Keys are exact str, so hashing and comparing them
  * runs no Python code. */
 typedef struct {
     PyObject *key; /* strong */
@@ -238,22 +238,24 @@ typedef struct {
 
 typedef struct {
     TallyEntry *entries;
-    Py_ssize_t used, cap;
-    Py_ssize_t *slots; /* entry index + 1; 0 = empty */
+    Py_ssize_t used, cap; /* cap: entries allocated, half the slots */
+    Py_ssize_t *slots;    /* entry index + 1; 0 = empty */
     size_t mask;
 } Tally;
 
-static int tally_init(Tally *t, Py_ssize_t most) {
-    size_t cap = 16;
-    while (cap < (size_t)most * 2) cap <<= 1;
-    t->entries = PyMem_Malloc(sizeof(TallyEntry) * (size_t)(most ? most : 1));
-    t->slots = PyMem_Calloc(cap, sizeof(Py_ssize_t));
+static int tally_init(Tally *t, Py_ssize_t expected) {
+    size_t nslots = 16;
+    while (nslots < (size_t)expected * 2) nslots <<= 1;
+    t->entries = PyMem_Malloc(sizeof(TallyEntry) * (nslots / 2));
+    t->slots = PyMem_Calloc(nslots, sizeof(Py_ssize_t));
     t->used = 0;
-    t->cap = most;
-    t->mask = cap - 1;
+    t->cap = (Py_ssize_t)(nslots / 2);
+    t->mask = nslots - 1;
     if (t->entries == NULL || t->slots == NULL) {
         PyMem_Free(t->entries);
         PyMem_Free(t->slots);
+        t->entries = NULL;
+        t->slots = NULL;
         PyErr_NoMemory();
         return -1;
     }
@@ -266,6 +268,31 @@ static void tally_free(Tally *t) {
     PyMem_Free(t->slots);
 }
 
+static int tally_grow(Tally *t) {
+    size_t nslots = (t->mask + 1) * 2;
+    TallyEntry *entries = PyMem_Realloc(t->entries, sizeof(TallyEntry) * (nslots / 2));
+    if (entries == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->entries = entries;
+    Py_ssize_t *slots = PyMem_Calloc(nslots, sizeof(Py_ssize_t));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->mask = nslots - 1;
+    t->cap = (Py_ssize_t)(nslots / 2);
+    for (Py_ssize_t i = 0; i < t->used; i++) {
+        size_t j = (size_t)t->entries[i].hash & t->mask;
+        while (t->slots[j]) j = (j + 1) & t->mask;
+        t->slots[j] = i + 1;
+    }
+    return 0;
+}
+
 static int str_eq(PyObject *a, PyObject *b) {
     if (a == b) return 1;
     Py_ssize_t n = PyUnicode_GET_LENGTH(a);
@@ -274,9 +301,9 @@ static int str_eq(PyObject *a, PyObject *b) {
            memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0;
 }
 
-/* count[key] += by; `key` is borrowed (a reference is taken if it is new).
- * At most `cap` distinct keys: the caller sizes the tally for every token. */
-static int tally_add(Tally *t, PyObject *key, long by) {
+/* count[key] += by, or (set) count[key] = by; `key` is borrowed (a
+ * reference is taken if it is new). */
+static int tally_put(Tally *t, PyObject *key, long by, int set) {
     Py_hash_t h = PyObject_Hash(key);
     if (h == -1) return -1;
     size_t i = (size_t)h & t->mask;
@@ -285,14 +312,15 @@ static int tally_add(Tally *t, PyObject *key, long by) {
         if (at == 0) break;
         TallyEntry *e = &t->entries[at - 1];
         if (e->hash == h && str_eq(e->key, key)) {
-            e->count += by;
+            e->count = set ? by : e->count + by;
             return 0;
         }
         i = (i + 1) & t->mask;
     }
-    if (t->used >= t->cap) { /* cannot happen: sized for every token */
-        PyErr_SetString(PyExc_RuntimeError, "fold: tally overflow");
-        return -1;
+    if (t->used >= t->cap) {
+        if (tally_grow(t) < 0) return -1;
+        i = (size_t)h & t->mask;
+        while (t->slots[i]) i = (i + 1) & t->mask;
     }
     Py_INCREF(key);
     t->entries[t->used] = (TallyEntry){key, h, by};
@@ -300,14 +328,70 @@ static int tally_add(Tally *t, PyObject *key, long by) {
     return 0;
 }
 
+/* tally_put of head + tail (a new str, released here). */
+static int tally_put2(Tally *t, PyObject *head, PyObject *tail, long by, int set) {
+    PyObject *key = PyUnicode_Concat(head, tail);
+    if (key == NULL) return -1;
+    int bad = tally_put(t, key, by, set);
+    Py_DECREF(key);
+    return bad;
+}
+
+/* facet(value): " ".join(value.split()).casefold() (new reference). */
+static PyObject *facet_of(PyObject *value, PyObject *space) {
+    PyObject *parts = PyUnicode_Split(value, NULL, -1);
+    if (parts == NULL) return NULL;
+    PyObject *joined = PyUnicode_Join(space, parts);
+    Py_DECREF(parts);
+    if (joined == NULL) return NULL;
+    PyObject *folded = PyObject_CallMethod(joined, "casefold", NULL);
+    Py_DECREF(joined);
+    return folded;
+}
+
+/* tfw[head + part.casefold()] = 1 for each word `part` of `text`. */
+static int put_words(Tally *t, PyObject *head, PyObject *text) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (!is_alnum(PyUnicode_READ(kind, data, i))) {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i++;
+        while (i < n && is_alnum(PyUnicode_READ(kind, data, i))) i++;
+        PyObject *part = PyUnicode_Substring(text, start, i);
+        if (part == NULL) return -1;
+        PyObject *folded = PyObject_CallMethod(part, "casefold", NULL);
+        Py_DECREF(part);
+        if (folded == NULL) return -1;
+        int bad = tally_put2(t, head, folded, 1, 1);
+        Py_DECREF(folded);
+        if (bad) return -1;
+    }
+    return 0;
+}
+
+/* tfw[head + " ".join(seq)] = 1 when seq is not empty. */
+static int put_joined(Tally *t, PyObject *head, PyObject *seq, PyObject *space) {
+    if (PyList_GET_SIZE(seq) == 0) return 0;
+    PyObject *joined = PyUnicode_Join(space, seq);
+    if (joined == NULL) return -1;
+    int bad = tally_put2(t, head, joined, 1, 1);
+    Py_DECREF(joined);
+    return bad;
+}
+
 static int check_tokens(PyObject *toks) {
     if (!PyList_Check(toks)) {
-        PyErr_SetString(PyExc_TypeError, "fold: each field is a list of str");
+        PyErr_SetString(PyExc_TypeError, "assemble: each field is a list of str");
         return -1;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(toks); i++) {
         if (!PyUnicode_CheckExact(PyList_GET_ITEM(toks, i))) {
-            PyErr_SetString(PyExc_TypeError, "fold: tokens must be str");
+            PyErr_SetString(PyExc_TypeError, "assemble: tokens must be str");
             return -1;
         }
 #if PY_VERSION_HEX < 0x030C0000
@@ -317,55 +401,63 @@ static int check_tokens(PyObject *toks) {
     return 0;
 }
 
-PyDoc_STRVAR(fold_doc,
-             "fold(fields, slots, weights, heads, sep) -> (tokens, tfw, length, flens)\n\n"
-             "okf_markdown._fold: `fields` is [body, field...], `slots[j]` the index\n"
-             "into `weights` and `heads` (and `flens`, three long) of field j + 1.");
-
-static PyObject *fold(PyObject *self, PyObject *args) {
-    PyObject *fields, *slots, *weights, *heads, *sep;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!U:fold", &PyList_Type, &fields, &PyList_Type, &slots,
-                          &PyTuple_Type, &weights, &PyTuple_Type, &heads, &sep))
-        return NULL;
-    Py_ssize_t nf = PyList_GET_SIZE(fields);
-    if (nf < 1 || PyList_GET_SIZE(slots) != nf - 1 || PyTuple_GET_SIZE(weights) != 3 ||
-        PyTuple_GET_SIZE(heads) != 3) {
-        PyErr_SetString(PyExc_ValueError, "fold: one slot per field after the body, 3 weights, 3 heads");
-        return NULL;
-    }
-    long weight[3];
-    PyObject *head[3];
-    for (int s = 0; s < 3; s++) {
-        weight[s] = PyLong_AsLong(PyTuple_GET_ITEM(weights, s));
-        if (weight[s] == -1 && PyErr_Occurred()) return NULL;
-        head[s] = PyTuple_GET_ITEM(heads, s);
-        if (!PyUnicode_CheckExact(head[s])) {
-            PyErr_SetString(PyExc_TypeError, "fold: heads are str");
+/* The counts as a dict, in insertion order (new reference). */
+static PyObject *tally_dict(const Tally *t) {
+    PyObject *tfw = PyDict_New();
+    if (tfw == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < t->used; i++) {
+        PyObject *v = PyLong_FromLong(t->entries[i].count);
+        int bad = v == NULL || PyDict_SetItem(tfw, t->entries[i].key, v) < 0;
+        Py_XDECREF(v);
+        if (bad) {
+            Py_DECREF(tfw);
             return NULL;
         }
     }
-    Py_ssize_t ntok = 0, nfield_tok = 0;
-    for (Py_ssize_t j = 0; j < nf; j++) {
-        PyObject *toks = PyList_GET_ITEM(fields, j);
-        if (check_tokens(toks) < 0) return NULL;
-        ntok += PyList_GET_SIZE(toks);
-        if (j == 0) continue;
-        nfield_tok += PyList_GET_SIZE(toks);
-        long s = PyLong_AsLong(PyList_GET_ITEM(slots, j - 1));
-        if (s == -1 && PyErr_Occurred()) return NULL;
-        if (s < 0 || s > 2) {
-            PyErr_SetString(PyExc_ValueError, "fold: a slot is 0, 1 or 2");
+    return tfw;
+}
+
+PyDoc_STRVAR(assemble_doc,
+             "assemble(fields, doc_type, tags, layout) -> (tokens, tfw, length, flens)\n\n"
+             "okf_markdown._assemble: `fields` holds the terms of the body, the title,\n"
+             "each tag, the description, the concept ID and its last segment.");
+
+static PyObject *assemble(PyObject *self, PyObject *args) {
+    PyObject *fields, *doc_type, *tags;
+    long weight[3];
+    PyObject *head[4], *sep, *f_type, *f_type_word, *f_tag, *exact[4];
+    if (!PyArg_ParseTuple(args, "O!UO!((lll)(UUUU)U(UUU)(UUUU)):assemble", &PyList_Type, &fields,
+                          &doc_type, &PyTuple_Type, &tags, &weight[0], &weight[1], &weight[2],
+                          &head[0], &head[1], &head[2], &head[3], &sep, &f_type, &f_type_word,
+                          &f_tag, &exact[0], &exact[1], &exact[2], &exact[3]))
+        return NULL;
+    Py_ssize_t nf = PyList_GET_SIZE(fields), ntags = PyTuple_GET_SIZE(tags);
+    if (nf != ntags + 5) {
+        PyErr_SetString(PyExc_ValueError,
+                        "assemble: body, title, each tag, description, ID, last segment");
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < nf; j++)
+        if (check_tokens(PyList_GET_ITEM(fields, j)) < 0) return NULL;
+    for (Py_ssize_t j = 0; j < ntags; j++) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(tags, j))) {
+            PyErr_SetString(PyExc_TypeError, "assemble: tags are str");
             return NULL;
         }
     }
     PyObject *body = PyList_GET_ITEM(fields, 0);
-    Py_ssize_t nbody = PyList_GET_SIZE(body);
+    PyObject *title = PyList_GET_ITEM(fields, 1);
+    PyObject *ids = PyList_GET_ITEM(fields, nf - 2);
+    PyObject *last = PyList_GET_ITEM(fields, nf - 1);
+    Py_ssize_t nbody = PyList_GET_SIZE(body), nfield_tok = 0;
+    for (Py_ssize_t j = 1; j < nf - 2; j++) nfield_tok += PyList_GET_SIZE(PyList_GET_ITEM(fields, j));
 
-    /* The token stream: each field after the body, then sep; then the body. */
-    PyObject *tokens = PyList_New(ntok + (nf - 1));
+    /* The token stream: title, each tag, description, each followed by sep;
+     * then the body. */
+    PyObject *tokens = PyList_New(nbody + nfield_tok + (nf - 3));
     if (tokens == NULL) return NULL;
     Py_ssize_t at = 0;
-    for (Py_ssize_t j = 1; j < nf; j++) {
+    for (Py_ssize_t j = 1; j < nf - 2; j++) {
         PyObject *toks = PyList_GET_ITEM(fields, j);
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(toks); i++) {
             PyObject *t = PyList_GET_ITEM(toks, i);
@@ -382,48 +474,72 @@ static PyObject *fold(PyObject *self, PyObject *args) {
     }
 
     Tally tally;
-    if (tally_init(&tally, nbody + 2 * nfield_tok) < 0) {
+    if (tally_init(&tally, nbody + 2 * nfield_tok + ntags + 16) < 0) {
         Py_DECREF(tokens);
         return NULL;
     }
-    PyObject *tfw = NULL;
+    PyObject *space = NULL, *kind = NULL, *tfw = NULL, *set = NULL, *sorted = NULL;
     long length = (long)nbody, flens[3] = {0, 0, 0};
     for (Py_ssize_t i = 0; i < nbody; i++)
-        if (tally_add(&tally, PyList_GET_ITEM(body, i), 1) < 0) goto fail;
-    for (Py_ssize_t j = 1; j < nf; j++) {
+        if (tally_put(&tally, PyList_GET_ITEM(body, i), 1, 0) < 0) goto fail;
+    for (Py_ssize_t j = 1; j < nf - 2; j++) {
         PyObject *toks = PyList_GET_ITEM(fields, j);
-        int s = (int)PyLong_AsLong(PyList_GET_ITEM(slots, j - 1)); /* checked above */
+        int s = j == 1 ? 0 : (j == nf - 3 ? 2 : 1); /* title, tags, description */
         length += weight[s] * (long)PyList_GET_SIZE(toks);
         flens[s] += (long)PyList_GET_SIZE(toks);
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(toks); i++) {
             PyObject *t = PyList_GET_ITEM(toks, i);
-            PyObject *key = PyUnicode_Concat(head[s], t);
-            int bad = key == NULL || tally_add(&tally, t, weight[s]) < 0 ||
-                      tally_add(&tally, key, 1) < 0;
-            Py_XDECREF(key);
-            if (bad) goto fail;
+            if (tally_put(&tally, t, weight[s], 0) < 0 || tally_put2(&tally, head[s], t, 1, 0) < 0)
+                goto fail;
         }
     }
-    tfw = PyDict_New();
-    if (tfw == NULL) goto fail;
-    for (Py_ssize_t i = 0; i < tally.used; i++) {
-        PyObject *v = PyLong_FromLong(tally.entries[i].count);
-        int bad = v == NULL || PyDict_SetItem(tfw, tally.entries[i].key, v) < 0;
-        Py_XDECREF(v);
+    space = PyUnicode_FromString(" ");
+    if (space == NULL) goto fail;
+    if (PyUnicode_GET_LENGTH(doc_type) > 0) {
+        kind = facet_of(doc_type, space);
+        if (kind == NULL || tally_put2(&tally, f_type, kind, 1, 1) < 0) goto fail;
+        /* the words of each whitespace-separated part are the words of the
+         * whole: whitespace is never alphanumeric */
+        if (put_words(&tally, f_type_word, kind) < 0) goto fail;
+    }
+    for (Py_ssize_t j = 0; j < ntags; j++) {
+        PyObject *f = facet_of(PyTuple_GET_ITEM(tags, j), space);
+        int bad = f == NULL || tally_put2(&tally, f_tag, f, 1, 1) < 0;
+        Py_XDECREF(f);
         if (bad) goto fail;
     }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ids); i++)
+        if (tally_put2(&tally, head[3], PyList_GET_ITEM(ids, i), 1, 0) < 0) goto fail;
+    set = PySet_New(title);
+    sorted = set == NULL ? NULL : PySequence_List(set);
+    if (sorted == NULL || PyList_Sort(sorted) < 0) goto fail;
+    if (put_joined(&tally, exact[0], title, space) < 0 ||
+        put_joined(&tally, exact[1], ids, space) < 0 ||
+        put_joined(&tally, exact[2], last, space) < 0 ||
+        put_joined(&tally, exact[3], sorted, space) < 0)
+        goto fail;
+    tfw = tally_dict(&tally);
+    if (tfw == NULL) goto fail;
     tally_free(&tally);
-    return Py_BuildValue("(NNl(lll))", tokens, tfw, length, flens[0], flens[1], flens[2]);
+    Py_DECREF(space);
+    Py_XDECREF(kind);
+    Py_DECREF(set);
+    Py_DECREF(sorted);
+    return Py_BuildValue("(NNl(llln))", tokens, tfw, length, flens[0], flens[1], flens[2],
+                         PyList_GET_SIZE(ids));
 fail:
     tally_free(&tally);
     Py_DECREF(tokens);
-    Py_XDECREF(tfw);
+    Py_XDECREF(space);
+    Py_XDECREF(kind);
+    Py_XDECREF(set);
+    Py_XDECREF(sorted);
     return NULL;
 }
 
 static PyMethodDef methods[] = {
     {"terms", terms, METH_VARARGS, terms_doc},
-    {"fold", fold, METH_VARARGS, fold_doc},
+    {"assemble", assemble, METH_VARARGS, assemble_doc},
     {NULL, NULL, 0, NULL},
 };
 

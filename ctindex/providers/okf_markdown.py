@@ -346,20 +346,36 @@ def facet(value: str) -> str:
     return " ".join(value.split()).casefold()
 
 
+# What the assembly of an analysis needs besides the terms, in the order
+# ctindex/providers/_words.c `assemble` reads it: the field weights of the
+# title, tags and description; the field-term heads of those and of the
+# concept ID; the field separator; the facet heads; the exact-match heads.
+_Layout = tuple[
+    tuple[int, int, int],
+    tuple[str, str, str, str],
+    str,
+    tuple[str, str, str],
+    tuple[str, str, str, str],
+]
+_LAYOUT: _Layout = (
+    (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2]),
+    (FIELD_TERM[0], FIELD_TERM[1], FIELD_TERM[2], FIELD_TERM[3]),
+    SEP,
+    (FACET_TYPE, FACET_TYPE_WORD, FACET_TAG),
+    (EXACT_TITLE, EXACT_ID, EXACT_LAST, EXACT_TITLE_SET),
+)
+_Assembled = tuple[list[str], dict[str, int], int, tuple[int, int, int, int]]
+
+
 class _WordsModule(Protocol):
     """ctindex/providers/_words.c, the C twins of this module's pure code:
-    `terms` of the regex split and stem-cache map in `_fields_terms`, `fold`
-    of `_fold`."""
+    `terms` of the regex split and stem-cache map in `_fields_terms`,
+    `assemble` of `_assemble`."""
 
     def terms(self, text: str, cache: dict[str, str]) -> tuple[list[str], list[int] | None]: ...
-    def fold(
-        self,
-        fields: list[list[str]],
-        slots: list[int],
-        weights: tuple[int, int, int],
-        heads: tuple[str, str, str],
-        sep: str,
-    ) -> tuple[list[str], dict[str, int], int, tuple[int, int, int]]: ...
+    def assemble(
+        self, fields: list[list[str]], doc_type: str, tags: tuple[str, ...], layout: _Layout
+    ) -> _Assembled: ...
 
 
 def _native() -> _WordsModule | None:
@@ -369,7 +385,10 @@ def _native() -> _WordsModule | None:
 
 
 def _field_texts(doc: Document) -> tuple[str, ...]:
-    return (doc.body, doc.title, *doc.tags, doc.description)
+    """What `_assemble` reads the terms of: the body, the title, each tag, the
+    description, the concept ID and its last segment."""
+    cid = doc.concept_id
+    return (doc.body, doc.title, *doc.tags, doc.description, cid, cid.rpartition("/")[2])
 
 
 def _fields_terms(docs: Sequence[Document]) -> list[list[list[str]]]:
@@ -435,14 +454,13 @@ def _count_field(tfw: dict[str, int], toks: list[str], weight: int, head: str) -
 def _fold(
     fields: list[list[str]],
     slots: list[int],
-    weights: tuple[int, int, int],
-    heads: tuple[str, str, str],
+    weights: tuple[int, ...],
+    heads: tuple[str, ...],
     sep: str,
-) -> tuple[list[str], dict[str, int], int, tuple[int, int, int]]:
+) -> tuple[list[str], dict[str, int], int, list[int]]:
     """The token stream, weighted counts, weighted length and per-slot token
-    counts of `fields` ([body, field...]; field j + 1 goes to slot
-    `slots[j]` of `weights` and `heads`): the specification of
-    ctindex/providers/_words.c `fold`."""
+    counts of `fields` ([body, field...]; field j + 1 goes to slot `slots[j]`
+    of `weights` and `heads`)."""
     body = fields[0]
     tfw: dict[str, int] = Counter(body)
     length = len(body)
@@ -455,44 +473,43 @@ def _fold(
         flens[slot] += len(toks)
         _count_field(tfw, toks, weights[slot], heads[slot])
     tokens.extend(body)
-    return tokens, tfw, length, (flens[0], flens[1], flens[2])
+    return tokens, tfw, length, flens
 
 
-# title, tags, description: their weights and field-term heads, by slot
-_SLOT_WEIGHTS = (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2])
-_SLOT_HEADS = (FIELD_TERM[0], FIELD_TERM[1], FIELD_TERM[2])
+def _assemble(
+    fields: list[list[str]], doc_type: str, tags: tuple[str, ...], layout: _Layout
+) -> _Assembled:
+    """A document's token stream, weighted term counts (facet and ranking
+    terms included), weighted length and per-field lengths, from the terms of
+    its `_field_texts`: the specification of ctindex/providers/_words.c
+    `assemble`, which builds the same counts in the same insertion order."""
+    weights, heads, sep, (f_type, f_type_word, f_tag), exact = layout
+    if len(fields) != len(tags) + 5:
+        raise ValueError("assemble: body, title, each tag, description, ID, last segment")
+    slots = [0, *([1] * len(tags)), 2]  # title, each tag, description
+    tokens, tfw, length, flens = _fold(fields[:-2], slots, weights, heads, sep)
+    if doc_type:
+        kind = facet(doc_type)
+        tfw[f_type + kind] = 1
+        for w in kind.split():
+            for part in words(w):
+                tfw[f_type_word + part.casefold()] = 1
+    for tag in tags:
+        tfw[f_tag + facet(tag)] = 1
+    id_terms, last = fields[-2], fields[-1]
+    for t in id_terms:
+        tfw[heads[3] + t] = tfw.get(heads[3] + t, 0) + 1
+    title = fields[1]
+    for head, seq in zip(exact, (title, id_terms, last, sorted(set(title))), strict=True):
+        if seq:
+            tfw[head + " ".join(seq)] = 1
+    return tokens, tfw, length, (flens[0], flens[1], flens[2], len(id_terms))
 
 
 def _analysis(doc: Document, fields: list[list[str]], native: _WordsModule | None) -> Analysis:
-    fold = native.fold if native is not None else _fold
-    slots = [0, *([1] * len(doc.tags)), 2]  # title, each tag, description
-    tokens, tfw, length, (ftitle, ftags, fdesc) = fold(
-        fields, slots, _SLOT_WEIGHTS, _SLOT_HEADS, SEP
-    )
-    if doc.type:
-        kind = facet(doc.type)
-        tfw[FACET_TYPE + kind] = 1
-        for w in kind.split():
-            for part in words(w):
-                tfw[FACET_TYPE_WORD + part.casefold()] = 1
-    for tag in doc.tags:
-        tfw[FACET_TAG + facet(tag)] = 1
-    id_terms = terms(doc.concept_id)
-    for t in id_terms:
-        tfw[FIELD_TERM[3] + t] = tfw.get(FIELD_TERM[3] + t, 0) + 1
-    title = fields[1]
-    last = terms(doc.concept_id.rsplit("/", 1)[-1])
-    for head, seq in (
-        (EXACT_TITLE, title),
-        (EXACT_ID, id_terms),
-        (EXACT_LAST, last),
-        (EXACT_TITLE_SET, sorted(set(title))),
-    ):
-        if seq:
-            tfw[head + " ".join(seq)] = 1
-    return Analysis(
-        tokens=tokens, tfw=tfw, length=length, flens=(ftitle, ftags, fdesc, len(id_terms))
-    )
+    assemble = native.assemble if native is not None else _assemble
+    tokens, tfw, length, flens = assemble(fields, doc.type, doc.tags, _LAYOUT)
+    return Analysis(tokens=tokens, tfw=tfw, length=length, flens=flens)
 
 
 class OkfMarkdown:

@@ -56,36 +56,63 @@ def test_every_code_point_splits_like_the_regex() -> None:
 
 
 _tokens = st.lists(st.sampled_from(["a", "b", "c", "é", "\u4e00", "ab" * 12]), max_size=20)
+_value = st.text(alphabet="aB é\u00df\u0130\u4e00\t-_.1", max_size=12)
 
 
 @settings(max_examples=300, deadline=None)
 @given(
     body=_tokens,
-    fields=st.lists(st.tuples(st.integers(0, 2), _tokens), max_size=5),
+    title=_tokens,
+    tags=st.lists(st.tuples(_value, _tokens), max_size=4),
+    description=_tokens,
+    ids=_tokens,
+    last=_tokens,
+    doc_type=_value,
     weights=st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5)),
 )
-def test_fold_matches(
-    body: list[str], fields: list[tuple[int, list[str]]], weights: tuple[int, int, int]
+def test_assemble_matches(
+    body: list[str],
+    title: list[str],
+    tags: list[tuple[str, list[str]]],
+    description: list[str],
+    ids: list[str],
+    last: list[str],
+    doc_type: str,
+    weights: tuple[int, int, int],
 ) -> None:
-    """Same tokens, counts, lengths, and the counts' insertion order too; the
-    heads make field terms that can equal a body token ("\x01ta" after "a")."""
+    """Same tokens, counts, lengths, and the counts' insertion order too.
+    The heads are chosen so that field, facet and exact terms can collide
+    with body tokens and with each other ("" + "a" is "a"; "x" + "b" is "xb")."""
     native = _native()
-    heads = ("\x01t", "", "x")
-    args = ([body, *(t for _, t in fields)], [s for s, _ in fields], weights, heads, "\x00")
-    want, got = okf._fold(*args), native.fold(*args)
+    layout = (
+        weights,
+        ("", "x", "\x01d", "\x01i"),
+        "\x00",
+        ("x", "", "\x00tag:"),
+        ("", "x", "a", "b"),
+    )
+    fields = [body, title, *(t for _, t in tags), description, ids, last]
+    args = (fields, doc_type, tuple(v for v, _ in tags), layout)
+    want, got = okf._assemble(*args), native.assemble(*args)  # type: ignore[arg-type]
     assert got == want
     assert list(got[1].items()) == list(want[1].items())
 
 
-def test_fold_rejects_what_it_can_not_count() -> None:
+def test_assemble_rejects_what_it_can_not_count() -> None:
     native = _native()
-    heads = ("\x01t", "\x01g", "\x01d")
+    layout = okf._LAYOUT
     with pytest.raises(TypeError):
-        native.fold([["a", 1]], [], (1, 1, 1), heads, "\x00")
+        native.assemble([["a", 1], [], [], [], []], "", (), layout)
     with pytest.raises(ValueError):
-        native.fold([["a"], ["b"]], [3], (1, 1, 1), heads, "\x00")
-    with pytest.raises(ValueError):
-        native.fold([["a"], ["b"]], [], (1, 1, 1), heads, "\x00")
+        native.assemble([["a"], [], [], [], []], "", ("tag",), layout)
+    with pytest.raises(TypeError):
+        native.assemble([["a"], [], [], [], []], "", (), ((1, 1), *layout[1:]))
+
+
+def test_whitespace_is_never_a_word_character() -> None:
+    """Why assemble may take the type's words from the whole facet value
+    instead of from each of its whitespace-separated parts."""
+    assert not [c for c in range(0x110000) if chr(c).isspace() and chr(c).isalnum()]
 
 
 def test_the_word_memo_follows_its_cache() -> None:
