@@ -49,10 +49,20 @@ class ReadResult:
     attempts: int = 0
 
 
-def _read_all(fd: int) -> bytes:
-    # FileIO.readall sizes its buffer from fstat and loops until EOF.
-    with open(fd, "rb", buffering=0, closefd=False) as f:
-        return f.readall()
+def _read_all(fd: int, size: int) -> bytes:
+    """Every byte up to EOF; `size` (the caller's fstat) sizes the first read.
+
+    Plain os.read calls: a FileIO's readall would fstat twice more and lseek
+    once to size its buffer, for every file. It still reads until a read
+    returns nothing, so a file longer than its stat says (an NFS attribute
+    cache serving an old size) is read whole and the size check fails."""
+    data = os.read(fd, size + 1)
+    if not data:
+        return data
+    parts = [data]
+    while more := os.read(fd, max(size, 1 << 16)):
+        parts.append(more)
+    return data if len(parts) == 1 else b"".join(parts)
 
 
 def read_stable(
@@ -86,7 +96,7 @@ def read_stable(
             before = os.fstat(fd)
             if not stat_mod.S_ISREG(before.st_mode):
                 return ReadResult(Outcome.GONE, attempts=attempt)
-            data = _read_all(fd)
+            data = _read_all(fd, before.st_size)
             after = os.fstat(fd)
         except OSError as exc:
             return _failed(exc, attempt)

@@ -132,8 +132,8 @@ def test_a_file_that_keeps_changing_is_dirty(
     target = tmp_path / "top.md"
     real = hashing._read_all
 
-    def read_while_growing(fd: int) -> bytes:
-        data = real(fd)
+    def read_while_growing(fd: int, size: int) -> bytes:
+        data = real(fd, size)
         if os.fstat(fd).st_ino == target.stat().st_ino:
             with open(target, "ab") as fh:  # changes under every read
                 fh.write(b"x")
@@ -219,3 +219,25 @@ def test_a_shipment_carries_every_outcome_unchanged(captured: list[Captured]) ->
     through pickle as the process pool sends it; only the order may differ."""
     back = list(unship(pickle.loads(pickle.dumps(ship(captured)))))
     assert sorted(back, key=repr) == sorted(captured, key=repr)
+
+
+@pytest.mark.parametrize("claimed", [0, 1, 99_999, 100_000, 100_001, 10**6])
+def test_a_read_takes_every_byte_whatever_size_it_was_told(tmp_path: Path, claimed: int) -> None:
+    """read_stable sizes its first read from the fstat; a file longer than
+    that (a stale NFS size) is still read to its end, so the size check
+    sees the difference instead of a silently cut read."""
+    from ctindex.reconciler import hashing
+
+    data = os.urandom(100_000)
+    (tmp_path / "f").write_bytes(data)
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        assert hashing._read_all(fd, claimed) == data
+    finally:
+        os.close(fd)
+    (tmp_path / "empty").write_bytes(b"")
+    fd = os.open(tmp_path / "empty", os.O_RDONLY)
+    try:
+        assert hashing._read_all(fd, claimed) == b""
+    finally:
+        os.close(fd)
