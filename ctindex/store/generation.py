@@ -17,9 +17,10 @@ from ctindex.store.durable import IndexCorrupt, crc, read_all, write_new
 
 MANIFEST_NAME = "MANIFEST"
 # 2: sorted file-table base + inline delta; 3: segment format 3, token streams
-# rank word terms only (docs/format.md). A manifest of another format is read
-# as damaged, so the next writer rebuilds and says why.
-FORMAT = 3
+# rank word terms only; 4: segment format 4, zstd record blocks
+# (docs/format.md). A manifest of another format is read as damaged, so the
+# next writer rebuilds and says why.
+FORMAT = 4
 _DEL_MAGIC = b"CTDEL\x00\x01\x00"
 
 

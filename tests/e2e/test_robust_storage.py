@@ -173,18 +173,18 @@ def damage_manifest_truncated(root: Path) -> str:
 
 
 def damage_manifest_old_format(root: Path) -> str:
-    """An index the previous format wrote (format 2: token streams ranked
-    every term): valid, checksummed, and never read as format 3."""
+    """An index an earlier format wrote (format 3: zlib record blocks):
+    valid, checksummed, and never read as the current format."""
     from ctindex.store.durable import crc
     from ctindex.store.generation import FORMAT
 
     path = index_dir(root) / "MANIFEST"
     body = json.loads(path.read_bytes().rpartition(b"\ncrc32:")[0])
-    assert body["format"] == FORMAT == 3
-    body["format"] = 2
+    assert body["format"] == FORMAT == 4
+    body["format"] = 3
     data = json.dumps(body, sort_keys=True).encode()
     path.write_bytes(data + b"\ncrc32:%08x\n" % crc(data))
-    return "index format 2, this version reads format 3"
+    return "index format 3, this version reads format 4"
 
 
 HEADER_LEVEL = {  # found by the cheap check every full update and `status` make
