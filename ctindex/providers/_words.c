@@ -1,7 +1,8 @@
 /* Optional native core of the okf-markdown analysis (docs/decisions/native.md,
- * "Analysis"): the word tokenizer and the per-field term counting of
- * ctindex/providers/okf_markdown.py, whose pure-Python code is the
- * specification; the results are identical
+ * "Building the index"): the word tokenizer (`terms`, with a memo in front of
+ * the stem cache) and the assembly of a document's analysis from its terms
+ * (`assemble`) of ctindex/providers/okf_markdown.py, whose pure-Python code
+ * is the specification; the results are identical
  * (tests/ctindex/providers/test_okf_markdown_native.py).
  *
  * A word is a maximal run of code points for which str.isalnum() is true:
