@@ -213,9 +213,11 @@ def test_native_scan_equals_pure_on_random_trees(
         assert fast == pure
         assert used == HAVE_NATIVE
         assert not pure["has_changes"]
+        assert _in_byte_order(tmp, flt, first.manifest, ops) == pure
         _change(files, changes)
         pure, fast, _ = both_ways(tmp, flt, first.manifest, ops)
         assert fast == pure
+        assert _in_byte_order(tmp, flt, first.manifest, ops) == pure
     finally:
         shutil.rmtree(tmp)
 
@@ -419,6 +421,17 @@ def sorted_ways(
         differ += [new for _old, new in res["renamed"]]
         assert sorted(flt.asked) == sorted(differ)
     return summary(pure), summary(fast), table
+
+
+def _in_byte_order(
+    root: str, flt: SimpleFilter, previous: Manifest, ops: FsOps | None
+) -> dict[str, Any]:
+    """The summary of a pass over `previous` laid out as a base file table
+    lays it out, keys in byte order: the native scan searches it in place."""
+    packed = Manifest(source=_SortedSource(dict(previous.raw())))
+    table = packed.native_table()
+    assert (table is not None and table.ordered) if HAVE_NATIVE else table is None
+    return summary(reconcile(root, flt, packed, clock_ns=lambda: NOW, ops=ops, trust_filter=True))
 
 
 def _answers_like(
