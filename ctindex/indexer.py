@@ -38,9 +38,11 @@ from ctindex.store.integrity import check_generation, damage_reason
 from ctindex.store.passlog import record_pass
 
 if TYPE_CHECKING:
+    from ctindex.build import Added
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
     from ctindex.reconciler import Manifest, WalkReport
+    from ctindex.store.writer import StoreWriter
 
 
 @dataclass
@@ -315,11 +317,10 @@ def _apply(
 ) -> UpdateReport:
     """Reconcile and publish. `fresh`: index everything anew. `stale`: scope
     roots whose documents are re-indexed from scratch (plan change), the
-    rest of the index is updated incrementally."""
-    from ctindex.build import Added, Reads, add_documents, reanalyzer, targets_of
+    rest of the index is updated incrementally. Parsing and the store's
+    writer (ctindex/build.py, ctindex/store/writer.py) are imported where a
+    pass writes: a nothing-changed one returns before that, without them."""
     from ctindex.reconciler import Manifest, reconcile
-    from ctindex.reconciler.capture import complete
-    from ctindex.store.writer import StoreWriter
 
     t0 = time.perf_counter()
     contents: dict[str, bytes] = {}
@@ -358,11 +359,17 @@ def _apply(
     bar.done()
 
     def new_writer() -> StoreWriter:
+        from ctindex.build import reanalyzer
+        from ctindex.store.writer import StoreWriter
+
         return StoreWriter(index_dir, base, fresh=fresh, reanalyze=reanalyzer(plan), sep=SEP)
 
     writer: StoreWriter | None = None
     added: Added | None = None
     if res.pending:  # only a rebuild (fresh) defers
+        from ctindex.build import Reads, add_documents, targets_of
+        from ctindex.reconciler.capture import complete
+
         writer = new_writer()
         try:
             keys = sorted(p.key for p in res.pending)
@@ -431,6 +438,8 @@ def _apply(
         record_pass(index_dir, pass_info)
         report.duration_ms = round((time.perf_counter() - t0) * 1000, 3)
         return report
+
+    from ctindex.build import add_documents, targets_of
 
     errors: dict[str, str] = {}
     warnings: dict[str, str] = {}

@@ -89,7 +89,11 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
         chunks: list[bytes] = []
         got = 0
         while got <= limit:  # one byte past the limit tells a file that grew
-            chunk = os.read(fd, min(limit + 1 - got, MIB))
+            # The size fstat gave (plus the byte past it) in one read: a file
+            # that did not grow comes back as one chunk, which join() returns
+            # as it is, instead of 1 MiB chunks copied once more (an 18 MB
+            # file table: ~10 ms).
+            chunk = os.read(fd, min(limit + 1 - got, max(size + 1 - got, MIB)))
             if not chunk:
                 break
             chunks.append(chunk)

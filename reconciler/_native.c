@@ -5,15 +5,24 @@
  * os.stat_result, one key string, one dict lookup and one filter call per
  * entry. Here one folder is listed and every entry fstatat()ed relative to
  * the already-open folder descriptor (AT_SYMLINK_NOFOLLOW: a symlink is
- * reported as a symlink, never followed), the key is looked up in a hash
- * index over the packed file table (reconciler/manifest.py and
- * ctindex/store/filetable.py record layout) and the full fingerprint
+ * reported as a symlink, never followed), the key is looked up in the
+ * packed file table (reconciler/manifest.py and ctindex/store/filetable.py
+ * record layout) and the full fingerprint
  * (size, mtime_ns, ctime_ns, inode, device) plus the racily-clean rule of
  * reconciler/fingerprint.py are checked in C. Only entries Python must look
  * at itself are returned: folders, files that differ or are unknown, stat
  * failures, trusted files with more than one link, and any entry decided here
  * whose name is not ASCII (the walker reports those). Everything else is a
  * counter.
+ *
+ * The lookup: a base file table (ctindex/store/filetable.py) is written
+ * sorted, so when its keys turn out to be in strictly increasing byte order
+ * (checked once, sequentially, in Table_init) a key is found by binary
+ * search, within the range of the folder being scanned, and no index over
+ * the 200k keys is built at all; only the small delta gets a hash index,
+ * consulted first. Keys the order check rejects (a manifest in walk order,
+ * or names whose surrogate escapes sort differently as bytes than as code
+ * points) get a hash index over every entry, as before.
  *
  * The rule applied here must stay identical to walk.Unchanged and
  * diff._Pass.on_files; tests/reconciler/test_native.py holds both paths to the same
@@ -49,14 +58,24 @@ typedef struct {
     Py_buffer records;
     Py_buffer keys;
     int have_buffers;
-    Entry *entries;
+    Entry *entries; /* the delta's n_delta entries, then the base's, in record order */
     Py_ssize_t n_entries;
+    Py_ssize_t n_delta;
+    /* The base keys are in strictly increasing byte order: the base is
+     * searched in place and `slots` index only the delta. Otherwise `slots`
+     * index every entry. */
+    int ordered;
     /* Open addressing, linear probing. A slot holds the key's upper 32 hash
      * bits above the entry index + 1 (0 = empty), so a probe rejects other
      * keys without touching their entries (the table is larger than the
-     * caches: every touch would be a miss). */
+     * caches: every touch would be a miss). NULL when there is nothing to
+     * index (an ordered base and no delta). */
     uint64_t *slots;
     uint64_t mask;
+    /* Ordered only: the base entries the delta overrides or removes, as
+     * sorted entry indices, so unseen() can skip them without a lookup. */
+    Py_ssize_t *shadowed;
+    Py_ssize_t n_shadowed;
     Py_ssize_t live;
     char *arena; /* copies of the delta's keys and records */
 } Table;
@@ -117,19 +136,69 @@ static uint64_t find_slot(const Table *t, const char *key, Py_ssize_t n, uint64_
     }
 }
 
-static const Entry *lookup(const Table *t, const char *key, Py_ssize_t n) {
+/* The hash index's entry for `key` (removed ones included), or NULL. */
+static const Entry *lookup_slots(const Table *t, const char *key, Py_ssize_t n) {
     if (t->slots == NULL)
         return NULL;
     uint64_t s = t->slots[find_slot(t, key, n, hash_bytes(key, n))];
-    if (s == 0)
-        return NULL;
-    const Entry *e = &t->entries[SLOT_INDEX(s) - 1];
-    return e->rec == NULL ? NULL : e;
+    return s == 0 ? NULL : &t->entries[SLOT_INDEX(s) - 1];
+}
+
+/* Byte order of e's key and `key`, both from byte `skip` on (the bytes
+ * before it are known to be equal). */
+static int cmp_key(const Entry *e, const char *key, Py_ssize_t n, Py_ssize_t skip) {
+    Py_ssize_t a = e->key_len - skip, b = n - skip;
+    int c = memcmp(e->key + skip, key + skip, (size_t)(a < b ? a : b));
+    return c != 0 ? c : (a > b) - (a < b);
+}
+
+/* First entry index in [lo, hi) whose key is not below `key`; the keys there
+ * are ordered and share their first `skip` bytes with it. */
+static Py_ssize_t lower_bound(const Table *t, Py_ssize_t lo, Py_ssize_t hi, const char *key,
+                              Py_ssize_t n, Py_ssize_t skip) {
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (cmp_key(&t->entries[mid], key, n, skip) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The ordered base's entry for `key` within [lo, hi), or NULL. */
+static const Entry *search_base(const Table *t, Py_ssize_t lo, Py_ssize_t hi, const char *key,
+                                Py_ssize_t n, Py_ssize_t skip) {
+    Py_ssize_t i = lower_bound(t, lo, hi, key, n, skip);
+    if (i < hi && cmp_key(&t->entries[i], key, n, skip) == 0)
+        return &t->entries[i];
+    return NULL;
+}
+
+/* The live entry for `key`, or NULL. The delta answers first; an ordered
+ * base is searched in [lo, hi) only (all of it, or one folder's range, whose
+ * keys share their first `skip` bytes with `key`). */
+static const Entry *lookup_in(const Table *t, const char *key, Py_ssize_t n, Py_ssize_t lo,
+                              Py_ssize_t hi, Py_ssize_t skip) {
+    const Entry *e = lookup_slots(t, key, n);
+    if (e == NULL && t->ordered)
+        e = search_base(t, lo, hi, key, n, skip);
+    return e == NULL || e->rec == NULL ? NULL : e;
+}
+
+static const Entry *lookup(const Table *t, const char *key, Py_ssize_t n) {
+    return lookup_in(t, key, n, t->n_delta, t->n_entries, 0);
+}
+
+static int cmp_index(const void *a, const void *b) {
+    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
+    return (x > y) - (x < y);
 }
 
 static void Table_dealloc(Table *self) {
     PyMem_Free(self->entries);
     PyMem_Free(self->slots);
+    PyMem_Free(self->shadowed);
     PyMem_Free(self->arena);
     if (self->have_buffers) {
         PyBuffer_Release(&self->records);
@@ -165,15 +234,10 @@ static int Table_init(Table *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     self->entries = PyMem_Calloc((size_t)(total ? total : 1), sizeof(Entry));
-    uint64_t cap = 16;
-    while (cap < (uint64_t)total * 2)
-        cap <<= 1;
-    self->slots = PyMem_Calloc((size_t)cap, sizeof(uint64_t));
-    if (self->entries == NULL || self->slots == NULL) {
+    if (self->entries == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    self->mask = cap - 1;
 
     /* The delta's keys and records are copied: the list may change later. */
     size_t arena_len = 0;
@@ -199,7 +263,6 @@ static int Table_init(Table *self, PyObject *args, PyObject *kwds) {
 
     Py_ssize_t n = 0;
     char *out = self->arena;
-    /* Delta first: a later delta item for the same key wins, like dict.update. */
     for (Py_ssize_t j = 0; j < nd; j++) {
         PyObject *item = PyList_GET_ITEM(delta, j);
         PyObject *kb = PyTuple_GET_ITEM(item, 0);
@@ -217,11 +280,18 @@ static int Table_init(Table *self, PyObject *args, PyObject *kwds) {
             e->rec = (const unsigned char *)out;
             out += RECORD_SIZE;
         }
-        uint64_t h = hash_bytes(e->key, kl);
-        self->slots[find_slot(self, e->key, kl, h)] = SLOT_TAG(h) | (uint64_t)(n + 1);
         n++;
     }
     Py_ssize_t first_base = n;
+    self->n_delta = nd;
+    /* The base file is written sorted, but by code point of the str keys
+     * (ctindex/store/filetable.py encode_base), and a surrogate escape
+     * (U+DC80..U+DCFF, three bytes as code point, one byte 0x80..0xFF here)
+     * does not keep that order as bytes. So the order is checked, not
+     * trusted: each key against the one before it, while the entries are
+     * laid out (the previous key is still in cache). Equal neighbours fail
+     * too: a repeated key needs the hash index's "later record wins". */
+    int ordered = 1;
     const char *kp = self->keys.buf;
     const char *kend = kp + self->keys.len;
     const unsigned char *rp = self->records.buf;
@@ -236,13 +306,8 @@ static int Table_init(Table *self, PyObject *args, PyObject *kwds) {
         e->key = kp;
         e->key_len = stop - kp;
         e->rec = rp + (size_t)i * RECORD_SIZE;
-        uint64_t h = hash_bytes(e->key, e->key_len);
-        uint64_t s = find_slot(self, e->key, e->key_len, h);
-        uint64_t held = self->slots[s];
-        /* A key the delta holds keeps the delta's answer; a repeated base key
-         * takes the later record, as dict(zip(keys, records)) does. */
-        if (held == 0 || (Py_ssize_t)(SLOT_INDEX(held) - 1) >= first_base)
-            self->slots[s] = SLOT_TAG(h) | (uint64_t)(n + 1);
+        if (ordered && i > 0 && cmp_key(e - 1, e->key, e->key_len, 0) >= 0)
+            ordered = 0;
         n++;
         kp = stop + 1;
     }
@@ -251,11 +316,70 @@ static int Table_init(Table *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     self->n_entries = n;
+    self->ordered = ordered;
+
+    Py_ssize_t indexed = ordered ? nd : total;
+    if (indexed) {
+        uint64_t cap = 16;
+        while (cap < (uint64_t)indexed * 2)
+            cap <<= 1;
+        self->slots = PyMem_Calloc((size_t)cap, sizeof(uint64_t));
+        if (self->slots == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->mask = cap - 1;
+    }
+    /* Delta first: a later delta item for the same key wins, like dict.update. */
+    for (Py_ssize_t j = 0; j < nd; j++) {
+        const Entry *e = &self->entries[j];
+        uint64_t h = hash_bytes(e->key, e->key_len);
+        self->slots[find_slot(self, e->key, e->key_len, h)] = SLOT_TAG(h) | (uint64_t)(j + 1);
+    }
     Py_ssize_t live = 0;
-    for (uint64_t i = 0; i <= self->mask; i++) {
-        uint64_t s = self->slots[i];
-        if (s && self->entries[SLOT_INDEX(s) - 1].rec != NULL)
-            live++;
+    if (ordered) {
+        /* Every base key is distinct and live; each delta key (its last
+         * item) overrides or removes one base entry, or adds a key. */
+        live = count;
+        if (nd) {
+            self->shadowed = PyMem_Malloc((size_t)nd * sizeof(Py_ssize_t));
+            if (self->shadowed == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+        }
+        for (uint64_t i = 0; self->slots != NULL && i <= self->mask; i++) {
+            uint64_t s = self->slots[i];
+            if (s == 0)
+                continue;
+            const Entry *e = &self->entries[SLOT_INDEX(s) - 1];
+            const Entry *b = search_base(self, first_base, n, e->key, e->key_len, 0);
+            if (b != NULL) {
+                self->shadowed[self->n_shadowed++] = b - self->entries;
+                if (e->rec == NULL)
+                    live--;
+            } else if (e->rec != NULL) {
+                live++;
+            }
+        }
+        if (self->n_shadowed > 1)
+            qsort(self->shadowed, (size_t)self->n_shadowed, sizeof(Py_ssize_t), cmp_index);
+    } else {
+        for (Py_ssize_t i = first_base; i < n; i++) {
+            const Entry *e = &self->entries[i];
+            uint64_t h = hash_bytes(e->key, e->key_len);
+            uint64_t s = find_slot(self, e->key, e->key_len, h);
+            uint64_t held = self->slots[s];
+            /* A key the delta holds keeps the delta's answer; a repeated base
+             * key takes the later record, as dict(zip(keys, records)) does. */
+            if (held == 0 || (Py_ssize_t)(SLOT_INDEX(held) - 1) >= first_base)
+                self->slots[s] = SLOT_TAG(h) | (uint64_t)(i + 1);
+        }
+        for (uint64_t i = 0; self->slots != NULL && i <= self->mask; i++) {
+            uint64_t s = self->slots[i];
+            if (s && self->entries[SLOT_INDEX(s) - 1].rec != NULL)
+                live++;
+        }
     }
     self->live = live;
     return 0;
@@ -333,6 +457,16 @@ static PyObject *Table_scan(Table *self, PyObject *args) {
     size_t base_len = (size_t)plen;
     if (plen)
         key[base_len++] = '/';
+    /* An ordered base: the folder's keys are the range [prefix/, prefix0)
+     * ('0' follows '/'), found once here; each name is then searched inside
+     * it, comparing only the bytes after the shared "prefix/". */
+    Py_ssize_t lo = self->n_delta, hi = self->n_entries;
+    if (self->ordered && plen) {
+        lo = lower_bound(self, lo, hi, key, (Py_ssize_t)base_len, 0);
+        key[base_len - 1] = '0';
+        hi = lower_bound(self, lo, hi, key, (Py_ssize_t)base_len, 0);
+        key[base_len - 1] = '/';
+    }
 
     Py_ssize_t n_entries = 0, n_trusted = 0, n_symlinks = 0, n_other = 0;
     int err = 0, oom = 0;
@@ -412,7 +546,8 @@ static PyObject *Table_scan(Table *self, PyObject *args) {
                 key_cap = cap;
             }
             memcpy(key + base_len, name, nlen);
-            const Entry *e = lookup(self, key, (Py_ssize_t)(base_len + nlen));
+            const Entry *e =
+                lookup_in(self, key, (Py_ssize_t)(base_len + nlen), lo, hi, (Py_ssize_t)base_len);
             int trusted = 0;
             if (e != NULL) {
                 const unsigned char *r = e->rec;
@@ -485,7 +620,19 @@ done:
     return result;
 }
 
-/* unseen(seen) -> list of the live keys (bytes) not marked in `seen`. */
+/* Append e's key to `out`; -1 on error. */
+static int append_key(PyObject *out, const Entry *e) {
+    PyObject *k = PyBytes_FromStringAndSize(e->key, e->key_len);
+    if (k == NULL || PyList_Append(out, k) < 0) {
+        Py_XDECREF(k);
+        return -1;
+    }
+    Py_DECREF(k);
+    return 0;
+}
+
+/* unseen(seen) -> list of the live keys (bytes) not marked in `seen`, in no
+ * particular order (reconciler/diff.py sorts what it keeps of them). */
 static PyObject *Table_unseen(Table *self, PyObject *arg) {
     Py_buffer seen;
     if (PyObject_GetBuffer(arg, &seen, PyBUF_SIMPLE) < 0)
@@ -499,20 +646,34 @@ static PyObject *Table_unseen(Table *self, PyObject *arg) {
     if (out == NULL)
         goto done;
     const unsigned char *marks = seen.buf;
-    for (uint64_t i = 0; i <= self->mask; i++) {
+    /* The indexed entries: the delta's last item per key, and with an
+     * unordered base every base key's answer too. */
+    for (uint64_t i = 0; self->slots != NULL && i <= self->mask; i++) {
         uint64_t s = self->slots[i];
         if (s == 0)
             continue;
         const Entry *e = &self->entries[SLOT_INDEX(s) - 1];
         if (e->rec == NULL || marks[SLOT_INDEX(s) - 1])
             continue;
-        PyObject *k = PyBytes_FromStringAndSize(e->key, e->key_len);
-        if (k == NULL || PyList_Append(out, k) < 0) {
-            Py_XDECREF(k);
+        if (append_key(out, e) < 0) {
             Py_CLEAR(out);
             goto done;
         }
-        Py_DECREF(k);
+    }
+    if (self->ordered) { /* the base entries the delta leaves alone */
+        Py_ssize_t next = 0;
+        for (Py_ssize_t i = self->n_delta; i < self->n_entries; i++) {
+            if (next < self->n_shadowed && self->shadowed[next] == i) {
+                next++;
+                continue;
+            }
+            if (marks[i])
+                continue;
+            if (append_key(out, &self->entries[i]) < 0) {
+                Py_CLEAR(out);
+                goto done;
+            }
+        }
     }
 done:
     PyBuffer_Release(&seen);
@@ -541,6 +702,11 @@ static PyObject *Table_get_size(Table *self, void *closure) {
     return PyLong_FromSsize_t(self->n_entries);
 }
 
+static PyObject *Table_get_ordered(Table *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->ordered);
+}
+
 static PyMethodDef Table_methods[] = {
     {"scan", (PyCFunction)Table_scan, METH_VARARGS,
      "scan(fd, prefix, seen, granularity_ns) -> (entries, trusted, symlinks, other, pending)"},
@@ -552,6 +718,8 @@ static PyMethodDef Table_methods[] = {
 static PyGetSetDef Table_getset[] = {
     {"live", (getter)Table_get_live, NULL, "number of keys the table holds", NULL},
     {"size", (getter)Table_get_size, NULL, "length a seen bytearray must have", NULL},
+    {"ordered", (getter)Table_get_ordered, NULL,
+     "whether the base is searched in place (keys in byte order) instead of hashed", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -561,7 +729,7 @@ static PyTypeObject TableType = {
     .tp_basicsize = sizeof(Table),
     .tp_dealloc = (destructor)Table_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Hash index over a packed file table, for the folder scan.",
+    .tp_doc = "Key lookup over a packed file table, for the folder scan.",
     .tp_methods = Table_methods,
     .tp_getset = Table_getset,
     .tp_init = (initproc)Table_init,

@@ -209,7 +209,7 @@ class Manifest(Mapping[str, Entry]):
         return self._raw if self._raw is not None else _RawView(self)
 
     def native_table(self) -> NativeTable | None:
-        """The table as the native scan's hash index (reconciler/native.py),
+        """The table as the native scan's lookup table (reconciler/native.py),
         or None: no extension, or a table built as a dict."""
         if not self._native:
             self._native.append(self._source.native() if self._source is not None else None)

@@ -40,6 +40,7 @@ class NativeTable(Protocol):
 
     live: int
     size: int
+    ordered: bool  # the base is searched in place (keys in byte order), not hashed
 
     def scan(
         self, fd: int, prefix: bytes, seen: bytearray, granularity_ns: int

@@ -20,12 +20,14 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from ctindex.reconciler import FsOps, Manifest, ReconcileResult, reconcile
 from ctindex.reconciler import native as native_mod
+from ctindex.reconciler.manifest import RawEntry
 from ctindex.reconciler.testing import SimpleFilter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -211,9 +213,11 @@ def test_native_scan_equals_pure_on_random_trees(
         assert fast == pure
         assert used == HAVE_NATIVE
         assert not pure["has_changes"]
+        assert _in_byte_order(tmp, flt, first.manifest, ops) == pure
         _change(files, changes)
         pure, fast, _ = both_ways(tmp, flt, first.manifest, ops)
         assert fast == pure
+        assert _in_byte_order(tmp, flt, first.manifest, ops) == pure
     finally:
         shutil.rmtree(tmp)
 
@@ -344,6 +348,231 @@ def test_packed_table_with_delta_answers_like_the_dict() -> None:
         assert (None if rec is None else native_mod.unpack(rec)) == want.get(k)
     unseen = sorted(k.decode() for k in table.unseen(bytearray(table.size)))
     assert unseen == sorted(want)
+
+
+# -- the sorted base: binary search in place, or the hash index as fallback ----------
+
+DeltaItems = list[tuple[str, "RawEntry | None"]]
+
+
+class _SortedSource:
+    """A TableSource laid out like a base file table (ctindex/store/filetable.py):
+    records and NUL-joined keys in `order` (byte order unless given), with
+    `delta` items on top in their order (None removes; a later item wins)."""
+
+    def __init__(
+        self,
+        raw: dict[str, RawEntry],
+        delta: DeltaItems | None = None,
+        order: list[str] | None = None,
+    ) -> None:
+        self.raw, self.delta = raw, list(delta or [])
+        self.order = sorted(raw, key=native_mod.encode_key) if order is None else order
+
+    def materialize(self) -> dict[str, RawEntry]:
+        out = dict(self.raw)
+        for k, e in self.delta:
+            if e is None:
+                out.pop(k, None)
+            else:
+                out[k] = e
+        return out
+
+    def native(self) -> native_mod.NativeTable | None:
+        keys = self.order
+        return native_mod.build_table(
+            b"".join(native_mod.pack(self.raw[k]) for k in keys),
+            b"\0".join(native_mod.encode_key(k) for k in keys),
+            len(keys),
+            self.delta,
+        )
+
+
+@dataclass
+class _Examined(SimpleFilter):
+    """Notes each file accept() is asked about: with trust_filter, the files
+    the native scan did not find unchanged in the table (a key its search
+    missed would show here, though Python then finds it and the result is
+    the same)."""
+
+    asked: list[str] = field(default_factory=list)
+
+    def accept(self, key: str, st_: os.stat_result) -> bool:
+        self.asked.append(key)
+        return True
+
+
+def sorted_ways(
+    root: Path, source: _SortedSource
+) -> tuple[dict[str, Any], dict[str, Any], native_mod.NativeTable | None]:
+    """(pure summary, summary over `source` packed, its native table or None),
+    after checking that the packed pass examined only the files that are not
+    unchanged."""
+    clock: Callable[[], int] = lambda: NOW  # noqa: E731
+    flt = _Examined()
+    pure = reconcile(root, flt, Manifest(source.materialize()), clock_ns=clock, trust_filter=True)
+    packed = Manifest(source=source)
+    table = packed.native_table()
+    flt = _Examined()
+    fast = reconcile(root, flt, packed, clock_ns=clock, trust_filter=True)
+    if table is not None:
+        res = summary(fast)
+        differ = res["added"] + res["changed"] + res["metadata_only"] + res["dirty"]
+        differ += [new for _old, new in res["renamed"]]
+        assert sorted(flt.asked) == sorted(differ)
+    return summary(pure), summary(fast), table
+
+
+def _in_byte_order(
+    root: str, flt: SimpleFilter, previous: Manifest, ops: FsOps | None
+) -> dict[str, Any]:
+    """The summary of a pass over `previous` laid out as a base file table
+    lays it out, keys in byte order: the native scan searches it in place."""
+    packed = Manifest(source=_SortedSource(dict(previous.raw())))
+    table = packed.native_table()
+    assert (table is not None and table.ordered) if HAVE_NATIVE else table is None
+    return summary(reconcile(root, flt, packed, clock_ns=lambda: NOW, ops=ops, trust_filter=True))
+
+
+def _answers_like(
+    table: native_mod.NativeTable, want: dict[str, RawEntry], probes: list[str]
+) -> None:
+    """get() and unseen() of `table` agree with the dict `want`."""
+    assert table.live == len(want)
+    for k in [*want, *probes]:
+        rec = table.get(native_mod.encode_key(k))
+        assert (None if rec is None else native_mod.unpack(rec)) == want.get(k), k
+    unseen = table.unseen(bytearray(table.size))
+    assert sorted(k.decode("utf-8", "surrogateescape") for k in unseen) == sorted(want)
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def test_keys_out_of_byte_order_fall_back_to_the_hash_index(tmp_path: Path) -> None:
+    """The base file sorts by code point; a surrogate escape (a name byte
+    that is not UTF-8) sorts after 'é' that way but before it as bytes. Such
+    a table is hashed, not searched, and answers the same."""
+    root = tmp_path / "tree"
+    for name in ("a.md", "é.md", "z.md", "\udc80.md", "\udcff", "e\u0301"):
+        for folder in ("", "d/", "d/é/"):
+            _write(root / (folder + name), f"{folder}{name}".encode("utf-8", "surrogateescape"))
+    raw = reconcile(root, SimpleFilter(), Manifest(), clock_ns=lambda: NOW).manifest.raw()
+    by_code_point = sorted(raw)
+    assert by_code_point != sorted(raw, key=native_mod.encode_key)
+    for order, ordered in ((by_code_point, False), (None, True)):
+        source = _SortedSource(dict(raw), order=order)
+        pure, fast, table = sorted_ways(root, source)
+        assert fast == pure
+        assert pure["unchanged"] == len(raw) and not pure["has_changes"]
+        if HAVE_NATIVE:
+            assert table is not None and table.ordered is ordered
+            _answers_like(table, raw, ["d/\udc81", "d/é/zz", "d/a.mc"])
+    if HAVE_NATIVE:  # a repeated key is not "increasing" either: the later record wins
+        recs = [(i, i, i, i, i, bytes(16), i) for i in range(3)]
+        table = native_mod.build_table(b"".join(map(native_mod.pack, recs)), b"a\0a\0b", 3)
+        assert table is not None and not table.ordered
+        _answers_like(table, {"a": recs[1], "b": recs[2]}, ["", "c"])
+    (root / "d" / "\udc80.md").write_bytes(b"edited, longer than before")
+    (root / "d" / "é.md").unlink()
+    pure, fast, table = sorted_ways(root, _SortedSource(dict(raw), order=by_code_point))
+    assert fast == pure
+    assert (pure["changed"], pure["removed"]) == (["d/\udc80.md"], ["d/é.md"])
+
+
+def test_delta_overrides_and_removes_keys_of_a_sorted_base(tmp_path: Path) -> None:
+    """The delta answers before the base: an override, a removal, a new key,
+    a removal of a key the base never had, repeated items (the later wins),
+    and keys whose files are gone, each counted once."""
+    root = tmp_path / "tree"
+    for i in range(12):
+        _write(root / "k" / f"f{i:02d}", b"file %d" % i)
+    _write(root / "top.md", b"top")
+    true = dict(reconcile(root, SimpleFilter(), Manifest(), clock_ns=lambda: NOW).manifest.raw())
+
+    def wrong(e: RawEntry) -> RawEntry:  # another size and content
+        return (e[0] + 1, *e[1:5], b"\xff" * 16, e[6])
+
+    def fake(n: int) -> RawEntry:  # a file no longer there (an inode and digest of its own)
+        return (n, n, n, 10**9 + n, 1, n.to_bytes(16, "little"), n)
+
+    base = {k: e for k, e in true.items() if k != "k/f03"}
+    base["k/f01"] = wrong(true["k/f01"])
+    base.update({"k/gone1": fake(1), "k/gone2": fake(2), "k/gone3": fake(3)})
+    delta: DeltaItems = [
+        ("k/f01", true["k/f01"]),  # overrides a stale base record: trusted
+        ("k/f02", None),  # removes a key whose file is there: added
+        ("k/f03", true["k/f03"]),  # a key the base lacks: trusted
+        ("k/f04", wrong(true["k/f04"])),  # overrides a right record: changed
+        ("k/f05", wrong(true["k/f05"])),
+        ("k/f05", true["k/f05"]),  # the later item wins: trusted
+        ("k/f06", true["k/f06"]),
+        ("k/f06", None),  # the later item wins: added
+        ("k/gone2", fake(22)),  # overridden, file gone: removed once
+        ("k/gone3", None),  # removed, file gone: nothing
+        ("k/gone4", fake(4)),  # new, file gone: removed
+        ("absent", None),  # the base never had it: harmless
+    ]
+    source = _SortedSource(base, delta)
+    pure, fast, table = sorted_ways(root, source)
+    assert fast == pure
+    assert pure["added"] == ["k/f02", "k/f06"]
+    assert pure["changed"] == ["k/f04"]
+    assert pure["removed"] == ["k/gone1", "k/gone2", "k/gone4"]
+    assert pure["unchanged"] == len(true) - 3
+    if HAVE_NATIVE:
+        assert table is not None and table.ordered
+        assert table.size == len(base) + len(delta)
+        _answers_like(table, source.materialize(), ["k/f1", "k/", "k", "k/f00/x", "absenT"])
+
+
+def test_folder_ranges_of_a_sorted_base_at_their_edges(tmp_path: Path) -> None:
+    """Keys that are prefixes of each other ('-' and '.' sort before '/',
+    '0' right after it): each folder's range in the base holds its own keys
+    and no neighbour's, down to the first and last of them."""
+    root = tmp_path / "tree"
+    for key in ("a-b", "a.md", "a0", "a/b-x", "a/b0", "a/b/c", "a/b/c.d", "a/b/c0", "b"):
+        _write(root / key, key.encode())
+    true = dict(reconcile(root, SimpleFilter(), Manifest(), clock_ns=lambda: NOW).manifest.raw())
+    stale = {"a": (1, 1, 1, 9001, 1, bytes(16), 1), "a/b": (2, 2, 2, 9002, 1, bytes(16), 2)}
+    stale["a/b/c/d"] = (3, 3, 3, 9003, 1, bytes(16), 3)
+    base = {**true, **stale}
+    pure, fast, table = sorted_ways(root, _SortedSource(base))
+    assert fast == pure
+    assert pure["unchanged"] == len(true) and pure["removed"] == sorted(stale)
+    if HAVE_NATIVE:
+        assert table is not None and table.ordered
+        _answers_like(table, base, ["", "a/", "a/b/", "a.", "a/b/c/", "a/b/c/d/e", "b/", "a1"])
+    for key in ("a/b-x", "a/b0", "a/b/c", "a/b/c0", "a-b", "b"):  # first and last of each range
+        (root / key).write_bytes(b"changed " + key.encode())
+        pure, fast, _ = sorted_ways(root, _SortedSource(base))
+        assert fast == pure
+        assert pure["changed"] == [key], key
+        (root / key).write_bytes(key.encode())
+        os.utime(root / key, ns=(true[key][1], true[key][1]))
+
+
+def test_empty_sorted_table(tmp_path: Path) -> None:
+    """No base keys: every file is new, with or without a delta."""
+    root = tmp_path / "tree"
+    for key in ("x.md", "d/y.md"):
+        _write(root / key, key.encode())
+    true = dict(reconcile(root, SimpleFilter(), Manifest(), clock_ns=lambda: NOW).manifest.raw())
+    gone: RawEntry = (5, 5, 5, 9005, 1, bytes(16), 5)
+    for delta in ([], [("d/y.md", true["d/y.md"]), ("gone", None), ("z", gone)]):
+        source = _SortedSource({}, delta)
+        pure, fast, table = sorted_ways(root, source)
+        assert fast == pure
+        if HAVE_NATIVE:
+            assert table is not None and table.ordered and table.size == len(delta)
+            _answers_like(table, source.materialize(), ["", "x.md", "d", "d/y.md", "gone"])
+    assert pure["unchanged"] == 1 and pure["added"] == ["x.md"] and pure["removed"] == ["z"]
+    if HAVE_NATIVE:
+        empty = native_mod.build_table(b"", b"", 0)
+        assert empty is not None and (empty.ordered, empty.live, empty.size) == (True, 0, 0)
+        assert empty.get(b"") is None and empty.unseen(bytearray()) == []
 
 
 def test_pure_switch_and_missing_extension_fall_back_silently(

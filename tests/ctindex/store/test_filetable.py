@@ -70,6 +70,33 @@ def test_load_applies_the_delta(tmp_path: Path) -> None:
     }
 
 
+def test_native_lookup_searches_a_base_in_byte_order_and_hashes_any_other(
+    tmp_path: Path,
+) -> None:
+    """encode_base sorts by code point. Without surrogate escapes that is byte
+    order too, and the native table searches the file in place; with an
+    escape next to 'é' it is not, and the table falls back to hashing. Both
+    answer like everything()."""
+    from ctindex.reconciler import native
+
+    if native.module() is None:
+        pytest.skip("extension not in use (not built, or CTINDEX_PURE set)")
+    for keys, ordered in ((KEYS, True), ([*KEYS, "d/é", "d/\udc80"], False)):
+        raw = {k: entry(i) for i, k in enumerate(keys)}
+        path = tmp_path / "files.bin"
+        path.write_bytes(filetable.encode_base(raw))
+        delta: filetable.Delta = {"a.md": None, "new": entry(70), "a0": entry(71)}
+        table = filetable._FullTable(filetable.BaseTable.load(path), delta).native()
+        assert table is not None and table.ordered is ordered
+        want = filetable.load(tmp_path, "files.bin", filetable.delta_to_json(delta)).raw()
+        assert table.live == len(want)
+        for k in [*raw, *delta, "a/", "zz"]:
+            rec = table.get(native.encode_key(k))
+            assert (None if rec is None else native.unpack(rec)) == want.get(k)
+        unseen = table.unseen(bytearray(table.size))
+        assert sorted(k.decode("utf-8", "surrogateescape") for k in unseen) == sorted(want)
+
+
 @pytest.fixture
 def small(tmp_path: Path) -> Project:
     kb = tmp_path / "kb"
