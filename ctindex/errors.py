@@ -54,6 +54,12 @@ class IndexCorrupt(CtindexError):
     """The published index can not be read consistently (after retries)."""
 
 
+class IndexFormatChanged(IndexCorrupt):
+    """The published index was written in another storage format
+    (docs/format.md): not damaged, but rebuilt just the same before it is
+    read; reported as an upgrade, not a repair."""
+
+
 class ConceptNotFound(CtindexError):
     """No concept of the project has this ID (exit 1, like a search without a
     hit). ``suggestions`` holds the closest existing IDs, best first."""

@@ -13,6 +13,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
+from ctindex.errors import IndexFormatChanged
 from ctindex.store.durable import IndexCorrupt, crc, read_all, write_new
 
 MANIFEST_NAME = "MANIFEST"
@@ -125,7 +126,7 @@ class StoreManifest:
             raw = json.loads(body)
             fmt = raw.pop("format")
             if fmt != FORMAT:
-                raise IndexCorrupt(
+                raise IndexFormatChanged(
                     f"{origin}: index format {fmt}, this version reads format {FORMAT}"
                 )
             # Keys are only ever added within a format: a key this build does

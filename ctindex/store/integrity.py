@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from ctindex.errors import IndexFormatChanged
 from ctindex.store.durable import IndexCorrupt
 from ctindex.store.generation import StoreManifest, read_diag
 
@@ -48,8 +49,11 @@ def _readable(path: Path, reader: Callable[[Path], object]) -> None:
 
 
 def damage_reason(exc: BaseException, index_dir: Path) -> str:
-    """`index repaired: <file>: <what>` with the file named relative to the index folder."""
+    """`index repaired: <file>: <what>` with the file named relative to the
+    index folder; `index upgraded: …` for an index of an older format, which
+    is not damaged (errors.IndexFormatChanged)."""
     text = str(exc).replace(f"{index_dir}{os.sep}", "")
     for tail in (" (damaged index file)", " (damaged or truncated)", "; run `ctindex rebuild`"):
         text = text.replace(tail, "")
-    return f"index repaired: {text}"
+    verb = "upgraded" if isinstance(exc, IndexFormatChanged) else "repaired"
+    return f"index {verb}: {text}"

@@ -204,6 +204,11 @@ HEADER_LEVEL = {  # found by the cheap check every full update and `status` make
 }
 
 
+def _verb(damage: str) -> str:
+    """An index of an older format is upgraded; every other case is damage, repaired."""
+    return "upgraded" if damage == "manifest-old-format" else "repaired"
+
+
 @pytest.mark.parametrize("damage", sorted(HEADER_LEVEL))
 def test_robust_storage_damage_is_repaired_by_search(
     project: Path, run_cli: Run, damage: str
@@ -219,7 +224,7 @@ def test_robust_storage_damage_is_repaired_by_search(
         return
     assert fresh["rebuilt"], fresh
     assert what in fresh["rebuilt"]
-    assert fresh["rebuilt"].startswith("index repaired: ") or damage.startswith("manifest")
+    assert fresh["rebuilt"].startswith(f"index {_verb(damage)}: ") or damage.startswith("manifest")
     for q in QUERIES[1:]:
         assert ids(search(run_cli, project, q)) == expected[q], q
     assert run_cli("-C", str(project), "status").code == 0
@@ -235,10 +240,10 @@ def test_robust_storage_damage_is_repaired_by_update(
         assert st["problem"] and what in st["problem"], st["problem"]
     res = run_cli("-C", str(project), "update")
     assert res.code == 0, res.err
-    assert res.out.startswith("rebuilt (index repaired: "), res.out
+    assert res.out.startswith(f"rebuilt (index {_verb(damage)}: "), res.out
     assert what in res.out
     text = run_cli("-C", str(project), "status").out
-    assert "last reconciliation: rebuild (index repaired: " in text
+    assert f"last reconciliation: rebuild (index {_verb(damage)}: " in text
     st = json.loads(run_cli("-C", str(project), "--json", "status").out)
     assert st["problem"] is None
     for q in QUERIES:

@@ -62,3 +62,17 @@ def test_the_file_table_is_skipped_when_the_caller_loads_it(
 def test_damage_reason_names_the_file_inside_the_index(tmp_path: Path) -> None:
     exc = IndexCorrupt(f"{tmp_path}/seg-1.seg: header checksum mismatch (damaged index file)")
     assert damage_reason(exc, tmp_path) == "index repaired: seg-1.seg: header checksum mismatch"
+
+
+def test_an_older_format_is_reported_upgraded_not_repaired(tmp_path: Path) -> None:
+    """A manifest of another format is no damage: the reason says so."""
+    from ctindex.errors import IndexFormatChanged
+    from ctindex.store.durable import crc
+    from ctindex.store.generation import FORMAT, StoreManifest
+
+    body = b'{"format": %d}' % (FORMAT - 1)
+    with pytest.raises(IndexFormatChanged) as got:
+        StoreManifest.from_bytes(body + b"\ncrc32:%08x\n" % crc(body), f"{tmp_path}/MANIFEST")
+    assert damage_reason(got.value, tmp_path) == (
+        f"index upgraded: MANIFEST: index format {FORMAT - 1}, this version reads format {FORMAT}"
+    )
