@@ -167,9 +167,9 @@ def _streams_py(
     return b"".join(seqs), _le(seq_offs), _le(seq_crcs)
 
 
-# Record blocks are zstd frames at level 1 (docs/decisions/native.md,
-# "Record compression"): for this text about 2.6x faster to write than zlib
-# at its fastest level, and smaller, and about 4x faster to read back.
+# Record blocks are zstd frames at level 1 (docs/decisions/native.md, "The
+# rest of a worker's analysis"): for this text about 2.6x faster to write
+# than zlib at its fastest level, and smaller, and about 4x faster to read.
 def _compressor() -> Callable[[bytes], bytes]:
     import zstandard  # lazy: only writers and readers of stored fields need it
 
