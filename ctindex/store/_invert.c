@@ -1,14 +1,14 @@
 /* Optional native core of segment building (docs/decisions/native.md,
  * "Segment building"): the postings inversion and the per-document token
- * streams of ctindex/store/segment.py, whose pure-Python functions
- * `_invert_py` and `_streams_py` are the specification. Output is
- * byte-identical to them (tests/ctindex/store/test_segment_native.py).
+ * streams of ctindex/store/segment.py, whose pure-Python `_PyInverter`
+ * (`_invert_py`, `_streams_py`) is the specification. Output is
+ * byte-identical to it (tests/ctindex/store/test_segment_native.py).
  *
  * Why C: inverting ~150 weighted terms per document through Python lists
  * costs one list append pair per (term, document) and an array conversion
  * per term; for a rebuild that is more CPU than a whole SQLite FTS5 build of
- * the same text. Here it is two passes over the documents' dicts and one
- * sort of the distinct terms.
+ * the same text. Here it is one pass over each document's dict as it is
+ * added, one sort of the distinct terms and one pass over the pairs.
  *
  * Everything written is little-endian, byte by byte, whatever the CPU.
  */
@@ -147,10 +147,10 @@ static int st_put(StrTable *t, Slot *s, PyObject *key, Py_hash_t h, uint32_t val
     return 0;
 }
 
-/* -- invert ---------------------------------------------------------------- */
+/* -- inversion helpers ----------------------------------------------------- */
 
 typedef struct {
-    PyObject *term; /* borrowed: a key of one of the documents' dicts */
+    PyObject *term; /* borrowed: a key of the Inverter's table */
     uint32_t id;
 } TermRef;
 
@@ -192,133 +192,255 @@ static int grow_u32(uint32_t **arr, size_t *cap, size_t need, size_t first) {
     return 0;
 }
 
-PyDoc_STRVAR(invert_doc,
-             "invert(tfws, docs32) -> (terms, postings, entries)\n\n"
-             "tfws: one dict term -> weighted tf per document, in doc-id order.\n"
-             "terms: the distinct terms, sorted; postings: per term, its doc ids\n"
-             "(u32 if docs32 else u16) then its tfs (u16); entries: per term, <QII\n"
-             "(postings offset, df, crc32 of its postings). As segment._invert_py.");
+/* -- Inverter --------------------------------------------------------------
+ * A segment's documents are added one at a time, in doc-id order, and each
+ * document's dict and token list can be dropped as soon as it is added: a
+ * worker then holds (term id, tf) pairs and token ids, 8 and 4 bytes each,
+ * instead of every document's dict of ~100 counts and list of tokens until
+ * its segment is written (docs/decisions/native.md, "Documents streamed
+ * into the segment").
+ *
+ * The table owns one reference to each distinct term. A token that is not
+ * (yet) a term gets an id with no postings; `streams` refuses it if no
+ * document ever made it a term, as the pure path's rank lookup does.
+ */
 
-static PyObject *invert(PyObject *self, PyObject *args) {
-    PyObject *tfws;
+#define SEP_ID 0xFFFFFFFFu /* a token that is the field separator */
+#define NO_RANK 0xFFFFFFFFu
+
+typedef struct {
+    size_t pairs, toks; /* where a document's pairs and token ids end */
+} DocEnd;
+
+typedef struct {
+    PyObject_HEAD PyObject *sep;
+    StrTable ids;         /* term -> id (first-seen order); keys owned */
+    uint32_t *df;         /* per id: documents holding it (0: a token only) */
+    size_t nterms, cap_terms;
+    uint32_t *pairs; /* (id, tf) per (document, term), documents in order */
+    size_t npairs, cap_pairs;
+    uint32_t *toks; /* token ids, documents in order */
+    size_t ntoks, cap_toks;
+    DocEnd *ends; /* per document */
+    size_t ndocs, cap_docs;
+    uint32_t *rank; /* per id, set by postings(): its rank among the terms */
+    PyObject **term_of; /* per id, borrowed from the table */
+    size_t nranked; /* terms with postings */
+} Inverter;
+
+static void inverter_dealloc(Inverter *self) {
+    if (self->ids.slots != NULL) {
+        for (size_t i = 0; i <= self->ids.mask; i++) Py_XDECREF(self->ids.slots[i].key);
+        st_free(&self->ids);
+    }
+    PyMem_Free(self->df);
+    PyMem_Free(self->pairs);
+    PyMem_Free(self->toks);
+    PyMem_Free(self->ends);
+    PyMem_Free(self->rank);
+    PyMem_Free(self->term_of);
+    Py_XDECREF(self->sep);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int inverter_init(Inverter *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"sep", NULL};
+    PyObject *sep;
+    if (self->sep != NULL) {
+        PyErr_SetString(PyExc_TypeError, "Inverter: already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "U:Inverter", kwlist, &sep)) return -1;
+    if (!PyUnicode_CheckExact(sep)) {
+        PyErr_SetString(PyExc_TypeError, "Inverter: sep must be a str");
+        return -1;
+    }
+    if (st_init(&self->ids, 65536) < 0) return -1;
+    Py_INCREF(sep);
+    self->sep = sep;
+    return 0;
+}
+
+static int grow_ends(DocEnd **arr, size_t *cap, size_t need) {
+    if (need <= *cap) return 0;
+    size_t size = *cap ? *cap : 1024;
+    while (size < need) size *= 2;
+    DocEnd *grown = PyMem_Realloc(*arr, size * sizeof(DocEnd));
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *arr = grown;
+    *cap = size;
+    return 0;
+}
+
+/* The id of `term` (exact str, hash h), added with df 0 if new; -1 on error. */
+static int64_t term_id(Inverter *self, PyObject *term, Py_hash_t h) {
+    Slot *slot = st_slot(&self->ids, term, h);
+    if (slot->key != NULL) return slot->val;
+    if (self->nterms >= SEP_ID) {
+        PyErr_SetString(PyExc_OverflowError, "Inverter: too many distinct terms");
+        return -1;
+    }
+    if (grow_u32(&self->df, &self->cap_terms, self->nterms + 1, 4096) < 0) return -1;
+    uint32_t id = (uint32_t)self->nterms;
+    self->df[self->nterms++] = 0;
+    Py_INCREF(term);
+    if (st_put(&self->ids, slot, term, h, id) < 0) return -1; /* the table keeps it */
+    return id;
+}
+
+PyDoc_STRVAR(add_doc,
+             "add(tfw, tokens)\n\n"
+             "The next document (doc ids count up from 0): its dict term -> weighted\n"
+             "tf and its token stream (str tokens; sep between fields). Neither is\n"
+             "kept. On an error nothing of the document is added.");
+
+static PyObject *inverter_add(Inverter *self, PyObject *args) {
+    PyObject *tfw, *tokens;
+    if (!PyArg_ParseTuple(args, "O!O!:add", &PyDict_Type, &tfw, &PyList_Type, &tokens))
+        return NULL;
+    if (self->sep == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Inverter: not initialised");
+        return NULL;
+    }
+    if (self->rank != NULL) {
+        PyErr_SetString(PyExc_ValueError, "Inverter: add after postings()");
+        return NULL;
+    }
+    if (self->ndocs >= 0xFFFFFFFFu) {
+        PyErr_SetString(PyExc_OverflowError, "Inverter: too many documents");
+        return NULL;
+    }
+    size_t first_pair = self->npairs, first_tok = self->ntoks;
+    if (grow_ends(&self->ends, &self->cap_docs, self->ndocs + 1) < 0 ||
+        grow_u32(&self->pairs, &self->cap_pairs,
+                 2 * (self->npairs + (size_t)PyDict_GET_SIZE(tfw)), 1 << 17) < 0 ||
+        grow_u32(&self->toks, &self->cap_toks, self->ntoks + (size_t)PyList_GET_SIZE(tokens),
+                 1 << 16) < 0)
+        return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *term, *w;
+    while (PyDict_Next(tfw, &pos, &term, &w)) {
+        /* Exact types only: hashing and converting them runs no Python code,
+         * so nothing can change the dict under the walk. */
+        if (!PyUnicode_CheckExact(term) || !PyLong_Check(w)) {
+            PyErr_SetString(PyExc_TypeError, "Inverter.add: terms must be str, tfs int");
+            goto undo;
+        }
+        uint32_t tf;
+        if (tf_value(w, &tf) < 0) goto undo;
+        Py_hash_t h = PyObject_Hash(term);
+        if (h == -1) goto undo;
+        int64_t id = term_id(self, term, h);
+        if (id < 0) goto undo;
+        self->pairs[2 * self->npairs] = (uint32_t)id;
+        self->pairs[2 * self->npairs + 1] = tf;
+        self->npairs++;
+        self->df[id]++;
+    }
+    /* The list is read by index, never resized here: nothing below runs
+     * Python code (exact str tokens only). */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tokens); i++) {
+        PyObject *tok = PyList_GET_ITEM(tokens, i);
+        if (!PyUnicode_CheckExact(tok)) {
+            PyErr_SetString(PyExc_TypeError, "Inverter.add: tokens must be str");
+            goto undo;
+        }
+        Py_hash_t h = PyObject_Hash(tok);
+        if (h == -1) goto undo;
+        int64_t id = same_str(tok, self->sep) ? (int64_t)SEP_ID : term_id(self, tok, h);
+        if (id < 0) goto undo;
+        self->toks[self->ntoks++] = (uint32_t)id;
+    }
+    self->ends[self->ndocs].pairs = self->npairs;
+    self->ends[self->ndocs].toks = self->ntoks;
+    self->ndocs++;
+    Py_RETURN_NONE;
+undo: /* terms first seen here stay, with no postings: postings() skips them */
+    for (size_t i = first_pair; i < self->npairs; i++) self->df[self->pairs[2 * i]]--;
+    self->npairs = first_pair;
+    self->ntoks = first_tok;
+    return NULL;
+}
+
+PyDoc_STRVAR(postings_doc,
+             "postings(docs32) -> (terms, postings, entries)\n\n"
+             "terms: the distinct terms of the documents' dicts, sorted; postings:\n"
+             "per term, its doc ids (u32 if docs32 else u16) then its tfs (u16);\n"
+             "entries: per term, <QII (postings offset, df, crc32 of its postings).\n"
+             "Once, after the last add(). As segment._invert_py.");
+
+static PyObject *inverter_postings(Inverter *self, PyObject *args) {
     int docs32;
-    if (!PyArg_ParseTuple(args, "O!p:invert", &PyList_Type, &tfws, &docs32)) return NULL;
-    Py_ssize_t ndocs = PyList_GET_SIZE(tfws);
+    if (!PyArg_ParseTuple(args, "p:postings", &docs32)) return NULL;
+    if (self->sep == NULL || self->rank != NULL) {
+        PyErr_SetString(PyExc_ValueError, "Inverter: postings() once, after init");
+        return NULL;
+    }
     size_t dsize = docs32 ? 4 : 2;
-    if (ndocs > (docs32 ? (Py_ssize_t)0xFFFFFFFFu : (Py_ssize_t)0x10000)) {
+    if (self->ndocs > (docs32 ? (size_t)0xFFFFFFFFu : (size_t)0x10000)) {
         PyErr_SetString(PyExc_OverflowError, "too many documents for the doc-id width");
         return NULL;
     }
-    StrTable ids;
-    if (st_init(&ids, 65536) < 0) return NULL;
+    size_t nalloc = self->nterms ? self->nterms : 1;
     PyObject *terms = NULL, *postings = NULL, *entries = NULL, *result = NULL;
-    uint32_t *pairs = NULL; /* (id, tf) per (document, term), documents in order */
-    uint32_t *df = NULL, *fill = NULL;
-    uint64_t *start = NULL;
-    TermRef *order = NULL;
-    size_t npairs = 0, cap_pairs = 0, nterms = 0, cap_terms = 0;
-    size_t *doc_end = PyMem_Malloc(sizeof(size_t) * (size_t)(ndocs > 0 ? ndocs : 1));
-    if (doc_end == NULL) {
+    TermRef *order = PyMem_Malloc(nalloc * sizeof(TermRef));
+    uint64_t *start = PyMem_Malloc(nalloc * sizeof(uint64_t));
+    uint32_t *fill = PyMem_Calloc(nalloc, sizeof(uint32_t));
+    uint32_t *rank = PyMem_Malloc(nalloc * sizeof(uint32_t));
+    PyObject **term_of = PyMem_Malloc(nalloc * sizeof(PyObject *));
+    if (order == NULL || start == NULL || fill == NULL || rank == NULL || term_of == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-
-    /* Pass 1: term ids (first-seen order), document frequencies, the pairs. */
-    for (Py_ssize_t d = 0; d < ndocs; d++) {
-        PyObject *tfw = PyList_GET_ITEM(tfws, d);
-        if (!PyDict_Check(tfw)) {
-            PyErr_SetString(PyExc_TypeError, "invert: each document's tfw must be a dict");
-            goto done;
-        }
-        if (grow_u32(&pairs, &cap_pairs, 2 * (npairs + (size_t)PyDict_GET_SIZE(tfw)), 1 << 17) <
-            0)
-            goto done;
-        Py_ssize_t pos = 0;
-        PyObject *term, *w;
-        while (PyDict_Next(tfw, &pos, &term, &w)) {
-            /* Exact types only: hashing and converting them runs no Python code,
-             * so nothing can change the dicts under the walk. */
-            if (!PyUnicode_CheckExact(term) || !PyLong_Check(w)) {
-                PyErr_SetString(PyExc_TypeError, "invert: terms must be str, tfs int");
-                goto done;
-            }
-            uint32_t tf;
-            if (tf_value(w, &tf) < 0) goto done;
-            Py_hash_t h = PyObject_Hash(term);
-            if (h == -1) goto done;
-            Slot *slot = st_slot(&ids, term, h);
-            uint32_t id;
-            if (slot->key != NULL) {
-                id = slot->val;
-            } else {
-                if (nterms >= 0xFFFFFFFFu) {
-                    PyErr_SetString(PyExc_OverflowError, "invert: too many distinct terms");
-                    goto done;
-                }
-                if (grow_u32(&df, &cap_terms, nterms + 1, 4096) < 0) goto done;
-                id = (uint32_t)nterms;
-                df[nterms++] = 0;
-                if (st_put(&ids, slot, term, h, id) < 0) goto done;
-            }
-            pairs[2 * npairs] = id;
-            pairs[2 * npairs + 1] = tf;
-            npairs++;
-            df[id]++;
-        }
-        doc_end[d] = npairs;
-    }
-
-    /* The terms in code-point order. */
-    size_t nalloc = nterms ? nterms : 1;
-    order = PyMem_Malloc(nalloc * sizeof(TermRef));
-    start = PyMem_Malloc(nalloc * sizeof(uint64_t));
-    fill = PyMem_Calloc(nalloc, sizeof(uint32_t));
-    if (order == NULL || start == NULL || fill == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (size_t i = 0; i <= ids.mask; i++) {
-        Slot *s = &ids.slots[i];
-        if (s->key != NULL) {
-            order[s->val].term = s->key;
-            order[s->val].id = s->val;
+    /* The terms with postings, in code-point order. */
+    size_t n = 0;
+    for (size_t i = 0; i <= self->ids.mask; i++) {
+        Slot *s = &self->ids.slots[i];
+        if (s->key == NULL) continue;
+        term_of[s->val] = s->key;
+        rank[s->val] = NO_RANK;
+        if (self->df[s->val] > 0) {
+            order[n].term = s->key;
+            order[n].id = s->val;
+            n++;
         }
     }
-    qsort(order, nterms, sizeof(TermRef), term_order);
-
-    terms = PyList_New((Py_ssize_t)nterms);
+    qsort(order, n, sizeof(TermRef), term_order);
+    terms = PyList_New((Py_ssize_t)n);
     if (terms == NULL) goto done;
     uint64_t off = 0;
-    for (size_t r = 0; r < nterms; r++) {
+    for (size_t r = 0; r < n; r++) {
         uint32_t id = order[r].id;
+        rank[id] = (uint32_t)r;
         start[id] = off;
-        off += (uint64_t)df[id] * (dsize + 2);
+        off += (uint64_t)self->df[id] * (dsize + 2);
         Py_INCREF(order[r].term);
         PyList_SET_ITEM(terms, (Py_ssize_t)r, order[r].term);
     }
-
-    /* Pass 2: each term's doc ids then tfs, documents in increasing order. */
+    /* Each term's doc ids then tfs, documents in increasing order. */
     postings = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)off);
-    entries = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nterms * 16));
+    entries = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 16));
     if (postings == NULL || entries == NULL) goto done;
     unsigned char *pb = (unsigned char *)PyBytes_AS_STRING(postings);
-    {
-        size_t i = 0;
-        for (Py_ssize_t d = 0; d < ndocs; d++) {
-            for (; i < doc_end[d]; i++) {
-                uint32_t id = pairs[2 * i], tf = pairs[2 * i + 1];
-                uint32_t k = fill[id]++;
-                unsigned char *base = pb + start[id];
-                if (docs32)
-                    put32(base + 4 * (size_t)k, (uint32_t)d);
-                else
-                    put16(base + 2 * (size_t)k, (uint32_t)d);
-                put16(base + dsize * df[id] + 2 * (size_t)k, tf);
-            }
+    const uint32_t *df = self->df;
+    size_t i = 0;
+    for (size_t d = 0; d < self->ndocs; d++) {
+        for (; i < self->ends[d].pairs; i++) {
+            uint32_t id = self->pairs[2 * i], tf = self->pairs[2 * i + 1];
+            uint32_t k = fill[id]++;
+            unsigned char *base = pb + start[id];
+            if (docs32)
+                put32(base + 4 * (size_t)k, (uint32_t)d);
+            else
+                put16(base + 2 * (size_t)k, (uint32_t)d);
+            put16(base + dsize * df[id] + 2 * (size_t)k, tf);
         }
     }
     unsigned char *eb = (unsigned char *)PyBytes_AS_STRING(entries);
-    for (size_t r = 0; r < nterms; r++) {
+    for (size_t r = 0; r < n; r++) {
         uint32_t id = order[r].id;
         size_t len = (size_t)df[id] * (dsize + 2);
         put64(eb + 16 * r, start[id]);
@@ -326,121 +448,119 @@ static PyObject *invert(PyObject *self, PyObject *args) {
         put32(eb + 16 * r + 12, crc32_of(pb + start[id], len));
     }
     result = Py_BuildValue("(OOO)", terms, postings, entries);
-
+    if (result != NULL) {
+        /* the pairs are spent; streams() needs the ranks */
+        PyMem_Free(self->pairs);
+        self->pairs = NULL;
+        self->npairs = self->cap_pairs = 0;
+        self->rank = rank;
+        self->term_of = term_of;
+        self->nranked = n;
+        rank = NULL;
+        term_of = NULL;
+    }
 done:
-    PyMem_Free(doc_end);
-    PyMem_Free(pairs);
-    PyMem_Free(df);
-    PyMem_Free(fill);
-    PyMem_Free(start);
     PyMem_Free(order);
-    st_free(&ids);
+    PyMem_Free(start);
+    PyMem_Free(fill);
+    PyMem_Free(rank);
+    PyMem_Free(term_of);
     Py_XDECREF(terms);
     Py_XDECREF(postings);
     Py_XDECREF(entries);
     return result;
 }
 
-/* -- streams --------------------------------------------------------------- */
-
 PyDoc_STRVAR(streams_doc,
-             "streams(token_lists, terms, sep, seq32) -> (seqs, seq_offs, seq_crcs)\n\n"
-             "seqs: every document's tokens as their rank in the sorted `terms`\n"
-             "(`sep` as the width's largest value; u32 if seq32 else u16);\n"
-             "seq_offs: <Q offsets of each document's stream (ndocs + 1);\n"
-             "seq_crcs: <I crc32 of each run of 64 documents' streams.\n"
-             "A token that is neither a term nor sep raises KeyError.\n"
-             "As segment._streams_py.");
+             "streams(word_base, seq32) -> (seqs, seq_offs, seq_crcs)\n\n"
+             "seqs: every document's tokens as their rank among the terms from rank\n"
+             "word_base on (sep as the width's largest value; u32 if seq32 else\n"
+             "u16); seq_offs: <Q offsets of each document's stream (ndocs + 1);\n"
+             "seq_crcs: <I crc32 of each run of 64 documents' streams. A token that\n"
+             "is neither one of those terms nor sep raises KeyError. After\n"
+             "postings(). As segment._streams_py of terms[word_base:].");
 
-static PyObject *streams(PyObject *self, PyObject *args) {
-    PyObject *lists, *terms, *sep;
+static PyObject *inverter_streams(Inverter *self, PyObject *args) {
+    Py_ssize_t word_base;
     int seq32;
-    if (!PyArg_ParseTuple(args, "O!O!Up:streams", &PyList_Type, &lists, &PyList_Type, &terms,
-                          &sep, &seq32))
+    if (!PyArg_ParseTuple(args, "np:streams", &word_base, &seq32)) return NULL;
+    if (self->rank == NULL) {
+        PyErr_SetString(PyExc_ValueError, "Inverter: streams() after postings()");
         return NULL;
-    Py_ssize_t ndocs = PyList_GET_SIZE(lists);
-    Py_ssize_t nterms = PyList_GET_SIZE(terms);
+    }
+    if (word_base < 0 || (size_t)word_base > self->nranked) {
+        PyErr_SetString(PyExc_ValueError, "Inverter.streams: word_base out of range");
+        return NULL;
+    }
     size_t ssize = seq32 ? 4 : 2;
     uint32_t sep_rank = seq32 ? 0xFFFFFFFFu : 0xFFFFu;
-    if ((size_t)nterms > (size_t)sep_rank) {
+    if (self->nranked - (size_t)word_base > (size_t)sep_rank) {
         PyErr_SetString(PyExc_OverflowError, "streams: too many terms for the rank width");
         return NULL;
     }
-    PyObject *seqs = NULL, *offs = NULL, *crcs = NULL, *result = NULL;
-    StrTable rank;
-    if (st_init(&rank, (size_t)nterms + 1) < 0) return NULL;
-    for (Py_ssize_t r = 0; r <= nterms; r++) { /* the terms, then sep (it wins, as in a dict) */
-        PyObject *t = r < nterms ? PyList_GET_ITEM(terms, r) : sep;
-        if (!PyUnicode_CheckExact(t)) {
-            PyErr_SetString(PyExc_TypeError, "streams: terms must be str");
-            goto done;
-        }
-        Py_hash_t h = PyObject_Hash(t);
-        if (h == -1) goto done;
-        Slot *slot = st_slot(&rank, t, h);
-        uint32_t v = r < nterms ? (uint32_t)r : sep_rank;
-        if (slot->key != NULL)
-            slot->val = v;
-        else if (st_put(&rank, slot, t, h, v) < 0)
-            goto done;
-    }
-    size_t total = 0;
-    for (Py_ssize_t d = 0; d < ndocs; d++) {
-        PyObject *toks = PyList_GET_ITEM(lists, d);
-        if (!PyList_Check(toks)) {
-            PyErr_SetString(PyExc_TypeError, "streams: each token stream must be a list");
-            goto done;
-        }
-        total += (size_t)PyList_GET_SIZE(toks);
-    }
-    Py_ssize_t nblocks = (ndocs + SEQ_BLOCK_DOCS - 1) / SEQ_BLOCK_DOCS;
-    seqs = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(total * ssize));
-    offs = PyBytes_FromStringAndSize(NULL, (ndocs + 1) * 8);
-    crcs = PyBytes_FromStringAndSize(NULL, nblocks * 4);
+    size_t ndocs = self->ndocs;
+    size_t nblocks = (ndocs + SEQ_BLOCK_DOCS - 1) / SEQ_BLOCK_DOCS;
+    PyObject *seqs = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(self->ntoks * ssize));
+    PyObject *offs = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((ndocs + 1) * 8));
+    PyObject *crcs = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nblocks * 4));
+    PyObject *result = NULL;
     if (seqs == NULL || offs == NULL || crcs == NULL) goto done;
     unsigned char *sb = (unsigned char *)PyBytes_AS_STRING(seqs);
     unsigned char *ob = (unsigned char *)PyBytes_AS_STRING(offs);
+    uint32_t base = (uint32_t)word_base;
     size_t n = 0;
     put64(ob, 0);
-    for (Py_ssize_t d = 0; d < ndocs; d++) {
-        PyObject *toks = PyList_GET_ITEM(lists, d);
-        Py_ssize_t len = PyList_GET_SIZE(toks);
-        for (Py_ssize_t i = 0; i < len; i++) {
-            PyObject *tok = PyList_GET_ITEM(toks, i);
-            /* exact str only: its hash runs no Python code that could resize a list */
-            Py_hash_t h = PyUnicode_CheckExact(tok) ? PyObject_Hash(tok) : -1;
-            Slot *slot = h == -1 ? NULL : st_slot(&rank, tok, h);
-            if (slot == NULL || slot->key == NULL) {
-                if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, tok);
+    for (size_t d = 0; d < ndocs; d++) {
+        for (; n < self->ends[d].toks; n++) {
+            uint32_t id = self->toks[n], v;
+            if (id == SEP_ID) {
+                v = sep_rank;
+            } else if (self->rank[id] == NO_RANK || self->rank[id] < base) {
+                PyErr_SetObject(PyExc_KeyError, self->term_of[id]);
                 goto done;
+            } else {
+                v = self->rank[id] - base;
             }
             if (seq32)
-                put32(sb + 4 * n, slot->val);
+                put32(sb + 4 * n, v);
             else
-                put16(sb + 2 * n, slot->val);
-            n++;
+                put16(sb + 2 * n, v);
         }
-        put64(ob + 8 * (size_t)(d + 1), (uint64_t)(n * ssize));
+        put64(ob + 8 * (d + 1), (uint64_t)(n * ssize));
     }
     unsigned char *cb = (unsigned char *)PyBytes_AS_STRING(crcs);
-    for (Py_ssize_t b = 0; b < nblocks; b++) {
-        Py_ssize_t first = b * SEQ_BLOCK_DOCS;
-        Py_ssize_t last = first + SEQ_BLOCK_DOCS < ndocs ? first + SEQ_BLOCK_DOCS : ndocs;
-        uint64_t lo = 0, hi = 0;
-        for (int k = 0; k < 8; k++) {
-            lo |= (uint64_t)ob[8 * first + k] << (8 * k);
-            hi |= (uint64_t)ob[8 * last + k] << (8 * k);
-        }
-        put32(cb + 4 * b, crc32_of(sb + lo, (size_t)(hi - lo)));
+    for (size_t b = 0; b < nblocks; b++) {
+        size_t first = b * SEQ_BLOCK_DOCS;
+        size_t last = first + SEQ_BLOCK_DOCS < ndocs ? first + SEQ_BLOCK_DOCS : ndocs;
+        size_t lo = first ? self->ends[first - 1].toks : 0, hi = self->ends[last - 1].toks;
+        put32(cb + 4 * b, crc32_of(sb + lo * ssize, (hi - lo) * ssize));
     }
     result = Py_BuildValue("(OOO)", seqs, offs, crcs);
 done:
-    st_free(&rank);
     Py_XDECREF(seqs);
     Py_XDECREF(offs);
     Py_XDECREF(crcs);
     return result;
 }
+
+static PyMethodDef inverter_methods[] = {
+    {"add", (PyCFunction)inverter_add, METH_VARARGS, add_doc},
+    {"postings", (PyCFunction)inverter_postings, METH_VARARGS, postings_doc},
+    {"streams", (PyCFunction)inverter_streams, METH_VARARGS, streams_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject InverterType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ctindex.store._invert.Inverter",
+    .tp_basicsize = sizeof(Inverter),
+    .tp_dealloc = (destructor)inverter_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Inverter(sep): a segment's postings and token streams, fed one\n"
+              "document at a time (segment._PyInverter is the specification).",
+    .tp_methods = inverter_methods,
+    .tp_init = (initproc)inverter_init,
+    .tp_new = PyType_GenericNew,
+};
 
 /* -- module ---------------------------------------------------------------- */
 
@@ -453,8 +573,6 @@ static PyObject *crc32_py(PyObject *self, PyObject *arg) {
 }
 
 static PyMethodDef methods[] = {
-    {"invert", invert, METH_VARARGS, invert_doc},
-    {"streams", streams, METH_VARARGS, streams_doc},
     {"crc32", crc32_py, METH_O, "crc32(data) -> int, as zlib.crc32 (tested against it)"},
     {NULL, NULL, 0, NULL},
 };
@@ -473,5 +591,14 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__invert(void) {
     crc_init();
-    return PyModule_Create(&module);
+    if (PyType_Ready(&InverterType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&InverterType);
+    if (PyModule_AddObject(m, "Inverter", (PyObject *)&InverterType) < 0) {
+        Py_DECREF(&InverterType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

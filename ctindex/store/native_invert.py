@@ -2,7 +2,7 @@
 
 ``module()`` is None when it is not built or ``CTINDEX_PURE=1``
 (ctindex/native_modules.py); ctindex/store/segment.py then runs
-`_invert_py` and `_streams_py`, which the C functions match byte for byte.
+`_PyInverter`, which the C `Inverter` matches byte for byte.
 """
 
 from __future__ import annotations
@@ -12,13 +12,17 @@ from typing import Protocol, cast
 from ctindex import native_modules
 
 
+class Inverter(Protocol):
+    """A segment's postings and token streams, fed one document at a time
+    (segment._PyInverter is the specification)."""
+
+    def add(self, tfw: dict[str, int], tokens: list[str]) -> None: ...
+    def postings(self, docs32: bool) -> tuple[list[str], bytes, bytes]: ...
+    def streams(self, word_base: int, seq32: bool) -> tuple[bytes, bytes, bytes]: ...
+
+
 class InvertModule(Protocol):
-    def invert(
-        self, tfws: list[dict[str, int]], docs32: bool
-    ) -> tuple[list[str], bytes, bytes]: ...
-    def streams(
-        self, token_lists: list[list[str]], terms: list[str], sep: str, seq32: bool
-    ) -> tuple[bytes, bytes, bytes]: ...
+    def Inverter(self, sep: str) -> Inverter: ...  # the C type, called to make one
     def crc32(self, data: bytes) -> int: ...
 
 

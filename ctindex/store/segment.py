@@ -186,85 +186,72 @@ def _decompress(blob: bytes) -> bytes:
         raise ValueError(f"record block does not decompress ({exc})") from exc
 
 
-def build_segment(
-    path: Path, items: Sequence[BuildInput], sep: str, fault_point: str | None = None
-) -> SegmentInfo:
-    """Write a complete, fsynced segment for `items` (any order; stored by key)."""
-    from ctindex.store import native_invert
+class _PyInverter:
+    """The specification of ctindex/store/_invert.c `Inverter`: a segment's
+    postings and token streams, its documents added in doc-id order. This
+    one keeps what it is given until the end; the C one keeps only term ids."""
 
-    items = sorted(items, key=lambda it: it.doc.key)
-    ndocs = len(items)
-    docs32 = ndocs > 0xFFFF
-    native = native_invert.module()
-    tfws = [it.tfw for it in items]
-    invert = native.invert if native is not None else _invert_py
-    terms, postings, entries = invert(tfws, docs32)
-    del tfws
-    nterms = len(terms)
-    word_base = bisect_left(terms, WORD_START)
-    words = terms[word_base:] if word_base else terms
-    seq32 = len(words) >= 0xFFFF
+    def __init__(self, sep: str) -> None:
+        self._sep = sep
+        self._tfws: list[dict[str, int]] = []
+        self._tokens: list[list[str]] = []
+        self._terms: list[str] | None = None
 
-    # The dictionary blocks.
-    blocks: list[bytes] = []
-    first_terms: list[bytes] = []
-    esize = _ENTRY.size
-    for b in range(0, nterms, BLOCK_TERMS):
-        enc = [t.encode("utf-8", "surrogatepass") for t in terms[b : b + BLOCK_TERMS]]
-        offs = array("I", [0])
-        offs.extend(accumulate(map(len, enc)))
-        blocks.append(
-            struct.pack("<I", len(enc))
-            + _le(offs)
-            + entries[b * esize : (b + len(enc)) * esize]
-            + b"".join(enc)
-        )
-        first_terms.append(enc[0])
-    del entries
-    block_offs = array("Q", [0])
-    block_offs.extend(accumulate(map(len, blocks)))
-    ft_offs = array("I", [0])
-    ft_offs.extend(accumulate(map(len, first_terms)))
-    top = (
-        struct.pack("<I", len(blocks))
-        + _le(ft_offs)
-        + _le(block_offs)
-        + _le(array("I", [crc(b) for b in blocks]))
-        + b"".join(first_terms)
-    )
+    def add(self, tfw: dict[str, int], tokens: list[str]) -> None:
+        self._tfws.append(tfw)
+        self._tokens.append(tokens)
 
-    # Per-document token streams (term ranks, uncompressed: phrase queries read
-    # many of them).
-    token_lists = [it.tokens for it in items]
-    streams = native.streams if native is not None else _streams_py
-    seqs, seq_offs, seq_crcs = streams(token_lists, words, sep, seq32)
-    del token_lists, words
+    def postings(self, docs32: bool) -> tuple[list[str], bytes, bytes]:
+        """(sorted terms, postings, dictionary entries): `_invert_py`."""
+        if self._terms is not None:
+            raise ValueError("Inverter: postings() once")
+        self._terms, postings, entries = _invert_py(self._tfws, docs32)
+        self._tfws = []
+        return self._terms, postings, entries
 
-    # Stored fields, compressed in blocks of RECORD_BLOCK_DOCS (one frame
-    # per document costs a compressor set-up each and compresses worse).
-    compress = _compressor()
-    rblocks: list[bytes] = []
-    rtable: list[bytes] = []
-    refs: list[bytes] = []
-    pending: list[bytes] = []
-    pending_len = 0
-    roff = 0
-    # One encoder for every record: json.dumps with a keyword builds a new
-    # JSONEncoder per call (~a third of the cost of a small record).
-    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    def streams(self, word_base: int, seq32: bool) -> tuple[bytes, bytes, bytes]:
+        """The token streams as ranks among the terms from `word_base` on:
+        `_streams_py`."""
+        if self._terms is None:
+            raise ValueError("Inverter: streams() after postings()")
+        return _streams_py(self._tokens, self._terms[word_base:], self._sep, seq32)
 
-    def flush() -> None:
-        nonlocal pending_len, roff
-        blob = compress(b"".join(pending))
-        rblocks.append(blob)
-        rtable.append(_RBLOCK.pack(roff, len(blob), crc(blob)))
-        roff += len(blob)
-        pending.clear()
-        pending_len = 0
 
-    for it in items:
-        d = it.doc
-        rec = dumps(
+class SegmentBuilder:
+    """One segment, its documents added one at a time in key order and
+    dropped as they are added: the inverter keeps each one's term ids and
+    its stored fields are compressed at once, so a worker building a segment
+    of 20,000 documents never holds all their dicts, token lists and bodies
+    (docs/decisions/native.md, "Documents streamed into the segment")."""
+
+    def __init__(self, sep: str) -> None:
+        from ctindex.store import native_invert
+
+        native = native_invert.module()
+        self._inverter = native.Inverter(sep) if native is not None else _PyInverter(sep)
+        self._compress = _compressor()
+        # One encoder for every record: json.dumps with a keyword builds a new
+        # JSONEncoder per call (~a third of the cost of a small record).
+        self._dumps = json.JSONEncoder(separators=(",", ":")).encode
+        self._rblocks: list[bytes] = []
+        self._rtable: list[bytes] = []
+        self._refs: list[bytes] = []
+        self._pending: list[bytes] = []
+        self._pending_len = 0
+        self._roff = 0
+        self._lengths = array("I")
+        self._flens = [array("I") for _ in range(NFIELDS)]
+        self._keys: list[bytes] = []
+        self._last: str | None = None
+
+    def add(self, item: BuildInput) -> None:
+        """The next document; its key must not sort before the last one's."""
+        d = item.doc
+        if self._last is not None and d.key < self._last:
+            raise ValueError(f"segment: {d.key!r} added after {self._last!r}")
+        self._inverter.add(item.tfw, item.tokens)
+        self._last = d.key
+        rec = self._dumps(
             [
                 d.key,
                 d.concept_id,
@@ -277,46 +264,108 @@ def build_segment(
                 d.size,
             ]
         ).encode()
-        refs.append(_DOCREF.pack(len(rblocks), pending_len, len(rec), crc(rec)))
-        pending.append(rec)
-        pending_len += len(rec)
-        if len(pending) >= RECORD_BLOCK_DOCS or pending_len >= RECORD_BLOCK_BYTES:
-            flush()
-    if pending:
-        flush()
-    lengths = array("I", [it.length for it in items])
-    length_sum = sum(lengths)
-    flens = array("I", [it.flens[f] for f in range(NFIELDS) for it in items])
-    keys = [it.doc.key.encode("utf-8", "surrogateescape") for it in items]
-    key_offs = array("I", [0])
-    key_offs.extend(accumulate(map(len, keys)))
+        self._refs.append(_DOCREF.pack(len(self._rblocks), self._pending_len, len(rec), crc(rec)))
+        self._pending.append(rec)
+        self._pending_len += len(rec)
+        # Stored fields, compressed in blocks of RECORD_BLOCK_DOCS (one frame
+        # per document costs a compressor set-up each and compresses worse).
+        if len(self._pending) >= RECORD_BLOCK_DOCS or self._pending_len >= RECORD_BLOCK_BYTES:
+            self._flush()
+        self._lengths.append(item.length)
+        for f in range(NFIELDS):
+            self._flens[f].append(item.flens[f])
+        self._keys.append(d.key.encode("utf-8", "surrogateescape"))
 
-    sections = [
-        top,
-        b"".join(blocks),
-        postings,
-        _le(lengths),
-        b"".join(refs),
-        b"".join(rtable),
-        b"".join(rblocks),
-        _le(key_offs) + b"".join(keys),
-        seq_offs + seq_crcs,
-        seqs,
-        _le(flens),
-    ]
-    checked = {S_TOP, S_LENGTHS, S_DOCREFS, S_RTABLE, S_KEYS, S_SEQOFFS, S_FLENS}
-    table = b""
-    pos = HEADER_SIZE
-    for i, sec in enumerate(sections):
-        table += _SECTION.pack(pos, len(sec), crc(sec) if i in checked else 0)
-        pos += len(sec)
-    flags = (FLAG_DOCS32 if docs32 else 0) | (FLAG_SEQ32 if seq32 else 0)
-    head = (
-        _HEAD.pack(MAGIC, FORMAT, ndocs, nterms, len(blocks), flags, word_base, NSECTIONS) + table
-    )
-    head += struct.pack("<I", crc(head))
-    size = write_new(path, [head, *sections], fault_point=fault_point)
-    return SegmentInfo(ndocs=ndocs, length_sum=length_sum, size=size)
+    def _flush(self) -> None:
+        blob = self._compress(b"".join(self._pending))
+        self._rblocks.append(blob)
+        self._rtable.append(_RBLOCK.pack(self._roff, len(blob), crc(blob)))
+        self._roff += len(blob)
+        self._pending.clear()
+        self._pending_len = 0
+
+    def finish(self, path: Path, fault_point: str | None = None) -> SegmentInfo:
+        """Write the complete, fsynced segment file."""
+        if self._pending:
+            self._flush()
+        ndocs = len(self._keys)
+        docs32 = ndocs > 0xFFFF
+        terms, postings, entries = self._inverter.postings(docs32)
+        nterms = len(terms)
+        word_base = bisect_left(terms, WORD_START)
+        seq32 = nterms - word_base >= 0xFFFF
+
+        # The dictionary blocks.
+        blocks: list[bytes] = []
+        first_terms: list[bytes] = []
+        esize = _ENTRY.size
+        for b in range(0, nterms, BLOCK_TERMS):
+            enc = [t.encode("utf-8", "surrogatepass") for t in terms[b : b + BLOCK_TERMS]]
+            offs = array("I", [0])
+            offs.extend(accumulate(map(len, enc)))
+            blocks.append(
+                struct.pack("<I", len(enc))
+                + _le(offs)
+                + entries[b * esize : (b + len(enc)) * esize]
+                + b"".join(enc)
+            )
+            first_terms.append(enc[0])
+        del entries, terms
+        block_offs = array("Q", [0])
+        block_offs.extend(accumulate(map(len, blocks)))
+        ft_offs = array("I", [0])
+        ft_offs.extend(accumulate(map(len, first_terms)))
+        top = (
+            struct.pack("<I", len(blocks))
+            + _le(ft_offs)
+            + _le(block_offs)
+            + _le(array("I", [crc(b) for b in blocks]))
+            + b"".join(first_terms)
+        )
+
+        # Per-document token streams (word ranks, uncompressed: phrase
+        # queries read many of them).
+        seqs, seq_offs, seq_crcs = self._inverter.streams(word_base, seq32)
+        key_offs = array("I", [0])
+        key_offs.extend(accumulate(map(len, self._keys)))
+
+        sections = [
+            top,
+            b"".join(blocks),
+            postings,
+            _le(self._lengths),
+            b"".join(self._refs),
+            b"".join(self._rtable),
+            b"".join(self._rblocks),
+            _le(key_offs) + b"".join(self._keys),
+            seq_offs + seq_crcs,
+            seqs,
+            b"".join(_le(f) for f in self._flens),
+        ]
+        checked = {S_TOP, S_LENGTHS, S_DOCREFS, S_RTABLE, S_KEYS, S_SEQOFFS, S_FLENS}
+        table = b""
+        pos = HEADER_SIZE
+        for i, sec in enumerate(sections):
+            table += _SECTION.pack(pos, len(sec), crc(sec) if i in checked else 0)
+            pos += len(sec)
+        flags = (FLAG_DOCS32 if docs32 else 0) | (FLAG_SEQ32 if seq32 else 0)
+        head = (
+            _HEAD.pack(MAGIC, FORMAT, ndocs, nterms, len(blocks), flags, word_base, NSECTIONS)
+            + table
+        )
+        head += struct.pack("<I", crc(head))
+        size = write_new(path, [head, *sections], fault_point=fault_point)
+        return SegmentInfo(ndocs=ndocs, length_sum=sum(self._lengths), size=size)
+
+
+def build_segment(
+    path: Path, items: Sequence[BuildInput], sep: str, fault_point: str | None = None
+) -> SegmentInfo:
+    """Write a complete, fsynced segment for `items` (any order; stored by key)."""
+    builder = SegmentBuilder(sep)
+    for it in sorted(items, key=lambda it: it.doc.key):
+        builder.add(it)
+    return builder.finish(path, fault_point)
 
 
 class _KeyView:

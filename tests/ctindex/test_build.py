@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -31,11 +32,40 @@ def test_parallel_build_equals_serial_build(
     want = dump(proj.index_dir)
     monkeypatch.setattr(build, "PARALLEL_MIN_DOCS", 10)
     monkeypatch.setattr(build, "_workers", lambda docs: 3)
+    monkeypatch.setattr(build, "BATCH_DOCS", 7)  # each worker streams several batches
     parallel = indexer.rebuild(proj, plan)
     assert dump(proj.index_dir) == want
     assert parallel.errors == serial.errors == 1
     m = read_manifest(proj.index_dir)
     assert m is not None and len(m.segments) == 3
+
+
+def test_a_streamed_worker_segment_is_the_segment_of_its_documents(
+    bundles_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker adds its documents batch by batch (`_build_part`); the file
+    is byte for byte `build_segment` of the same documents, given at once."""
+    from ctindex.providers.fields import SEP
+    from ctindex.store.segment import build_segment
+
+    plan = load_plan(Project.at(bundles_project))
+    root = bundles_project
+    keys = sorted(str(p.relative_to(root)) for p in root.rglob("*.md") if ".ct" not in p.parts)
+    contents = {k: (root / k).read_bytes() for k in keys}
+    contents[keys[3]] = b"\xff"  # a file the provider refuses, inside a batch
+    targets = build.targets_of(plan, keys)
+    monkeypatch.setattr(build, "BATCH_DOCS", 5)
+    monkeypatch.setattr(build, "_JOB", build._Job(contents, targets, tmp_path, os.getpid()))
+    got = build._build_part(build._Part("streamed.seg", keys))
+    diagnostics = build.Diagnostics({}, {})
+    docs = [
+        (targets[k].provider, d)
+        for k in keys
+        if (d := build._parsed(k, contents[k], targets[k], diagnostics)) is not None
+    ]
+    info = build_segment(tmp_path / "whole.seg", list(build._analysed(docs)), SEP)
+    assert len(keys) > 3 * 5 and got.diagnostics == diagnostics and info == got.info
+    assert (tmp_path / "streamed.seg").read_bytes() == (tmp_path / "whole.seg").read_bytes()
 
 
 def test_targets_name_each_keys_scope_root_and_provider(bundles_project: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import random
 import zlib
+from bisect import bisect_left
 from pathlib import Path
 from types import ModuleType
 
@@ -41,38 +42,128 @@ _words = _terms.filter(lambda t: "\x00" not in t and t >= segment.WORD_START)
 _tfw = st.dictionaries(_terms, st.integers(min_value=0, max_value=200_000), max_size=12)
 
 
+def _feed(inverter: object, docs: list[tuple[dict[str, int], list[str]]]) -> None:
+    for tfw, tokens in docs:
+        inverter.add(tfw, tokens)  # type: ignore[attr-defined]
+
+
+def _outputs(inverter: object, docs32: bool) -> tuple[object, ...]:
+    """postings(), then streams() of the word terms at both widths' choice."""
+    terms, postings, entries = inverter.postings(docs32)  # type: ignore[attr-defined]
+    word_base = bisect_left(terms, segment.WORD_START)
+    streams = inverter.streams(word_base, len(terms) - word_base >= 0xFFFF)  # type: ignore[attr-defined]
+    return terms, postings, entries, word_base, streams
+
+
+@st.composite
+def _documents(draw: st.DrawFn) -> list[tuple[dict[str, int], list[str]]]:
+    """Documents as a segment gets them: each one's dict, and a token stream of
+    words that are terms of this document, of another one (before or after
+    it), and the separator."""
+    tfws = draw(st.lists(_tfw, max_size=40))
+    words = sorted({t for tfw in tfws for t in tfw if t >= segment.WORD_START and "\x00" not in t})
+    pool = [*words, "\x00"]
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    return [(tfw, rng.choices(pool, k=rng.randrange(0, 30)) if words else []) for tfw in tfws]
+
+
 @settings(max_examples=300, deadline=None)
-@given(tfws=st.lists(_tfw, max_size=40), docs32=st.booleans())
-def test_invert_matches_the_pure_inversion(tfws: list[dict[str, int]], docs32: bool) -> None:
-    assert _native().invert(tfws, docs32) == segment._invert_py(tfws, docs32)
+@given(docs=_documents(), docs32=st.booleans())
+def test_inverter_matches_the_pure_one(
+    docs: list[tuple[dict[str, int], list[str]]], docs32: bool
+) -> None:
+    native = _native().Inverter("\x00")
+    pure = segment._PyInverter("\x00")
+    _feed(native, docs)
+    _feed(pure, docs)
+    assert _outputs(native, docs32) == _outputs(pure, docs32)
 
 
-@settings(max_examples=200, deadline=None)
-@given(tfws=st.lists(_tfw, min_size=1, max_size=20), seed=st.integers(0, 2**32))
-def test_streams_match_the_pure_streams(tfws: list[dict[str, int]], seed: int) -> None:
-    rng = random.Random(seed)
-    terms, _, _ = segment._invert_py(tfws, False)
-    pool = [*terms, "\x00"]
-    # more than one checksum block (SEQ_BLOCK_DOCS) of streams, some empty
-    lists = [rng.choices(pool, k=rng.randrange(0, 30)) for _ in range(rng.randrange(60, 140))]
+def test_more_than_one_checksum_block_of_streams() -> None:
+    """Streams of more documents than SEQ_BLOCK_DOCS, some empty, at both widths."""
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(50)]
+    docs = [
+        (
+            {w: rng.randrange(1, 9) for w in rng.sample(words, 5)},
+            rng.choices(words, k=rng.randrange(0, 9)),
+        )
+        for _ in range(150)
+    ]
+    docs.append(({w: 1 for w in words}, ["\x00", *words]))  # every token is some document's term
     for seq32 in (False, True):
-        got = _native().streams(lists, terms, "\x00", seq32)
-        assert got == segment._streams_py(lists, terms, "\x00", seq32)
+        native, pure = _native().Inverter("\x00"), segment._PyInverter("\x00")
+        _feed(native, docs)
+        _feed(pure, docs)
+        got = [inv.postings(False) for inv in (native, pure)]
+        assert got[0] == got[1]
+        assert native.streams(0, seq32) == pure.streams(0, seq32)
+
+
+def test_a_token_no_document_made_a_term_is_refused_by_both() -> None:
+    for inverter in (_native().Inverter("\x00"), segment._PyInverter("\x00")):
+        inverter.add({"a": 1}, ["a", "zzz"])
+        inverter.postings(False)
+        with pytest.raises(KeyError):
+            inverter.streams(0, False)
+
+
+def test_a_token_below_the_word_terms_is_refused_by_both() -> None:
+    for inverter in (_native().Inverter("\x00"), segment._PyInverter("\x00")):
+        inverter.add({"\x01t": 1, "a": 1}, ["\x01t"])
+        inverter.postings(False)
+        with pytest.raises(KeyError):
+            inverter.streams(1, False)
 
 
 def test_refusals_match() -> None:
     native = _native()
-    with pytest.raises(OverflowError):
-        segment._invert_py([{"a": -1}], False)
-    with pytest.raises(OverflowError):
-        native.invert([{"a": -1}], False)
-    for streams in (native.streams, segment._streams_py):
-        with pytest.raises(KeyError):
-            streams([["a", "zzz"]], ["a"], "\x00", False)
+    for inverter in (native.Inverter("\x00"), segment._PyInverter("\x00")):
+        with pytest.raises(OverflowError):  # the C one refuses it in add, the pure one at the end
+            inverter.add({"a": -1}, [])
+            inverter.postings(False)
+    for bad in ({1: 1}, {"a": 1.5}):
+        with pytest.raises(TypeError):
+            native.Inverter("\x00").add(bad, [])
     with pytest.raises(TypeError):
-        native.invert([{1: 1}], False)  # type: ignore[dict-item]
+        native.Inverter("\x00").add({"a": 1}, ["a", 3])
+
+
+def test_a_refused_document_leaves_nothing_behind() -> None:
+    """add() is all or nothing: after a refusal the inverter holds exactly the
+    documents added before it."""
+    good = [({"a": 2, "b": 1}, ["a", "\x00", "b"]), ({"b": 3, "c": 1}, ["c", "b"])]
+    native = _native().Inverter("\x00")
+    native.add(*good[0])
     with pytest.raises(TypeError):
-        native.invert([{"a": 1.5}], False)  # type: ignore[dict-item]
+        native.add({"b": 5, "new": 1, "x": 1.5}, ["new"])  # type: ignore[dict-item]
+    with pytest.raises(TypeError):
+        native.add({"b": 5}, ["b", None])  # type: ignore[list-item]
+    native.add(*good[1])
+    pure = segment._PyInverter("\x00")
+    _feed(pure, good)
+    assert _outputs(native, False) == _outputs(pure, False)
+
+
+def test_calls_out_of_order_are_refused() -> None:
+    for inverter in (_native().Inverter("\x00"), segment._PyInverter("\x00")):
+        with pytest.raises(ValueError):
+            inverter.streams(0, False)
+        inverter.add({"a": 1}, ["a"])
+        inverter.postings(False)
+        with pytest.raises(ValueError):
+            inverter.postings(False)
+    native = _native().Inverter("\x00")
+    native.postings(False)
+    with pytest.raises(ValueError):
+        native.add({"a": 1}, [])
+
+
+def test_the_builder_refuses_keys_out_of_order(tmp_path: Path) -> None:
+    builder = segment.SegmentBuilder("\x00")
+    builder.add(_item(2, ["b"]))
+    with pytest.raises(ValueError):
+        builder.add(_item(1, ["a"]))
 
 
 @given(st.binary(max_size=5000))
