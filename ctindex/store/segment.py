@@ -118,7 +118,7 @@ def _invert_py(tfws: list[dict[str, int]], docs32: bool) -> tuple[list[str], byt
     """(sorted terms, postings, dictionary entries) of documents
     in doc-id order: per term its doc ids then its weighted tfs (u16, clipped
     at TF_MAX), and an _ENTRY (offset, df, crc) each. ctindex/store/_invert.c
-    `invert` writes the same bytes."""
+    `Inverter.postings` writes the same bytes."""
     # Inverted lists, term -> [doc, tf, doc, tf, ...]: one list per term with
     # interleaved appends is the cheapest shape for this hot loop in CPython.
     post: defaultdict[str, list[int]] = defaultdict(list)
@@ -152,7 +152,7 @@ def _streams_py(
 ) -> tuple[bytes, bytes, bytes]:
     """(token streams as ranks in `terms`, `sep` as the width's largest
     value; their offsets; a crc per SEQ_BLOCK_DOCS documents):
-    ctindex/store/_invert.c `streams` writes the same bytes."""
+    ctindex/store/_invert.c `Inverter.streams` writes the same bytes."""
     seq_code = "I" if seq32 else "H"
     rank = {t: i for i, t in enumerate(terms)}
     rank[sep] = 0xFFFFFFFF if seq32 else 0xFFFF
