@@ -26,7 +26,7 @@ from ctindex import providers
 from ctindex.output import Progress
 from ctindex.providers.base import Analysis, Document, ProviderError
 from ctindex.providers.fields import SEP
-from ctindex.reconciler.capture import Captured, KeyReader, Shipment, ship, unship
+from ctindex.reconciler.capture import Captured, KeyReader, Shipment, ship
 from ctindex.reconciler.diff import Pending
 from ctindex.reconciler.hashing import Outcome
 from ctindex.store.segment import BuildInput, StoredDoc
@@ -75,14 +75,14 @@ class Reads(NamedTuple):
 
 class Added(NamedTuple):
     diagnostics: Diagnostics
-    captured: list[Captured]  # one per key of a Reads source, else empty
+    shipments: list[Shipment]  # the read outcomes of a Reads source's keys, else empty
 
 
 class _Built(NamedTuple):
     name: str
     info: SegmentInfo
     diagnostics: Diagnostics
-    captured: Shipment
+    shipment: Shipment
 
 
 class _Source:
@@ -178,7 +178,7 @@ def add_documents(
     """Parse and analyse `keys` (sorted) and add them to `writer`: in this
     process, or one segment per forked worker. `source`: their captured
     bytes, or the reads still to make (each key's outcome is then in
-    `Added.captured`, for reconciler/capture.py complete())."""
+    `Added.shipments`, for reconciler/capture.py complete())."""
     workers = _workers(len(keys))
     if workers > 1:
         out = Added(Diagnostics({}, {}), [])
@@ -188,7 +188,7 @@ def add_documents(
             writer.adopt(built.name, built.info)
             out.diagnostics.errors.update(built.diagnostics.errors)
             out.diagnostics.warnings.update(built.diagnostics.warnings)
-            out.captured.extend(unship(built.captured))
+            out.shipments.append(built.shipment)
         return out
     diagnostics = Diagnostics({}, {})
     bar = Progress(progress, "indexing")
@@ -205,7 +205,7 @@ def add_documents(
     finally:
         src.close()
     bar.done()
-    return Added(diagnostics, src.captured)
+    return Added(diagnostics, [ship(src.captured)] if src.reads is not None else [])
 
 
 def _parsed(key: str, data: bytes, target: Target, diagnostics: Diagnostics) -> Document | None:

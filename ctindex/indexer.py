@@ -375,7 +375,7 @@ def _apply(
             keys = sorted(p.key for p in res.pending)
             reads = Reads(str(project.root), {p.key: p for p in res.pending})
             added = add_documents(writer, keys, reads, targets_of(plan, keys), index_dir, progress)
-            complete(res, added.captured)
+            complete(res, added.shipments)
         except BaseException:
             writer.close()
             raise
