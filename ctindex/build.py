@@ -114,14 +114,29 @@ def clip(message: str) -> str:
 
 
 def targets_of(plan: Plan, keys: Sequence[str]) -> dict[str, Target]:
+    """The target of each key. A key that is not itself a scope root is in
+    the scope of its folder's other such keys (`key_under` of a root that
+    is not the key itself only looks at the key's folder), so each folder
+    is looked up once."""
+    roots = {s.root for s in plan.scopes}
+    by_folder: dict[str, Target] = {}
     out: dict[str, Target] = {}
     for key in keys:
-        found = plan.find_scope(key)
-        scope = found[0] if found else None
-        out[key] = (
-            Target(scope.root, scope.provider) if scope else Target("", providers.INDEX_PROVIDER)
-        )
+        if key in roots:
+            out[key] = _target(plan, key)
+            continue
+        folder = key.rpartition("/")[0]
+        got = by_folder.get(folder)
+        if got is None:
+            got = by_folder[folder] = _target(plan, key)
+        out[key] = got
     return out
+
+
+def _target(plan: Plan, key: str) -> Target:
+    found = plan.find_scope(key)
+    scope = found[0] if found else None
+    return Target(scope.root, scope.provider) if scope else Target("", providers.INDEX_PROVIDER)
 
 
 def build_input(doc: Document, analysis: Analysis | None = None) -> BuildInput:

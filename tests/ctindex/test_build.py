@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctindex import build, indexer
 from ctindex.policy.plan import load_plan
@@ -76,6 +79,37 @@ def test_targets_name_each_keys_scope_root_and_provider(bundles_project: Path) -
     assert got[key] == build.Target("okf/bundles/ga4", "okf-markdown")
     # Outside every scope (never asked for by the indexer): the index provider.
     assert got["elsewhere/x.md"] == build.Target("", "okf-markdown")
+
+
+_PARTS = st.sampled_from(["a", "b", "ab", "c.md"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    roots=st.lists(st.lists(_PARTS, max_size=3).map("/".join), max_size=5),
+    keys=st.lists(st.lists(_PARTS, min_size=1, max_size=4).map("/".join), max_size=40),
+)
+def test_targets_of_equals_each_keys_own_lookup(
+    bundles_project_once: Path, roots: list[str], keys: list[str]
+) -> None:
+    """Looked up once per folder, every key still gets the first scope (in
+    order) whose root holds it: nested roots, a root named like a file of
+    the folder, keys of any depth."""
+    from ctindex.policy.plan import Scope
+
+    plan = dataclasses.replace(
+        load_plan(Project.at(bundles_project_once)),
+        scopes=tuple(Scope(r, f"p{i}", (), (), "project") for i, r in enumerate(roots)),
+    )
+    keys = sorted(set(keys))
+    assert build.targets_of(plan, keys) == {k: build._target(plan, k) for k in keys}
+
+
+@pytest.fixture(scope="module")
+def bundles_project_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("plan")
+    _quiet(root)
+    return root
 
 
 def test_reanalyze_gives_back_what_build_input_stored() -> None:
