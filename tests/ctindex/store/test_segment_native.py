@@ -79,6 +79,25 @@ def test_inverter_matches_the_pure_one(
     assert _outputs(native, docs32) == _outputs(pure, docs32)
 
 
+# Terms that share long heads (the sort compares 16 bytes of UTF-8 first),
+# with NULs, lone surrogates (a file name's surrogate escapes reach the ID
+# terms) and every width of code point.
+_heads = st.sampled_from(
+    ["", "\x01t", "\x02title words ", "a" * 15, "a" * 16, "é" * 7, "\U0001d518" * 4]
+)
+_tails = st.text(alphabet=st.characters(), max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(terms=st.lists(st.tuples(_heads, _tails).map("".join), min_size=1, max_size=60))
+def test_terms_come_out_in_code_point_order(terms: list[str]) -> None:
+    inverter = _native().Inverter("\x00")
+    for i in range(0, len(terms), 7):
+        inverter.add(dict.fromkeys(terms[i : i + 7], 1), [])
+    got, _, _ = inverter.postings(False)
+    assert got == sorted(set(terms))
+
+
 def test_more_than_one_checksum_block_of_streams() -> None:
     """Streams of more documents than SEQ_BLOCK_DOCS, some empty, at both widths."""
     rng = random.Random(7)
@@ -98,6 +117,20 @@ def test_more_than_one_checksum_block_of_streams() -> None:
         got = [inv.postings(False) for inv in (native, pure)]
         assert got[0] == got[1]
         assert native.streams(0, seq32) == pure.streams(0, seq32)
+
+
+def test_the_separator_stays_the_separator_even_as_a_term() -> None:
+    """A dict that holds the separator as a term (the same object or an
+    equal one) does not make the separator tokens its rank."""
+    sep = "\x00sep"
+    twin = "".join(["\x00s", "ep"])  # equal, another object
+    assert twin == sep and twin is not sep
+    for term in (sep, twin):
+        docs = [({term: 2, "a": 1}, ["a", sep, "a", twin])]
+        native, pure = _native().Inverter(sep), segment._PyInverter(sep)
+        _feed(native, docs)
+        _feed(pure, docs)
+        assert _outputs(native, False) == _outputs(pure, False)
 
 
 def test_a_token_no_document_made_a_term_is_refused_by_both() -> None:
