@@ -46,6 +46,21 @@ def test_terms_are_the_regex_words_through_the_cache(text: str, known: set[str])
     assert missing == (expected_missing or None)
 
 
+@settings(max_examples=50, deadline=None)
+@given(
+    words=st.lists(
+        st.sampled_from(["ab", "1", "é", "x" * 25, "\u4e00", "zz"]), min_size=250, max_size=700
+    )
+)
+def test_long_texts_are_split_like_short_ones(words: list[str]) -> None:
+    """More words than one call holds on its stack, memo hits and misses mixed."""
+    text = " ".join(words)
+    cache = {"ab": "AB", "x" * 25: "X", "\u4e00": "CJK"}
+    found, missing = _native().terms(text, cache)
+    assert found == [cache.get(w, w) for w in words]
+    assert missing == ([i for i, w in enumerate(words) if w not in cache] or None)
+
+
 def test_every_code_point_splits_like_the_regex() -> None:
     """One pass over all of Unicode (surrogates excluded: no decoded text has them)."""
     native = _native()
