@@ -87,7 +87,9 @@ def _arr(code: str, data: bytes | memoryview) -> array[Any]:
 
 
 class StoredDoc(NamedTuple):
-    """What a segment keeps per document besides its postings."""
+    """What a segment keeps per document besides its postings. Its record is
+    this tuple as a JSON array: the fields' order is the format's
+    (docs/format.md)."""
 
     key: str
     concept_id: str
@@ -240,7 +242,7 @@ class SegmentBuilder:
         self._pending_len = 0
         self._roff = 0
         self._lengths = array("I")
-        self._flens = [array("I") for _ in range(NFIELDS)]
+        self._flens = array("I")
         self._keys: list[bytes] = []
         self._last: str | None = None
 
@@ -251,19 +253,9 @@ class SegmentBuilder:
             raise ValueError(f"segment: {d.key!r} added after {self._last!r}")
         self._inverter.add(item.tfw, item.tokens)
         self._last = d.key
-        rec = self._dumps(
-            [
-                d.key,
-                d.concept_id,
-                d.scope,
-                d.title,
-                d.type,
-                d.description,
-                list(d.tags),
-                d.body,
-                d.size,
-            ]
-        ).encode()
+        # The record is the StoredDoc as a JSON array, its fields in order:
+        # a NamedTuple (and its tags tuple) encodes as one, no list built.
+        rec = self._dumps(d).encode()
         self._refs.append(_DOCREF.pack(len(self._rblocks), self._pending_len, len(rec), crc(rec)))
         self._pending.append(rec)
         self._pending_len += len(rec)
@@ -272,8 +264,9 @@ class SegmentBuilder:
         if len(self._pending) >= RECORD_BLOCK_DOCS or self._pending_len >= RECORD_BLOCK_BYTES:
             self._flush()
         self._lengths.append(item.length)
-        for f in range(NFIELDS):
-            self._flens[f].append(item.flens[f])
+        if len(item.flens) != NFIELDS:
+            raise ValueError(f"segment: {d.key!r} has {len(item.flens)} field lengths")
+        self._flens.extend(item.flens)  # document after document; by field in finish()
         self._keys.append(d.key.encode("utf-8", "surrogateescape"))
 
     def _flush(self) -> None:
@@ -340,7 +333,7 @@ class SegmentBuilder:
             _le(key_offs) + b"".join(self._keys),
             seq_offs + seq_crcs,
             seqs,
-            b"".join(_le(f) for f in self._flens),
+            b"".join(_le(self._flens[f::NFIELDS]) for f in range(NFIELDS)),
         ]
         checked = {S_TOP, S_LENGTHS, S_DOCREFS, S_RTABLE, S_KEYS, S_SEQOFFS, S_FLENS}
         table = b""
