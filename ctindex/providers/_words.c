@@ -580,9 +580,169 @@ fail:
     return NULL;
 }
 
+/* -- frontmatter ------------------------------------------------------------
+ * okf_markdown._fast_frontmatter, its specification: frontmatter made only of
+ * `key: value` and `key: [a, b]` lines over a conservative character set,
+ * read without YAML, else None. Every character class below is the regex's
+ * (`\w` is sre's: isalnum or '_'); none of them holds the character that ends
+ * what it scans, so one left-to-right pass decides what the regex's
+ * backtracking would (tests/ctindex/providers/test_okf_markdown_native.py). */
+
+static int is_word(Py_UCS4 c) { return c == '_' || is_alnum(c); }
+
+/* [\w .,;()/'+-] (a plain scalar's rest); without ',' for a list item's. */
+static int scalar_char(Py_UCS4 c, int comma) {
+    switch (c) {
+    case ' ': case '.': case ';': case '(': case ')': case '/': case '\'': case '+': case '-':
+        return 1;
+    case ',':
+        return comma;
+    default:
+        return is_word(c);
+    }
+}
+
+static int key_char(Py_UCS4 c) {
+    return (c < 128 && ascii_alnum[c]) || c == '_' || c == '-';
+}
+
+/* text[a:b] stripped of spaces (left too if `left`); None for YAML's nulls. */
+static PyObject *scalar_value(PyObject *text, int kind, const void *data, Py_ssize_t a,
+                              Py_ssize_t b, int left) {
+    while (left && a < b && PyUnicode_READ(kind, data, a) == ' ') a++;
+    while (b > a && PyUnicode_READ(kind, data, b - 1) == ' ') b--;
+    PyObject *v = PyUnicode_Substring(text, a, b);
+    if (v == NULL) return NULL;
+    if (PyUnicode_CompareWithASCIIString(v, "null") == 0 ||
+        PyUnicode_CompareWithASCIIString(v, "Null") == 0 ||
+        PyUnicode_CompareWithASCIIString(v, "NULL") == 0) {
+        Py_DECREF(v);
+        Py_RETURN_NONE;
+    }
+    return v;
+}
+
+/* One line [i, eol): 1 with *key and *value set (value NULL: a key not kept), 0
+ * if it is not of the simple shape, -1 on error. */
+static int simple_line(PyObject *text, int kind, const void *data, Py_ssize_t i,
+                       Py_ssize_t eol, PyObject **key, PyObject **value) {
+    static const char *wanted[] = {"title", "type", "description", "tags"};
+    Py_ssize_t start = i;
+    Py_UCS4 c = PyUnicode_READ(kind, data, i);
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))) return 0;
+    i++;
+    for (int k = 0; k < 63 && i < eol && key_char(PyUnicode_READ(kind, data, i)); k++) i++;
+    if (i >= eol || PyUnicode_READ(kind, data, i) != ':') return 0;
+    Py_ssize_t key_end = i++;
+    if (i >= eol || PyUnicode_READ(kind, data, i) != ' ') return 0;
+    while (i < eol && PyUnicode_READ(kind, data, i) == ' ') i++;
+    if (i >= eol) return 0;
+    c = PyUnicode_READ(kind, data, i);
+    Py_ssize_t first = i, items_end = -1;
+    if (is_word(c)) { /* a plain scalar to the end of the line */
+        for (i++; i < eol; i++)
+            if (!scalar_char(PyUnicode_READ(kind, data, i), 1)) return 0;
+    } else if (c == '[') { /* [ *item(, *item)*] */
+        i++;
+        while (i < eol && PyUnicode_READ(kind, data, i) == ' ') i++;
+        first = i;
+        for (;;) {
+            if (i >= eol || !is_word(PyUnicode_READ(kind, data, i))) return 0;
+            for (i++; i < eol && scalar_char(PyUnicode_READ(kind, data, i), 0); i++) {
+            }
+            if (i < eol && PyUnicode_READ(kind, data, i) == ',') {
+                for (i++; i < eol && PyUnicode_READ(kind, data, i) == ' '; i++) {
+                }
+                continue;
+            }
+            break;
+        }
+        if (i + 1 != eol || PyUnicode_READ(kind, data, i) != ']') return 0;
+        items_end = i;
+    } else {
+        return 0;
+    }
+    *key = PyUnicode_Substring(text, start, key_end);
+    *value = NULL;
+    if (*key == NULL) return -1;
+    int keep = 0;
+    for (int w = 0; w < 4; w++) keep |= PyUnicode_CompareWithASCIIString(*key, wanted[w]) == 0;
+    if (!keep) return 1;
+    if (items_end < 0) {
+        *value = scalar_value(text, kind, data, first, eol, 0);
+        return *value == NULL ? -1 : 1;
+    }
+    PyObject *list = PyList_New(0);
+    if (list == NULL) return -1;
+    for (Py_ssize_t a = first; a <= items_end;) { /* items.split(","), each strip(" ") */
+        Py_ssize_t b = a;
+        while (b < items_end && PyUnicode_READ(kind, data, b) != ',') b++;
+        PyObject *item = scalar_value(text, kind, data, a, b, 1);
+        if (item == NULL || PyList_Append(list, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(list);
+            return -1;
+        }
+        Py_DECREF(item);
+        a = b + 1;
+    }
+    *value = list;
+    return 1;
+}
+
+PyDoc_STRVAR(frontmatter_doc,
+             "frontmatter(block) -> dict | None\n\n"
+             "okf_markdown._fast_frontmatter(block): the wanted fields of a block of\n"
+             "simple `key: value` / `key: [a, b]` lines, None for anything else.");
+
+static PyObject *frontmatter(PyObject *self, PyObject *text) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "frontmatter: block must be a str");
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) return NULL;
+#endif
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    PyObject *meta = PyDict_New();
+    if (meta == NULL) return NULL;
+    int seen = 0;
+    for (Py_ssize_t pos = 0; pos <= n;) {
+        Py_ssize_t eol = pos;
+        while (eol < n && PyUnicode_READ(kind, data, eol) != '\n') eol++;
+        if (eol > pos) {
+            PyObject *key = NULL, *value = NULL;
+            int got = simple_line(text, kind, data, pos, eol, &key, &value);
+            if (got <= 0) {
+                Py_XDECREF(key);
+                Py_DECREF(meta);
+                if (got < 0) return NULL;
+                Py_RETURN_NONE;
+            }
+            seen = 1;
+            int bad = value != NULL && PyDict_SetItem(meta, key, value) < 0;
+            Py_DECREF(key);
+            Py_XDECREF(value);
+            if (bad) {
+                Py_DECREF(meta);
+                return NULL;
+            }
+        }
+        pos = eol + 1;
+    }
+    if (!seen) {
+        Py_DECREF(meta);
+        Py_RETURN_NONE;
+    }
+    return meta;
+}
+
 static PyMethodDef methods[] = {
     {"terms", terms, METH_VARARGS, terms_doc},
     {"assemble", assemble, METH_VARARGS, assemble_doc},
+    {"frontmatter", frontmatter, METH_O, frontmatter_doc},
     {NULL, NULL, 0, NULL},
 };
 

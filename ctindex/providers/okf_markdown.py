@@ -136,7 +136,8 @@ def _split_frontmatter(text: str) -> tuple[dict[str, Any], str, str | None]:
                 "not parsed; indexed as plain text"
             ),
         )
-    meta = _fast_frontmatter(block)
+    native = _native()
+    meta = native.frontmatter(block) if native is not None else _fast_frontmatter(block)
     try:
         if meta is None:
             meta = _load_yaml(block)
@@ -370,12 +371,13 @@ _Assembled = tuple[list[str], dict[str, int], int, tuple[int, int, int, int]]
 class _WordsModule(Protocol):
     """ctindex/providers/_words.c, the C twins of this module's pure code:
     `terms` of the regex split and stem-cache map in `_fields_terms`,
-    `assemble` of `_assemble`."""
+    `assemble` of `_assemble`, `frontmatter` of `_fast_frontmatter`."""
 
     def terms(self, text: str, cache: dict[str, str]) -> tuple[list[str], list[int] | None]: ...
     def assemble(
         self, fields: list[list[str]], doc_type: str, tags: tuple[str, ...], layout: _Layout
     ) -> _Assembled: ...
+    def frontmatter(self, block: str) -> dict[str, Any] | None: ...
 
 
 def _native() -> _WordsModule | None:

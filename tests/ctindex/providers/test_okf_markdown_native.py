@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from ctindex import native_modules
 from ctindex.providers import okf_markdown as okf
+from tests.ctindex.providers.test_okf_markdown_frontmatter import _line as _frontmatter_line
 
 WORD = re.compile(r"[^\W_]+")  # the oracle: what a word is, by definition (docs/provider.md)
 
@@ -180,3 +181,51 @@ def test_whole_analysis_matches(
     native_modules.reset()
     assert out["0"] == out["1"]
     assert list(out["0"][0].tfw) == list(out["1"][0].tfw)  # same insertion order too
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    st.lists(_frontmatter_line, max_size=6) | st.lists(st.text(max_size=30), max_size=4),
+    st.sampled_from(["\n", "", "\n\n"]),
+)
+def test_frontmatter_reads_as_the_pure_reader(lines: list[str], end: str) -> None:
+    """The C `frontmatter` against `_fast_frontmatter`: the same dict (values,
+    types and order) or the same refusal, on the YAML tests' near-miss lines
+    and on any text."""
+    block = "\n".join(lines) + end
+    got = _native().frontmatter(block)
+    want = okf._fast_frontmatter(block)
+    assert got == want and (got is None or list(got) == list(want or {})), block
+
+
+def test_frontmatter_keys_are_at_most_64_characters() -> None:
+    for n, kept in ((63, True), (64, True), (65, False)):
+        block = "k" * n + ": v"
+        assert (_native().frontmatter(block) is not None) is kept
+        assert _native().frontmatter(block) == okf._fast_frontmatter(block)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        "title: Hello world\ntype: Metric\ntags: [a, b ,  null]\nother: x",
+        "tags: [ a,b,   c  ]",
+        "tags: [a, ,b]",
+        "tags: []",
+        "tags: [é, ß]\n",
+        "title:  x  ",
+        "title: null\ntype: Null\ndescription: NULL",
+        "title: nulls",
+        "title: a:b",
+        "description: it's (fine); ok/+-.,",
+        "x-y_z: [ q ]\n\ntitle: t",
+        "title: first\ntitle: second",
+        "Title: z",
+        "",
+        "\n\n",
+    ],
+)
+def test_frontmatter_cases(block: str) -> None:
+    got = _native().frontmatter(block)
+    want = okf._fast_frontmatter(block)
+    assert got == want and (got is None or list(got) == list(want or {}))
