@@ -182,6 +182,9 @@ class _Pass:
         default stat the walker already applied this rule (walk.Unchanged) and
         hands over only the files that failed it."""
         res, gran = self.res, self.gran
+        if self.defer_reads:  # from nothing (reconcile() decides): every file is read later
+            res.pending.extend([Pending(key, st) for _name, key, st in files])
+            return
         prev_get = self.prev_get
         seen = self.seen.append
         trusted = 0
@@ -208,9 +211,6 @@ class _Pass:
 
     def _hash(self, dfd: int, name: str, key: str, st: os.stat_result, p: RawEntry | None) -> None:
         res = self.res
-        if self.defer_reads:  # p is None: a deferred pass starts from nothing
-            res.pending.append(Pending(key, st))
-            return
         r = read_stable(
             dfd,
             name,
