@@ -12,9 +12,11 @@ are ctindex/store/.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import gc
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -218,6 +220,22 @@ def repair(
     )
 
 
+@contextlib.contextmanager
+def _cycles_uncollected() -> Iterator[None]:
+    """The cyclic garbage collector paused for one pass. A pass makes a few
+    objects per file (stat results, keys, pending reads, entries) that live
+    until it ends and form no cycles; over 40,000 files the collector's
+    repeated walks over them were 15-20 % of a rebuild's walk. It runs again
+    afterwards (if it was on) and then collects whatever the pass left."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _locked(
     project: Project,
     plan: Plan,
@@ -234,7 +252,10 @@ def _locked(
     from ctindex.store.lock import DEFAULT_TIMEOUT_S, update_lock
 
     index_dir = Path(project.index_dir)
-    with update_lock(index_dir, DEFAULT_TIMEOUT_S if timeout is None else timeout):
+    with (
+        update_lock(index_dir, DEFAULT_TIMEOUT_S if timeout is None else timeout),
+        _cycles_uncollected(),
+    ):
         notes: list[str] = []
         try:
             base = read_manifest(index_dir)
@@ -296,9 +317,9 @@ def _locked(
             )
         report.reason = reason if (fresh or stale) else None
         report.notes[:0] = notes
-        from ctindex.store import gc
+        from ctindex.store import gc as store_gc
 
-        gc.collect(index_dir)  # every writing pass, published or not (store/gc.py)
+        store_gc.collect(index_dir)  # every writing pass, published or not (store/gc.py)
         return report
 
 
