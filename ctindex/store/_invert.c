@@ -283,7 +283,6 @@ typedef struct {
     DocEnd *ends; /* per document */
     size_t ndocs, cap_docs;
     uint32_t *rank; /* per id, set by postings(): its rank among the terms */
-    PyObject **term_of; /* per id, borrowed from the table */
     size_t nranked; /* terms with postings */
     Entry *entries; /* scratch: the document being added's dict entries */
     size_t cap_entries;
@@ -304,7 +303,6 @@ static void inverter_dealloc(Inverter *self) {
     PyMem_Free(self->entries);
     PyMem_Free(self->local);
     PyMem_Free(self->rank);
-    PyMem_Free(self->term_of);
     Py_XDECREF(self->sep);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -523,8 +521,7 @@ static PyObject *inverter_postings(Inverter *self, PyObject *args) {
     uint64_t *start = PyMem_Malloc(nalloc * sizeof(uint64_t));
     uint32_t *fill = PyMem_Calloc(nalloc, sizeof(uint32_t));
     uint32_t *rank = PyMem_Malloc(nalloc * sizeof(uint32_t));
-    PyObject **term_of = PyMem_Malloc(nalloc * sizeof(PyObject *));
-    if (order == NULL || start == NULL || fill == NULL || rank == NULL || term_of == NULL) {
+    if (order == NULL || start == NULL || fill == NULL || rank == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -533,7 +530,6 @@ static PyObject *inverter_postings(Inverter *self, PyObject *args) {
     for (size_t i = 0; i <= self->ids.mask; i++) {
         Slot *s = &self->ids.slots[i];
         if (s->key == NULL) continue;
-        term_of[s->val] = s->key;
         rank[s->val] = NO_RANK;
         if (self->df[s->val] > 0) {
             order[n].term = s->key;
@@ -588,21 +584,27 @@ static PyObject *inverter_postings(Inverter *self, PyObject *args) {
         self->pairs = NULL;
         self->npairs = self->cap_pairs = 0;
         self->rank = rank;
-        self->term_of = term_of;
         self->nranked = n;
         rank = NULL;
-        term_of = NULL;
     }
 done:
     PyMem_Free(order);
     PyMem_Free(start);
     PyMem_Free(fill);
     PyMem_Free(rank);
-    PyMem_Free(term_of);
     Py_XDECREF(terms);
     Py_XDECREF(postings);
     Py_XDECREF(entries);
     return result;
+}
+
+/* The term with id `id` (borrowed): only for the KeyError of a refused token,
+ * so a scan of the table rather than an array kept for every term. */
+static PyObject *term_of_id(Inverter *self, uint32_t id) {
+    for (size_t i = 0; i <= self->ids.mask; i++)
+        if (self->ids.slots[i].key != NULL && self->ids.slots[i].val == id)
+            return self->ids.slots[i].key;
+    return Py_None; /* unreachable: every id has its slot */
 }
 
 PyDoc_STRVAR(streams_doc,
@@ -650,7 +652,7 @@ static PyObject *inverter_streams(Inverter *self, PyObject *args) {
             if (id == SEP_ID) {
                 v = sep_rank;
             } else if (self->rank[id] == NO_RANK || self->rank[id] < base) {
-                PyErr_SetObject(PyExc_KeyError, self->term_of[id]);
+                PyErr_SetObject(PyExc_KeyError, term_of_id(self, id));
                 goto done;
             } else {
                 v = self->rank[id] - base;
