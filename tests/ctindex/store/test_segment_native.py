@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from ctindex import native_modules
 from ctindex.store import segment
+from ctindex.store.native_invert import Inverter
 from ctindex.store.segment import BuildInput, StoredDoc, build_segment
 
 
@@ -42,16 +43,16 @@ _words = _terms.filter(lambda t: "\x00" not in t and t >= segment.WORD_START)
 _tfw = st.dictionaries(_terms, st.integers(min_value=0, max_value=200_000), max_size=12)
 
 
-def _feed(inverter: object, docs: list[tuple[dict[str, int], list[str]]]) -> None:
+def _feed(inverter: Inverter, docs: list[tuple[dict[str, int], list[str]]]) -> None:
     for tfw, tokens in docs:
-        inverter.add(tfw, tokens)  # type: ignore[attr-defined]
+        inverter.add(tfw, tokens)
 
 
-def _outputs(inverter: object, docs32: bool) -> tuple[object, ...]:
+def _outputs(inverter: Inverter, docs32: bool) -> tuple[object, ...]:
     """postings(), then streams() of the word terms at both widths' choice."""
-    terms, postings, entries = inverter.postings(docs32)  # type: ignore[attr-defined]
+    terms, postings, entries = inverter.postings(docs32)
     word_base = bisect_left(terms, segment.WORD_START)
-    streams = inverter.streams(word_base, len(terms) - word_base >= 0xFFFF)  # type: ignore[attr-defined]
+    streams = inverter.streams(word_base, len(terms) - word_base >= 0xFFFF)
     return terms, postings, entries, word_base, streams
 
 
