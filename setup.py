@@ -31,12 +31,14 @@ ext_modules = (
         Extension(
             "ctindex.store._invert",
             ["ctindex/store/_invert.c"],
+            depends=["ctindex/store/invert_api.h"],
             optional=True,
             extra_compile_args=["-O2", "-std=c99", "-Wall"],
         ),
         Extension(
             "ctindex.providers._words",
             ["ctindex/providers/_words.c"],
+            depends=["ctindex/store/invert_api.h"],
             optional=True,
             extra_compile_args=["-O2", "-std=c99", "-Wall"],
         ),

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple, TextIO
 
 from ctindex import providers
 from ctindex.output import Progress
-from ctindex.providers.base import Analysis, Document, ProviderError
+from ctindex.providers.base import Analysis, Document, Feed, ProviderError
 from ctindex.providers.fields import SEP
 from ctindex.reconciler.capture import Captured, KeyReader, Shipment, ship
 from ctindex.reconciler.diff import Pending
@@ -139,11 +139,9 @@ def _target(plan: Plan, key: str) -> Target:
     return Target(scope.root, scope.provider) if scope else Target("", providers.INDEX_PROVIDER)
 
 
-def build_input(doc: Document, analysis: Analysis | None = None) -> BuildInput:
-    """A document and its analysis as the store writes them (without an
-    analysis: the index provider's)."""
-    a = providers.load(providers.INDEX_PROVIDER).analyze(doc) if analysis is None else analysis
-    stored = StoredDoc(
+def stored_doc(doc: Document) -> StoredDoc:
+    """What a segment keeps of a document besides its postings."""
+    return StoredDoc(
         doc.key,
         doc.concept_id,
         doc.scope,
@@ -154,7 +152,13 @@ def build_input(doc: Document, analysis: Analysis | None = None) -> BuildInput:
         doc.body,
         doc.size,
     )
-    return BuildInput(stored, a.tokens, a.tfw, a.length, a.flens)
+
+
+def build_input(doc: Document, analysis: Analysis | None = None) -> BuildInput:
+    """A document and its analysis as the store writes them (without an
+    analysis: the index provider's)."""
+    a = providers.load(providers.INDEX_PROVIDER).analyze(doc) if analysis is None else analysis
+    return BuildInput(stored_doc(doc), a.tokens, a.tfw, a.length, a.flens)
 
 
 def reanalyze(stored: StoredDoc, provider_id: str = providers.INDEX_PROVIDER) -> BuildInput:
@@ -361,17 +365,17 @@ def _build_part(part: _Part) -> _Built:
                 doc = None if data is None else _parsed(key, data, job.targets[key], diagnostics)
                 if doc is not None:
                     docs.append((job.targets[key].provider, doc))
-            for item in _analysed(docs):
-                builder.add(item)
+            for doc, feed in _fed(docs):
+                builder.add_fed(stored_doc(doc), feed)
     finally:
         src.close()
     info = builder.finish(job.index_dir / part.name, fault_point="mid-segment")
     return _Built(part.name, info, diagnostics, ship(src.captured))
 
 
-def _analysed(docs: list[tuple[str, Document]]) -> Iterator[BuildInput]:
-    """BuildInput of each document, in order; each run of one provider's
-    documents is analysed as a batch (`Provider.analyze_many`)."""
+def _fed(docs: list[tuple[str, Document]]) -> Iterator[tuple[Document, Feed]]:
+    """Each document and its feed, in order; each run of one provider's
+    documents is analysed as a batch (`Provider.feed_many`)."""
     start = 0
     while start < len(docs):
         provider_id = docs[start][0]
@@ -379,5 +383,5 @@ def _analysed(docs: list[tuple[str, Document]]) -> Iterator[BuildInput]:
         while end < len(docs) and docs[end][0] == provider_id:
             end += 1
         run = [doc for _, doc in docs[start:end]]
-        yield from map(build_input, run, providers.load(provider_id).analyze_many(run))
+        yield from zip(run, providers.load(provider_id).feed_many(run), strict=True)
         start = end

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../store/invert_api.h"
+
 /* str.isalnum() of one code point; ASCII from a table (Py_UNICODE_ISALNUM
  * asks four Unicode databases in turn, and most text is ASCII). */
 static unsigned char ascii_alnum[128];
@@ -273,11 +275,10 @@ fail:
  * probe per token and one dict insert per distinct key instead of a get, an
  * int and a set per token. Keys are exact str, so hashing and comparing them
  * runs no Python code. */
-typedef struct {
-    PyObject *key; /* strong */
-    Py_hash_t hash;
-    long count;
-} TallyEntry;
+/* An entry is the inverter's CtCount (ctindex/store/invert_api.h), so the
+ * counts can be handed to it as they are; here its term is a strong
+ * reference. */
+typedef CtCount TallyEntry;
 
 typedef struct {
     TallyEntry *entries;
@@ -306,7 +307,7 @@ static int tally_init(Tally *t, Py_ssize_t expected) {
 }
 
 static void tally_free(Tally *t) {
-    for (Py_ssize_t i = 0; i < t->used; i++) Py_DECREF(t->entries[i].key);
+    for (Py_ssize_t i = 0; i < t->used; i++) Py_DECREF(t->entries[i].term);
     PyMem_Free(t->entries);
     PyMem_Free(t->slots);
 }
@@ -354,7 +355,7 @@ static int tally_put(Tally *t, PyObject *key, long by, int set) {
         Py_ssize_t at = t->slots[i];
         if (at == 0) break;
         TallyEntry *e = &t->entries[at - 1];
-        if (e->hash == h && str_eq(e->key, key)) {
+        if (e->hash == h && str_eq(e->term, key)) {
             e->count = set ? by : e->count + by;
             return 0;
         }
@@ -450,7 +451,7 @@ static PyObject *tally_dict(const Tally *t) {
     if (tfw == NULL) return NULL;
     for (Py_ssize_t i = 0; i < t->used; i++) {
         PyObject *v = PyLong_FromLong(t->entries[i].count);
-        int bad = v == NULL || PyDict_SetItem(tfw, t->entries[i].key, v) < 0;
+        int bad = v == NULL || PyDict_SetItem(tfw, t->entries[i].term, v) < 0;
         Py_XDECREF(v);
         if (bad) {
             Py_DECREF(tfw);
@@ -460,32 +461,60 @@ static PyObject *tally_dict(const Tally *t) {
     return tfw;
 }
 
-PyDoc_STRVAR(assemble_doc,
-             "assemble(fields, doc_type, tags, layout) -> (tokens, tfw, length, flens)\n\n"
-             "okf_markdown._assemble: `fields` holds the terms of the body, the title,\n"
-             "each tag, the description, the concept ID and its last segment.");
-
-static PyObject *assemble(PyObject *self, PyObject *args) {
-    PyObject *fields, *doc_type, *tags;
+/* The layout argument, unpacked (okf_markdown._LAYOUT). */
+typedef struct {
     long weight[3];
     PyObject *head[4], *sep, *f_type, *f_type_word, *f_tag, *exact[4];
-    if (!PyArg_ParseTuple(args, "O!UO!((lll)(UUUU)U(UUU)(UUUU)):assemble", &PyList_Type, &fields,
-                          &doc_type, &PyTuple_Type, &tags, &weight[0], &weight[1], &weight[2],
-                          &head[0], &head[1], &head[2], &head[3], &sep, &f_type, &f_type_word,
-                          &f_tag, &exact[0], &exact[1], &exact[2], &exact[3]))
+} Layout;
+
+static PyObject *layout_seen; /* the layout last unpacked (strong), mostly the only one */
+static Layout layout_cache;
+
+/* `layout` unpacked; NULL on error. The strs stay borrowed from the tuple,
+ * which the cache keeps alive. */
+static const Layout *layout_of(PyObject *layout) {
+    if (layout == layout_seen) return &layout_cache;
+    Layout l;
+    if (!PyArg_ParseTuple(layout, "(lll)(UUUU)U(UUU)(UUUU):assemble layout", &l.weight[0],
+                          &l.weight[1], &l.weight[2], &l.head[0], &l.head[1], &l.head[2],
+                          &l.head[3], &l.sep, &l.f_type, &l.f_type_word, &l.f_tag, &l.exact[0],
+                          &l.exact[1], &l.exact[2], &l.exact[3]))
         return NULL;
+    Py_INCREF(layout);
+    Py_XSETREF(layout_seen, layout);
+    layout_cache = l;
+    return &layout_cache;
+}
+
+/* One document assembled: its counts, its token stream (borrowed strs, in
+ * a buffer of its own), its weighted length and per-field lengths. */
+typedef struct {
+    Tally tally;
+    PyObject **tokens;
+    size_t ntokens;
+    long length, flens[4];
+} Assembly;
+
+static void assembly_free(Assembly *a) {
+    tally_free(&a->tally);
+    PyMem_Free(a->tokens);
+}
+
+/* _assemble's counts and token stream; 0, or -1 with nothing left to free. */
+static int assemble_core(PyObject *fields, PyObject *doc_type, PyObject *tags, const Layout *l,
+                         Assembly *out) {
     Py_ssize_t nf = PyList_GET_SIZE(fields), ntags = PyTuple_GET_SIZE(tags);
     if (nf != ntags + 5) {
         PyErr_SetString(PyExc_ValueError,
                         "assemble: body, title, each tag, description, ID, last segment");
-        return NULL;
+        return -1;
     }
     for (Py_ssize_t j = 0; j < nf; j++)
-        if (check_tokens(PyList_GET_ITEM(fields, j)) < 0) return NULL;
+        if (check_tokens(PyList_GET_ITEM(fields, j)) < 0) return -1;
     for (Py_ssize_t j = 0; j < ntags; j++) {
         if (!PyUnicode_Check(PyTuple_GET_ITEM(tags, j))) {
             PyErr_SetString(PyExc_TypeError, "assemble: tags are str");
-            return NULL;
+            return -1;
         }
     }
     PyObject *body = PyList_GET_ITEM(fields, 0);
@@ -497,42 +526,38 @@ static PyObject *assemble(PyObject *self, PyObject *args) {
 
     /* The token stream: title, each tag, description, each followed by sep;
      * then the body. */
-    PyObject *tokens = PyList_New(nbody + nfield_tok + (nf - 3));
-    if (tokens == NULL) return NULL;
-    Py_ssize_t at = 0;
+    size_t ntokens = (size_t)(nbody + nfield_tok + (nf - 3));
+    PyObject **tokens = PyMem_Malloc((ntokens ? ntokens : 1) * sizeof(PyObject *));
+    if (tokens == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t at = 0;
     for (Py_ssize_t j = 1; j < nf - 2; j++) {
         PyObject *toks = PyList_GET_ITEM(fields, j);
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(toks); i++) {
-            PyObject *t = PyList_GET_ITEM(toks, i);
-            Py_INCREF(t);
-            PyList_SET_ITEM(tokens, at++, t);
-        }
-        Py_INCREF(sep);
-        PyList_SET_ITEM(tokens, at++, sep);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(toks); i++) tokens[at++] = PyList_GET_ITEM(toks, i);
+        tokens[at++] = l->sep;
     }
-    for (Py_ssize_t i = 0; i < nbody; i++) {
-        PyObject *t = PyList_GET_ITEM(body, i);
-        Py_INCREF(t);
-        PyList_SET_ITEM(tokens, at++, t);
-    }
+    for (Py_ssize_t i = 0; i < nbody; i++) tokens[at++] = PyList_GET_ITEM(body, i);
 
-    Tally tally;
-    if (tally_init(&tally, nbody + 2 * nfield_tok + ntags + 16) < 0) {
-        Py_DECREF(tokens);
-        return NULL;
+    Tally *tally = &out->tally;
+    if (tally_init(tally, nbody + 2 * nfield_tok + ntags + 16) < 0) {
+        PyMem_Free(tokens);
+        return -1;
     }
-    PyObject *space = NULL, *kind = NULL, *tfw = NULL, *set = NULL, *sorted = NULL;
+    PyObject *space = NULL, *kind = NULL, *set = NULL, *sorted = NULL;
     long length = (long)nbody, flens[3] = {0, 0, 0};
     for (Py_ssize_t i = 0; i < nbody; i++)
-        if (tally_put(&tally, PyList_GET_ITEM(body, i), 1, 0) < 0) goto fail;
+        if (tally_put(tally, PyList_GET_ITEM(body, i), 1, 0) < 0) goto fail;
     for (Py_ssize_t j = 1; j < nf - 2; j++) {
         PyObject *toks = PyList_GET_ITEM(fields, j);
         int s = j == 1 ? 0 : (j == nf - 3 ? 2 : 1); /* title, tags, description */
-        length += weight[s] * (long)PyList_GET_SIZE(toks);
+        length += l->weight[s] * (long)PyList_GET_SIZE(toks);
         flens[s] += (long)PyList_GET_SIZE(toks);
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(toks); i++) {
             PyObject *t = PyList_GET_ITEM(toks, i);
-            if (tally_put(&tally, t, weight[s], 0) < 0 || tally_put2(&tally, head[s], t, 1, 0) < 0)
+            if (tally_put(tally, t, l->weight[s], 0) < 0 ||
+                tally_put2(tally, l->head[s], t, 1, 0) < 0)
                 goto fail;
         }
     }
@@ -540,44 +565,131 @@ static PyObject *assemble(PyObject *self, PyObject *args) {
     if (space == NULL) goto fail;
     if (PyUnicode_GET_LENGTH(doc_type) > 0) {
         kind = facet_of(doc_type, space);
-        if (kind == NULL || tally_put2(&tally, f_type, kind, 1, 1) < 0) goto fail;
+        if (kind == NULL || tally_put2(tally, l->f_type, kind, 1, 1) < 0) goto fail;
         /* the words of each whitespace-separated part are the words of the
          * whole: whitespace is never alphanumeric */
-        if (put_words(&tally, f_type_word, kind) < 0) goto fail;
+        if (put_words(tally, l->f_type_word, kind) < 0) goto fail;
     }
     for (Py_ssize_t j = 0; j < ntags; j++) {
         PyObject *f = facet_of(PyTuple_GET_ITEM(tags, j), space);
-        int bad = f == NULL || tally_put2(&tally, f_tag, f, 1, 1) < 0;
+        int bad = f == NULL || tally_put2(tally, l->f_tag, f, 1, 1) < 0;
         Py_XDECREF(f);
         if (bad) goto fail;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ids); i++)
-        if (tally_put2(&tally, head[3], PyList_GET_ITEM(ids, i), 1, 0) < 0) goto fail;
+        if (tally_put2(tally, l->head[3], PyList_GET_ITEM(ids, i), 1, 0) < 0) goto fail;
     set = PySet_New(title);
     sorted = set == NULL ? NULL : PySequence_List(set);
     if (sorted == NULL || PyList_Sort(sorted) < 0) goto fail;
-    if (put_joined(&tally, exact[0], title, space) < 0 ||
-        put_joined(&tally, exact[1], ids, space) < 0 ||
-        put_joined(&tally, exact[2], last, space) < 0 ||
-        put_joined(&tally, exact[3], sorted, space) < 0)
+    if (put_joined(tally, l->exact[0], title, space) < 0 ||
+        put_joined(tally, l->exact[1], ids, space) < 0 ||
+        put_joined(tally, l->exact[2], last, space) < 0 ||
+        put_joined(tally, l->exact[3], sorted, space) < 0)
         goto fail;
-    tfw = tally_dict(&tally);
-    if (tfw == NULL) goto fail;
-    tally_free(&tally);
     Py_DECREF(space);
     Py_XDECREF(kind);
     Py_DECREF(set);
     Py_DECREF(sorted);
-    return Py_BuildValue("(NNl(llln))", tokens, tfw, length, flens[0], flens[1], flens[2],
-                         PyList_GET_SIZE(ids));
+    out->tokens = tokens;
+    out->ntokens = ntokens;
+    out->length = length;
+    out->flens[0] = flens[0];
+    out->flens[1] = flens[1];
+    out->flens[2] = flens[2];
+    out->flens[3] = (long)PyList_GET_SIZE(ids);
+    return 0;
 fail:
-    tally_free(&tally);
-    Py_DECREF(tokens);
+    tally_free(tally);
+    PyMem_Free(tokens);
     Py_XDECREF(space);
     Py_XDECREF(kind);
     Py_XDECREF(set);
     Py_XDECREF(sorted);
-    return NULL;
+    return -1;
+}
+
+/* The token stream as a list (new reference). */
+static PyObject *tokens_list(const Assembly *a) {
+    PyObject *list = PyList_New((Py_ssize_t)a->ntokens);
+    if (list == NULL) return NULL;
+    for (size_t i = 0; i < a->ntokens; i++) {
+        Py_INCREF(a->tokens[i]);
+        PyList_SET_ITEM(list, (Py_ssize_t)i, a->tokens[i]);
+    }
+    return list;
+}
+
+PyDoc_STRVAR(assemble_doc,
+             "assemble(fields, doc_type, tags, layout) -> (tokens, tfw, length, flens)\n\n"
+             "okf_markdown._assemble: `fields` holds the terms of the body, the title,\n"
+             "each tag, the description, the concept ID and its last segment.");
+
+static PyObject *assemble(PyObject *self, PyObject *args) {
+    PyObject *fields, *doc_type, *tags, *layout;
+    if (!PyArg_ParseTuple(args, "O!UO!O!:assemble", &PyList_Type, &fields, &doc_type,
+                          &PyTuple_Type, &tags, &PyTuple_Type, &layout))
+        return NULL;
+    const Layout *l = layout_of(layout);
+    Assembly a;
+    if (l == NULL || assemble_core(fields, doc_type, tags, l, &a) < 0) return NULL;
+    PyObject *tokens = tokens_list(&a);
+    PyObject *tfw = tokens == NULL ? NULL : tally_dict(&a.tally);
+    assembly_free(&a);
+    if (tfw == NULL) {
+        Py_XDECREF(tokens);
+        return NULL;
+    }
+    return Py_BuildValue("(NNl(llll))", tokens, tfw, a.length, a.flens[0], a.flens[1],
+                         a.flens[2], a.flens[3]);
+}
+
+/* The segment builder's Inverter C entry point (invert_api.h), or NULL when
+ * that extension is not there (then `.add` is called). Looked up once. */
+static const CtInvertApi *invert_api;
+static int invert_api_looked;
+
+static const CtInvertApi *inverter_api(void) {
+    if (!invert_api_looked) {
+        invert_api_looked = 1;
+        const CtInvertApi *api = PyCapsule_Import(CT_INVERT_CAPSULE, 0);
+        if (api == NULL)
+            PyErr_Clear(); /* not built: the Python method serves */
+        else if (api->version == CT_INVERT_API_VERSION)
+            invert_api = api;
+    }
+    return invert_api;
+}
+
+PyDoc_STRVAR(assemble_into_doc,
+             "assemble_into(fields, doc_type, tags, layout, inverter) -> (length, flens)\n\n"
+             "okf_markdown._assemble_into: inverter.add(tfw, tokens) of what assemble()\n"
+             "returns, without building the dict and the list when the inverter is\n"
+             "ctindex/store/_invert.c's (its C entry point, invert_api.h).");
+
+static PyObject *assemble_into(PyObject *self, PyObject *args) {
+    PyObject *inverter, *fields, *doc_type, *tags, *layout;
+    if (!PyArg_ParseTuple(args, "O!UO!O!O:assemble_into", &PyList_Type, &fields, &doc_type,
+                          &PyTuple_Type, &tags, &PyTuple_Type, &layout, &inverter))
+        return NULL;
+    const Layout *l = layout_of(layout);
+    Assembly a;
+    if (l == NULL || assemble_core(fields, doc_type, tags, l, &a) < 0) return NULL;
+    const CtInvertApi *api = inverter_api();
+    int bad;
+    if (api != NULL && Py_TYPE(inverter) == api->type) {
+        bad = api->add(inverter, a.tally.entries, (size_t)a.tally.used, a.tokens, a.ntokens);
+    } else {
+        PyObject *tokens = tokens_list(&a);
+        PyObject *tfw = tokens == NULL ? NULL : tally_dict(&a.tally);
+        PyObject *got = tfw == NULL ? NULL : PyObject_CallMethod(inverter, "add", "OO", tfw, tokens);
+        bad = got == NULL;
+        Py_XDECREF(got);
+        Py_XDECREF(tfw);
+        Py_XDECREF(tokens);
+    }
+    assembly_free(&a);
+    if (bad) return NULL;
+    return Py_BuildValue("(l(llll))", a.length, a.flens[0], a.flens[1], a.flens[2], a.flens[3]);
 }
 
 /* -- frontmatter ------------------------------------------------------------
@@ -742,6 +854,7 @@ static PyObject *frontmatter(PyObject *self, PyObject *text) {
 static PyMethodDef methods[] = {
     {"terms", terms, METH_VARARGS, terms_doc},
     {"assemble", assemble, METH_VARARGS, assemble_doc},
+    {"assemble_into", assemble_into, METH_VARARGS, assemble_into_doc},
     {"frontmatter", frontmatter, METH_O, frontmatter_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -15,7 +15,8 @@ provider is used.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
@@ -53,6 +54,32 @@ class Analysis(NamedTuple):
     flens: tuple[int, int, int, int] = (0, 0, 0, 0)
 
 
+Lengths = tuple[int, tuple[int, int, int, int]]  # Analysis.length and Analysis.flens
+
+
+class TermSink(Protocol):
+    """What a document's analysis is added to: the segment builder's
+    inverter (ctindex/store/native_invert.py)."""
+
+    def add(self, tfw: dict[str, int], tokens: list[str]) -> None: ...
+
+
+# A document's analysis, still to be added: called once with the sink, it
+# adds the analysis's counts and token stream and returns its lengths.
+Feed = Callable[[TermSink], Lengths]
+
+
+def feeds(analyses: Iterable[Analysis]) -> Iterator[Feed]:
+    """The feed of each analysis: what `Provider.feed_many` is for a
+    provider that has no faster way."""
+    return (partial(_add_to, a) for a in analyses)
+
+
+def _add_to(analysis: Analysis, sink: TermSink) -> Lengths:
+    sink.add(analysis.tfw, analysis.tokens)
+    return analysis.length, analysis.flens
+
+
 class Provider(Protocol):
     """One compiled-in format. Eligibility is decided before any of this runs
     (ctindex/policy/decide.py, from ``info``); every method here is pure and
@@ -75,6 +102,12 @@ class Provider(Protocol):
 
     def analyze_many(self, docs: Sequence[Document]) -> Iterator[Analysis]:
         """``analyze`` of each document, in order (may batch the work)."""
+        ...
+
+    def feed_many(self, docs: Sequence[Document]) -> Iterator[Feed]:
+        """``analyze_many`` as feeds, for the segment builder: the same
+        counts and tokens, added without building them as Python objects
+        where a native core can (``feeds(self.analyze_many(docs))`` else)."""
         ...
 
     def concept_id(self, key: str, scope_root: str) -> str:

@@ -17,10 +17,20 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any, Protocol, cast
 
 from ctindex.providers import OKF_MARKDOWN, ProviderInfo
-from ctindex.providers.base import Analysis, Document, Provider, ProviderError
+from ctindex.providers.base import (
+    Analysis,
+    Document,
+    Feed,
+    Lengths,
+    Provider,
+    ProviderError,
+    TermSink,
+    feeds,
+)
 
 # The term layout is the index's, shared by every provider; re-exported here,
 # beside the analysis that fills it.
@@ -371,12 +381,21 @@ _Assembled = tuple[list[str], dict[str, int], int, tuple[int, int, int, int]]
 class _WordsModule(Protocol):
     """ctindex/providers/_words.c, the C twins of this module's pure code:
     `terms` of the regex split and stem-cache map in `_fields_terms`,
-    `assemble` of `_assemble`, `frontmatter` of `_fast_frontmatter`."""
+    `assemble` of `_assemble`, `assemble_into` of `_assemble_into`,
+    `frontmatter` of `_fast_frontmatter`."""
 
     def terms(self, text: str, cache: dict[str, str]) -> tuple[list[str], list[int] | None]: ...
     def assemble(
         self, fields: list[list[str]], doc_type: str, tags: tuple[str, ...], layout: _Layout
     ) -> _Assembled: ...
+    def assemble_into(
+        self,
+        fields: list[list[str]],
+        doc_type: str,
+        tags: tuple[str, ...],
+        layout: _Layout,
+        sink: TermSink,
+    ) -> Lengths: ...
     def frontmatter(self, block: str) -> dict[str, Any] | None: ...
 
 
@@ -446,6 +465,23 @@ def analyze_many(docs: Sequence[Document]) -> Iterator[Analysis]:
             yield _analysis(doc, fields, native)
 
 
+def feed_many(docs: Sequence[Document]) -> Iterator[Feed]:
+    """`analyze_many` as feeds (ctindex/providers/base.py): with the native
+    core, each document's counts go to the segment builder's inverter as C
+    data (`_words.c assemble_into`) and its dict and token list are never
+    built: a sixth of a worker's time on small documents
+    (docs/decisions/native.md, "Analysis fed straight to the inverter")."""
+    native = _native()
+    if native is None:
+        yield from feeds(analyze_many(docs))
+        return
+    into = native.assemble_into
+    for i in range(0, len(docs), ANALYZE_BATCH):
+        batch = docs[i : i + ANALYZE_BATCH]
+        for doc, fields in zip(batch, _fields_terms(batch), strict=True):
+            yield partial(into, fields, doc.type, doc.tags, _LAYOUT)
+
+
 def _count_field(tfw: dict[str, int], toks: list[str], weight: int, head: str) -> None:
     """Per token: its weighted count and its field term's raw count."""
     for t in toks:
@@ -508,6 +544,20 @@ def _assemble(
     return tokens, tfw, length, (flens[0], flens[1], flens[2], len(id_terms))
 
 
+def _assemble_into(
+    fields: list[list[str]],
+    doc_type: str,
+    tags: tuple[str, ...],
+    layout: _Layout,
+    sink: TermSink,
+) -> Lengths:
+    """`_assemble`'s counts and tokens added to `sink`, its lengths returned:
+    the specification of ctindex/providers/_words.c `assemble_into`."""
+    tokens, tfw, length, flens = _assemble(fields, doc_type, tags, layout)
+    sink.add(tfw, tokens)
+    return length, flens
+
+
 def _analysis(doc: Document, fields: list[list[str]], native: _WordsModule | None) -> Analysis:
     assemble = native.assemble if native is not None else _assemble
     tokens, tfw, length, flens = assemble(fields, doc.type, doc.tags, _LAYOUT)
@@ -522,6 +572,7 @@ class OkfMarkdown:
     parse = staticmethod(parse)
     analyze = staticmethod(analyze)
     analyze_many = staticmethod(analyze_many)
+    feed_many = staticmethod(feed_many)
     concept_id = staticmethod(concept_id)
     words = staticmethod(words)
     terms = staticmethod(terms)

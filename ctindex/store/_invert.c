@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "invert_api.h"
+
 #define TF_MAX 0xFFFF
 #if defined(__GNUC__) || defined(__clang__)
 #define PREFETCH(p) __builtin_prefetch(p)
@@ -361,68 +363,48 @@ static int64_t term_id(Inverter *self, PyObject *term, Py_hash_t h) {
     return id;
 }
 
-PyDoc_STRVAR(add_doc,
-             "add(tfw, tokens)\n\n"
-             "The next document (doc ids count up from 0): its dict term -> weighted\n"
-             "tf and its token stream (str tokens; sep between fields). Neither is\n"
-             "kept. On an error nothing of the document is added.");
+/* Room for a document of n distinct terms in the scratch entries; -1 on error. */
+static int reserve_entries(Inverter *self, size_t n) {
+    if (n <= self->cap_entries) return 0;
+    size_t cap = self->cap_entries ? self->cap_entries : 256;
+    while (cap < n) cap *= 2;
+    Entry *grown = PyMem_Realloc(self->entries, cap * sizeof(Entry));
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->entries = grown;
+    self->cap_entries = cap;
+    return 0;
+}
 
-static PyObject *inverter_add(Inverter *self, PyObject *args) {
-    PyObject *tfw, *tokens;
-    if (!PyArg_ParseTuple(args, "O!O!:add", &PyDict_Type, &tfw, &PyList_Type, &tokens))
-        return NULL;
+/* Whether another document may be added; -1 with an exception if not. */
+static int can_add(Inverter *self) {
     if (self->sep == NULL) {
         PyErr_SetString(PyExc_TypeError, "Inverter: not initialised");
-        return NULL;
+        return -1;
     }
     if (self->rank != NULL) {
         PyErr_SetString(PyExc_ValueError, "Inverter: add after postings()");
-        return NULL;
+        return -1;
     }
     if (self->ndocs >= 0xFFFFFFFFu) {
         PyErr_SetString(PyExc_OverflowError, "Inverter: too many documents");
-        return NULL;
+        return -1;
     }
+    return 0;
+}
+
+/* The next document, its n distinct terms in self->entries (each term's
+ * home slot already prefetched) and its token stream; on an error nothing
+ * of it is added. Both ways in, add() and the C entry point, end here. */
+static int add_entries(Inverter *self, size_t n, PyObject *const *tokens, size_t ntokens) {
     size_t first_pair = self->npairs, first_tok = self->ntoks;
     if (grow_ends(&self->ends, &self->cap_docs, self->ndocs + 1) < 0 ||
-        grow_u32(&self->pairs, &self->cap_pairs,
-                 2 * (self->npairs + (size_t)PyDict_GET_SIZE(tfw)), 1 << 17) < 0 ||
-        grow_u32(&self->toks, &self->cap_toks, self->ntoks + (size_t)PyList_GET_SIZE(tokens),
-                 1 << 16) < 0)
-        return NULL;
-    /* The dict's entries first, each term's home slot prefetched: with
-     * ~180,000 terms the table is ~12 MB, and a lookup that waits for its
-     * slot to come from memory was most of this function's time. */
-    size_t n = (size_t)PyDict_GET_SIZE(tfw);
-    if (n > self->cap_entries) {
-        size_t cap = self->cap_entries ? self->cap_entries : 256;
-        while (cap < n) cap *= 2;
-        Entry *grown = PyMem_Realloc(self->entries, cap * sizeof(Entry));
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return NULL;
-        }
-        self->entries = grown;
-        self->cap_entries = cap;
-    }
-    Py_ssize_t pos = 0;
-    PyObject *term, *w;
-    size_t k = 0;
-    while (PyDict_Next(tfw, &pos, &term, &w)) {
-        /* Exact types only: hashing and converting them runs no Python code,
-         * so nothing can change the dict under the walk. */
-        if (!PyUnicode_CheckExact(term) || !PyLong_Check(w)) {
-            PyErr_SetString(PyExc_TypeError, "Inverter.add: terms must be str, tfs int");
-            return NULL;
-        }
-        Entry *e = &self->entries[k++];
-        if (tf_value(w, &e->tf) < 0) return NULL;
-        e->term = term;
-        e->hash = PyObject_Hash(term);
-        if (e->hash == -1) return NULL;
-        PREFETCH(&self->ids.slots[(size_t)e->hash & self->ids.mask]);
-    }
-    /* A document's tokens are nearly all the very str objects its dict holds:
+        grow_u32(&self->pairs, &self->cap_pairs, 2 * (self->npairs + n), 1 << 17) < 0 ||
+        grow_u32(&self->toks, &self->cap_toks, self->ntoks + ntokens, 1 << 16) < 0)
+        return -1;
+    /* A document's tokens are nearly all the very str objects it counts:
      * they are looked up by address in a small table of this document's
      * terms (a stamp per slot: nothing to clear between documents). */
     size_t want = 256;
@@ -433,7 +415,7 @@ static PyObject *inverter_add(Inverter *self, PyObject *args) {
         if (self->local == NULL) {
             self->local_mask = 0;
             PyErr_NoMemory();
-            return NULL;
+            return -1;
         }
         self->local_mask = want - 1;
         self->stamp = 0;
@@ -457,10 +439,10 @@ static PyObject *inverter_add(Inverter *self, PyObject *args) {
         while (self->local[j].stamp == self->stamp) j = (j + 1) & self->local_mask;
         self->local[j] = (Local){e->term, (uint32_t)id, self->stamp};
     }
-    /* The list is read by index, never resized here: nothing below runs
-     * Python code (exact str tokens only). */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tokens); i++) {
-        PyObject *tok = PyList_GET_ITEM(tokens, i);
+    /* Nothing below runs Python code (exact str tokens only), so the
+     * caller's token array can not change under the walk. */
+    for (size_t i = 0; i < ntokens; i++) {
+        PyObject *tok = tokens[i];
         if (!PyUnicode_CheckExact(tok)) {
             PyErr_SetString(PyExc_TypeError, "Inverter.add: tokens must be str");
             goto undo;
@@ -488,13 +470,54 @@ static PyObject *inverter_add(Inverter *self, PyObject *args) {
     self->ends[self->ndocs].pairs = self->npairs;
     self->ends[self->ndocs].toks = self->ntoks;
     self->ndocs++;
-    Py_RETURN_NONE;
+    return 0;
 undo: /* terms first seen here stay, with no postings: postings() skips them */
     for (size_t i = first_pair; i < self->npairs; i++) self->df[self->pairs[2 * i]]--;
     self->npairs = first_pair;
     self->ntoks = first_tok;
-    return NULL;
+    return -1;
 }
+
+PyDoc_STRVAR(add_doc,
+             "add(tfw, tokens)\n\n"
+             "The next document (doc ids count up from 0): its dict term -> weighted\n"
+             "tf and its token stream (str tokens; sep between fields). Neither is\n"
+             "kept. On an error nothing of the document is added.");
+
+static PyObject *inverter_add(Inverter *self, PyObject *args) {
+    PyObject *tfw, *tokens;
+    if (!PyArg_ParseTuple(args, "O!O!:add", &PyDict_Type, &tfw, &PyList_Type, &tokens))
+        return NULL;
+    size_t n = (size_t)PyDict_GET_SIZE(tfw);
+    if (can_add(self) < 0 || reserve_entries(self, n) < 0) return NULL;
+    /* The dict's entries first, each term's home slot prefetched: with
+     * ~180,000 terms the table is ~12 MB, and a lookup that waits for its
+     * slot to come from memory was most of this function's time. */
+    Py_ssize_t pos = 0;
+    PyObject *term, *w;
+    size_t k = 0;
+    while (PyDict_Next(tfw, &pos, &term, &w)) {
+        /* Exact types only: hashing and converting them runs no Python code,
+         * so nothing can change the dict under the walk. */
+        if (!PyUnicode_CheckExact(term) || !PyLong_Check(w)) {
+            PyErr_SetString(PyExc_TypeError, "Inverter.add: terms must be str, tfs int");
+            return NULL;
+        }
+        Entry *e = &self->entries[k++];
+        if (tf_value(w, &e->tf) < 0) return NULL;
+        e->term = term;
+        e->hash = PyObject_Hash(term);
+        if (e->hash == -1) return NULL;
+        PREFETCH(&self->ids.slots[(size_t)e->hash & self->ids.mask]);
+    }
+    if (add_entries(self, n, PySequence_Fast_ITEMS(tokens), (size_t)PyList_GET_SIZE(tokens)) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* The capsule's add (invert_api.h): add() without the dict and the list. */
+static int api_add(PyObject *obj, const CtCount *counts, size_t n, PyObject *const *tokens,
+                   size_t ntokens);
 
 PyDoc_STRVAR(postings_doc,
              "postings(docs32) -> (terms, postings, entries)\n\n"
@@ -698,6 +721,35 @@ static PyTypeObject InverterType = {
     .tp_new = PyType_GenericNew,
 };
 
+static int api_add(PyObject *obj, const CtCount *counts, size_t n, PyObject *const *tokens,
+                   size_t ntokens) {
+    if (Py_TYPE(obj) != &InverterType) {
+        PyErr_SetString(PyExc_TypeError, "Inverter API: not an Inverter");
+        return -1;
+    }
+    Inverter *self = (Inverter *)obj;
+    if (can_add(self) < 0 || reserve_entries(self, n) < 0) return -1;
+    for (size_t k = 0; k < n; k++) {
+        const CtCount *c = &counts[k];
+        if (!PyUnicode_CheckExact(c->term)) {
+            PyErr_SetString(PyExc_TypeError, "Inverter.add: terms must be str, tfs int");
+            return -1;
+        }
+        if (c->count < 0) { /* as tf_value refuses a negative int */
+            PyErr_SetString(PyExc_OverflowError, "a term frequency is negative");
+            return -1;
+        }
+        Entry *e = &self->entries[k];
+        e->term = c->term;
+        e->hash = c->hash;
+        e->tf = c->count > TF_MAX ? TF_MAX : (uint32_t)c->count;
+        PREFETCH(&self->ids.slots[(size_t)e->hash & self->ids.mask]);
+    }
+    return add_entries(self, n, tokens, ntokens);
+}
+
+static CtInvertApi api = {CT_INVERT_API_VERSION, &InverterType, api_add};
+
 /* -- module ---------------------------------------------------------------- */
 
 static PyObject *crc32_py(PyObject *self, PyObject *arg) {
@@ -733,6 +785,12 @@ PyMODINIT_FUNC PyInit__invert(void) {
     Py_INCREF(&InverterType);
     if (PyModule_AddObject(m, "Inverter", (PyObject *)&InverterType) < 0) {
         Py_DECREF(&InverterType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *capsule = PyCapsule_New(&api, CT_INVERT_CAPSULE, NULL);
+    if (capsule == NULL || PyModule_AddObject(m, "_api", capsule) < 0) {
+        Py_XDECREF(capsule);
         Py_DECREF(m);
         return NULL;
     }

@@ -22,10 +22,18 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctindex.statefile import open_regular
 from ctindex.store.durable import IndexCorrupt, crc, write_new
+
+if TYPE_CHECKING:
+    from ctindex.store.native_invert import Inverter
+
+    # A document's analysis still to be added: called once with the
+    # builder's inverter, it adds the document's counts and token stream and
+    # returns (length, flens) (ctindex/providers/base.py, `Feed`).
+    Feed = Callable[[Inverter], tuple[int, tuple[int, int, int, int]]]
 
 MAGIC = b"CTSEG\x00\x01\x00"
 # 2: section 10, the per-field lengths BM25F normalises by (docs/format.md).
@@ -248,10 +256,23 @@ class SegmentBuilder:
 
     def add(self, item: BuildInput) -> None:
         """The next document; its key must not sort before the last one's."""
-        d = item.doc
-        if self._last is not None and d.key < self._last:
-            raise ValueError(f"segment: {d.key!r} added after {self._last!r}")
+        self._next(item.doc.key)
         self._inverter.add(item.tfw, item.tokens)
+        self._record(item.doc, item.length, item.flens)
+
+    def add_fed(self, doc: StoredDoc, feed: Feed) -> None:
+        """`add` of a document whose analysis `feed` adds to the inverter
+        itself (ctindex/providers/base.py, `Provider.feed_many`)."""
+        self._next(doc.key)
+        length, flens = feed(self._inverter)
+        self._record(doc, length, flens)
+
+    def _next(self, key: str) -> None:
+        if self._last is not None and key < self._last:
+            raise ValueError(f"segment: {key!r} added after {self._last!r}")
+
+    def _record(self, d: StoredDoc, length: int, flens: tuple[int, ...]) -> None:
+        """A document's stored fields and lengths, once its terms are in."""
         self._last = d.key
         # The record is the StoredDoc as a JSON array, its fields in order:
         # a NamedTuple (and its tags tuple) encodes as one, no list built.
@@ -263,10 +284,10 @@ class SegmentBuilder:
         # per document costs a compressor set-up each and compresses worse).
         if len(self._pending) >= RECORD_BLOCK_DOCS or self._pending_len >= RECORD_BLOCK_BYTES:
             self._flush()
-        self._lengths.append(item.length)
-        if len(item.flens) != NFIELDS:
-            raise ValueError(f"segment: {d.key!r} has {len(item.flens)} field lengths")
-        self._flens.extend(item.flens)  # document after document; by field in finish()
+        self._lengths.append(length)
+        if len(flens) != NFIELDS:
+            raise ValueError(f"segment: {d.key!r} has {len(flens)} field lengths")
+        self._flens.extend(flens)  # document after document; by field in finish()
         self._keys.append(d.key.encode("utf-8", "surrogateescape"))
 
     def _flush(self) -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctindex import build, indexer
+from ctindex import build, indexer, providers
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from ctindex.providers import okf_markdown as okf
@@ -66,7 +66,8 @@ def test_a_streamed_worker_segment_is_the_segment_of_its_documents(
         for k in keys
         if (d := build._parsed(k, contents[k], targets[k], diagnostics)) is not None
     ]
-    info = build_segment(tmp_path / "whole.seg", list(build._analysed(docs)), SEP)
+    whole = [build.build_input(d, providers.load(p).analyze(d)) for p, d in docs]
+    info = build_segment(tmp_path / "whole.seg", whole, SEP)
     assert len(keys) > 3 * 5 and got.diagnostics == diagnostics and info == got.info
     assert (tmp_path / "streamed.seg").read_bytes() == (tmp_path / "whole.seg").read_bytes()
 
@@ -120,15 +121,34 @@ def test_reanalyze_gives_back_what_build_input_stored() -> None:
     assert again == first
 
 
-def test_runs_of_one_provider_are_analysed_in_order() -> None:
+class _Recorder:
+    """A term sink that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.added: list[tuple[dict[str, int], list[str]]] = []
+
+    def add(self, tfw: dict[str, int], tokens: list[str]) -> None:
+        self.added.append((tfw, tokens))
+
+
+def test_runs_of_one_provider_are_fed_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each document's feed adds its own analysis, in document order, across
+    a change of provider and a batch boundary."""
     docs = []
     for i in range(5):
-        got = okf.parse(f"d{i}.md", f"# t{i}\n\nword{i}\n".encode())
+        got = okf.parse(f"d{i}.md", f"# t{i}\n\nword{i} shared\n".encode())
         assert isinstance(got, okf.Document)
-        docs.append(("okf-markdown", got))
-    items = list(build._analysed(docs))
-    assert [i.doc.key for i in items] == [f"d{i}.md" for i in range(5)]
-    assert items == [build.build_input(d) for _, d in docs]
+        docs.append(("okf-markdown" if i != 2 else "okf-alias", got))
+    # A second provider id served by the same code: three runs.
+    monkeypatch.setitem(providers._LOADED, "okf-alias", okf.PROVIDER)
+    monkeypatch.setattr(okf, "ANALYZE_BATCH", 2)
+    fed = list(build._fed(docs))
+    assert [d.key for d, _ in fed] == [f"d{i}.md" for i in range(5)]
+    sink = _Recorder()
+    lengths = [feed(sink) for _, feed in fed]
+    want = [okf.analyze(d) for _, d in docs]
+    assert sink.added == [(a.tfw, a.tokens) for a in want]
+    assert lengths == [(a.length, a.flens) for a in want]
 
 
 def test_clip_bounds_a_diagnostic() -> None:

@@ -14,7 +14,7 @@ import pytest
 from ctindex import indexer, providers
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
-from ctindex.providers.base import Analysis, Document, Provider, ProviderError
+from ctindex.providers.base import Analysis, Document, Feed, Provider, ProviderError, feeds
 from tests.conftest import CliResult, cli_main
 
 PLAIN = providers.ProviderInfo(
@@ -63,6 +63,9 @@ class PlainText:
 
     def analyze_many(self, docs: Sequence[Document]) -> Iterator[Analysis]:
         return map(self.analyze, docs)
+
+    def feed_many(self, docs: Sequence[Document]) -> Iterator[Feed]:
+        return feeds(self.analyze_many(docs))
 
     def concept_id(self, key: str, scope_root: str) -> str:
         rel = key[len(scope_root) + 1 :] if scope_root else key

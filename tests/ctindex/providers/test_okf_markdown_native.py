@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from ctindex import native_modules
 from ctindex.providers import okf_markdown as okf
+from ctindex.store import native_invert
 from tests.ctindex.providers.test_okf_markdown_frontmatter import _line as _frontmatter_line
 
 WORD = re.compile(r"[^\W_]+")  # the oracle: what a word is, by definition (docs/provider.md)
@@ -112,6 +113,94 @@ def test_assemble_matches(
     want, got = okf._assemble(*args), native.assemble(*args)  # type: ignore[arg-type]
     assert got == want
     assert list(got[1].items()) == list(want[1].items())
+
+
+class _Recorder:
+    """A term sink that is not the C Inverter: assemble_into calls its add()."""
+
+    def __init__(self) -> None:
+        self.added: list[tuple[dict[str, int], list[str]]] = []
+
+    def add(self, tfw: dict[str, int], tokens: list[str]) -> None:
+        self.added.append((tfw, tokens))
+
+
+def _c_inverter() -> native_invert.Inverter:
+    module = native_invert.module()
+    if module is None:
+        pytest.skip("the native inverter is not built here")
+    return module.Inverter("\x00")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    docs=st.lists(
+        st.tuples(
+            _tokens,
+            _tokens,
+            st.lists(st.tuples(_value, _tokens), max_size=3),
+            _tokens,
+            _tokens,
+            _value,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    weights=st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5)),
+)
+def test_assemble_into_adds_what_assemble_returns(
+    docs: list[tuple[list[str], list[str], list[tuple[str, list[str]]], list[str], list[str], str]],
+    weights: tuple[int, int, int],
+) -> None:
+    """Fed straight to the C inverter (its C entry point, no dict or list
+    built), documents give the postings and token streams that adding
+    `_assemble`'s dict and list gives; to any other sink, assemble_into hands
+    that very dict and list, and both return `_assemble`'s lengths."""
+    native = _native()
+    layout = (weights, ("", "x", "\x01d", "\x01i"), "\x00", ("x", "", "\x00tag:"), okf._LAYOUT[4])
+    fed, added, recorder = _c_inverter(), _c_inverter(), _Recorder()
+    for body, title, tags, description, ids, doc_type in docs:
+        fields = [body, title, *(t for _, t in tags), description, ids, ids[-1:]]
+        args = (fields, doc_type, tuple(v for v, _ in tags), layout)
+        tokens, tfw, length, flens = okf._assemble(*args)  # type: ignore[arg-type]
+        assert native.assemble_into(*args, fed) == (length, flens)
+        assert native.assemble_into(*args, recorder) == (length, flens)
+        assert okf._assemble_into(*args, added) == (length, flens)  # type: ignore[arg-type]
+        assert list(recorder.added[-1][1]) == tokens
+        assert list(recorder.added[-1][0].items()) == list(tfw.items())
+    assert fed.postings(False) == added.postings(False)
+    assert fed.streams(0, False) == added.streams(0, False)
+
+
+def test_assemble_into_clips_counts_as_add_does() -> None:
+    """A count past u16 is stored as 0xFFFF both ways in."""
+    native = _native()
+    fed, added = _c_inverter(), _c_inverter()
+    fields: list[list[str]] = [["a"] * 70_000 + ["b"], ["a"] * 30_000, [], [], []]
+    native.assemble_into(fields, "", (), okf._LAYOUT, fed)
+    okf._assemble_into(fields, "", (), okf._LAYOUT, added)
+    assert fed.postings(False) == added.postings(False)
+
+
+def test_assemble_into_adds_nothing_it_refuses() -> None:
+    """The inverter's refusal reaches the caller, and leaves no document
+    behind; so does a sink's own error."""
+    native = _native()
+    inverter = _c_inverter()
+    fields: list[list[str]] = [["a", "b"], ["t"], [], [], []]
+    assert native.assemble_into(fields, "", (), okf._LAYOUT, inverter)[0] > 0
+    inverter.postings(False)
+    with pytest.raises(ValueError, match="after postings"):
+        native.assemble_into(fields, "", (), okf._LAYOUT, inverter)
+
+    class Refusing:
+        def add(self, tfw: dict[str, int], tokens: list[str]) -> None:
+            raise OSError("full")
+
+    with pytest.raises(OSError, match="full"):
+        native.assemble_into(fields, "", (), okf._LAYOUT, Refusing())
+    with pytest.raises(AttributeError):
+        native.assemble_into(fields, "", (), okf._LAYOUT, object())
 
 
 def test_assemble_rejects_what_it_can_not_count() -> None:
