@@ -851,11 +851,205 @@ static PyObject *frontmatter(PyObject *self, PyObject *text) {
     return meta;
 }
 
+/* -- parse -------------------------------------------------------------------
+ * okf_markdown.parse, its specification, for the shape concept documents
+ * nearly always have: no NUL, valid UTF-8, frontmatter opened by "---\n"
+ * that `frontmatter` reads without YAML, a title in it, and no field of
+ * the wrong kind. Anything else -- no frontmatter, CRLF, YAML, a warning
+ * to give -- returns None before any work is wasted, and the pure parse
+ * runs (tests/ctindex/providers/test_okf_markdown_native.py holds the two
+ * equal). The frontmatter and the body are decoded apart: they are split
+ * at ASCII bytes, so each is valid UTF-8 exactly when the whole is. */
+
+#define MAX_FRONTMATTER_BYTES (64 * 1024) /* okf_markdown.MAX_FRONTMATTER_BYTES */
+
+static PyObject *k_title, *k_type, *k_description, *k_tags, *s_space, *s_comma, *s_md;
+
+/* " ".join(value.split()) (new reference): `value` itself when it already
+ * is that, which is nearly always. */
+static PyObject *collapse(PyObject *value) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(value);
+    int kind = PyUnicode_KIND(value);
+    const void *data = PyUnicode_DATA(value);
+    int prev_space = 1; /* a leading space is to go */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        int space = Py_UNICODE_ISSPACE(c);
+        if (space && (c != ' ' || prev_space || i == n - 1)) {
+            PyObject *parts = PyUnicode_Split(value, NULL, -1);
+            if (parts == NULL) return NULL;
+            PyObject *joined = PyUnicode_Join(s_space, parts);
+            Py_DECREF(parts);
+            return joined;
+        }
+        prev_space = space;
+    }
+    Py_INCREF(value);
+    return value;
+}
+
+/* _scalar(meta, name): "" for a missing or null field, else its collapsed
+ * str; NULL with no exception for a list (the pure parse warns of it). */
+static PyObject *scalar_field(PyObject *meta, PyObject *name) {
+    PyObject *v = PyDict_GetItemWithError(meta, name);
+    if (v == NULL && PyErr_Occurred()) return NULL;
+    if (v == NULL || v == Py_None) return PyUnicode_New(0, 0);
+    if (!PyUnicode_CheckExact(v)) return NULL;
+    return collapse(v);
+}
+
+/* _tags(meta) as a tuple; NULL with no exception where the pure parse warns. */
+static PyObject *tags_field(PyObject *meta) {
+    PyObject *v = PyDict_GetItemWithError(meta, k_tags);
+    if (v == NULL && PyErr_Occurred()) return NULL;
+    if (v == NULL || v == Py_None) return PyTuple_New(0);
+    PyObject *items;
+    if (PyUnicode_CheckExact(v)) {
+        items = PyUnicode_Split(v, s_comma, -1);
+    } else if (PyList_CheckExact(v)) {
+        Py_INCREF(v);
+        items = v;
+    } else {
+        return NULL;
+    }
+    PyObject *out = items == NULL ? NULL : PyList_New(0);
+    for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (item == Py_None) continue;
+        if (!PyUnicode_CheckExact(item)) { /* frontmatter() gives str or None only */
+            Py_CLEAR(out);
+            break;
+        }
+        PyObject *text = collapse(item);
+        int bad = text == NULL;
+        if (!bad && PyUnicode_GET_LENGTH(text) > 0) {
+            int has = PySequence_Contains(out, text);
+            bad = has < 0 || (!has && PyList_Append(out, text) < 0);
+        }
+        Py_XDECREF(text);
+        if (bad) {
+            Py_CLEAR(out);
+            if (!PyErr_Occurred()) PyErr_NoMemory();
+        }
+    }
+    Py_XDECREF(items);
+    if (out == NULL) return NULL;
+    PyObject *tuple = PyList_AsTuple(out);
+    Py_DECREF(out);
+    return tuple;
+}
+
+/* okf_markdown.concept_id (new reference). */
+static PyObject *concept_id_of(PyObject *key, PyObject *root) {
+    Py_ssize_t nroot = PyUnicode_GET_LENGTH(root), nkey = PyUnicode_GET_LENGTH(key);
+    Py_ssize_t start = 0;
+    if (nroot > 0 && nkey > nroot && PyUnicode_READ_CHAR(key, nroot) == '/') {
+        Py_ssize_t head = PyUnicode_Tailmatch(key, root, 0, nroot, -1);
+        if (head < 0) return NULL;
+        if (head) start = nroot + 1;
+    }
+    Py_ssize_t end = nkey;
+    Py_ssize_t md = PyUnicode_Tailmatch(key, s_md, start, nkey, 1);
+    if (md < 0) return NULL;
+    if (md) end -= 3;
+    return PyUnicode_Substring(key, start, end);
+}
+
+/* The first line after the opening one that is "---" or "..." and then
+ * only CRs (okf_markdown._CLOSING): its start and end, or -1. */
+static Py_ssize_t closing_line(const char *raw, Py_ssize_t n, Py_ssize_t from, Py_ssize_t *eol) {
+    for (Py_ssize_t pos = from; pos < n;) {
+        const char *nl = memchr(raw + pos, '\n', (size_t)(n - pos));
+        Py_ssize_t end = nl ? (Py_ssize_t)(nl - raw) : n;
+        if (end - pos >= 3 &&
+            (memcmp(raw + pos, "---", 3) == 0 || memcmp(raw + pos, "...", 3) == 0)) {
+            Py_ssize_t i = pos + 3;
+            while (i < end && raw[i] == '\r') i++;
+            if (i == end) {
+                *eol = end;
+                return pos;
+            }
+        }
+        pos = end + 1;
+    }
+    return -1;
+}
+
+static PyObject *decoded(const char *s, Py_ssize_t n, int *invalid) {
+    PyObject *text = PyUnicode_DecodeUTF8(s, n, NULL);
+    if (text == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+        *invalid = 1;
+    }
+    return text;
+}
+
+PyDoc_STRVAR(parse_doc,
+             "parse(key, data, scope_root, document) -> Document | None\n\n"
+             "okf_markdown.parse of a file of the common shape (see above), built as\n"
+             "`document` (the Document class); None: parse it the pure way.");
+
+static PyObject *parse(PyObject *self, PyObject *args) {
+    PyObject *key, *data, *root, *cls;
+    if (!PyArg_ParseTuple(args, "UOUO!:parse", &key, &data, &root, &PyType_Type, &cls)) return NULL;
+    if (!PyBytes_CheckExact(data) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type))
+        Py_RETURN_NONE;
+    const char *raw = PyBytes_AS_STRING(data);
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
+    if (memchr(raw, 0, (size_t)n) != NULL) Py_RETURN_NONE;
+    if (n >= 3 && memcmp(raw, "\xef\xbb\xbf", 3) == 0) {
+        raw += 3;
+        n -= 3;
+    }
+    if (n < 4 || memcmp(raw, "---\n", 4) != 0) Py_RETURN_NONE;
+    Py_ssize_t eol, end = closing_line(raw, n, 4, &eol);
+    if (end < 0 || end - 4 > MAX_FRONTMATTER_BYTES) Py_RETURN_NONE;
+    int invalid = 0;
+    PyObject *block = decoded(raw + 4, end - 4, &invalid);
+    if (block == NULL) {
+        if (invalid) Py_RETURN_NONE;
+        return NULL;
+    }
+    PyObject *meta = frontmatter(self, block);
+    Py_DECREF(block);
+    if (meta == NULL) return NULL;
+    PyObject *fields[10] = {NULL};
+    PyObject *out = NULL;
+    if (meta == Py_None) goto done;
+    fields[3] = scalar_field(meta, k_title);
+    if (fields[3] == NULL || PyUnicode_GET_LENGTH(fields[3]) == 0) goto done; /* heading, stem */
+    if ((fields[4] = scalar_field(meta, k_type)) == NULL) goto done;
+    if ((fields[5] = scalar_field(meta, k_description)) == NULL) goto done;
+    if ((fields[6] = tags_field(meta)) == NULL) goto done;
+    fields[7] = eol < n ? decoded(raw + eol + 1, n - eol - 1, &invalid) : PyUnicode_New(0, 0);
+    if (fields[7] == NULL) goto done;
+    if ((fields[1] = concept_id_of(key, root)) == NULL) goto done;
+    if ((fields[9] = PyLong_FromSsize_t(PyBytes_GET_SIZE(data))) == NULL) goto done;
+    fields[0] = key;
+    fields[2] = root;
+    fields[8] = Py_None;
+    Py_INCREF(key);
+    Py_INCREF(root);
+    Py_INCREF(Py_None);
+    out = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 10);
+    if (out == NULL) goto done;
+    for (int i = 0; i < 10; i++) {
+        PyTuple_SET_ITEM(out, i, fields[i]);
+        fields[i] = NULL;
+    }
+done:
+    for (int i = 0; i < 10; i++) Py_XDECREF(fields[i]);
+    Py_DECREF(meta);
+    if (out == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"terms", terms, METH_VARARGS, terms_doc},
     {"assemble", assemble, METH_VARARGS, assemble_doc},
     {"assemble_into", assemble_into, METH_VARARGS, assemble_into_doc},
     {"frontmatter", frontmatter, METH_O, frontmatter_doc},
+    {"parse", parse, METH_VARARGS, parse_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -873,5 +1067,14 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__words(void) {
     init_ascii_alnum();
+    k_title = PyUnicode_InternFromString("title");
+    k_type = PyUnicode_InternFromString("type");
+    k_description = PyUnicode_InternFromString("description");
+    k_tags = PyUnicode_InternFromString("tags");
+    s_space = PyUnicode_InternFromString(" ");
+    s_comma = PyUnicode_InternFromString(",");
+    s_md = PyUnicode_InternFromString(".md");
+    if (!k_title || !k_type || !k_description || !k_tags || !s_space || !s_comma || !s_md)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -94,6 +94,17 @@ def concept_id(key: str, scope_root: str) -> str:
 
 def parse(key: str, data: bytes, scope_root: str = "") -> Document | ProviderError:
     """Parse one file's exact bytes. Never raises for bad content."""
+    native = _native()
+    if native is not None:  # the common shape, in one C call (_words.c parse)
+        got = native.parse(key, data, scope_root, Document)
+        if got is not None:
+            return got
+    return _parse(key, data, scope_root)
+
+
+def _parse(key: str, data: bytes, scope_root: str) -> Document | ProviderError:
+    """`parse`, the pure way: the specification of ctindex/providers/_words.c
+    `parse`, which returns None for whatever it leaves to this."""
     if b"\x00" in data:
         return ProviderError(key, f"{key}: contains a NUL byte (not a text document)")
     raw = data[3:] if data.startswith(_BOM) else data
@@ -382,7 +393,8 @@ class _WordsModule(Protocol):
     """ctindex/providers/_words.c, the C twins of this module's pure code:
     `terms` of the regex split and stem-cache map in `_fields_terms`,
     `assemble` of `_assemble`, `assemble_into` of `_assemble_into`,
-    `frontmatter` of `_fast_frontmatter`."""
+    `frontmatter` of `_fast_frontmatter`, `parse` of `_parse` (the common
+    shape only)."""
 
     def terms(self, text: str, cache: dict[str, str]) -> tuple[list[str], list[int] | None]: ...
     def assemble(
@@ -397,6 +409,9 @@ class _WordsModule(Protocol):
         sink: TermSink,
     ) -> Lengths: ...
     def frontmatter(self, block: str) -> dict[str, Any] | None: ...
+    def parse(
+        self, key: str, data: bytes, scope_root: str, document: type[Document]
+    ) -> Document | None: ...
 
 
 def _native() -> _WordsModule | None:

@@ -318,3 +318,117 @@ def test_frontmatter_cases(block: str) -> None:
     got = _native().frontmatter(block)
     want = okf._fast_frontmatter(block)
     assert got == want and (got is None or list(got) == list(want or {}))
+
+
+# -- parse -----------------------------------------------------------------
+
+_body = st.one_of(
+    _text,
+    st.sampled_from(["", "\n", "# Heading\n\ntext\n", "---\n", "...\r\n", "tail"]),
+)
+
+
+# Lines `frontmatter` reads itself, most of the time (values with runs of
+# spaces, every code-point width, YAML nulls, flow lists with repeats).
+_plain_value = st.text(alphabet="aZ é\u00df\u4e00\U0001f600 .,;()/'+-1", min_size=1, max_size=12)
+_simple_line = st.builds(
+    lambda k, v: f"{k}: {v}",
+    st.sampled_from(["title", "type", "description", "tags", "other"]),
+    st.one_of(
+        _plain_value,
+        st.sampled_from(["null", "x  y", "a , b,,a"]),
+        st.lists(_plain_value.filter(lambda v: "," not in v), max_size=4).map(
+            lambda items: "[" + ", ".join(items) + "]"
+        ),
+    ),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    bom=st.booleans(),
+    opener=st.sampled_from(["---\n"] * 9 + ["---\r\n", "--- \n", "", "# T\n"]),
+    lines=st.lists(st.one_of(*[_simple_line] * 6, _frontmatter_line), max_size=5).map(
+        lambda rest: ["title: T  x", *rest]
+    ),
+    closer=st.sampled_from(["---"] * 6 + ["...", "---\r", "---\r\r", "--- ", "", "----", ".."]),
+    newline=st.sampled_from(["\n"] * 6 + ["", "\r\n"]),
+    body=_body,
+    damage=st.sampled_from([b""] * 12 + [b"\x00", b"\xff", b"\xc3"]),
+    key=st.sampled_from(["kb/a.md", "kb/sub/b.md", "kb.md", "kbx/c.md", "kb/d.txt", "é/e.md"]),
+    root=st.sampled_from(["", "kb", "kb/sub", "é"]),
+)
+def test_parse_is_the_pure_parse_or_leaves_it_to_it(
+    bom: bool,
+    opener: str,
+    lines: list[str],
+    closer: str,
+    newline: str,
+    body: str,
+    damage: bytes,
+    key: str,
+    root: str,
+) -> None:
+    """Whatever the bytes, the C parse gives the pure parse's Document (the
+    same class, every field equal) or None, and then the pure parse runs."""
+    native = _native()
+    text = opener + "".join(line + "\n" for line in lines) + closer + newline + body
+    data = (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8", "surrogatepass") + damage
+    got = native.parse(key, data, root, okf.Document)
+    if got is not None:
+        want = okf._parse(key, data, root)
+        assert type(got) is okf.Document and got == want
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "---\ntitle: T\n---\nbody\n",
+        "---\ntitle: T\n---",  # no body, no newline
+        "---\ntitle:  Two  spaces \ntype: A  B\ndescription: d\ntags: [x, y , x]\n---\n\nb\n",
+        "---\ntitle: T\ntags: a, b,, a\n---\nb",
+        "---\ntitle: T\ntags: [null, x]\ntype: null\n---\nb",
+        "---\ntitle: T\nother: v\n...\r\nb",
+        "---\ntitle: Ünïcode\n---\n\u4e00\u2028x\n",
+        "\ufeff---\ntitle: T\n---\nb\n",
+    ],
+)
+def test_parse_reads_the_common_shape_itself(text: str) -> None:
+    """The shape it is for: not left to the pure parse, and equal to it."""
+    native = _native()
+    data = text.encode()
+    for key, root in (("kb/x/a.md", "kb"), ("a.md", ""), ("kb/x/a.md", "kb/x/a.md")):
+        got = native.parse(key, data, root, okf.Document)
+        assert got is not None and got == okf._parse(key, data, root)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "no frontmatter\n",
+        "---\r\ntitle: T\r\n---\r\nb",  # CRLF: YAML
+        "---\ntitle: 'quoted'\n---\nb",  # YAML
+        "---\ntype: t\n---\n# Heading title\n",  # title from the heading
+        "---\ntitle: [a, b]\n---\nb",  # a warning
+        "---\ntitle: T\nb",  # not closed: a warning
+        "---\ntitle: T\n---\nb\x00",  # NUL
+        "---\ntitle: T\n---\nb\udcff",  # invalid UTF-8
+        "---\n---\nb",  # empty frontmatter
+    ],
+)
+def test_parse_leaves_the_rest_to_the_pure_parse(text: str) -> None:
+    native = _native()
+    data = text.encode("utf-8", "surrogateescape")
+    assert native.parse("kb/a.md", data, "kb", okf.Document) is None
+
+
+def test_parse_leaves_large_frontmatter_to_the_pure_parse() -> None:
+    native = _native()
+    for size, left in ((okf.MAX_FRONTMATTER_BYTES, False), (okf.MAX_FRONTMATTER_BYTES + 1, True)):
+        block = "title: T\n" + "description: " + "d" * (size - 9 - 14) + "\n"
+        assert len(block.encode()) == size
+        data = f"---\n{block}---\nb".encode()
+        got = native.parse("a.md", data, "", okf.Document)
+        assert (got is None) == left
+        if got is not None:
+            assert got == okf._parse("a.md", data, "")
