@@ -119,13 +119,21 @@ class KeyReader:
         self.retries = retries
         self._names: list[str] = []  # components of the open chain, base excluded
         self._fds: list[int] = []  # base, then one descriptor per component
+        # The folder key the chain ends at, when it was opened whole: keys
+        # come sorted, so most reads are in the folder of the one before.
+        self._at: str | None = None
 
     def read(self, pending: Pending) -> ReadResult:
         folder, _, name = pending.key.rpartition("/")
-        try:
-            dfd = self._folder(folder.split("/") if folder else [])
-        except OSError as exc:
-            return ReadResult(Outcome.GONE if exc.errno in GONE else Outcome.ERROR, error=exc)
+        if folder == self._at:
+            dfd = self._fds[-1]
+        else:
+            self._at = None  # until the new chain is open
+            try:
+                dfd = self._folder(folder.split("/") if folder else [])
+            except OSError as exc:
+                return ReadResult(Outcome.GONE if exc.errno in GONE else Outcome.ERROR, error=exc)
+            self._at = folder
         return read_stable(
             dfd,
             name,
@@ -155,6 +163,7 @@ class KeyReader:
         return self._fds[-1]
 
     def close(self) -> None:
+        self._at = None
         while self._fds:
             self.ops.close(self._fds.pop())
         self._names.clear()

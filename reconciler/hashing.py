@@ -83,32 +83,24 @@ def read_stable(
     """
     import xxhash
 
+    attempt_once = _attempt_native() if opener is os.open else None
     ref = fingerprint_of(seen)
     for attempt in range(1, retries + 2):
         # Clock read *before* opening: a later edit stamped within the
         # granularity of this instant is then always inside the racy window.
         recorded = clock_ns()
         try:
-            fd = opener(name, FILE_FLAGS, dir_fd=dir_fd)
+            if attempt_once is not None:
+                got = attempt_once(dir_fd, name, FILE_FLAGS)
+            else:
+                got = _attempt(dir_fd, name, opener)
         except OSError as exc:
             return _failed(exc, attempt)
-        try:
-            before = os.fstat(fd)
-            if not stat_mod.S_ISREG(before.st_mode):
-                return ReadResult(Outcome.GONE, attempts=attempt)
-            data = _read_all(fd, before.st_size)
-            after = os.fstat(fd)
-        except OSError as exc:
-            return _failed(exc, attempt)
-        finally:
-            os.close(fd)
-        stable = (
-            before.st_size == after.st_size == len(data)
-            and before.st_mtime_ns == after.st_mtime_ns
-            and before.st_ctime_ns == after.st_ctime_ns
-        )
+        if got is None:
+            return ReadResult(Outcome.GONE, attempts=attempt)
+        data, stable, *fp = got
         if stat is None:
-            now = fingerprint_of(after)
+            now = Fingerprint(*fp)
         else:
             try:
                 now = fingerprint_of(stat(path))
@@ -124,6 +116,40 @@ def read_stable(
             )
         ref = now
     return ReadResult(Outcome.DIRTY, attempts=retries + 1)
+
+
+# One attempt: (data, stable, *fingerprint after the read), or None for a
+# file that is not regular; OSError as the os calls raise it.
+_Attempt = tuple[bytes, bool, int, int, int, int, int]
+
+
+def _attempt(dir_fd: int, name: str, opener: Callable[..., int]) -> _Attempt | None:
+    """Open, fstat, read to EOF, fstat: the specification of
+    reconciler/_native.c read_file. `stable`: both fstats agree on size,
+    mtime and ctime, and the bytes read are that size."""
+    fd = opener(name, FILE_FLAGS, dir_fd=dir_fd)
+    try:
+        before = os.fstat(fd)
+        if not stat_mod.S_ISREG(before.st_mode):
+            return None
+        data = _read_all(fd, before.st_size)
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    stable = (
+        before.st_size == after.st_size == len(data)
+        and before.st_mtime_ns == after.st_mtime_ns
+        and before.st_ctime_ns == after.st_ctime_ns
+    )
+    return (data, stable, *fingerprint_of(after))
+
+
+def _attempt_native() -> Callable[[int, str, int], _Attempt | None] | None:
+    """reconciler/_native.c read_file, when the extension is in use."""
+    from ctindex.reconciler import native
+
+    mod = native.module()
+    return getattr(mod, "read_file", None) if mod is not None else None
 
 
 def _failed(exc: OSError, attempt: int) -> ReadResult:

@@ -1,4 +1,4 @@
-"""The optional native folder scan (reconciler/_native.c), or None.
+"""The optional native folder scan and file read (reconciler/_native.c), or None.
 
 ``module()`` is the compiled extension when it was built, imports, and the
 platform is one it serves; ``None`` otherwise, and then every caller runs the
@@ -54,6 +54,9 @@ class _Module(Protocol):
     CODE_DONE: int
     CODE_LINKED: int
 
+    def read_file(
+        self, dir_fd: int, name: str, flags: int
+    ) -> tuple[bytes, bool, int, int, int, int, int] | None: ...
     def Table(
         self,
         records: bytes | memoryview,

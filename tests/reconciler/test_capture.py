@@ -140,6 +140,9 @@ def test_a_file_that_keeps_changing_is_dirty(
         return data
 
     monkeypatch.setattr(hashing, "_read_all", read_while_growing)
+    # The fault is injected into the pure attempt; the C one
+    # (tests/reconciler/test_read_native.py) gives the same verdicts.
+    monkeypatch.setattr(hashing, "_attempt_native", lambda: None)
     with KeyReader(str(tmp_path), clock_ns=_clock) as reader:
         captured = [Captured.of(p.key, reader.read(p)) for p in res.pending]
     assert {c.key: c.outcome for c in captured}["top.md"] is Outcome.DIRTY
@@ -184,6 +187,35 @@ def test_the_reader_reuses_the_open_folders_and_closes_them(tmp_path: Path) -> N
     folders = [n for n in opened if not n.endswith(".md")]
     assert folders == [str(tmp_path), "a", "b"]  # sorted keys: a/b/two.md, a/one.md, top.md
     assert len(closed) == len(folders)  # every folder closed, files closed by read_stable
+
+
+def test_a_folder_that_fails_to_open_leaves_no_stale_chain(tmp_path: Path) -> None:
+    """After a folder beside the open one can not be opened, a read back in
+    the first folder opens it again rather than reading in what is left of
+    the chain, in any key order."""
+    from ctindex.reconciler.diff import Pending
+
+    for folder in ("a/b", "a/c"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "a/b/x.md").write_text("x in b")
+    (tmp_path / "a/c/y.md").write_text("y in c")
+    (tmp_path / "a/x.md").write_text("x in a")  # what a stale chain would read
+
+    def refusing(name: Any, flags: int, *args: Any, **kw: Any) -> int:
+        if os.fsdecode(name) == "c":
+            raise PermissionError(errno.EACCES, "Permission denied", name)
+        return os.open(name, flags, *args, **kw)
+
+    keys = ["a/b/x.md", "a/c/y.md", "a/b/x.md", "a/x.md", "a/b/x.md"]
+    with KeyReader(str(tmp_path), FsOps(open=refusing), clock_ns=_clock) as reader:
+        got = [reader.read(Pending(k, os.lstat(tmp_path / k))) for k in keys]
+    assert [(r.outcome, r.data) for r in got] == [
+        (Outcome.OK, b"x in b"),
+        (Outcome.ERROR, b""),
+        (Outcome.OK, b"x in b"),
+        (Outcome.OK, b"x in a"),
+        (Outcome.OK, b"x in b"),
+    ]
 
 
 _i64 = st.integers(-(2**63), 2**63 - 1)
