@@ -15,6 +15,7 @@ import stat as stat_mod
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ctindex.reconciler import native
 from ctindex.reconciler.fingerprint import Fingerprint, fingerprint_of
 from ctindex.reconciler.oserr import GONE
 
@@ -84,7 +85,7 @@ def read_stable(
     import xxhash
 
     attempt_once = _attempt_native() if opener is os.open else None
-    ref = fingerprint_of(seen)
+    ref = fingerprint_of(seen) if stat is not None else None  # compared with the injected view
     for attempt in range(1, retries + 2):
         # Clock read *before* opening: a later edit stamped within the
         # granularity of this instant is then always inside the racy window.
@@ -146,8 +147,6 @@ def _attempt(dir_fd: int, name: str, opener: Callable[..., int]) -> _Attempt | N
 
 def _attempt_native() -> Callable[[int, str, int], _Attempt | None] | None:
     """reconciler/_native.c read_file, when the extension is in use."""
-    from ctindex.reconciler import native
-
     mod = native.module()
     return getattr(mod, "read_file", None) if mod is not None else None
 

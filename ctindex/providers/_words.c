@@ -169,13 +169,13 @@ PyDoc_STRVAR(terms_doc,
              "`missing` (None when every word was found). The cache must never map a\n"
              "word to a different term later (it may grow, or be cleared).");
 
-static PyObject *terms(PyObject *self, PyObject *args) {
-    PyObject *text, *cache;
-    if (!PyArg_ParseTuple(args, "UO!:terms", &text, &PyDict_Type, &cache)) return NULL;
+/* terms() of one text, the memo already bound to `cache`: the list (new
+ * reference) and, in *missing_out, the missing indexes (new reference) or
+ * NULL; NULL on error. */
+static PyObject *text_terms(PyObject *text, PyObject *cache, PyObject **missing_out) {
 #if PY_VERSION_HEX < 0x030C0000
     if (PyUnicode_READY(text) < 0) return NULL; /* a no-op from 3.12 on */
 #endif
-    if (memo_bind(cache) < 0) return NULL;
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
@@ -257,14 +257,74 @@ static PyObject *terms(PyObject *self, PyObject *args) {
         Py_DECREF(word);
     }
     if (spans != local) PyMem_Free(spans);
-    PyObject *result = Py_BuildValue("(OO)", out, missing ? missing : Py_None);
-    Py_DECREF(out);
-    Py_XDECREF(missing);
-    return result;
+    *missing_out = missing;
+    return out;
 fail:
     if (spans != local) PyMem_Free(spans);
     Py_XDECREF(out); /* unset items are NULL: list_dealloc skips them */
     Py_XDECREF(missing);
+    return NULL;
+}
+
+static PyObject *terms(PyObject *self, PyObject *args) {
+    PyObject *text, *cache, *missing = NULL;
+    if (!PyArg_ParseTuple(args, "UO!:terms", &text, &PyDict_Type, &cache)) return NULL;
+    if (memo_bind(cache) < 0) return NULL;
+    PyObject *out = text_terms(text, cache, &missing);
+    if (out == NULL) return NULL;
+    PyObject *result = Py_BuildValue("(NO)", out, missing ? missing : Py_None);
+    Py_XDECREF(missing);
+    return result;
+}
+
+PyDoc_STRVAR(fields_terms_doc,
+             "fields_terms(docs, cache) -> (terms, unknown)\n\n"
+             "terms() of every text of every document (`docs`: a list of tuples of\n"
+             "str), in one call: terms[d][f] is document d's field f. `unknown` lists\n"
+             "(terms[d][f], missing) for each field that has words the cache lacks.");
+
+static PyObject *fields_terms(PyObject *self, PyObject *args) {
+    PyObject *docs, *cache;
+    if (!PyArg_ParseTuple(args, "O!O!:fields_terms", &PyList_Type, &docs, &PyDict_Type, &cache))
+        return NULL;
+    if (memo_bind(cache) < 0) return NULL;
+    Py_ssize_t ndocs = PyList_GET_SIZE(docs);
+    PyObject *out = PyList_New(ndocs), *unknown = PyList_New(0);
+    if (out == NULL || unknown == NULL) goto fail;
+    for (Py_ssize_t d = 0; d < ndocs; d++) {
+        PyObject *texts = PyList_GET_ITEM(docs, d);
+        if (!PyTuple_Check(texts)) {
+            PyErr_SetString(PyExc_TypeError, "fields_terms: each document is a tuple of str");
+            goto fail;
+        }
+        Py_ssize_t nf = PyTuple_GET_SIZE(texts);
+        PyObject *fields = PyList_New(nf);
+        if (fields == NULL) goto fail;
+        PyList_SET_ITEM(out, d, fields);
+        for (Py_ssize_t f = 0; f < nf; f++) {
+            PyObject *text = PyTuple_GET_ITEM(texts, f), *missing = NULL;
+            if (!PyUnicode_Check(text)) {
+                PyErr_SetString(PyExc_TypeError, "fields_terms: each field is a str");
+                goto fail;
+            }
+            PyObject *found = text_terms(text, cache, &missing);
+            if (found == NULL) goto fail;
+            PyList_SET_ITEM(fields, f, found);
+            if (missing != NULL) {
+                PyObject *pair = PyTuple_Pack(2, found, missing);
+                Py_DECREF(missing);
+                if (pair == NULL || PyList_Append(unknown, pair) < 0) {
+                    Py_XDECREF(pair);
+                    goto fail;
+                }
+                Py_DECREF(pair);
+            }
+        }
+    }
+    return Py_BuildValue("(NN)", out, unknown);
+fail:
+    Py_XDECREF(out); /* unset items are NULL: list_dealloc skips them */
+    Py_XDECREF(unknown);
     return NULL;
 }
 
@@ -1046,6 +1106,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"terms", terms, METH_VARARGS, terms_doc},
+    {"fields_terms", fields_terms, METH_VARARGS, fields_terms_doc},
     {"assemble", assemble, METH_VARARGS, assemble_doc},
     {"assemble_into", assemble_into, METH_VARARGS, assemble_into_doc},
     {"frontmatter", frontmatter, METH_O, frontmatter_doc},

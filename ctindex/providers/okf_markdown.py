@@ -391,12 +391,16 @@ _Assembled = tuple[list[str], dict[str, int], int, tuple[int, int, int, int]]
 
 class _WordsModule(Protocol):
     """ctindex/providers/_words.c, the C twins of this module's pure code:
-    `terms` of the regex split and stem-cache map in `_fields_terms`,
+    `terms` of the regex split and stem-cache map in `_fields_terms` (and
+    `fields_terms` of it for every field of a batch, in one call),
     `assemble` of `_assemble`, `assemble_into` of `_assemble_into`,
     `frontmatter` of `_fast_frontmatter`, `parse` of `_parse` (the common
     shape only)."""
 
     def terms(self, text: str, cache: dict[str, str]) -> tuple[list[str], list[int] | None]: ...
+    def fields_terms(
+        self, docs: list[tuple[str, ...]], cache: dict[str, str]
+    ) -> tuple[list[list[list[str]]], list[tuple[list[str], list[int]]]]: ...
     def assemble(
         self, fields: list[list[str]], doc_type: str, tags: tuple[str, ...], layout: _Layout
     ) -> _Assembled: ...
@@ -442,16 +446,8 @@ def _fields_terms(docs: Sequence[Document]) -> list[list[list[str]]]:
         del wanted
         get = cache.__getitem__
         return [[list(map(get, raw)) for raw in fields] for fields in raws]
-    out: list[list[list[str]]] = []
-    unknown: list[tuple[list[str], list[int]]] = []  # words left in place, their indexes
-    for doc in docs:
-        fields = []
-        for text in _field_texts(doc):
-            found, missing = native.terms(text, cache)
-            if missing is not None:
-                unknown.append((found, missing))
-            fields.append(found)
-        out.append(fields)
+    # unknown: the fields with words left in place, and those words' indexes
+    out, unknown = native.fields_terms([_field_texts(doc) for doc in docs], cache)
     if unknown:
         _stem_words({found[i] for found, missing in unknown for i in missing})
         for found, missing in unknown:

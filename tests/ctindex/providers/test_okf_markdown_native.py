@@ -48,6 +48,25 @@ def test_terms_are_the_regex_words_through_the_cache(text: str, known: set[str])
     assert missing == (expected_missing or None)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    docs=st.lists(st.lists(_text, max_size=4).map(tuple), max_size=5),
+    known=st.sets(st.sampled_from(["a", "b", "ab", "1", "é", "\u4e00"])),
+)
+def test_fields_terms_is_terms_of_each_field(docs: list[tuple[str, ...]], known: set[str]) -> None:
+    """One call for a batch gives each field's terms() and, for each field
+    with words the cache lacks, that very list and the missing indexes."""
+    native = _native()
+    cache = {w: w.upper() for w in known}
+    got, unknown = native.fields_terms(list(docs), cache)
+    want = [[native.terms(text, cache) for text in texts] for texts in docs]
+    assert got == [[found for found, _ in fields] for fields in want]
+    expected = [(found, missing) for fields in want for found, missing in fields if missing]
+    assert unknown == expected
+    lists = [found for fields in got for found in fields]
+    assert all(any(found is f for f in lists) for found, _ in unknown)  # fixed up in place
+
+
 @settings(max_examples=50, deadline=None)
 @given(
     words=st.lists(
