@@ -24,6 +24,7 @@ class Inverter(Protocol):
 class InvertModule(Protocol):
     def Inverter(self, sep: str) -> Inverter: ...  # the C type, called to make one
     def crc32(self, data: bytes) -> int: ...
+    def record(self, doc: tuple[object, ...]) -> bytes | None: ...
 
 
 def module() -> InvertModule | None:

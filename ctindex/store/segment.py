@@ -28,7 +28,7 @@ from ctindex.statefile import open_regular
 from ctindex.store.durable import IndexCorrupt, crc, write_new
 
 if TYPE_CHECKING:
-    from ctindex.store.native_invert import Inverter
+    from ctindex.store.native_invert import Inverter, InvertModule
 
     # A document's analysis still to be added: called once with the
     # builder's inverter, it adds the document's counts and token stream and
@@ -227,6 +227,25 @@ class _PyInverter:
         return _streams_py(self._tokens, self._terms[word_base:], self._sep, seq32)
 
 
+def _record_encoder(native: InvertModule | None) -> Callable[[StoredDoc], bytes]:
+    """A document's record: its StoredDoc as a JSON array, its fields in
+    order (a NamedTuple, and its tags tuple, encodes as one: no list built).
+    The C `record` writes the same bytes (tests/ctindex/store/test_segment_native.py)
+    and leaves what is not a str, an int or a tuple of them to json."""
+    # One encoder for every record: json.dumps with a keyword builds a new
+    # JSONEncoder per call (~a third of the cost of a small record).
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    if native is None:
+        return lambda d: dumps(d).encode()
+    record = native.record
+
+    def encode(d: StoredDoc) -> bytes:
+        rec = record(d)
+        return rec if rec is not None else dumps(d).encode()
+
+    return encode
+
+
 class SegmentBuilder:
     """One segment, its documents added one at a time in key order and
     dropped as they are added: the inverter keeps each one's term ids and
@@ -240,9 +259,7 @@ class SegmentBuilder:
         native = native_invert.module()
         self._inverter = native.Inverter(sep) if native is not None else _PyInverter(sep)
         self._compress = _compressor()
-        # One encoder for every record: json.dumps with a keyword builds a new
-        # JSONEncoder per call (~a third of the cost of a small record).
-        self._dumps = json.JSONEncoder(separators=(",", ":")).encode
+        self._encode = _record_encoder(native)
         self._rblocks: list[bytes] = []
         self._rtable: list[bytes] = []
         self._refs: list[bytes] = []
@@ -274,9 +291,7 @@ class SegmentBuilder:
     def _record(self, d: StoredDoc, length: int, flens: tuple[int, ...]) -> None:
         """A document's stored fields and lengths, once its terms are in."""
         self._last = d.key
-        # The record is the StoredDoc as a JSON array, its fields in order:
-        # a NamedTuple (and its tags tuple) encodes as one, no list built.
-        rec = self._dumps(d).encode()
+        rec = self._encode(d)
         self._refs.append(_DOCREF.pack(len(self._rblocks), self._pending_len, len(rec), crc(rec)))
         self._pending.append(rec)
         self._pending_len += len(rec)

@@ -9,6 +9,7 @@ CI builds it, so there these tests always run.
 from __future__ import annotations
 
 import importlib
+import json
 import random
 import zlib
 from bisect import bisect_left
@@ -203,6 +204,49 @@ def test_the_builder_refuses_keys_out_of_order(tmp_path: Path) -> None:
 @given(st.binary(max_size=5000))
 def test_crc32_is_zlibs(data: bytes) -> None:
     assert _native().crc32(data) == zlib.crc32(data)
+
+
+_any_text = st.text(alphabet=st.characters(), max_size=40)  # lone surrogates too
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    fields=st.lists(_any_text, min_size=7, max_size=7),
+    tags=st.lists(_any_text, max_size=4),
+    size=st.integers(-(2**70), 2**70),
+)
+def test_a_record_is_the_json_modules(fields: list[str], tags: list[str], size: int) -> None:
+    """Every code point (controls, quotes, backslashes, DEL, the BMP, above
+    it, lone surrogates) and any int: the bytes json writes."""
+    doc = StoredDoc(*fields[:6], tuple(tags), fields[6], size)
+    want = json.JSONEncoder(separators=(",", ":")).encode(doc).encode()
+    assert _native().record(doc) == want
+    assert segment._record_encoder(_native())(doc) == segment._record_encoder(None)(doc) == want
+
+
+class _Text(str):
+    pass
+
+
+def test_a_record_of_other_types_is_left_to_json() -> None:
+    native = _native()
+    base = StoredDoc("k", "c", "", "t", "", "", ("a",), "b", 1)
+    odd = [
+        base._replace(size=True),
+        base._replace(size=1.5),  # type: ignore[arg-type]
+        base._replace(title=_Text("t")),
+        base._replace(tags=(("nested",),)),  # type: ignore[arg-type]
+        base._replace(tags=["a"]),  # type: ignore[arg-type]
+        base._replace(body=None),  # type: ignore[arg-type]
+    ]
+    for doc in odd:
+        assert native.record(doc) is None
+        want = json.JSONEncoder(separators=(",", ":")).encode(doc).encode()
+        assert segment._record_encoder(native)(doc) == want
+    assert native.record(base) == b'["k","c","","t","","",["a"],"b",1]'
+    big = base._replace(body="\U0001f600" * 300_000)  # past the kept buffer's bound
+    assert native.record(big) == json.dumps(big, separators=(",", ":")).encode()
+    assert native.record(base) == b'["k","c","","t","","",["a"],"b",1]'
 
 
 def _item(i: int, words: list[str]) -> BuildInput:
