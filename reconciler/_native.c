@@ -27,6 +27,9 @@
  * The rule applied here must stay identical to walk.Unchanged and
  * diff._Pass.on_files; tests/reconciler/test_native.py holds both paths to the same
  * results on random trees.
+ *
+ * Beside the scan, `read_file`: one attempt of hashing.read_stable's read
+ * (its pure `_attempt` is the specification, tests/reconciler/test_hashing_native.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

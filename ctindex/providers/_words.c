@@ -1,8 +1,11 @@
-/* Optional native core of the okf-markdown analysis (docs/decisions/native.md,
- * "Building the index"): the word tokenizer (`terms`, with a memo in front of
- * the stem cache) and the assembly of a document's analysis from its terms
- * (`assemble`) of ctindex/providers/okf_markdown.py, whose pure-Python code
- * is the specification; the results are identical
+/* Optional native core of the okf-markdown provider (docs/decisions/native.md,
+ * "Building the index" and "The per-document chain in C"): the parse of the
+ * common document shape (`parse`, with `frontmatter`), the word tokenizer
+ * (`terms` and `fields_terms`, with a memo in front of the stem cache) and
+ * the assembly of a document's analysis from its terms (`assemble`, and
+ * `assemble_into`, which hands it to the segment builder's C inverter
+ * through ctindex/store/invert_api.h) of ctindex/providers/okf_markdown.py,
+ * whose pure-Python code is the specification; the results are identical
  * (tests/ctindex/providers/test_okf_markdown_native.py).
  *
  * A word is a maximal run of code points for which str.isalnum() is true:

@@ -10,6 +10,9 @@
  * the same text. Here it is one pass over each document's dict as it is
  * added, one sort of the distinct terms and one pass over the pairs.
  *
+ * Besides: the C entry point another extension adds a document through
+ * (invert_api.h, a capsule), and `record`, a segment record's JSON.
+ *
  * Everything written is little-endian, byte by byte, whatever the CPU.
  */
 #define PY_SSIZE_T_CLEAN
