@@ -309,12 +309,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             reason = absent[name]
             if reason is not None:
                 item.add_marker(pytest.mark.skip(reason=f"needs {name}: {reason}"))
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Record the session's own verdict where .ci/run asks for it
-    (CTINDEX_CI_SESSION_STATUS): the script tells a failed run from a
-    process that passed and then ended oddly while exiting."""
-    path = os.environ.get("CTINDEX_CI_SESSION_STATUS")
-    if path:
-        Path(path).write_text(f"{int(exitstatus)}\n", encoding="utf-8")
