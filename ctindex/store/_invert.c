@@ -231,19 +231,27 @@ static int tf_value(PyObject *w, uint32_t *out) {
     return 0;
 }
 
-static int grow_u32(uint32_t **arr, size_t *cap, size_t need, size_t first) {
+/* Room for `need` elements of `elem` bytes in the array *arrp points to,
+ * whose capacity is *cap: doubled from `first` until it fits. Every growing
+ * array of this file goes through here (GROW below). The array pointer is
+ * read and written with memcpy, so one function serves every element type. */
+static int grow_array(void *arrp, size_t *cap, size_t need, size_t first, size_t elem) {
     if (need <= *cap) return 0;
     size_t size = *cap ? *cap : first;
     while (size < need) size *= 2;
-    uint32_t *grown = PyMem_Realloc(*arr, size * sizeof(uint32_t));
+    void *arr;
+    memcpy(&arr, arrp, sizeof arr);
+    void *grown = PyMem_Realloc(arr, size * elem);
     if (grown == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    *arr = grown;
+    memcpy(arrp, &grown, sizeof grown);
     *cap = size;
     return 0;
 }
+
+#define GROW(arr, cap, need, first) grow_array(&(arr), &(cap), (need), (first), sizeof *(arr))
 
 /* -- Inverter --------------------------------------------------------------
  * A segment's documents are added one at a time, in doc-id order, and each
@@ -330,20 +338,6 @@ static int inverter_init(Inverter *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
-static int grow_ends(DocEnd **arr, size_t *cap, size_t need) {
-    if (need <= *cap) return 0;
-    size_t size = *cap ? *cap : 1024;
-    while (size < need) size *= 2;
-    DocEnd *grown = PyMem_Realloc(*arr, size * sizeof(DocEnd));
-    if (grown == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    *arr = grown;
-    *cap = size;
-    return 0;
-}
-
 /* The home slot of an object's address in a table of mask + 1 slots. */
 static size_t local_home(PyObject *o, size_t mask) {
     uint64_t x = (uint64_t)(uintptr_t)o >> 4;
@@ -358,27 +352,12 @@ static int64_t term_id(Inverter *self, PyObject *term, Py_hash_t h) {
         PyErr_SetString(PyExc_OverflowError, "Inverter: too many distinct terms");
         return -1;
     }
-    if (grow_u32(&self->df, &self->cap_terms, self->nterms + 1, 4096) < 0) return -1;
+    if (GROW(self->df, self->cap_terms, self->nterms + 1, 4096) < 0) return -1;
     uint32_t id = (uint32_t)self->nterms;
     self->df[self->nterms++] = 0;
     Py_INCREF(term);
     if (st_put(&self->ids, slot, term, h, id) < 0) return -1; /* the table keeps it */
     return id;
-}
-
-/* Room for a document of n distinct terms in the scratch entries; -1 on error. */
-static int reserve_entries(Inverter *self, size_t n) {
-    if (n <= self->cap_entries) return 0;
-    size_t cap = self->cap_entries ? self->cap_entries : 256;
-    while (cap < n) cap *= 2;
-    Entry *grown = PyMem_Realloc(self->entries, cap * sizeof(Entry));
-    if (grown == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    self->entries = grown;
-    self->cap_entries = cap;
-    return 0;
 }
 
 /* Whether another document may be added; -1 with an exception if not. */
@@ -403,9 +382,9 @@ static int can_add(Inverter *self) {
  * of it is added. Both ways in, add() and the C entry point, end here. */
 static int add_entries(Inverter *self, size_t n, PyObject *const *tokens, size_t ntokens) {
     size_t first_pair = self->npairs, first_tok = self->ntoks;
-    if (grow_ends(&self->ends, &self->cap_docs, self->ndocs + 1) < 0 ||
-        grow_u32(&self->pairs, &self->cap_pairs, 2 * (self->npairs + n), 1 << 17) < 0 ||
-        grow_u32(&self->toks, &self->cap_toks, self->ntoks + ntokens, 1 << 16) < 0)
+    if (GROW(self->ends, self->cap_docs, self->ndocs + 1, 1024) < 0 ||
+        GROW(self->pairs, self->cap_pairs, 2 * (self->npairs + n), 1 << 17) < 0 ||
+        GROW(self->toks, self->cap_toks, self->ntoks + ntokens, 1 << 16) < 0)
         return -1;
     /* A document's tokens are nearly all the very str objects it counts:
      * they are looked up by address in a small table of this document's
@@ -492,7 +471,7 @@ static PyObject *inverter_add(Inverter *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!O!:add", &PyDict_Type, &tfw, &PyList_Type, &tokens))
         return NULL;
     size_t n = (size_t)PyDict_GET_SIZE(tfw);
-    if (can_add(self) < 0 || reserve_entries(self, n) < 0) return NULL;
+    if (can_add(self) < 0 || GROW(self->entries, self->cap_entries, n, 256) < 0) return NULL;
     /* The dict's entries first, each term's home slot prefetched: with
      * ~180,000 terms the table is ~12 MB, and a lookup that waits for its
      * slot to come from memory was most of this function's time. */
@@ -731,7 +710,7 @@ static int api_add(PyObject *obj, const CtCount *counts, size_t n, PyObject *con
         return -1;
     }
     Inverter *self = (Inverter *)obj;
-    if (can_add(self) < 0 || reserve_entries(self, n) < 0) return -1;
+    if (can_add(self) < 0 || GROW(self->entries, self->cap_entries, n, 256) < 0) return -1;
     for (size_t k = 0; k < n; k++) {
         const CtCount *c = &counts[k];
         if (!PyUnicode_CheckExact(c->term)) {
@@ -767,17 +746,7 @@ typedef struct {
 } Out;
 
 static int out_room(Out *o, size_t more) {
-    if (o->len + more <= o->cap) return 0;
-    size_t cap = o->cap ? o->cap : 256;
-    while (cap < o->len + more) cap *= 2;
-    char *grown = PyMem_Realloc(o->buf, cap);
-    if (grown == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    o->buf = grown;
-    o->cap = cap;
-    return 0;
+    return GROW(o->buf, o->cap, o->len + more, 256);
 }
 
 static void put_u_escape(Out *o, unsigned v) {
