@@ -469,11 +469,17 @@ def analyze_many(docs: Sequence[Document]) -> Iterator[Analysis]:
     stemmed in one call: with a long-tailed vocabulary most documents bring
     a word not seen before, and a stemmer call per document costs ~25 % of
     analysing a corpus."""
+    native = _native()
+    for doc, fields in _batched_terms(docs):
+        yield _analysis(doc, fields, native)
+
+
+def _batched_terms(docs: Sequence[Document]) -> Iterator[tuple[Document, list[list[str]]]]:
+    """Each document with its fields' terms, found ANALYZE_BATCH documents
+    at a time (`_fields_terms`: the batch's new words in one stemmer call)."""
     for i in range(0, len(docs), ANALYZE_BATCH):
         batch = docs[i : i + ANALYZE_BATCH]
-        native = _native()
-        for doc, fields in zip(batch, _fields_terms(batch), strict=True):
-            yield _analysis(doc, fields, native)
+        yield from zip(batch, _fields_terms(batch), strict=True)
 
 
 def feed_many(docs: Sequence[Document]) -> Iterator[Feed]:
@@ -487,10 +493,8 @@ def feed_many(docs: Sequence[Document]) -> Iterator[Feed]:
         yield from feeds(analyze_many(docs))
         return
     into = native.assemble_into
-    for i in range(0, len(docs), ANALYZE_BATCH):
-        batch = docs[i : i + ANALYZE_BATCH]
-        for doc, fields in zip(batch, _fields_terms(batch), strict=True):
-            yield partial(into, fields, doc.type, doc.tags, _LAYOUT)
+    for doc, fields in _batched_terms(docs):
+        yield partial(into, fields, doc.type, doc.tags, _LAYOUT)
 
 
 def _count_field(tfw: dict[str, int], toks: list[str], weight: int, head: str) -> None:
