@@ -675,7 +675,7 @@ def _frontmatter(text: str) -> tuple[dict[str, Any], str | None]:
     (the provider has already warned about malformed frontmatter). Aliases
     are refused: one alias can stand for a structure exponentially larger
     than the text, which JSON output would have to spell out."""
-    from ctindex.providers.okf_markdown import MAX_FRONTMATTER_BYTES
+    from ctindex.providers.frontmatter import MAX_FRONTMATTER_BYTES
 
     if not (text.startswith("---\n") or text.startswith("---\r\n")):
         return {}, None

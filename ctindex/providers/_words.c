@@ -756,168 +756,401 @@ static PyObject *assemble_into(PyObject *self, PyObject *args) {
 }
 
 /* -- frontmatter ------------------------------------------------------------
- * okf_markdown._fast_frontmatter, its specification: frontmatter made only of
- * `key: value` and `key: [a, b]` lines over a conservative character set,
- * read without YAML, else None. Every character class below is the regex's
- * (`\w` is sre's: isalnum or '_'); none of them holds the character that ends
- * what it scans, so one left-to-right pass decides what the regex's
- * backtracking would (tests/ctindex/providers/test_okf_markdown_native.py). */
+ * ctindex/providers/frontmatter.py read_without_yaml, its specification:
+ * block YAML of the usual shape (block mappings and sequences by
+ * indentation, folded plain scalars, one-line quoted scalars and `[a, b]`
+ * lists) read without libyaml, else None. The same functions, the same
+ * checks, in the same order; it reads the block's UTF-8 bytes, since every
+ * character it looks at is ASCII, and builds only the values it returns:
+ * the rest of the block is checked, not converted
+ * (tests/ctindex/providers/test_okf_markdown_native.py). */
 
-static int is_word(Py_UCS4 c) { return c == '_' || is_alnum(c); }
+#define FM_MAX_DEPTH 24 /* frontmatter._MAX_DEPTH */
+#define FM_MAX_KEY 64   /* _KEY: a letter and at most 63 more */
 
-/* [\w .,;()/'+-] (a plain scalar's rest); without ',' for a list item's. */
-static int scalar_char(Py_UCS4 c, int comma) {
-    switch (c) {
-    case ' ': case '.': case ';': case '(': case ')': case '/': case '\'': case '+': case '-':
-        return 1;
-    case ',':
-        return comma;
-    default:
-        return is_word(c);
+typedef struct {
+    Py_ssize_t text, end; /* the line without its indent and trailing spaces */
+    Py_ssize_t indent;
+} FmLine;
+
+typedef struct {
+    const char *s;
+    FmLine *lines;
+    Py_ssize_t n, at;
+    PyObject *not_scalar;
+    int declined; /* a NULL result with no exception: ask YAML */
+} FmReader;
+
+static PyObject *fm_decline(FmReader *r) {
+    r->declined = 1;
+    return NULL;
+}
+
+/* _UNSAFE over valid UTF-8: a C0 control but "\n", DEL, U+0080-U+009F,
+ * U+2028, U+2029, U+FEFF, U+FFFE, U+FFFF. */
+static int fm_unsafe(const unsigned char *s, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            if ((c < 0x20 && c != '\n') || c == 0x7f) return 1;
+        } else if (c == 0xc2) {
+            if (i + 1 < n && s[i + 1] < 0xa0) return 1;
+        } else if (c == 0xe2) {
+            if (i + 2 < n && s[i + 1] == 0x80 && (s[i + 2] == 0xa8 || s[i + 2] == 0xa9)) return 1;
+        } else if (c == 0xef) {
+            if (i + 2 < n && s[i + 1] == 0xbb && s[i + 2] == 0xbf) return 1;
+            if (i + 2 < n && s[i + 1] == 0xbf && (s[i + 2] == 0xbe || s[i + 2] == 0xbf)) return 1;
+        }
+    }
+    return 0;
+}
+
+/* _KEY.match(text): the key's length, the rest's start in *rest; else -1. */
+static Py_ssize_t fm_key(const char *s, Py_ssize_t a, Py_ssize_t b, Py_ssize_t *rest) {
+    char c = a < b ? s[a] : 0;
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))) return -1;
+    Py_ssize_t i = a + 1;
+    while (i < b && i - a < FM_MAX_KEY) {
+        c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-'))
+            break;
+        i++;
+    }
+    if (i >= b || s[i] != ':') return -1;
+    Py_ssize_t key = i - a;
+    i++;
+    if (i < b && s[i] != ' ') return -1;
+    while (i < b && s[i] == ' ') i++;
+    *rest = i;
+    return key;
+}
+
+static int fm_indicator(char c) { return c && strchr("-?:,[]{}#&*!|>'\"%@`", c) != NULL; }
+
+/* _check_plain: 0, or 1 to decline. */
+static int fm_bad_plain(const char *s, Py_ssize_t a, Py_ssize_t b) {
+    if (fm_indicator(s[a]) || s[b - 1] == ':') return 1;
+    for (Py_ssize_t i = a; i + 1 < b; i++)
+        if ((s[i] == ':' && s[i + 1] == ' ') || (s[i] == ' ' && s[i + 1] == '#')) return 1;
+    return 0;
+}
+
+static int fm_is_null(const char *s, Py_ssize_t n) {
+    return (n == 1 && s[0] == '~') ||
+           (n == 4 && (memcmp(s, "null", 4) == 0 || memcmp(s, "Null", 4) == 0 ||
+                       memcmp(s, "NULL", 4) == 0));
+}
+
+static int fm_dash(const char *s, const FmLine *l) {
+    return s[l->text] == '-' && (l->end - l->text == 1 || s[l->text + 1] == ' ');
+}
+
+/* peek(): the next line that is not empty, or NULL. */
+static FmLine *fm_peek(FmReader *r) {
+    while (r->at < r->n) {
+        FmLine *l = &r->lines[r->at];
+        if (l->end > l->text) return l;
+        r->at++;
+    }
+    return NULL;
+}
+
+static PyObject *fm_mapping(FmReader *r, Py_ssize_t col, int depth, PyObject *meta);
+static PyObject *fm_sequence(FmReader *r, Py_ssize_t col, int depth, int keep);
+static PyObject *fm_block_value(FmReader *r, Py_ssize_t col, int depth, int indentless, int keep);
+static PyObject *fm_inline(FmReader *r, Py_ssize_t a, Py_ssize_t b, Py_ssize_t parent, int keep);
+
+static PyObject *fm_str(const char *s, Py_ssize_t n) { return PyUnicode_DecodeUTF8(s, n, NULL); }
+
+/* A quoted scalar or a flow list, the whole rest of its line. */
+static PyObject *fm_single(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
+    const char *s = r->s;
+    Py_ssize_t i = a + 1, quotes = 0;
+    for (;;) {
+        const char *q = memchr(s + i, '\'', (size_t)(b - i));
+        if (q == NULL) return fm_decline(r);
+        Py_ssize_t close = q - s;
+        if (close + 1 < b && s[close + 1] == '\'') {
+            i = close + 2;
+            quotes++;
+            continue;
+        }
+        if (close + 1 != b) return fm_decline(r);
+        if (!keep) Py_RETURN_NONE;
+        if (quotes == 0) return fm_str(s + a + 1, close - a - 1);
+        char *buf = PyMem_Malloc((size_t)(close - a));
+        if (buf == NULL) return PyErr_NoMemory();
+        Py_ssize_t m = 0;
+        for (Py_ssize_t j = a + 1; j < close; j++) {
+            buf[m++] = s[j];
+            if (s[j] == '\'') j++;
+        }
+        PyObject *v = fm_str(buf, m);
+        PyMem_Free(buf);
+        return v;
     }
 }
 
-static int key_char(Py_UCS4 c) {
-    return (c < 128 && ascii_alnum[c]) || c == '_' || c == '-';
+static PyObject *fm_double(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
+    const char *s = r->s;
+    const char *q = memchr(s + a + 1, '"', (size_t)(b - a - 1));
+    if (q == NULL || q - s + 1 != b || memchr(s + a + 1, '\\', (size_t)(q - s - a - 1)) != NULL)
+        return fm_decline(r);
+    if (!keep) Py_RETURN_NONE;
+    return fm_str(s + a + 1, q - s - a - 1);
 }
 
-/* text[a:b] stripped of spaces (left too if `left`); None for YAML's nulls. */
-static PyObject *scalar_value(PyObject *text, int kind, const void *data, Py_ssize_t a,
-                              Py_ssize_t b, int left) {
-    while (left && a < b && PyUnicode_READ(kind, data, a) == ' ') a++;
-    while (b > a && PyUnicode_READ(kind, data, b - 1) == ' ') b--;
-    PyObject *v = PyUnicode_Substring(text, a, b);
-    if (v == NULL) return NULL;
-    if (PyUnicode_CompareWithASCIIString(v, "null") == 0 ||
-        PyUnicode_CompareWithASCIIString(v, "Null") == 0 ||
-        PyUnicode_CompareWithASCIIString(v, "NULL") == 0) {
-        Py_DECREF(v);
+static PyObject *fm_flow(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
+    const char *s = r->s;
+    if (s[b - 1] != ']') return fm_decline(r);
+    Py_ssize_t lo = a + 1, hi = b - 1, i;
+    for (i = lo; i < hi && s[i] == ' '; i++) {
+    }
+    PyObject *list = keep ? PyList_New(0) : NULL;
+    if (keep && list == NULL) return NULL;
+    if (i == hi) {
+        if (keep) return list;
         Py_RETURN_NONE;
     }
+    for (Py_ssize_t p = lo; p <= hi;) { /* inner.split(","), each strip(" ") */
+        Py_ssize_t q = p;
+        while (q < hi && s[q] != ',') q++;
+        Py_ssize_t x = p, y = q;
+        while (x < y && s[x] == ' ') x++;
+        while (y > x && s[y - 1] == ' ') y--;
+        int bad = x == y || fm_indicator(s[x]);
+        for (Py_ssize_t j = x; !bad && j < y; j++) bad = strchr("[]{}:#", s[j]) != NULL && s[j];
+        if (bad) {
+            Py_XDECREF(list);
+            return fm_decline(r);
+        }
+        if (keep) {
+            PyObject *item = fm_is_null(s + x, y - x) ? (Py_INCREF(Py_None), Py_None)
+                                                      : fm_str(s + x, y - x);
+            if (item == NULL || PyList_Append(list, item) < 0) {
+                Py_XDECREF(item);
+                Py_DECREF(list);
+                return NULL;
+            }
+            Py_DECREF(item);
+        }
+        p = q + 1;
+    }
+    if (keep) return list;
+    Py_RETURN_NONE;
+}
+
+/* inline(): text [a, b) of a line already consumed; a plain scalar goes on
+ * over the lines indented past `parent`, folded. */
+static PyObject *fm_inline(FmReader *r, Py_ssize_t a, Py_ssize_t b, Py_ssize_t parent, int keep) {
+    const char *s = r->s;
+    if (s[a] == '\'') return fm_single(r, a, b, keep);
+    if (s[a] == '"') return fm_double(r, a, b, keep);
+    if (s[a] == '[') return fm_flow(r, a, b, keep);
+    if (fm_bad_plain(s, a, b)) return fm_decline(r);
+    /* First pass: check the continuation lines and size the value. */
+    Py_ssize_t size = b - a, breaks = 0, at = r->at, last = r->at;
+    for (; at < r->n; at++) {
+        const FmLine *l = &r->lines[at];
+        if (l->end == l->text) {
+            breaks++;
+        } else if (l->indent > parent) {
+            if (fm_bad_plain(s, l->text, l->end)) return fm_decline(r);
+            size += (breaks ? breaks : 1) + l->end - l->text;
+            breaks = 0;
+            last = at + 1;
+        } else {
+            break;
+        }
+    }
+    if (last == r->at) { /* one line */
+        r->at = last;
+        if (!keep) Py_RETURN_NONE;
+        if (fm_is_null(s + a, b - a)) Py_RETURN_NONE;
+        return fm_str(s + a, b - a);
+    }
+    Py_ssize_t from = r->at;
+    r->at = last;
+    if (!keep) Py_RETURN_NONE;
+    char *buf = PyMem_Malloc((size_t)size);
+    if (buf == NULL) return PyErr_NoMemory();
+    memcpy(buf, s + a, (size_t)(b - a));
+    Py_ssize_t m = b - a;
+    breaks = 0;
+    for (Py_ssize_t j = from; j < last; j++) {
+        const FmLine *l = &r->lines[j];
+        if (l->end == l->text) {
+            breaks++;
+            continue;
+        }
+        if (breaks) {
+            memset(buf + m, '\n', (size_t)breaks);
+            m += breaks;
+        } else {
+            buf[m++] = ' ';
+        }
+        memcpy(buf + m, s + l->text, (size_t)(l->end - l->text));
+        m += l->end - l->text;
+        breaks = 0;
+    }
+    PyObject *v = fm_is_null(buf, m) ? (Py_INCREF(Py_None), Py_None) : fm_str(buf, m);
+    PyMem_Free(buf);
     return v;
 }
 
-/* One line [i, eol): 1 with *key and *value set (value NULL: a key not kept), 0
- * if it is not of the simple shape, -1 on error. */
-static int simple_line(PyObject *text, int kind, const void *data, Py_ssize_t i,
-                       Py_ssize_t eol, PyObject **key, PyObject **value) {
-    static const char *wanted[] = {"title", "type", "description", "tags"};
-    Py_ssize_t start = i;
-    Py_UCS4 c = PyUnicode_READ(kind, data, i);
-    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'))) return 0;
-    i++;
-    for (int k = 0; k < 63 && i < eol && key_char(PyUnicode_READ(kind, data, i)); k++) i++;
-    if (i >= eol || PyUnicode_READ(kind, data, i) != ':') return 0;
-    Py_ssize_t key_end = i++;
-    if (i >= eol || PyUnicode_READ(kind, data, i) != ' ') return 0;
-    while (i < eol && PyUnicode_READ(kind, data, i) == ' ') i++;
-    if (i >= eol) return 0;
-    c = PyUnicode_READ(kind, data, i);
-    Py_ssize_t first = i, items_end = -1;
-    if (is_word(c)) { /* a plain scalar to the end of the line */
-        for (i++; i < eol; i++)
-            if (!scalar_char(PyUnicode_READ(kind, data, i), 1)) return 0;
-    } else if (c == '[') { /* [ *item(, *item)*] */
-        i++;
-        while (i < eol && PyUnicode_READ(kind, data, i) == ' ') i++;
-        first = i;
-        for (;;) {
-            if (i >= eol || !is_word(PyUnicode_READ(kind, data, i))) return 0;
-            for (i++; i < eol && scalar_char(PyUnicode_READ(kind, data, i), 0); i++) {
-            }
-            if (i < eol && PyUnicode_READ(kind, data, i) == ',') {
-                for (i++; i < eol && PyUnicode_READ(kind, data, i) == ' '; i++) {
-                }
-                continue;
-            }
-            break;
-        }
-        if (i + 1 != eol || PyUnicode_READ(kind, data, i) != ']') return 0;
-        items_end = i;
-    } else {
-        return 0;
+/* The wanted key of text [a, a + n), as the interned str; NULL if not wanted. */
+static PyObject *k_title, *k_type, *k_description, *k_tags;
+
+static PyObject *fm_wanted(const char *s, Py_ssize_t n) {
+    if (n == 5 && memcmp(s, "title", 5) == 0) return k_title;
+    if (n == 4 && memcmp(s, "type", 4) == 0) return k_type;
+    if (n == 11 && memcmp(s, "description", 11) == 0) return k_description;
+    if (n == 4 && memcmp(s, "tags", 4) == 0) return k_tags;
+    return NULL;
+}
+
+/* mapping(): keys at column `col`; `meta` the top-level dict to fill, or
+ * NULL for a nested mapping (then only checked: not_scalar). */
+static PyObject *fm_mapping(FmReader *r, Py_ssize_t col, int depth, PyObject *meta) {
+    if (depth > FM_MAX_DEPTH) return fm_decline(r);
+    const char *s = r->s;
+    FmLine *l;
+    while ((l = fm_peek(r)) != NULL && l->indent >= col) {
+        Py_ssize_t rest = 0, key = l->indent == col ? fm_key(s, l->text, l->end, &rest) : -1;
+        if (key < 0) return fm_decline(r);
+        r->at++;
+        PyObject *name = meta != NULL ? fm_wanted(s + l->text, key) : NULL;
+        PyObject *value = rest < l->end ? fm_inline(r, rest, l->end, col, name != NULL)
+                                        : fm_block_value(r, col, depth, 1, name != NULL);
+        if (value == NULL) return NULL;
+        int bad = name != NULL && PyDict_SetItem(meta, name, value) < 0;
+        Py_DECREF(value);
+        if (bad) return NULL;
     }
-    *key = PyUnicode_Substring(text, start, key_end);
-    *value = NULL;
-    if (*key == NULL) return -1;
-    int keep = 0;
-    for (int w = 0; w < 4; w++) keep |= PyUnicode_CompareWithASCIIString(*key, wanted[w]) == 0;
-    if (!keep) return 1;
-    if (items_end < 0) {
-        *value = scalar_value(text, kind, data, first, eol, 0);
-        return *value == NULL ? -1 : 1;
+    if (meta != NULL) {
+        Py_INCREF(meta);
+        return meta;
     }
-    PyObject *list = PyList_New(0);
-    if (list == NULL) return -1;
-    for (Py_ssize_t a = first; a <= items_end;) { /* items.split(","), each strip(" ") */
-        Py_ssize_t b = a;
-        while (b < items_end && PyUnicode_READ(kind, data, b) != ',') b++;
-        PyObject *item = scalar_value(text, kind, data, a, b, 1);
-        if (item == NULL || PyList_Append(list, item) < 0) {
-            Py_XDECREF(item);
-            Py_DECREF(list);
-            return -1;
+    Py_INCREF(r->not_scalar);
+    return r->not_scalar;
+}
+
+static PyObject *fm_sequence(FmReader *r, Py_ssize_t col, int depth, int keep) {
+    if (depth > FM_MAX_DEPTH) return fm_decline(r);
+    const char *s = r->s;
+    PyObject *items = keep ? PyList_New(0) : NULL;
+    if (keep && items == NULL) return NULL;
+    FmLine *l;
+    while ((l = fm_peek(r)) != NULL && l->indent >= col) {
+        if (l->indent > col) {
+            Py_XDECREF(items);
+            return fm_decline(r);
         }
+        if (!fm_dash(s, l)) break;
+        r->at++;
+        Py_ssize_t rest = l->text + 1, unused;
+        while (rest < l->end && s[rest] == ' ') rest++;
+        PyObject *item;
+        if (rest == l->end) {
+            item = fm_block_value(r, col, depth, 0, keep);
+        } else if (fm_key(s, rest, l->end, &unused) >= 0) {
+            /* `- key: value`: a mapping whose keys sit where this one does */
+            r->at--;
+            l->indent = col + rest - l->text;
+            l->text = rest;
+            item = fm_mapping(r, l->indent, depth + 1, NULL);
+        } else {
+            item = fm_inline(r, rest, l->end, col, keep);
+        }
+        if (item == NULL) {
+            Py_XDECREF(items);
+            return NULL;
+        }
+        if (keep && PyList_CheckExact(item)) {
+            Py_DECREF(item);
+            Py_INCREF(r->not_scalar);
+            item = r->not_scalar;
+        }
+        int bad = keep && PyList_Append(items, item) < 0;
         Py_DECREF(item);
-        a = b + 1;
+        if (bad) {
+            Py_DECREF(items);
+            return NULL;
+        }
     }
-    *value = list;
-    return 1;
+    if (keep) return items;
+    Py_RETURN_NONE;
+}
+
+static PyObject *fm_block_value(FmReader *r, Py_ssize_t col, int depth, int indentless, int keep) {
+    const char *s = r->s;
+    FmLine *l = fm_peek(r);
+    if (l == NULL || l->indent < col) Py_RETURN_NONE;
+    if (l->indent == col) {
+        if (indentless && fm_dash(s, l)) return fm_sequence(r, col, depth + 1, keep);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t unused;
+    if (fm_dash(s, l)) return fm_sequence(r, l->indent, depth + 1, keep);
+    if (fm_key(s, l->text, l->end, &unused) >= 0) return fm_mapping(r, l->indent, depth + 1, NULL);
+    r->at++;
+    return fm_inline(r, l->text, l->end, col, keep);
+}
+
+/* read_without_yaml over UTF-8 `s` (valid): a new dict, Py_None (ask YAML),
+ * or NULL with an exception. */
+static PyObject *fm_read(const char *s, Py_ssize_t n, PyObject *not_scalar) {
+    if (fm_unsafe((const unsigned char *)s, n)) Py_RETURN_NONE;
+    Py_ssize_t count = 1;
+    for (const char *p = s; (p = memchr(p, '\n', (size_t)(s + n - p))) != NULL; p++) count++;
+    FmReader r = {s, PyMem_Malloc((size_t)count * sizeof(FmLine)), count, 0, not_scalar, 0};
+    if (r.lines == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0, pos = 0; i < count; i++) {
+        const char *nl = memchr(s + pos, '\n', (size_t)(n - pos));
+        Py_ssize_t eol = nl ? nl - s : n, a = pos, b = eol;
+        while (a < b && s[a] == ' ') a++;
+        while (b > a && s[b - 1] == ' ') b--;
+        r.lines[i] = (FmLine){a, b, a - pos};
+        pos = eol + 1;
+    }
+    PyObject *out = NULL, *meta = NULL;
+    Py_ssize_t unused;
+    FmLine *first = fm_peek(&r);
+    if (first == NULL || first->indent != 0 || fm_key(s, first->text, first->end, &unused) < 0)
+        goto done;
+    if ((meta = PyDict_New()) == NULL) goto done;
+    out = fm_mapping(&r, 0, 0, meta);
+    if (out != NULL && fm_peek(&r) != NULL) Py_CLEAR(out);
+done:
+    Py_XDECREF(meta);
+    PyMem_Free(r.lines);
+    if (out == NULL && !PyErr_Occurred()) Py_RETURN_NONE;
+    return out;
 }
 
 PyDoc_STRVAR(frontmatter_doc,
-             "frontmatter(block) -> dict | None\n\n"
-             "okf_markdown._fast_frontmatter(block): the wanted fields of a block of\n"
-             "simple `key: value` / `key: [a, b]` lines, None for anything else.");
+             "frontmatter(block, not_scalar) -> dict | None\n\n"
+             "frontmatter.read_without_yaml(block): the wanted fields of a block of\n"
+             "the usual YAML shape (NOT_SCALAR given as not_scalar), None for the rest.");
 
-static PyObject *frontmatter(PyObject *self, PyObject *text) {
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "frontmatter: block must be a str");
-        return NULL;
-    }
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0) return NULL;
-#endif
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    PyObject *meta = PyDict_New();
-    if (meta == NULL) return NULL;
-    int seen = 0;
-    for (Py_ssize_t pos = 0; pos <= n;) {
-        Py_ssize_t eol = pos;
-        while (eol < n && PyUnicode_READ(kind, data, eol) != '\n') eol++;
-        if (eol > pos) {
-            PyObject *key = NULL, *value = NULL;
-            int got = simple_line(text, kind, data, pos, eol, &key, &value);
-            if (got <= 0) {
-                Py_XDECREF(key);
-                Py_DECREF(meta);
-                if (got < 0) return NULL;
-                Py_RETURN_NONE;
-            }
-            seen = 1;
-            int bad = value != NULL && PyDict_SetItem(meta, key, value) < 0;
-            Py_DECREF(key);
-            Py_XDECREF(value);
-            if (bad) {
-                Py_DECREF(meta);
-                return NULL;
-            }
-        }
-        pos = eol + 1;
-    }
-    if (!seen) {
-        Py_DECREF(meta);
+static PyObject *frontmatter(PyObject *self, PyObject *args) {
+    PyObject *text, *not_scalar;
+    if (!PyArg_ParseTuple(args, "UO:frontmatter", &text, &not_scalar)) return NULL;
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &n);
+    if (s == NULL) { /* a lone surrogate: not YAML's either */
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
+        PyErr_Clear();
         Py_RETURN_NONE;
     }
-    return meta;
+    return fm_read(s, n, not_scalar);
 }
 
 /* -- parse -------------------------------------------------------------------
  * okf_markdown.parse, its specification, for the shape concept documents
  * nearly always have: no NUL, valid UTF-8, frontmatter opened by "---\n"
- * that `frontmatter` reads without YAML, a title in it, and no field of
+ * that `fm_read` reads without YAML, a title in it, and no field of
  * the wrong kind. Anything else -- no frontmatter, CRLF, YAML, a warning
  * to give -- returns None before any work is wasted, and the pure parse
  * runs (tests/ctindex/providers/test_okf_markdown_native.py holds the two
@@ -926,7 +1159,7 @@ static PyObject *frontmatter(PyObject *self, PyObject *text) {
 
 #define MAX_FRONTMATTER_BYTES (64 * 1024) /* okf_markdown.MAX_FRONTMATTER_BYTES */
 
-static PyObject *k_title, *k_type, *k_description, *k_tags, *s_space, *s_comma, *s_md;
+static PyObject *s_space, *s_comma, *s_md;
 
 /* " ".join(value.split()) (new reference): `value` itself when it already
  * is that, which is nearly always. */
@@ -962,7 +1195,7 @@ static PyObject *scalar_field(PyObject *meta, PyObject *name) {
 }
 
 /* _tags(meta) as a tuple; NULL with no exception where the pure parse warns. */
-static PyObject *tags_field(PyObject *meta) {
+static PyObject *tags_field(PyObject *meta, PyObject *not_scalar) {
     PyObject *v = PyDict_GetItemWithError(meta, k_tags);
     if (v == NULL && PyErr_Occurred()) return NULL;
     if (v == NULL || v == Py_None) return PyTuple_New(0);
@@ -978,8 +1211,8 @@ static PyObject *tags_field(PyObject *meta) {
     PyObject *out = items == NULL ? NULL : PyList_New(0);
     for (Py_ssize_t i = 0; out != NULL && i < PyList_GET_SIZE(items); i++) {
         PyObject *item = PyList_GET_ITEM(items, i);
-        if (item == Py_None) continue;
-        if (!PyUnicode_CheckExact(item)) { /* frontmatter() gives str or None only */
+        if (item == Py_None || item == not_scalar) continue;
+        if (!PyUnicode_CheckExact(item)) { /* fm_read gives str, None or not_scalar only */
             Py_CLEAR(out);
             break;
         }
@@ -1053,8 +1286,10 @@ PyDoc_STRVAR(parse_doc,
              "`document` (the Document class); None: parse it the pure way.");
 
 static PyObject *parse(PyObject *self, PyObject *args) {
-    PyObject *key, *data, *root, *cls;
-    if (!PyArg_ParseTuple(args, "UOUO!:parse", &key, &data, &root, &PyType_Type, &cls)) return NULL;
+    PyObject *key, *data, *root, *cls, *not_scalar;
+    if (!PyArg_ParseTuple(args, "UOUO!O:parse", &key, &data, &root, &PyType_Type, &cls,
+                          &not_scalar))
+        return NULL;
     if (!PyBytes_CheckExact(data) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type))
         Py_RETURN_NONE;
     const char *raw = PyBytes_AS_STRING(data);
@@ -1068,13 +1303,13 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     Py_ssize_t eol, end = closing_line(raw, n, 4, &eol);
     if (end < 0 || end - 4 > MAX_FRONTMATTER_BYTES) Py_RETURN_NONE;
     int invalid = 0;
-    PyObject *block = decoded(raw + 4, end - 4, &invalid);
+    PyObject *block = decoded(raw + 4, end - 4, &invalid); /* valid UTF-8? */
     if (block == NULL) {
         if (invalid) Py_RETURN_NONE;
         return NULL;
     }
-    PyObject *meta = frontmatter(self, block);
     Py_DECREF(block);
+    PyObject *meta = fm_read(raw + 4, end - 4, not_scalar);
     if (meta == NULL) return NULL;
     PyObject *fields[10] = {NULL};
     PyObject *out = NULL;
@@ -1083,7 +1318,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     if (fields[3] == NULL || PyUnicode_GET_LENGTH(fields[3]) == 0) goto done; /* heading, stem */
     if ((fields[4] = scalar_field(meta, k_type)) == NULL) goto done;
     if ((fields[5] = scalar_field(meta, k_description)) == NULL) goto done;
-    if ((fields[6] = tags_field(meta)) == NULL) goto done;
+    if ((fields[6] = tags_field(meta, not_scalar)) == NULL) goto done;
     fields[7] = eol < n ? decoded(raw + eol + 1, n - eol - 1, &invalid) : PyUnicode_New(0, 0);
     if (fields[7] == NULL) goto done;
     if ((fields[1] = concept_id_of(key, root)) == NULL) goto done;
@@ -1112,7 +1347,7 @@ static PyMethodDef methods[] = {
     {"fields_terms", fields_terms, METH_VARARGS, fields_terms_doc},
     {"assemble", assemble, METH_VARARGS, assemble_doc},
     {"assemble_into", assemble_into, METH_VARARGS, assemble_into_doc},
-    {"frontmatter", frontmatter, METH_O, frontmatter_doc},
+    {"frontmatter", frontmatter, METH_VARARGS, frontmatter_doc},
     {"parse", parse, METH_VARARGS, parse_doc},
     {NULL, NULL, 0, NULL},
 };

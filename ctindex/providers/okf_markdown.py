@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any, Protocol, cast
 
-from ctindex.providers import OKF_MARKDOWN, ProviderInfo
+from ctindex.providers import OKF_MARKDOWN, ProviderInfo, frontmatter
 from ctindex.providers.base import (
     Analysis,
     Document,
@@ -47,6 +47,7 @@ from ctindex.providers.fields import (
     SEP,
     WEIGHTS,
 )
+from ctindex.providers.frontmatter import NOT_SCALAR, NotScalar
 
 __all__ = [
     "EXACT_ID",
@@ -70,10 +71,6 @@ PROVIDER_ID = OKF_MARKDOWN.id
 PROVIDER_VERSION: int = OKF_MARKDOWN.version
 TOKENIZER_VERSION: int = OKF_MARKDOWN.tokenizer_version
 
-# Frontmatter bigger than this is not handed to YAML at all (a warning, the
-# whole text is indexed as body): concept frontmatter is a few hundred bytes.
-MAX_FRONTMATTER_BYTES = 64 * 1024
-
 WORD_RE = re.compile(r"[^\W_]+")
 # The same tokens on pure-ASCII text (the ASCII letters and digits are exactly
 # the ASCII characters `[^\W_]` matches), ~2.4x faster: no Unicode category
@@ -96,7 +93,7 @@ def parse(key: str, data: bytes, scope_root: str = "") -> Document | ProviderErr
     """Parse one file's exact bytes. Never raises for bad content."""
     native = _native()
     if native is not None:  # the common shape, in one C call (_words.c parse)
-        got = native.parse(key, data, scope_root, Document)
+        got = native.parse(key, data, scope_root, Document, NOT_SCALAR)
         if got is not None:
             return got
     return _parse(key, data, scope_root)
@@ -113,7 +110,7 @@ def _parse(key: str, data: bytes, scope_root: str) -> Document | ProviderError:
     except UnicodeDecodeError as exc:
         where = exc.start + len(data) - len(raw)
         return ProviderError(key, f"{key}: invalid UTF-8 at byte {where}")
-    meta, body, warning = _split_frontmatter(text)
+    meta, body, warning = frontmatter.split(text)
     if warning:
         warning = f"{key}: {warning}"
     problems: list[str] = []
@@ -137,128 +134,11 @@ def _parse(key: str, data: bytes, scope_root: str) -> Document | ProviderError:
     )
 
 
-def _split_frontmatter(text: str) -> tuple[dict[str, Any], str, str | None]:
-    """(frontmatter mapping, body, warning). Any problem: ({}, whole text, why)."""
-    if not (text.startswith("---\n") or text.startswith("---\r\n")):
-        return {}, text, None
-    start = text.index("\n") + 1
-    closing = _CLOSING.search(text, start)
-    if closing is None:
-        return {}, text, "frontmatter has no closing '---' line; indexed as plain text"
-    end, line_end = closing.start(), closing.end()
-    block = text[start:end]
-    body = text[line_end + 1 :] if line_end < len(text) else ""
-    if len(block.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
-        return (
-            {},
-            text,
-            (
-                f"frontmatter larger than {MAX_FRONTMATTER_BYTES // 1024} KiB "
-                "not parsed; indexed as plain text"
-            ),
-        )
-    native = _native()
-    meta = native.frontmatter(block) if native is not None else _fast_frontmatter(block)
-    try:
-        if meta is None:
-            meta = _load_yaml(block)
-    except Exception as exc:  # yaml.YAMLError and friends: never fatal for a document
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return {}, text, f"malformed YAML frontmatter ({first}); indexed as plain text"
-    if meta is None:
-        return {}, body, None
-    if not isinstance(meta, dict):
-        return {}, text, "frontmatter is not a mapping; indexed as plain text"
-    return meta, body, None
-
-
-# The first line after the opening one that is `---` or `...` (trailing CRs
-# ignored): ^ and $ are line bounds at "\n" only, as the frontmatter's lines are.
-_CLOSING = re.compile(r"^(?:---|\.\.\.)\r*$", re.MULTILINE)
-_WANTED = ("title", "type", "description", "tags")
-
-
-# Frontmatter made only of `key: value` lines (or `key: [a, b]` flow lists)
-# over a conservative character set is read without YAML: for such input
-# this is exactly what `_load_yaml` returns
-# (tests/ctindex/providers/test_okf_markdown_frontmatter.py checks it against
-# libyaml), at a tenth of the cost. Anything else -- a
-# quote, colon, `#`, bracket, indentation, a tab, CR -- returns None and goes
-# to YAML. Plain scalars keep their text; only YAML 1.1's null spellings
-# resolve (to None), as in `_plain`.
-_PLAIN = r"\w[\w .,;()/'+-]*"
-_ITEM = r"\w[\w .;()/'+-]*"
-_FAST_LINE = re.compile(
-    rf"([A-Za-z][A-Za-z0-9_-]{{0,63}}): +(?:({_PLAIN})|\[ *({_ITEM}(?:, *{_ITEM})*)\])"
-)
-_NULLS = frozenset(("null", "Null", "NULL"))
-
-
-def _fast_frontmatter(block: str) -> dict[str, Any] | None:
-    """`_load_yaml(block)` for the simple shape above, else None (ask YAML)."""
-    meta: dict[str, Any] = {}
-    seen = False
-    for line in block.split("\n"):
-        if not line:
-            continue
-        m = _FAST_LINE.fullmatch(line)
-        if m is None:
-            return None
-        seen = True
-        key, plain, items = m.groups()
-        if key not in _WANTED:
-            continue
-        if plain is not None:
-            plain = plain.rstrip(" ")
-            meta[key] = None if plain in _NULLS else plain
-        else:
-            meta[key] = [
-                None if v in _NULLS else v for v in (item.strip(" ") for item in items.split(","))
-            ]
-    return meta if seen else None
-
-
-class _NotScalar:
-    """Stands for a mapping (or a nested collection) where a scalar was expected."""
-
-
-def _load_yaml(block: str) -> Any:
-    """The frontmatter's top-level fields ctindex uses, as plain values.
-
-    PyYAML composes the node graph (in C with libyaml); only the four fields
-    are converted, at most two levels deep. Scalars keep their text as
-    written (`title: 2026` is "2026", `yes` stays "yes"). An alias is the very
-    node its anchor names, never a copy, and nothing is walked beyond two
-    levels, so alias bombs cost nothing here.
-    """
-    import yaml  # lazy: only writers and --direct parse documents
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    node = yaml.compose(block, Loader=loader)
-    if node is None:
-        return None
-    if not isinstance(node, yaml.MappingNode):
-        return []  # "not a mapping"
-    meta: dict[str, Any] = {}
-    for key, value in node.value:
-        if isinstance(key, yaml.ScalarNode) and key.value in _WANTED:
-            meta[key.value] = _plain(value, yaml, nested=False)
-    return meta
-
-
-def _plain(node: Any, yaml: Any, nested: bool) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        return None if node.tag.endswith(":null") else node.value
-    if isinstance(node, yaml.SequenceNode) and not nested:
-        return [_plain(item, yaml, nested=True) for item in node.value]
-    return _NotScalar()
-
-
 def _scalar(meta: dict[str, Any], name: str, problems: list[str]) -> str:
     value = meta.get(name)
     if value is None:
         return ""
-    if isinstance(value, (_NotScalar, list)):
+    if isinstance(value, (NotScalar, list)):
         problems.append(f"field '{name}' is not a scalar (ignored)")
         return ""
     return " ".join(str(value).split())
@@ -277,7 +157,7 @@ def _tags(meta: dict[str, Any], problems: list[str]) -> tuple[str, ...]:
         return ()
     out: list[str] = []
     for item in items:
-        if isinstance(item, _NotScalar) or item is None:
+        if isinstance(item, NotScalar) or item is None:
             continue
         text = " ".join(str(item).split())
         if text and text not in out:
@@ -394,8 +274,8 @@ class _WordsModule(Protocol):
     `terms` of the regex split and stem-cache map in `_fields_terms` (and
     `fields_terms` of it for every field of a batch, in one call),
     `assemble` of `_assemble`, `assemble_into` of `_assemble_into`,
-    `frontmatter` of `_fast_frontmatter`, `parse` of `_parse` (the common
-    shape only)."""
+    `parse` of `_parse` (the common shape only); its `frontmatter` is
+    ctindex/providers/frontmatter.py's."""
 
     def terms(self, text: str, cache: dict[str, str]) -> tuple[list[str], list[int] | None]: ...
     def fields_terms(
@@ -412,9 +292,13 @@ class _WordsModule(Protocol):
         layout: _Layout,
         sink: TermSink,
     ) -> Lengths: ...
-    def frontmatter(self, block: str) -> dict[str, Any] | None: ...
     def parse(
-        self, key: str, data: bytes, scope_root: str, document: type[Document]
+        self,
+        key: str,
+        data: bytes,
+        scope_root: str,
+        document: type[Document],
+        not_scalar: NotScalar,
     ) -> Document | None: ...
 
 

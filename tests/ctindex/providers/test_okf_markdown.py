@@ -8,6 +8,7 @@ import pytest
 
 from ctindex.providers import PROVIDERS
 from ctindex.providers import okf_markdown as okf
+from ctindex.providers.frontmatter import MAX_FRONTMATTER_BYTES
 
 
 def doc(data: bytes, key: str = "kb/notes/thing.md", root: str = "kb") -> okf.Document:
@@ -83,7 +84,7 @@ def test_scalars_keep_their_text() -> None:
 
 
 def test_huge_frontmatter_is_not_parsed() -> None:
-    big = b"---\nkey: " + b"x" * (okf.MAX_FRONTMATTER_BYTES + 10) + b"\n---\nbody"
+    big = b"---\nkey: " + b"x" * (MAX_FRONTMATTER_BYTES + 10) + b"\n---\nbody"
     d = doc(big)
     assert d.warning is not None and "larger than" in d.warning
 

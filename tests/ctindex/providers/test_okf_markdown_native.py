@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctindex import native_modules
+from ctindex.providers import frontmatter as fm
 from ctindex.providers import okf_markdown as okf
 from ctindex.store import native_invert
-from tests.ctindex.providers.test_okf_markdown_frontmatter import _line as _frontmatter_line
+from tests.ctindex.providers.test_frontmatter import _block as _frontmatter_block
 
 WORD = re.compile(r"[^\W_]+")  # the oracle: what a word is, by definition (docs/provider.md)
 
@@ -292,25 +293,21 @@ def test_whole_analysis_matches(
 
 
 @settings(max_examples=1500, deadline=None)
-@given(
-    st.lists(_frontmatter_line, max_size=6) | st.lists(st.text(max_size=30), max_size=4),
-    st.sampled_from(["\n", "", "\n\n"]),
-)
-def test_frontmatter_reads_as_the_pure_reader(lines: list[str], end: str) -> None:
-    """The C `frontmatter` against `_fast_frontmatter`: the same dict (values,
-    types and order) or the same refusal, on the YAML tests' near-miss lines
-    and on any text."""
-    block = "\n".join(lines) + end
-    got = _native().frontmatter(block)
-    want = okf._fast_frontmatter(block)
+@given(_frontmatter_block() | st.lists(st.text(max_size=30), max_size=4).map("\n".join))
+def test_frontmatter_reads_as_the_pure_reader(block: str) -> None:
+    """The C `frontmatter` against `read_without_yaml`: the same dict (values,
+    types and order) or the same refusal, on the YAML tests' generated
+    blocks (well-formed and broken) and on any text."""
+    got = _native().frontmatter(block, fm.NOT_SCALAR)
+    want = fm.read_without_yaml(block)
     assert got == want and (got is None or list(got) == list(want or {})), block
 
 
 def test_frontmatter_keys_are_at_most_64_characters() -> None:
     for n, kept in ((63, True), (64, True), (65, False)):
         block = "k" * n + ": v"
-        assert (_native().frontmatter(block) is not None) is kept
-        assert _native().frontmatter(block) == okf._fast_frontmatter(block)
+        assert (_native().frontmatter(block, fm.NOT_SCALAR) is not None) is kept
+        assert _native().frontmatter(block, fm.NOT_SCALAR) == fm.read_without_yaml(block)
 
 
 @pytest.mark.parametrize(
@@ -320,23 +317,49 @@ def test_frontmatter_keys_are_at_most_64_characters() -> None:
         "tags: [ a,b,   c  ]",
         "tags: [a, ,b]",
         "tags: []",
+        "tags: [ ]",
         "tags: [é, ß]\n",
         "title:  x  ",
         "title: null\ntype: Null\ndescription: NULL",
-        "title: nulls",
+        "title: ~\ntype: nulls",
         "title: a:b",
         "description: it's (fine); ok/+-.,",
         "x-y_z: [ q ]\n\ntitle: t",
         "title: first\ntitle: second",
         "Title: z",
+        "title: 'it''s ''quoted'''\ntype: 'x'\ndescription: \"d # \"",
+        "title: 'open",
+        'title: "a\\"',
+        "description: one\n  two\n\n\n   three\n\ntitle: t",
+        "description:\n  below\n and on\ntags:\n- a\n-\n- [x]\n- k: v\n  j: w\n-\n  - n",
+        "tags:\n  - a\n  - b\n  -\ntitle: t",
+        "sources:\n- id: a\n  tags:\n  - x\n  title: t\ntitle: top",
+        "generated:\n  by: x\n  at: '2026-07-10T23:16:28+00:00'\ntitle: g",
+        "title: é\u4e00\U0001f600 ↔ x",
+        "title: a\u2028b",
+        "title: a\x85b",
+        "title: a\ufeffb",
+        "title: a\udcffb",
+        "title: x\n\tb",
+        "title:\n  - a\n - b",
+        "- a",
+        "  title: x",
         "",
         "\n\n",
     ],
 )
 def test_frontmatter_cases(block: str) -> None:
-    got = _native().frontmatter(block)
-    want = okf._fast_frontmatter(block)
+    got = _native().frontmatter(block, fm.NOT_SCALAR)
+    want = fm.read_without_yaml(block)
     assert got == want and (got is None or list(got) == list(want or {}))
+
+
+def test_frontmatter_nesting_is_bounded_as_the_pure_reader_bounds_it() -> None:
+    for depth in (20, 30, 2000):
+        block = "title: t\nx:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(depth))
+        got = _native().frontmatter(block, fm.NOT_SCALAR)
+        assert got == fm.read_without_yaml(block)
+        assert (got is None) == (depth > 20)
 
 
 # -- parse -----------------------------------------------------------------
@@ -367,8 +390,8 @@ _simple_line = st.builds(
 @given(
     bom=st.booleans(),
     opener=st.sampled_from(["---\n"] * 9 + ["---\r\n", "--- \n", "", "# T\n"]),
-    lines=st.lists(st.one_of(*[_simple_line] * 6, _frontmatter_line), max_size=5).map(
-        lambda rest: ["title: T  x", *rest]
+    lines=st.tuples(st.lists(_simple_line, max_size=5), st.just("") | _frontmatter_block()).map(
+        lambda both: ["title: T  x", *both[0], *both[1].split("\n")]
     ),
     closer=st.sampled_from(["---"] * 6 + ["...", "---\r", "---\r\r", "--- ", "", "----", ".."]),
     newline=st.sampled_from(["\n"] * 6 + ["", "\r\n"]),
@@ -393,7 +416,7 @@ def test_parse_is_the_pure_parse_or_leaves_it_to_it(
     native = _native()
     text = opener + "".join(line + "\n" for line in lines) + closer + newline + body
     data = (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8", "surrogatepass") + damage
-    got = native.parse(key, data, root, okf.Document)
+    got = native.parse(key, data, root, okf.Document, fm.NOT_SCALAR)
     if got is not None:
         want = okf._parse(key, data, root)
         assert type(got) is okf.Document and got == want
@@ -410,6 +433,8 @@ def test_parse_is_the_pure_parse_or_leaves_it_to_it(
         "---\ntitle: T\nother: v\n...\r\nb",
         "---\ntitle: Ünïcode\n---\n\u4e00\u2028x\n",
         "\ufeff---\ntitle: T\n---\nb\n",
+        "---\ntitle: 'quoted'\n---\nb",
+        "---\ntitle: T\ntags:\n- a\n- k: v\n- a\ndescription: two\n  lines\nsrc:\n- id: x\n---\nb",
     ],
 )
 def test_parse_reads_the_common_shape_itself(text: str) -> None:
@@ -417,7 +442,7 @@ def test_parse_reads_the_common_shape_itself(text: str) -> None:
     native = _native()
     data = text.encode()
     for key, root in (("kb/x/a.md", "kb"), ("a.md", ""), ("kb/x/a.md", "kb/x/a.md")):
-        got = native.parse(key, data, root, okf.Document)
+        got = native.parse(key, data, root, okf.Document, fm.NOT_SCALAR)
         assert got is not None and got == okf._parse(key, data, root)
 
 
@@ -426,7 +451,9 @@ def test_parse_reads_the_common_shape_itself(text: str) -> None:
     [
         "no frontmatter\n",
         "---\r\ntitle: T\r\n---\r\nb",  # CRLF: YAML
-        "---\ntitle: 'quoted'\n---\nb",  # YAML
+        "---\ntitle: &a T\n---\nb",  # YAML
+        "---\ntitle: T\ntype: {a: b}\n---\nb",  # YAML
+        "---\ntitle: T\ntype:\n  k: v\n---\nb",  # a warning
         "---\ntype: t\n---\n# Heading title\n",  # title from the heading
         "---\ntitle: [a, b]\n---\nb",  # a warning
         "---\ntitle: T\nb",  # not closed: a warning
@@ -438,16 +465,16 @@ def test_parse_reads_the_common_shape_itself(text: str) -> None:
 def test_parse_leaves_the_rest_to_the_pure_parse(text: str) -> None:
     native = _native()
     data = text.encode("utf-8", "surrogateescape")
-    assert native.parse("kb/a.md", data, "kb", okf.Document) is None
+    assert native.parse("kb/a.md", data, "kb", okf.Document, fm.NOT_SCALAR) is None
 
 
 def test_parse_leaves_large_frontmatter_to_the_pure_parse() -> None:
     native = _native()
-    for size, left in ((okf.MAX_FRONTMATTER_BYTES, False), (okf.MAX_FRONTMATTER_BYTES + 1, True)):
+    for size, left in ((fm.MAX_FRONTMATTER_BYTES, False), (fm.MAX_FRONTMATTER_BYTES + 1, True)):
         block = "title: T\n" + "description: " + "d" * (size - 9 - 14) + "\n"
         assert len(block.encode()) == size
         data = f"---\n{block}---\nb".encode()
-        got = native.parse("a.md", data, "", okf.Document)
+        got = native.parse("a.md", data, "", okf.Document, fm.NOT_SCALAR)
         assert (got is None) == left
         if got is not None:
             assert got == okf._parse("a.md", data, "")

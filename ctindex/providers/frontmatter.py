@@ -1,0 +1,316 @@
+"""A concept document's frontmatter: where it ends, and the fields kept of it.
+
+`split(text)` cuts the YAML block off the front of a document and returns
+the four fields the okf-markdown provider uses (docs/provider.md), the body,
+and a warning when the block can not be used.
+
+Most frontmatter is read without YAML. `read_without_yaml` takes block
+YAML of the shape people and dumpers write: block mappings and sequences
+by indentation, plain scalars (folded over lines), one-line quoted scalars
+and one-line `[a, b]` lists. For such a block it returns exactly what
+`load_yaml` (libyaml) would, at a fraction of the cost; for anything it is
+unsure of -- an anchor, a tag, a comment, a block scalar, an escape, a tab,
+a flow mapping -- it returns None and libyaml decides.
+tests/ctindex/providers/test_frontmatter.py holds the two equal on generated
+YAML; ctindex/providers/_words.c `frontmatter` is the same reader in C.
+
+Every value read is validated even where it is not kept: a block libyaml
+would reject must not be read here, because a rejected block makes the
+whole document plain text (a warning), whatever its kept fields say.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Protocol, cast
+
+# Frontmatter bigger than this is not handed to YAML at all (a warning, the
+# whole text is indexed as body): concept frontmatter is a few hundred bytes.
+MAX_FRONTMATTER_BYTES = 64 * 1024
+
+# The first line after the opening one that is `---` or `...` (trailing CRs
+# ignored): ^ and $ are line bounds at "\n" only, as the frontmatter's lines are.
+CLOSING = re.compile(r"^(?:---|\.\.\.)\r*$", re.MULTILINE)
+WANTED = ("title", "type", "description", "tags")
+
+
+class NotScalar:
+    """Stands for a mapping (or a nested collection) where a scalar was expected."""
+
+    def __repr__(self) -> str:
+        return "NOT_SCALAR"
+
+
+NOT_SCALAR = NotScalar()  # the one instance, so that read values compare with ==
+
+
+class _Reader(Protocol):
+    def __call__(self, block: str, not_scalar: NotScalar) -> dict[str, Any] | None: ...
+
+
+def _native_reader() -> _Reader | None:
+    from ctindex import native_modules
+
+    words = native_modules.load("ctindex.providers._words")
+    return None if words is None else cast("_Reader", words.frontmatter)
+
+
+def split(text: str) -> tuple[dict[str, Any], str, str | None]:
+    """(frontmatter fields, body, warning). Any problem: ({}, whole text, why)."""
+    if not (text.startswith("---\n") or text.startswith("---\r\n")):
+        return {}, text, None
+    start = text.index("\n") + 1
+    closing = CLOSING.search(text, start)
+    if closing is None:
+        return {}, text, "frontmatter has no closing '---' line; indexed as plain text"
+    end, line_end = closing.start(), closing.end()
+    block = text[start:end]
+    body = text[line_end + 1 :] if line_end < len(text) else ""
+    if len(block.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
+        return (
+            {},
+            text,
+            (
+                f"frontmatter larger than {MAX_FRONTMATTER_BYTES // 1024} KiB "
+                "not parsed; indexed as plain text"
+            ),
+        )
+    native = _native_reader()
+    meta = native(block, NOT_SCALAR) if native is not None else read_without_yaml(block)
+    try:
+        if meta is None:
+            meta = load_yaml(block)
+    except Exception as exc:  # yaml.YAMLError and friends: never fatal for a document
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return {}, text, f"malformed YAML frontmatter ({first}); indexed as plain text"
+    if meta is None:
+        return {}, body, None
+    if not isinstance(meta, dict):
+        return {}, text, "frontmatter is not a mapping; indexed as plain text"
+    return meta, body, None
+
+
+# -- with libyaml -------------------------------------------------------------
+
+
+def load_yaml(block: str) -> Any:
+    """The frontmatter's top-level fields ctindex uses, as plain values.
+
+    PyYAML composes the node graph (in C with libyaml); only the four fields
+    are converted, at most two levels deep. Scalars keep their text as
+    written (`title: 2026` is "2026", `yes` stays "yes"). An alias is the very
+    node its anchor names, never a copy, and nothing is walked beyond two
+    levels, so alias bombs cost nothing here.
+    """
+    import yaml  # lazy: only writers and --direct parse documents
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    node = yaml.compose(block, Loader=loader)
+    if node is None:
+        return None
+    if not isinstance(node, yaml.MappingNode):
+        return []  # "not a mapping"
+    meta: dict[str, Any] = {}
+    for key, value in node.value:
+        if isinstance(key, yaml.ScalarNode) and key.value in WANTED:
+            meta[key.value] = _node_value(value, yaml, nested=False)
+    return meta
+
+
+def _node_value(node: Any, yaml: Any, nested: bool) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        return None if node.tag.endswith(":null") else node.value
+    if isinstance(node, yaml.SequenceNode) and not nested:
+        return [_node_value(item, yaml, nested=True) for item in node.value]
+    return NOT_SCALAR
+
+
+# -- without it ---------------------------------------------------------------
+
+# Characters allowed anywhere in a block read without YAML: YAML's printable
+# set without the tab, the CR, the BOM and the line separators YAML 1.1
+# counts as line breaks (U+0085, U+2028, U+2029), whose handling differs
+# from a split at "\n".
+_UNSAFE = re.compile(
+    r"[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+)
+# A mapping key this reader takes, and the ": " (or end of line) after it.
+_KEY = re.compile(r"([A-Za-z][A-Za-z0-9_-]{0,63}):(?: +|$)")
+# Characters that may not begin a plain scalar here (YAML's indicators; `-`,
+# `?` and `:` may in YAML when a non-space follows, but not here).
+_INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
+# A plain scalar's text may not hold these (": " starts a mapping value, " #"
+# a comment); a flow item's may hold none of the flow indicators or `:`, `#`.
+_NOT_IN_PLAIN = re.compile(r": | #|:$")
+_NOT_IN_ITEM = re.compile(r"[\[\]{}:#]")
+_NULLS = frozenset(("~", "null", "Null", "NULL"))
+_MAX_DEPTH = 24  # nesting levels read here; deeper goes to YAML
+
+
+class _Decline(Exception):
+    """The block is not of the shape read here: ask YAML."""
+
+
+def read_without_yaml(block: str) -> dict[str, Any] | None:
+    """`load_yaml(block)` for the block YAML shape described above, else None."""
+    if _UNSAFE.search(block) is not None:
+        return None
+    lines = _Lines(block)
+    first = lines.peek()
+    if first is None or first[0] != 0 or _KEY.match(first[1]) is None:
+        return None  # empty, indented, or not a mapping: YAML says what it is
+    try:
+        meta = lines.mapping(0, 0, top=True)
+    except _Decline:
+        return None
+    return meta if lines.peek() is None else None
+
+
+class _Lines:
+    """The block's lines as (indent, text without the indent and trailing
+    spaces); empty ones are skipped except inside a folded plain scalar."""
+
+    def __init__(self, block: str) -> None:
+        self.lines: list[tuple[int, str]] = []
+        for raw in block.split("\n"):
+            text = raw.lstrip(" ")
+            self.lines.append((len(raw) - len(text), text.rstrip(" ")))
+        self.at = 0
+
+    def peek(self) -> tuple[int, str] | None:
+        """The next line that is not empty (skipping the empty ones)."""
+        while self.at < len(self.lines):
+            line = self.lines[self.at]
+            if line[1]:
+                return line
+            self.at += 1
+        return None
+
+    def mapping(self, col: int, depth: int, top: bool = False) -> Any:
+        """The block mapping whose keys sit at column `col`."""
+        if depth > _MAX_DEPTH:
+            raise _Decline
+        meta: dict[str, Any] = {}
+        while (line := self.peek()) is not None and line[0] >= col:
+            m = _KEY.match(line[1]) if line[0] == col else None
+            if m is None:
+                raise _Decline
+            self.at += 1
+            rest = line[1][m.end() :]
+            if rest:
+                value = self.inline(rest, col)
+            else:
+                value = self.block_value(col, depth, indentless=True)
+            if top and m.group(1) in WANTED:
+                meta[m.group(1)] = value
+        return meta if top else NOT_SCALAR
+
+    def sequence(self, col: int, depth: int) -> list[Any]:
+        """The block sequence whose `-` sit at column `col`."""
+        if depth > _MAX_DEPTH:
+            raise _Decline
+        items: list[Any] = []
+        while (line := self.peek()) is not None and line[0] >= col:
+            text = line[1]
+            if line[0] > col:
+                raise _Decline
+            if not (text == "-" or text.startswith("- ")):
+                break  # the mapping this sequence is the value of goes on
+            self.at += 1
+            rest = text[1:].lstrip(" ")
+            if not rest:
+                item = self.block_value(col, depth, indentless=False)
+            elif _KEY.match(rest) is not None:
+                # `- key: value`: a mapping whose keys sit where this one does
+                self.at -= 1
+                self.lines[self.at] = (col + len(text) - len(rest), rest)
+                item = self.mapping(col + len(text) - len(rest), depth + 1)
+            else:
+                item = self.inline(rest, col)
+            items.append(NOT_SCALAR if isinstance(item, list) else item)
+        return items
+
+    def block_value(self, col: int, depth: int, *, indentless: bool) -> Any:
+        """The value of a `key:` or `-` that ends its line: what the next
+        lines hold, more indented (or a `-` list at the key's own column,
+        `indentless`), else null."""
+        line = self.peek()
+        if line is None or line[0] < col:
+            return None
+        if line[0] == col:
+            if indentless and (line[1] == "-" or line[1].startswith("- ")):
+                return self.sequence(col, depth + 1)
+            return None
+        text = line[1]
+        if text == "-" or text.startswith("- "):
+            return self.sequence(line[0], depth + 1)
+        if _KEY.match(text) is not None:
+            return self.mapping(line[0], depth + 1)
+        self.at += 1
+        return self.inline(text, col)
+
+    def inline(self, text: str, parent: int) -> Any:
+        """A scalar or `[...]` starting within a line (already consumed);
+        a plain scalar goes on over the lines indented past `parent`."""
+        lead = text[0]
+        if lead == "'":
+            return _single_quoted(text)
+        if lead == '"':
+            close = text.find('"', 1)
+            if close < 0 or "\\" in text[:close] or text[close + 1 :]:
+                raise _Decline
+            return text[1:close]
+        if lead == "[":
+            return _flow_list(text)
+        _check_plain(text)
+        value = text
+        breaks = 0
+        while self.at < len(self.lines):
+            indent, more = self.lines[self.at]
+            if not more:
+                breaks += 1
+            elif indent > parent:
+                _check_plain(more)
+                value += "\n" * breaks if breaks else " "
+                value += more
+                breaks = 0
+            else:
+                break
+            self.at += 1
+        if breaks:  # trailing empty lines belong to no scalar: leave them
+            self.at -= breaks
+        return None if value in _NULLS else value
+
+
+def _check_plain(text: str) -> None:
+    if text[0] in _INDICATORS or _NOT_IN_PLAIN.search(text) is not None:
+        raise _Decline
+
+
+def _single_quoted(text: str) -> str:
+    i = 1
+    while True:
+        close = text.find("'", i)
+        if close < 0:
+            raise _Decline  # goes on over lines: YAML folds those
+        if text[close + 1 : close + 2] == "'":
+            i = close + 2
+            continue
+        if text[close + 1 :]:
+            raise _Decline
+        return text[1:close].replace("''", "'")
+
+
+def _flow_list(text: str) -> list[str | None]:
+    if not text.endswith("]"):
+        raise _Decline  # goes on over lines, or something follows it
+    inner = text[1:-1]
+    if not inner.strip(" "):
+        return []
+    items: list[str | None] = []
+    for raw in inner.split(","):
+        item = raw.strip(" ")
+        if not item or item[0] in _INDICATORS or _NOT_IN_ITEM.search(item) is not None:
+            raise _Decline
+        items.append(None if item in _NULLS else item)
+    return items
