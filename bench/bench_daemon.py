@@ -29,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench import corpus_marker
+
 SEARCH_RUNS = 9
 BARRIER_RUNS = 40
 CONFIG_ON = '{"version": 1, "watch": true}\n'
@@ -109,14 +111,13 @@ def _own_copy(name: str = "daemon") -> Path:
 
     source = make_corpus()
     root = Path(tempfile.gettempdir()) / f"ctindex-bench-{name}-{DOCS}"
-    marker = root.with_name(root.name + ".complete")
-    if not marker.exists():
-        shutil.rmtree(root, ignore_errors=True)
+    params = {"copy_of": str(source), "source": list(corpus_marker.tally(source / "kb"))}
+    if corpus_marker.reuse(root, root / "kb", params) is None:
         shutil.copytree(source / "kb", root / "kb")
         (root / ".git").mkdir()
         (root / ".ct").mkdir()
         (root / ".ct" / "index.jsonc").write_text(CONFIG_ON)
-        marker.touch()
+        corpus_marker.seal(root, root / "kb", params)
     return root
 
 

@@ -10,8 +10,8 @@ On a generated corpus of ~40k small OKF documents with a Zipf vocabulary:
   versus `rg -l -i` over the same files; plus the query alone in a fresh
   process (open the generation, answer) to show the segment format's cost.
 
-`run()` returns the Markdown section. The corpus is generated once into the
-temp folder and reused (a marker file records that it is complete).
+`run()` returns the Markdown section. Each corpus is generated once into the
+temp folder and reused while bench/corpus_marker.py finds it as generated.
 """
 
 from __future__ import annotations
@@ -25,10 +25,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from bench import corpus_marker
 
 if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
@@ -47,6 +50,7 @@ WORDS = (40, 160)  # body words per document: ~1 KB files
 # names (38,404 pages in 15 MB, ~400 B each), where per-document costs weigh most.
 SMALL_ROOT = Path(tempfile.gettempdir()) / f"ctindex-bench-small-{DOCS}"
 SMALL_WORDS = (12, 50)
+DUMPED_ROOT = Path(tempfile.gettempdir()) / f"ctindex-bench-dumped-{DOCS}"
 TYPES = ["Metric", "Table", "Policy", "Reference", "Skill", "Dataset"]
 
 
@@ -83,14 +87,32 @@ def _vocabulary(rng: random.Random) -> list[str]:
     return list(words)
 
 
-def make_corpus(root: Path = ROOT, words_per_doc: tuple[int, int] = WORDS) -> Path:
+SEED = 20261129
+GENERATOR = 2  # bump when the text generated changes (bench/corpus_marker.py)
+# Frontmatter shapes: "simple", one `key: value` line per field (the shape
+# ctindex reads fastest), or "dumped", as YAML dumpers write concept
+# frontmatter (fixtures/okf-bundles): a resource URL, a description folded
+# over lines, block lists, a nested `generated:` mapping, `sources:` items.
+SHAPES = ("simple", "dumped")
+
+
+def make_corpus(
+    root: Path = ROOT, words_per_doc: tuple[int, int] = WORDS, shape: str = "simple"
+) -> Path:
     """~40k Markdown concept documents under root/kb (index.md at the top)."""
-    marker = root.with_name(root.name + ".complete")
-    if marker.exists():
+    params = {
+        "generator": GENERATOR,
+        "docs": DOCS,
+        "per_folder": PER_FOLDER,
+        "vocab": VOCAB,
+        "zipf_s": ZIPF_S,
+        "words": list(words_per_doc),
+        "shape": shape,
+        "seed": SEED,
+    }
+    if corpus_marker.reuse(root, root / "kb", params) is not None:
         return root
-    if root.exists():
-        shutil.rmtree(root)
-    rng = random.Random(20261129)
+    rng = random.Random(SEED)
     vocab = _vocabulary(rng)
     weights = [1.0 / (r + 1) ** ZIPF_S for r in range(len(vocab))]
     cum: list[float] = []
@@ -112,16 +134,40 @@ def make_corpus(root: Path = ROOT, words_per_doc: tuple[int, int] = WORDS) -> Pa
         words = rng.choices(vocab, cum_weights=cum, k=rng.randint(*words_per_doc))
         title = " ".join(rng.choices(vocab, cum_weights=cum, k=3)).title()
         paras = [" ".join(words[j : j + 40]) + "." for j in range(0, len(words), 40)]
-        text = (
-            f"---\ntitle: {title}\ntype: {rng.choice(TYPES)}\n"
-            f"description: {' '.join(words[:8])}\n"
-            f"tags: [{', '.join(rng.sample(tags, 3))}]\n---\n\n# {title}\n\n"
-            + "\n\n".join(paras)
-            + "\n"
-        )
+        if shape == "simple":
+            head = (
+                f"title: {title}\ntype: {rng.choice(TYPES)}\n"
+                f"description: {' '.join(words[:8])}\n"
+                f"tags: [{', '.join(rng.sample(tags, 3))}]\n"
+            )
+        else:
+            head = _dumped_frontmatter(rng, i, title, words, rng.sample(tags, 3))
+        text = f"---\n{head}---\n\n# {title}\n\n" + "\n\n".join(paras) + "\n"
         (folder / f"doc{i:05d}.md").write_text(text)
-    marker.write_text(json.dumps({"vocab_top": vocab[:2000]}))
+    corpus_marker.seal(root, kb, params, vocab_top=vocab[:2000])
     return root
+
+
+def _dumped_frontmatter(
+    rng: random.Random, i: int, title: str, words: list[str], tags: list[str]
+) -> str:
+    """Frontmatter as a YAML dumper writes it (width 80, indentless lists)."""
+    description = textwrap.wrap(" ".join(words[:20]).capitalize() + ".", 66)
+    source = words[-1]
+    return (
+        f"type: {rng.choice(TYPES)}\n"
+        f"resource: https://catalog.example.com/v2/projects/{words[0]}/datasets/"
+        f"{words[1]}/tables/doc{i:05d}\n"
+        f"title: {title}\n"
+        f"description: {description[0]}\n"
+        + "".join(f"  {line}\n" for line in description[1:])
+        + "tags:\n"
+        + "".join(f"- {tag}\n" for tag in tags)
+        + "generated:\n  by: reference_agent/gemini-3.5-flash\n"
+        f"  at: '2026-07-{1 + i % 28:02d}T23:16:28+00:00'\n"
+        f"sources:\n- id: {source}-doc\n  resource: https://github.com/{source}/{words[2]}\n"
+        f"  title: {' '.join(words[3:6]).title()}\n"
+    )
 
 
 def _median_ms(fn: Callable[[], object], runs: int) -> float:
@@ -286,6 +332,21 @@ def run() -> str:
     }
     small_wall = {k: med(t[0] for t in v) for k, v in small.items()}
     small_per_round = med(a[0] / b[0] for a, b in zip(small["native"], small["fts5"], strict=True))
+    dumped_root = make_corpus(DUMPED_ROOT, SMALL_WORDS, shape="dumped")
+    dumped_project = Project.at(dumped_root)
+    dumped_plan = load_plan(dumped_project)
+    dumped_db = db.with_name("ctindex-bench-dumped-fts5.db")
+    dumped_source = sum(p.stat().st_size for p in _docs(dumped_root))
+    dumped: dict[str, list[tuple[float, float]]] = {"native": [], "fts5": []}
+    for _ in range(RUNS):
+        dumped["native"].append(
+            _timed_cpu(lambda: _rebuild_with(dumped_project, dumped_plan, pure=False))
+        )
+        dumped["fts5"].append(_timed_cpu(lambda: fts5_build(dumped_root, dumped_db)))
+    dumped_wall = {k: med(t[0] for t in v) for k, v in dumped.items()}
+    dumped_per_round = med(
+        a[0] / b[0] for a, b in zip(dumped["native"], dumped["fts5"], strict=True)
+    )
 
     queries = [
         top[40],
@@ -339,6 +400,11 @@ def run() -> str:
         f"{small_wall['native']:,.0f} ms | {small_wall['fts5']:,.0f} ms | "
         f"{small_wall['native'] / small_wall['fts5']:.2f}x (per round {small_per_round:.2f}x) "
         "| ≤ 1.0x |",
+        f"| the same with frontmatter as YAML dumpers write it (~{dumped_source / docs:.0f} B "
+        f"documents, like fixtures/okf-bundles), native, vs FTS5 | "
+        f"{dumped_wall['native']:,.0f} ms | {dumped_wall['fts5']:,.0f} ms | "
+        f"{dumped_wall['native'] / dumped_wall['fts5']:.2f}x "
+        f"(per round {dumped_per_round:.2f}x) | (reported) |",
     ]
     for q in queries[:2]:
         if q in rg_ms:

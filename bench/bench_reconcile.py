@@ -21,15 +21,17 @@ from pathlib import Path
 from ctindex.reconciler import Manifest, ReconcileResult, reconcile
 from ctindex.reconciler.testing import SimpleFilter
 
+from bench import corpus_marker
+
 FILES = 200_000
 DIRS = 2_000  # 100 files per folder, folders two levels deep
 RUNS = 5
 TREE = Path(tempfile.gettempdir()) / f"ctindex-bench-tree-{FILES}"
-MARKER = TREE.with_name(TREE.name + ".complete")  # outside the tree: not part of the walk
 
 
 def make_tree(root: Path = TREE) -> Path:
-    if MARKER.exists():
+    params = {"files": FILES, "dirs": DIRS, "generator": 1}
+    if corpus_marker.reuse(root, root, params) is not None:
         return root
     per_dir = FILES // DIRS
     for d in range(DIRS):
@@ -37,7 +39,7 @@ def make_tree(root: Path = TREE) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         for f in range(per_dir):
             (folder / f"f{f:03d}.md").write_bytes(b"# note %d/%d\nbody text\n" % (d, f))
-    MARKER.write_bytes(b"")
+    corpus_marker.seal(root, root, params)
     return root
 
 

@@ -23,11 +23,12 @@ from pathlib import Path
 
 from ctindex.reconciler import DEFAULT_GRANULARITY_NS
 
+from bench import corpus_marker
+
 FILES = 200_000
 DIRS = 2_000
 RUNS = 7
 ROOT = Path(tempfile.gettempdir()) / f"ctindex-bench-update-{FILES}"
-MARKER = ROOT.with_name(ROOT.name + ".complete")
 FIND = ["find", "-type", "f", "-printf", r"%s %T@ %i\n"]
 # Installed code runs with cached bytecode (bench/bench_index.py says why).
 _BASE_ENV = {
@@ -43,7 +44,8 @@ _RSS = (
 
 
 def make_project(root: Path = ROOT) -> Path:
-    if MARKER.exists():
+    params = {"files": FILES, "dirs": DIRS, "generator": 1}
+    if corpus_marker.reuse(root, root / "kb", params) is not None:
         return root
     (root / ".git").mkdir(parents=True, exist_ok=True)
     (root / ".ct").mkdir(exist_ok=True)
@@ -58,7 +60,7 @@ def make_project(root: Path = ROOT) -> Path:
             (folder / f"f{f:03d}.md").write_text(
                 f"---\ntitle: Note {d} {f}\n---\n\n# note {d}/{f}\nbody text w{d}x{f}\n"
             )
-    MARKER.write_text("")
+    corpus_marker.seal(root, root / "kb", params)
     return root
 
 
