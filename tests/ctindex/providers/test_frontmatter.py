@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 # Mostly characters the reader accepts, with every YAML indicator and
 # line-break oddity it must refuse mixed in.
 _SAFE = "abXY09 _é.,;()/'+-=$↔"
-_RISKY = ':#[]{}"~&*!?|>%@`\t\r\u2028\x85\ufeff\\'
+_RISKY = ':#[]{}"~&*!?|>%@`\t\r\u2028\u2029\x85\ufeff\\'
 _chars = st.sampled_from(_SAFE * 6 + _RISKY)
 _word = st.one_of(
     st.text(st.sampled_from(_SAFE), min_size=1, max_size=10),
@@ -249,6 +249,24 @@ def test_named_shapes(block: str, want: object) -> None:
 )
 def test_the_reader_refuses_what_it_does_not_read(block: str) -> None:
     assert fm.read_without_yaml(block) is None
+
+
+def test_flow_items_with_a_colon_go_to_yaml() -> None:
+    """`[a: b]` holds a one-pair mapping, `[a:]` is an error: any colon in
+    a flow item is left to libyaml."""
+    for block in ("tags: [a: b]", "tags: [x, a:]", "tags: [a:b]"):
+        assert fm.read_without_yaml(block) is None, block
+
+
+def test_nesting_is_bounded() -> None:
+    """Deep nesting is read up to `_MAX_DEPTH` levels, then left to YAML:
+    never a RecursionError, whatever the block."""
+    for depth, read in ((20, True), (30, False), (5000, False)):
+        block = "title: t\nx:\n" + "".join(" " * (i + 1) + f"k{i}:\n" for i in range(depth))
+        got = fm.read_without_yaml(block)
+        assert (got is not None) == read
+        if read:
+            assert got == fm.load_yaml(block) == {"title": "t"}
 
 
 def _bundle_blocks() -> list[tuple[str, str]]:
