@@ -263,7 +263,7 @@ class _Lines:
         if lead == "[":
             return _flow_list(text)
         _check_plain(text)
-        value = text
+        parts = [text]  # folded: a line break is a space, n empty lines are n breaks
         breaks = 0
         while self.at < len(self.lines):
             indent, more = self.lines[self.at]
@@ -271,14 +271,15 @@ class _Lines:
                 breaks += 1
             elif indent > parent:
                 _check_plain(more)
-                value += "\n" * breaks if breaks else " "
-                value += more
+                parts.append("\n" * breaks if breaks else " ")
+                parts.append(more)
                 breaks = 0
             else:
                 break
             self.at += 1
         if breaks:  # trailing empty lines belong to no scalar: leave them
             self.at -= breaks
+        value = "".join(parts)
         return None if value in _NULLS else value
 
 
