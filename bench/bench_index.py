@@ -310,17 +310,13 @@ def run() -> str:
         timings["native"].append(_timed_cpu(lambda: _rebuild_with(project, plan, pure=False)))
         timings["pure"].append(_timed_cpu(lambda: _rebuild_with(project, plan, pure=True)))
         timings["fts5"].append(_timed_cpu(lambda: fts5_build(root, db)))
-    small_root = make_corpus(SMALL_ROOT, SMALL_WORDS)
-    small_project = Project.at(small_root)
-    small_plan = load_plan(small_project)
-    small_db = db.with_name("ctindex-bench-small-fts5.db")
-    small_source = sum(p.stat().st_size for p in _docs(small_root))
-    small: dict[str, list[tuple[float, float]]] = {"native": [], "fts5": []}
-    for _ in range(RUNS):
-        small["native"].append(
-            _timed_cpu(lambda: _rebuild_with(small_project, small_plan, pure=False))
-        )
-        small["fts5"].append(_timed_cpu(lambda: fts5_build(small_root, small_db)))
+    small_wall, small_per_round, small_source = _native_vs_fts5(
+        make_corpus(SMALL_ROOT, SMALL_WORDS), db.with_name("ctindex-bench-small-fts5.db")
+    )
+    dumped_wall, dumped_per_round, dumped_source = _native_vs_fts5(
+        make_corpus(DUMPED_ROOT, SMALL_WORDS, shape="dumped"),
+        db.with_name("ctindex-bench-dumped-fts5.db"),
+    )
     _rebuild_with(project, plan, pure=False)  # the index measured and searched below
     ours_bytes, fts_bytes = _index_bytes(root), db.stat().st_size
     med = statistics.median
@@ -330,23 +326,6 @@ def run() -> str:
         k: med(a[0] / b[0] for a, b in zip(timings[k], timings["fts5"], strict=True))
         for k in ("native", "pure")
     }
-    small_wall = {k: med(t[0] for t in v) for k, v in small.items()}
-    small_per_round = med(a[0] / b[0] for a, b in zip(small["native"], small["fts5"], strict=True))
-    dumped_root = make_corpus(DUMPED_ROOT, SMALL_WORDS, shape="dumped")
-    dumped_project = Project.at(dumped_root)
-    dumped_plan = load_plan(dumped_project)
-    dumped_db = db.with_name("ctindex-bench-dumped-fts5.db")
-    dumped_source = sum(p.stat().st_size for p in _docs(dumped_root))
-    dumped: dict[str, list[tuple[float, float]]] = {"native": [], "fts5": []}
-    for _ in range(RUNS):
-        dumped["native"].append(
-            _timed_cpu(lambda: _rebuild_with(dumped_project, dumped_plan, pure=False))
-        )
-        dumped["fts5"].append(_timed_cpu(lambda: fts5_build(dumped_root, dumped_db)))
-    dumped_wall = {k: med(t[0] for t in v) for k, v in dumped.items()}
-    dumped_per_round = med(
-        a[0] / b[0] for a, b in zip(dumped["native"], dumped["fts5"], strict=True)
-    )
 
     queries = [
         top[40],
@@ -439,6 +418,25 @@ def run() -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _native_vs_fts5(root: Path, db: Path) -> tuple[dict[str, float], float, int]:
+    """Interleaved native rebuilds and FTS5 builds of the corpus at `root`:
+    (median wall ms by side, median per-round ratio, the corpus's bytes)."""
+    from ctindex.policy.plan import load_plan
+    from ctindex.policy.project import Project
+
+    project = Project.at(root)
+    plan = load_plan(project)
+    rounds: dict[str, list[tuple[float, float]]] = {"native": [], "fts5": []}
+    for _ in range(RUNS):
+        rounds["native"].append(_timed_cpu(lambda: _rebuild_with(project, plan, pure=False)))
+        rounds["fts5"].append(_timed_cpu(lambda: fts5_build(root, db)))
+    wall = {k: statistics.median(t[0] for t in v) for k, v in rounds.items()}
+    per_round = statistics.median(
+        a[0] / b[0] for a, b in zip(rounds["native"], rounds["fts5"], strict=True)
+    )
+    return wall, per_round, sum(p.stat().st_size for p in _docs(root))
 
 
 def _daemon_search(root: Path, query: str) -> float | None:
