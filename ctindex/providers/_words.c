@@ -758,8 +758,8 @@ static PyObject *assemble_into(PyObject *self, PyObject *args) {
 /* -- frontmatter ------------------------------------------------------------
  * ctindex/providers/frontmatter.py read_without_yaml, its specification:
  * block YAML of the usual shape (block mappings and sequences by
- * indentation, folded plain scalars, one-line quoted scalars and `[a, b]`
- * lists) read without libyaml, else None. The same functions, the same
+ * indentation, folded plain scalars, one-line quoted scalars, `[a, b]`
+ * lists and `{k: v}` mappings) read without libyaml, else None. The same functions, the same
  * checks, in the same order; it reads the block's UTF-8 bytes, since every
  * character it looks at is ASCII, and builds only the values it returns:
  * the rest of the block is checked, not converted
@@ -901,6 +901,19 @@ static PyObject *fm_double(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
     return fm_str(s + a + 1, q - s - a - 1);
 }
 
+/* _check_flow: 0, or 1 to decline. */
+static int fm_bad_flow(const char *s, Py_ssize_t x, Py_ssize_t y) {
+    if (x == y || fm_indicator(s[x])) return 1;
+    for (Py_ssize_t j = x; j < y; j++) {
+        char c = s[j], d = j + 1 < y ? s[j + 1] : 0;
+        if (c == '[' || c == ']' || c == '{' || c == '}' || c == '#') return 1;
+        if (c == ':' && !((d >= 'A' && d <= 'Z') || (d >= 'a' && d <= 'z') ||
+                          (d >= '0' && d <= '9') || d == '/'))
+            return 1;
+    }
+    return 0;
+}
+
 static PyObject *fm_flow(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
     const char *s = r->s;
     if (s[b - 1] != ']') return fm_decline(r);
@@ -919,9 +932,7 @@ static PyObject *fm_flow(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
         Py_ssize_t x = p, y = q;
         while (x < y && s[x] == ' ') x++;
         while (y > x && s[y - 1] == ' ') y--;
-        int bad = x == y || fm_indicator(s[x]);
-        for (Py_ssize_t j = x; !bad && j < y; j++) bad = strchr("[]{}:#", s[j]) != NULL && s[j];
-        if (bad) {
+        if (fm_bad_flow(s, x, y)) {
             Py_XDECREF(list);
             return fm_decline(r);
         }
@@ -941,6 +952,26 @@ static PyObject *fm_flow(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
     Py_RETURN_NONE;
 }
 
+/* _flow_mapping: `{k: v, ...}` on one line, checked, never kept. */
+static PyObject *fm_flow_map(FmReader *r, Py_ssize_t a, Py_ssize_t b) {
+    const char *s = r->s;
+    if (s[b - 1] != '}') return fm_decline(r);
+    Py_ssize_t lo = a + 1, hi = b - 1, i;
+    for (i = lo; i < hi && s[i] == ' '; i++) {
+    }
+    for (Py_ssize_t p = lo; i < hi && p <= hi;) { /* inner.split(","), each strip(" ") */
+        Py_ssize_t q = p;
+        while (q < hi && s[q] != ',') q++;
+        Py_ssize_t x = p, y = q, rest = 0;
+        while (x < y && s[x] == ' ') x++;
+        while (y > x && s[y - 1] == ' ') y--;
+        if (fm_key(s, x, y, &rest) < 0 || fm_bad_flow(s, rest, y)) return fm_decline(r);
+        p = q + 1;
+    }
+    Py_INCREF(r->not_scalar);
+    return r->not_scalar;
+}
+
 /* inline(): text [a, b) of a line already consumed; a plain scalar goes on
  * over the lines indented past `parent`, folded. */
 static PyObject *fm_inline(FmReader *r, Py_ssize_t a, Py_ssize_t b, Py_ssize_t parent, int keep) {
@@ -948,6 +979,7 @@ static PyObject *fm_inline(FmReader *r, Py_ssize_t a, Py_ssize_t b, Py_ssize_t p
     if (s[a] == '\'') return fm_single(r, a, b, keep);
     if (s[a] == '"') return fm_double(r, a, b, keep);
     if (s[a] == '[') return fm_flow(r, a, b, keep);
+    if (s[a] == '{') return fm_flow_map(r, a, b);
     if (fm_bad_plain(s, a, b)) return fm_decline(r);
     /* First pass: check the continuation lines and size the value. */
     Py_ssize_t size = b - a, breaks = 0, at = r->at, last = r->at;

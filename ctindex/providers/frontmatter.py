@@ -6,11 +6,11 @@ and a warning when the block can not be used.
 
 Most frontmatter is read without YAML. `read_without_yaml` takes block
 YAML of the shape people and dumpers write: block mappings and sequences
-by indentation, plain scalars (folded over lines), one-line quoted scalars
-and one-line `[a, b]` lists. For such a block it returns exactly what
+by indentation, plain scalars (folded over lines), one-line quoted scalars,
+one-line `[a, b]` lists and `{k: v}` mappings. For such a block it returns exactly what
 `load_yaml` (libyaml) would, at a fraction of the cost; for anything it is
 unsure of -- an anchor, a tag, a comment, a block scalar, an escape, a tab,
-a flow mapping -- it returns None and libyaml decides.
+a flow collection over lines -- it returns None and libyaml decides.
 tests/ctindex/providers/test_frontmatter.py holds the two equal on generated
 YAML; ctindex/providers/_words.c `frontmatter` is the same reader in C.
 
@@ -140,9 +140,12 @@ _KEY = re.compile(r"([A-Za-z][A-Za-z0-9_-]{0,63}):(?: +|$)")
 # `?` and `:` may in YAML when a non-space follows, but not here).
 _INDICATORS = frozenset("-?:,[]{}#&*!|>'\"%@`")
 # A plain scalar's text may not hold these (": " starts a mapping value, " #"
-# a comment); a flow item's may hold none of the flow indicators or `:`, `#`.
+# a comment). One in a flow collection may hold no flow indicator and no
+# `#`, and a `:` in it only before a letter, a digit or `/` (a time, a URL):
+# what libyaml does with the others differs from YAML's rules.
 _NOT_IN_PLAIN = re.compile(r": | #|:$")
-_NOT_IN_ITEM = re.compile(r"[\[\]{}:#]")
+_NOT_IN_FLOW = re.compile(r"[\[\]{}#]|:(?![A-Za-z0-9/])")
+_FLOW_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}: ")
 _NULLS = frozenset(("~", "null", "Null", "NULL"))
 _MAX_DEPTH = 24  # nesting levels read here; deeper goes to YAML
 
@@ -262,6 +265,8 @@ class _Lines:
             return text[1:close]
         if lead == "[":
             return _flow_list(text)
+        if lead == "{":
+            return _flow_mapping(text)
         _check_plain(text)
         parts = [text]  # folded: a line break is a space, n empty lines are n breaks
         breaks = 0
@@ -311,7 +316,26 @@ def _flow_list(text: str) -> list[str | None]:
     items: list[str | None] = []
     for raw in inner.split(","):
         item = raw.strip(" ")
-        if not item or item[0] in _INDICATORS or _NOT_IN_ITEM.search(item) is not None:
-            raise _Decline
+        _check_flow(item)
         items.append(None if item in _NULLS else item)
     return items
+
+
+def _flow_mapping(text: str) -> NotScalar:
+    """`{k: v, ...}` on one line, of plain keys and values: checked, not kept."""
+    if not text.endswith("}"):
+        raise _Decline
+    inner = text[1:-1]
+    if inner.strip(" "):
+        for raw in inner.split(","):
+            pair = raw.strip(" ")
+            m = _FLOW_KEY.match(pair)
+            if m is None:
+                raise _Decline
+            _check_flow(pair[m.end() :].lstrip(" "))
+    return NOT_SCALAR
+
+
+def _check_flow(text: str) -> None:
+    if not text or text[0] in _INDICATORS or _NOT_IN_FLOW.search(text) is not None:
+        raise _Decline

@@ -341,6 +341,17 @@ def test_frontmatter_keys_are_at_most_64_characters() -> None:
         "title: x # note",
         "title: a\n  b #c",
         "title: a#b\ntags: [x#y]",
+        "tags: [a:b, http://x, a:?]",
+        "g: { by: human:j@x, at: 2026-06-30T14:00:00Z }\ntitle: t",
+        "g: {}\nh: { }\ntitle: t",
+        "g: {a: b,}",
+        "g: {a:b}",
+        "g: {a: b:}",
+        "g: {a: b: c}",
+        "tags: [a: b]",
+        "g: {a: x:/y, b: 1:2}",
+        "title: {a: b}",
+        "tags:\n- {a: b}\n- c",
         "title: a\x85b",
         "title: a\ufeffb",
         "title: a\udcffb",
@@ -456,7 +467,8 @@ def test_parse_reads_the_common_shape_itself(text: str) -> None:
         "no frontmatter\n",
         "---\r\ntitle: T\r\n---\r\nb",  # CRLF: YAML
         "---\ntitle: &a T\n---\nb",  # YAML
-        "---\ntitle: T\ntype: {a: b}\n---\nb",  # YAML
+        "---\ntitle: T\ntype: {a: b,\n  c: d}\n---\nb",  # YAML
+        "---\ntitle: T\ntype: {a: b}\n---\nb",  # a warning
         "---\ntitle: T\ntype:\n  k: v\n---\nb",  # a warning
         "---\ntype: t\n---\n# Heading title\n",  # title from the heading
         "---\ntitle: [a, b]\n---\nb",  # a warning
