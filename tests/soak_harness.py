@@ -313,10 +313,20 @@ class Soak:
         tags = self.rng.sample(self.vocab[:10], 2)
         self.recent.update(words)
         self.recent.update(tags)
-        text = (
-            f"---\ntitle: {words[0]} {words[1]}\ntags: [{tags[0]}, {tags[1]}]\n---\n"
-            f"{COMMON} {' '.join(words)}\n"
-        ).encode()
+        if self.rng.random() < 0.3:
+            # Frontmatter as YAML dumpers write it (ctindex/providers/frontmatter.py
+            # reads it without libyaml): marker words only in the fields ctindex
+            # indexes, the others fixed text no query asks for.
+            head = (
+                f"type: Table\nresource: https://x.example/t/{self.rng.randint(0, 99)}\n"
+                f"title: {words[0]} {words[1]}\ndescription: {words[2]} and\n"
+                f"  {words[-1]} folded\ntags:\n- {tags[0]}\n- {tags[1]}\n"
+                "generated:\n  by: agent/x\n  at: '2026-07-10T23:16:28+00:00'\n"
+                "sources:\n- id: src\n  resource: https://x.example/src\n"
+            )
+        else:
+            head = f"title: {words[0]} {words[1]}\ntags: [{tags[0]}, {tags[1]}]\n"
+        text = f"---\n{head}---\n{COMMON} {' '.join(words)}\n".encode()
         if size is not None:  # same size: pad or cut the body (ASCII only)
             text = (text + b" " * size)[:size] if len(text) < size else text[:size]
         return text

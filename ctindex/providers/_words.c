@@ -759,11 +759,12 @@ static PyObject *assemble_into(PyObject *self, PyObject *args) {
  * ctindex/providers/frontmatter.py read_without_yaml, its specification:
  * block YAML of the usual shape (block mappings and sequences by
  * indentation, folded plain scalars, one-line quoted scalars, `[a, b]`
- * lists and `{k: v}` mappings) read without libyaml, else None. The same functions, the same
- * checks, in the same order; it reads the block's UTF-8 bytes, since every
- * character it looks at is ASCII, and builds only the values it returns:
- * the rest of the block is checked, not converted
- * (tests/ctindex/providers/test_okf_markdown_native.py). */
+ * lists and `{k: v}` mappings) read without libyaml, else None. The same
+ * functions, the same checks, in the same order; it reads the block's
+ * UTF-8 bytes, since every character it looks at is ASCII, and builds only
+ * the values it returns: the rest of the block is checked, not converted
+ * (tests/ctindex/providers/test_okf_markdown_native.py). A function's NULL
+ * with no exception set is the pure reader's _Decline: ask YAML. */
 
 #define FM_MAX_DEPTH 24 /* frontmatter._MAX_DEPTH */
 #define FM_MAX_KEY 64   /* _KEY: a letter and at most 63 more */
@@ -778,13 +779,9 @@ typedef struct {
     FmLine *lines;
     Py_ssize_t n, at;
     PyObject *not_scalar;
-    int declined; /* a NULL result with no exception: ask YAML */
 } FmReader;
 
-static PyObject *fm_decline(FmReader *r) {
-    r->declined = 1;
-    return NULL;
-}
+static PyObject *fm_decline(void) { return NULL; /* no exception set: ask YAML */ }
 
 /* _UNSAFE over valid UTF-8: a C0 control but "\n", DEL, U+0080-U+009F,
  * U+2028, U+2029, U+FEFF, U+FFFE, U+FFFF. */
@@ -869,14 +866,14 @@ static PyObject *fm_single(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
     Py_ssize_t i = a + 1, quotes = 0;
     for (;;) {
         const char *q = memchr(s + i, '\'', (size_t)(b - i));
-        if (q == NULL) return fm_decline(r);
+        if (q == NULL) return fm_decline();
         Py_ssize_t close = q - s;
         if (close + 1 < b && s[close + 1] == '\'') {
             i = close + 2;
             quotes++;
             continue;
         }
-        if (close + 1 != b) return fm_decline(r);
+        if (close + 1 != b) return fm_decline();
         if (!keep) Py_RETURN_NONE;
         if (quotes == 0) return fm_str(s + a + 1, close - a - 1);
         char *buf = PyMem_Malloc((size_t)(close - a));
@@ -896,7 +893,7 @@ static PyObject *fm_double(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
     const char *s = r->s;
     const char *q = memchr(s + a + 1, '"', (size_t)(b - a - 1));
     if (q == NULL || q - s + 1 != b || memchr(s + a + 1, '\\', (size_t)(q - s - a - 1)) != NULL)
-        return fm_decline(r);
+        return fm_decline();
     if (!keep) Py_RETURN_NONE;
     return fm_str(s + a + 1, q - s - a - 1);
 }
@@ -916,7 +913,7 @@ static int fm_bad_flow(const char *s, Py_ssize_t x, Py_ssize_t y) {
 
 static PyObject *fm_flow(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
     const char *s = r->s;
-    if (s[b - 1] != ']') return fm_decline(r);
+    if (s[b - 1] != ']') return fm_decline();
     Py_ssize_t lo = a + 1, hi = b - 1, i;
     for (i = lo; i < hi && s[i] == ' '; i++) {
     }
@@ -934,7 +931,7 @@ static PyObject *fm_flow(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
         while (y > x && s[y - 1] == ' ') y--;
         if (fm_bad_flow(s, x, y)) {
             Py_XDECREF(list);
-            return fm_decline(r);
+            return fm_decline();
         }
         if (keep) {
             PyObject *item = fm_is_null(s + x, y - x) ? (Py_INCREF(Py_None), Py_None)
@@ -955,7 +952,7 @@ static PyObject *fm_flow(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
 /* _flow_mapping: `{k: v, ...}` on one line, checked, never kept. */
 static PyObject *fm_flow_map(FmReader *r, Py_ssize_t a, Py_ssize_t b) {
     const char *s = r->s;
-    if (s[b - 1] != '}') return fm_decline(r);
+    if (s[b - 1] != '}') return fm_decline();
     Py_ssize_t lo = a + 1, hi = b - 1, i;
     for (i = lo; i < hi && s[i] == ' '; i++) {
     }
@@ -965,7 +962,7 @@ static PyObject *fm_flow_map(FmReader *r, Py_ssize_t a, Py_ssize_t b) {
         Py_ssize_t x = p, y = q, rest = 0;
         while (x < y && s[x] == ' ') x++;
         while (y > x && s[y - 1] == ' ') y--;
-        if (fm_key(s, x, y, &rest) < 0 || fm_bad_flow(s, rest, y)) return fm_decline(r);
+        if (fm_key(s, x, y, &rest) < 0 || fm_bad_flow(s, rest, y)) return fm_decline();
         p = q + 1;
     }
     Py_INCREF(r->not_scalar);
@@ -980,7 +977,7 @@ static PyObject *fm_inline(FmReader *r, Py_ssize_t a, Py_ssize_t b, Py_ssize_t p
     if (s[a] == '"') return fm_double(r, a, b, keep);
     if (s[a] == '[') return fm_flow(r, a, b, keep);
     if (s[a] == '{') return fm_flow_map(r, a, b);
-    if (fm_bad_plain(s, a, b)) return fm_decline(r);
+    if (fm_bad_plain(s, a, b)) return fm_decline();
     /* First pass: check the continuation lines and size the value. */
     Py_ssize_t size = b - a, breaks = 0, at = r->at, last = r->at;
     for (; at < r->n; at++) {
@@ -988,7 +985,7 @@ static PyObject *fm_inline(FmReader *r, Py_ssize_t a, Py_ssize_t b, Py_ssize_t p
         if (l->end == l->text) {
             breaks++;
         } else if (l->indent > parent) {
-            if (fm_bad_plain(s, l->text, l->end)) return fm_decline(r);
+            if (fm_bad_plain(s, l->text, l->end)) return fm_decline();
             size += (breaks ? breaks : 1) + l->end - l->text;
             breaks = 0;
             last = at + 1;
@@ -1045,12 +1042,12 @@ static PyObject *fm_wanted(const char *s, Py_ssize_t n) {
 /* mapping(): keys at column `col`; `meta` the top-level dict to fill, or
  * NULL for a nested mapping (then only checked: not_scalar). */
 static PyObject *fm_mapping(FmReader *r, Py_ssize_t col, int depth, PyObject *meta) {
-    if (depth > FM_MAX_DEPTH) return fm_decline(r);
+    if (depth > FM_MAX_DEPTH) return fm_decline();
     const char *s = r->s;
     FmLine *l;
     while ((l = fm_peek(r)) != NULL && l->indent >= col) {
         Py_ssize_t rest = 0, key = l->indent == col ? fm_key(s, l->text, l->end, &rest) : -1;
-        if (key < 0) return fm_decline(r);
+        if (key < 0) return fm_decline();
         r->at++;
         PyObject *name = meta != NULL ? fm_wanted(s + l->text, key) : NULL;
         PyObject *value = rest < l->end ? fm_inline(r, rest, l->end, col, name != NULL)
@@ -1069,7 +1066,7 @@ static PyObject *fm_mapping(FmReader *r, Py_ssize_t col, int depth, PyObject *me
 }
 
 static PyObject *fm_sequence(FmReader *r, Py_ssize_t col, int depth, int keep) {
-    if (depth > FM_MAX_DEPTH) return fm_decline(r);
+    if (depth > FM_MAX_DEPTH) return fm_decline();
     const char *s = r->s;
     PyObject *items = keep ? PyList_New(0) : NULL;
     if (keep && items == NULL) return NULL;
@@ -1077,7 +1074,7 @@ static PyObject *fm_sequence(FmReader *r, Py_ssize_t col, int depth, int keep) {
     while ((l = fm_peek(r)) != NULL && l->indent >= col) {
         if (l->indent > col) {
             Py_XDECREF(items);
-            return fm_decline(r);
+            return fm_decline();
         }
         if (!fm_dash(s, l)) break;
         r->at++;
@@ -1136,7 +1133,7 @@ static PyObject *fm_read(const char *s, Py_ssize_t n, PyObject *not_scalar) {
     if (fm_unsafe((const unsigned char *)s, n)) Py_RETURN_NONE;
     Py_ssize_t count = 1;
     for (const char *p = s; (p = memchr(p, '\n', (size_t)(s + n - p))) != NULL; p++) count++;
-    FmReader r = {s, PyMem_Malloc((size_t)count * sizeof(FmLine)), count, 0, not_scalar, 0};
+    FmReader r = {s, PyMem_Malloc((size_t)count * sizeof(FmLine)), count, 0, not_scalar};
     if (r.lines == NULL) return PyErr_NoMemory();
     for (Py_ssize_t i = 0, pos = 0; i < count; i++) {
         const char *nl = memchr(s + pos, '\n', (size_t)(n - pos));

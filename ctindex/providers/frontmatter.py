@@ -166,7 +166,7 @@ def read_without_yaml(block: str) -> dict[str, Any] | None:
         meta = lines.mapping(0, 0, top=True)
     except _Decline:
         return None
-    return meta if lines.peek() is None else None
+    return meta if isinstance(meta, dict) and lines.peek() is None else None
 
 
 class _Lines:
@@ -189,8 +189,9 @@ class _Lines:
             self.at += 1
         return None
 
-    def mapping(self, col: int, depth: int, top: bool = False) -> Any:
-        """The block mapping whose keys sit at column `col`."""
+    def mapping(self, col: int, depth: int, top: bool = False) -> dict[str, Any] | NotScalar:
+        """The block mapping whose keys sit at column `col`: at the top, its
+        wanted fields; below it, only checked."""
         if depth > _MAX_DEPTH:
             raise _Decline
         meta: dict[str, Any] = {}
@@ -230,6 +231,7 @@ class _Lines:
                 item = self.mapping(col + len(text) - len(rest), depth + 1)
             else:
                 item = self.inline(rest, col)
+            # A list in a list is not a scalar either (`_node_value`, nested).
             items.append(NOT_SCALAR if isinstance(item, list) else item)
         return items
 
@@ -253,8 +255,9 @@ class _Lines:
         return self.inline(text, col)
 
     def inline(self, text: str, parent: int) -> Any:
-        """A scalar or `[...]` starting within a line (already consumed);
-        a plain scalar goes on over the lines indented past `parent`."""
+        """A scalar, `[...]` or `{...}` starting within a line (already
+        consumed); a plain scalar goes on over the lines indented past
+        `parent`."""
         lead = text[0]
         if lead == "'":
             return _single_quoted(text)
