@@ -281,14 +281,57 @@ static PyObject *terms(PyObject *self, PyObject *args) {
 }
 
 PyDoc_STRVAR(fields_terms_doc,
-             "fields_terms(docs, cache) -> (terms, unknown)\n\n"
+             "fields_terms(docs, cache, stem=None) -> (terms, unknown)\n\n"
              "terms() of every text of every document (`docs`: a list of tuples of\n"
              "str), in one call: terms[d][f] is document d's field f. `unknown` lists\n"
-             "(terms[d][f], missing) for each field that has words the cache lacks.");
+             "(terms[d][f], missing) for each field that has words the cache lacks.\n"
+             "With `stem`, those words are first handed to stem(words), as one set,\n"
+             "which must put each in the cache; they are then looked up and put in\n"
+             "place, and `unknown` is empty (okf_markdown._fields_terms, pure path).");
+
+/* The words of `unknown` (as a set) to stem(words), then each one replaced
+ * by cache[word] in its list: 0, or -1 with an exception. */
+static int stem_unknown(PyObject *unknown, PyObject *cache, PyObject *stem) {
+    Py_ssize_t n = PyList_GET_SIZE(unknown);
+    PyObject *words = PySet_New(NULL);
+    if (words == NULL) return -1;
+    for (Py_ssize_t u = 0; u < n; u++) {
+        PyObject *found = PyTuple_GET_ITEM(PyList_GET_ITEM(unknown, u), 0);
+        PyObject *missing = PyTuple_GET_ITEM(PyList_GET_ITEM(unknown, u), 1);
+        for (Py_ssize_t m = 0; m < PyList_GET_SIZE(missing); m++) {
+            Py_ssize_t at = PyLong_AsSsize_t(PyList_GET_ITEM(missing, m));
+            if (PySet_Add(words, PyList_GET_ITEM(found, at)) < 0) {
+                Py_DECREF(words);
+                return -1;
+            }
+        }
+    }
+    PyObject *done = PyObject_CallOneArg(stem, words);
+    Py_DECREF(words);
+    if (done == NULL) return -1;
+    Py_DECREF(done);
+    for (Py_ssize_t u = 0; u < n; u++) {
+        PyObject *found = PyTuple_GET_ITEM(PyList_GET_ITEM(unknown, u), 0);
+        PyObject *missing = PyTuple_GET_ITEM(PyList_GET_ITEM(unknown, u), 1);
+        for (Py_ssize_t m = 0; m < PyList_GET_SIZE(missing); m++) {
+            Py_ssize_t at = PyLong_AsSsize_t(PyList_GET_ITEM(missing, m));
+            PyObject *word = PyList_GET_ITEM(found, at);
+            PyObject *term = PyDict_GetItemWithError(cache, word); /* borrowed */
+            if (term == NULL) {
+                if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, word);
+                return -1;
+            }
+            Py_INCREF(term);
+            PyList_SetItem(found, at, term); /* drops the word */
+        }
+    }
+    return 0;
+}
 
 static PyObject *fields_terms(PyObject *self, PyObject *args) {
-    PyObject *docs, *cache;
-    if (!PyArg_ParseTuple(args, "O!O!:fields_terms", &PyList_Type, &docs, &PyDict_Type, &cache))
+    PyObject *docs, *cache, *stem = Py_None;
+    if (!PyArg_ParseTuple(args, "O!O!|O:fields_terms", &PyList_Type, &docs, &PyDict_Type, &cache,
+                          &stem))
         return NULL;
     if (memo_bind(cache) < 0) return NULL;
     Py_ssize_t ndocs = PyList_GET_SIZE(docs);
@@ -323,6 +366,11 @@ static PyObject *fields_terms(PyObject *self, PyObject *args) {
                 Py_DECREF(pair);
             }
         }
+    }
+    if (stem != Py_None && PyList_GET_SIZE(unknown) > 0) {
+        if (stem_unknown(unknown, cache, stem) < 0) goto fail;
+        Py_SETREF(unknown, PyList_New(0));
+        if (unknown == NULL) goto fail;
     }
     return Py_BuildValue("(NN)", out, unknown);
 fail:

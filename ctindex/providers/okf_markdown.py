@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any, Protocol, cast
 
@@ -279,7 +279,10 @@ class _WordsModule(Protocol):
 
     def terms(self, text: str, cache: dict[str, str]) -> tuple[list[str], list[int] | None]: ...
     def fields_terms(
-        self, docs: list[tuple[str, ...]], cache: dict[str, str]
+        self,
+        docs: list[tuple[str, ...]],
+        cache: dict[str, str],
+        stem: Callable[[set[str]], None] | None = None,
     ) -> tuple[list[list[list[str]]], list[tuple[list[str], list[int]]]]: ...
     def assemble(
         self, fields: list[list[str]], doc_type: str, tags: tuple[str, ...], layout: _Layout
@@ -330,13 +333,8 @@ def _fields_terms(docs: Sequence[Document]) -> list[list[list[str]]]:
         del wanted
         get = cache.__getitem__
         return [[list(map(get, raw)) for raw in fields] for fields in raws]
-    # unknown: the fields with words left in place, and those words' indexes
-    out, unknown = native.fields_terms([_field_texts(doc) for doc in docs], cache)
-    if unknown:
-        _stem_words({found[i] for found, missing in unknown for i in missing})
-        for found, missing in unknown:
-            for i in missing:
-                found[i] = cache[found[i]]
+    # The words the cache lacks go to _stem_words as one set, then in place.
+    out, _unknown = native.fields_terms([_field_texts(doc) for doc in docs], cache, _stem_words)
     return out
 
 

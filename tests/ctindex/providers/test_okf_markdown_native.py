@@ -68,6 +68,55 @@ def test_fields_terms_is_terms_of_each_field(docs: list[tuple[str, ...]], known:
     assert all(any(found is f for f in lists) for found, _ in unknown)  # fixed up in place
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    docs=st.lists(st.lists(_text, max_size=4).map(tuple), max_size=5),
+    known=st.sets(st.sampled_from(["a", "b", "ab", "1", "é", "\u4e00"])),
+    clear=st.booleans(),
+)
+def test_fields_terms_stems_what_the_cache_lacks_in_one_call(
+    docs: list[tuple[str, ...]], known: set[str], clear: bool
+) -> None:
+    """With `stem`: the words the cache lacks, as one set, to one stem() call
+    (which may even empty the cache first, as a full one is), then every
+    field's terms complete, as the pure path's lookups after stemming."""
+    native = _native()
+    cache = {w: w.upper() for w in known}
+    calls: list[set[str]] = []
+
+    def stem(words: set[str]) -> None:
+        calls.append(set(words))
+        if clear:
+            cache.clear()
+        cache.update((w, w.upper() + "~") for w in words)
+
+    want_missing = {
+        w for texts in docs for text in texts for w in okf.words(text) if w not in cache
+    }
+    got, unknown = native.fields_terms(list(docs), cache, stem)
+    assert unknown == []
+    assert calls == ([want_missing] if want_missing else [])
+    # As the pure path: every word through the cache as it stands after stemming,
+    # where a word already known before a clear keeps the term it had.
+    before = {w: w.upper() for w in known}
+    want = [
+        [[cache.get(w) or before[w] for w in okf.words(text)] for text in texts] for texts in docs
+    ]
+    assert got == want
+
+
+def test_fields_terms_passes_on_a_stem_that_fails() -> None:
+    native = _native()
+
+    def broken(words: set[str]) -> None:
+        raise RuntimeError("stemmer down")
+
+    with pytest.raises(RuntimeError, match="stemmer down"):
+        native.fields_terms([("new words",)], {}, broken)
+    with pytest.raises(KeyError):  # a stem() that does not fill the cache
+        native.fields_terms([("new words",)], {}, lambda words: None)
+
+
 @settings(max_examples=50, deadline=None)
 @given(
     words=st.lists(
