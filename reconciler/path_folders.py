@@ -21,10 +21,16 @@ path and identity (docs/decisions/portability.md):
   so after resolving it the folder's path must still name the folder (one
   more lstat), or an ancestor swapped for a symlink would lead the lstat
   and the open alike to a same-named entry outside, which both checks
-  above would accept.
+  above would accept;
+* a swap and swap back between those checks (ABA) would still pass them,
+  so where the system tells the path an open file really has (Linux's
+  /proc/self/fd, macOS's F_GETPATH), that path must lie under the real
+  path of the root the handles descend from: a file outside the root is
+  closed unread whatever the timing.
 
-What remains: a swap and swap back between the two checks (ABA) is not
-seen. The POSIX walk has no such window; the portability note says so.
+What remains: on a system that does not tell an open file's path (Windows
+here: GetFinalPathNameByHandle is not used yet) the ABA window stays. The
+POSIX walk has no such window; the portability note says so.
 
 Handles are process-wide (one registry), so FsOps built separately (tests
 wrap one primitive and keep the others) agree on them.
@@ -36,6 +42,7 @@ import errno
 import itertools
 import os
 import stat as stat_mod
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,6 +58,7 @@ class Folder(NamedTuple):
     path: str
     dev: int
     ino: int
+    root: str  # the real path of the root it descends from (opened by path)
 
 
 _folders: dict[int, Folder] = {}
@@ -102,9 +110,10 @@ def open_at(name: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = No
         if not stat_mod.S_ISDIR(st.st_mode):
             raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
         _still_there(dir_fd)  # the lstat went through the parent, not a swapped-in link
+        root = os.path.realpath(path) if dir_fd is None else _folder(dir_fd).root
         with _lock:
             handle = next(_ids)
-            _folders[handle] = Folder(path, st.st_dev, st.st_ino)
+            _folders[handle] = Folder(path, st.st_dev, st.st_ino, root)
         return handle
     fd = os.open(path, flags & ~WANT_DIR, mode)
     try:
@@ -117,10 +126,49 @@ def open_at(name: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = No
         raise _gone(path)
     try:
         _still_there(dir_fd)  # and both went through the parent
+        if dir_fd is not None and not _inside(fd, _folder(dir_fd).root):
+            raise _gone(path)  # swapped out and back between the checks (ABA)
     except OSError:
         os.close(fd)
         raise
     return fd
+
+
+def _inside(fd: int, root: str) -> bool:
+    """False only when the system tells where `fd` really is, and it is not
+    under `root` (True where it can not tell: see the module's note)."""
+    real = final_path(fd)
+    if real is None:
+        return True
+    top = root.rstrip(os.sep) + os.sep
+    return real == root or real.startswith(top)
+
+
+def tells_final_path() -> bool:
+    """Whether `final_path` can answer on this system."""
+    return sys.platform == "darwin" or (
+        sys.platform.startswith("linux") and os.path.isdir("/proc/self/fd")
+    )
+
+
+def final_path(fd: int) -> str | None:
+    """The path the system holds for the open descriptor `fd`, or None where
+    it does not tell (or the lookup fails)."""
+    try:
+        if sys.platform.startswith("linux"):
+            return os.readlink(f"/proc/self/fd/{fd}")
+        if sys.platform == "darwin":
+            import fcntl
+
+            got = fcntl.fcntl(fd, _F_GETPATH, bytes(_MAXPATHLEN))
+            return os.fsdecode(got.split(b"\0", 1)[0])
+    except OSError:
+        return None
+    return None
+
+
+_F_GETPATH = 50  # <sys/fcntl.h> on macOS
+_MAXPATHLEN = 1024  # <sys/param.h> on macOS: F_GETPATH's buffer
 
 
 def close(handle: int) -> None:

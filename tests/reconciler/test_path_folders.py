@@ -107,6 +107,73 @@ def test_a_parent_swapped_for_a_symlink_does_not_lead_outside(tmp_path: Path, ki
     assert path_folders.open_count() == 0
 
 
+@pytest.mark.skipif(not path_folders.tells_final_path(), reason="the system does not tell it")
+def test_a_parent_swapped_out_and_back_between_the_checks_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ABA: the parent is a symlink to the outside while the file is looked
+    up and opened, and the real folder again when its identity is checked.
+    The open file's real path gives it away: closed unread."""
+    root = tmp_path / "root"
+    (root / "d").mkdir(parents=True)
+    (root / "d" / "same.md").write_text("in")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "same.md").write_text("secret")
+    top = path_folders.open_at(str(root), path_folders.WANT_DIR)
+    handle = path_folders.open_at("d", path_folders.WANT_DIR, dir_fd=top)
+    real_check = path_folders._check
+    opened: list[int] = []
+    real_open = os.open
+
+    def spy_open(path: str, flags: int, mode: int = 0o777) -> int:
+        fd = real_open(path, flags, mode)
+        opened.append(fd)
+        return fd
+
+    try:
+        (root / "d").rename(root / "d-real")
+        (root / "d").symlink_to(outside)
+
+        def swap_back_then_check(folder: path_folders.Folder) -> None:
+            if (root / "d").is_symlink():  # the swap back lands just before the check
+                (root / "d").unlink()
+                (root / "d-real").rename(root / "d")
+            real_check(folder)
+
+        monkeypatch.setattr(path_folders, "_check", swap_back_then_check)
+        monkeypatch.setattr(path_folders.os, "open", spy_open)
+        with pytest.raises(OSError) as got:
+            path_folders.open_at("same.md", os.O_RDONLY, dir_fd=handle)
+        assert got.value.errno == errno.ENOENT
+        assert len(opened) == 1  # it was opened (outside), then closed unread
+        with pytest.raises(OSError):
+            os.fstat(opened[0])
+        monkeypatch.undo()
+        fd = path_folders.open_at("same.md", os.O_RDONLY, dir_fd=handle)  # the real one
+        try:
+            assert os.read(fd, 10) == b"in"
+        finally:
+            os.close(fd)
+    finally:
+        path_folders.close(handle)
+        path_folders.close(top)
+    assert path_folders.open_count() == 0
+
+
+def test_the_final_path_is_where_the_file_is(tmp_path: Path) -> None:
+    (tmp_path / "f.md").write_text("x")
+    fd = os.open(tmp_path / "f.md", os.O_RDONLY)
+    try:
+        got = path_folders.final_path(fd)
+        if path_folders.tells_final_path():
+            assert got == os.path.realpath(tmp_path / "f.md")
+        else:
+            assert got is None
+    finally:
+        os.close(fd)
+
+
 def test_a_file_replaced_by_a_symlink_is_not_read(tmp_path: Path) -> None:
     (tmp_path / "secret.md").write_text("secret")
     (tmp_path / "f.md").symlink_to(tmp_path / "secret.md")
