@@ -807,10 +807,11 @@ static PyObject *assemble_into(PyObject *self, PyObject *args) {
  * ctindex/providers/frontmatter.py read_without_yaml, its specification:
  * block YAML of the usual shape (block mappings and sequences by
  * indentation, folded plain scalars, one-line quoted scalars, `[a, b]`
- * lists and `{k: v}` mappings) read without libyaml, else None. The same
- * functions, the same checks, in the same order; it reads the block's
- * UTF-8 bytes, since every character it looks at is ASCII, and builds only
- * the values it returns: the rest of the block is checked, not converted
+ * lists and `{k: v}` mappings; comments skipped) read without libyaml,
+ * else None. The same functions, the same checks, in the same order; it
+ * reads the block's UTF-8 bytes, since every character it looks at is
+ * ASCII, and builds only the values it returns: the rest of the block is
+ * checked, not converted
  * (tests/ctindex/providers/test_okf_markdown_native.py). A function's NULL
  * with no exception set is the pure reader's _Decline: ask YAML. */
 
@@ -895,10 +896,31 @@ static int fm_dash(const char *s, const FmLine *l) {
 static FmLine *fm_peek(FmReader *r) {
     while (r->at < r->n) {
         FmLine *l = &r->lines[r->at];
-        if (l->end > l->text) return l;
+        if (l->end > l->text && r->s[l->text] != '#') return l; /* not empty, not a comment */
         r->at++;
     }
     return NULL;
+}
+
+/* _uncommented: the end of [a, b) before a " #" comment, its spaces
+ * dropped, with *cut set when there was one; else b. */
+static Py_ssize_t fm_uncommented(const char *s, Py_ssize_t a, Py_ssize_t b, int *cut) {
+    for (Py_ssize_t i = a; i + 1 < b; i++)
+        if (s[i] == ' ' && s[i + 1] == '#') {
+            while (i > a && s[i - 1] == ' ') i--;
+            *cut = 1;
+            return i;
+        }
+    *cut = 0;
+    return b;
+}
+
+/* _ends: [j, b) is nothing, or spaces and a comment. */
+static int fm_ends(const char *s, Py_ssize_t j, Py_ssize_t b) {
+    if (j == b) return 1;
+    if (s[j] != ' ') return 0;
+    while (j < b && s[j] == ' ') j++;
+    return j < b && s[j] == '#';
 }
 
 static PyObject *fm_mapping(FmReader *r, Py_ssize_t col, int depth, PyObject *meta);
@@ -921,7 +943,7 @@ static PyObject *fm_single(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
             quotes++;
             continue;
         }
-        if (close + 1 != b) return fm_decline();
+        if (!fm_ends(s, close + 1, b)) return fm_decline();
         if (!keep) Py_RETURN_NONE;
         if (quotes == 0) return fm_str(s + a + 1, close - a - 1);
         char *buf = PyMem_Malloc((size_t)(close - a));
@@ -940,7 +962,8 @@ static PyObject *fm_single(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
 static PyObject *fm_double(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
     const char *s = r->s;
     const char *q = memchr(s + a + 1, '"', (size_t)(b - a - 1));
-    if (q == NULL || q - s + 1 != b || memchr(s + a + 1, '\\', (size_t)(q - s - a - 1)) != NULL)
+    if (q == NULL || memchr(s + a + 1, '\\', (size_t)(q - s - a - 1)) != NULL ||
+        !fm_ends(s, q - s + 1, b))
         return fm_decline();
     if (!keep) Py_RETURN_NONE;
     return fm_str(s + a + 1, q - s - a - 1);
@@ -1023,16 +1046,22 @@ static PyObject *fm_inline(FmReader *r, Py_ssize_t a, Py_ssize_t b, Py_ssize_t p
     const char *s = r->s;
     if (s[a] == '\'') return fm_single(r, a, b, keep);
     if (s[a] == '"') return fm_double(r, a, b, keep);
-    if (s[a] == '[') return fm_flow(r, a, b, keep);
-    if (s[a] == '{') return fm_flow_map(r, a, b);
+    int cut; /* a comment ends the scalar */
+    if (s[a] == '[') return fm_flow(r, a, fm_uncommented(s, a, b, &cut), keep);
+    if (s[a] == '{') return fm_flow_map(r, a, fm_uncommented(s, a, b, &cut));
+    b = fm_uncommented(s, a, b, &cut);
     if (fm_bad_plain(s, a, b)) return fm_decline();
-    /* First pass: check the continuation lines and size the value. */
+    /* First pass: check the continuation lines (each one's comment cut off
+     * in place: it is consumed) and size the value. */
     Py_ssize_t size = b - a, breaks = 0, at = r->at, last = r->at;
-    for (; at < r->n; at++) {
-        const FmLine *l = &r->lines[at];
+    for (; !cut && at < r->n; at++) {
+        FmLine *l = &r->lines[at];
         if (l->end == l->text) {
             breaks++;
+        } else if (s[l->text] == '#') {
+            break; /* a comment line ends it too (fm_peek skips the line) */
         } else if (l->indent > parent) {
+            l->end = fm_uncommented(s, l->text, l->end, &cut);
             if (fm_bad_plain(s, l->text, l->end)) return fm_decline();
             size += (breaks ? breaks : 1) + l->end - l->text;
             breaks = 0;
@@ -1098,8 +1127,9 @@ static PyObject *fm_mapping(FmReader *r, Py_ssize_t col, int depth, PyObject *me
         if (key < 0) return fm_decline();
         r->at++;
         PyObject *name = meta != NULL ? fm_wanted(s + l->text, key) : NULL;
-        PyObject *value = rest < l->end ? fm_inline(r, rest, l->end, col, name != NULL)
-                                        : fm_block_value(r, col, depth, 1, name != NULL);
+        PyObject *value = rest < l->end && s[rest] != '#' /* `key: # note`: no value here */
+                              ? fm_inline(r, rest, l->end, col, name != NULL)
+                              : fm_block_value(r, col, depth, 1, name != NULL);
         if (value == NULL) return NULL;
         int bad = name != NULL && PyDict_SetItem(meta, name, value) < 0;
         Py_DECREF(value);
@@ -1129,7 +1159,7 @@ static PyObject *fm_sequence(FmReader *r, Py_ssize_t col, int depth, int keep) {
         Py_ssize_t rest = l->text + 1, unused;
         while (rest < l->end && s[rest] == ' ') rest++;
         PyObject *item;
-        if (rest == l->end) {
+        if (rest == l->end || s[rest] == '#') {
             item = fm_block_value(r, col, depth, 0, keep);
         } else if (fm_key(s, rest, l->end, &unused) >= 0) {
             /* `- key: value`: a mapping whose keys sit where this one does */

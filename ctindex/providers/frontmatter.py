@@ -9,8 +9,9 @@ YAML of the shape people and dumpers write: block mappings and sequences
 by indentation, plain scalars (folded over lines), one-line quoted scalars,
 one-line `[a, b]` lists and `{k: v}` mappings. For such a block it returns exactly what
 `load_yaml` (libyaml) would, at a fraction of the cost; for anything it is
-unsure of -- an anchor, a tag, a comment, a block scalar, an escape, a tab,
-a flow collection over lines -- it returns None and libyaml decides.
+unsure of -- an anchor, a tag, a block scalar, an escape, a tab, a flow
+collection over lines -- it returns None and libyaml decides. Comments are
+skipped: whole-line ones between entries, and ` # ...` after a value.
 tests/ctindex/providers/test_frontmatter.py holds the two equal on generated
 YAML; ctindex/providers/_words.c `frontmatter` is the same reader in C.
 
@@ -181,10 +182,10 @@ class _Lines:
         self.at = 0
 
     def peek(self) -> tuple[int, str] | None:
-        """The next line that is not empty (skipping the empty ones)."""
+        """The next line that is neither empty nor a comment (skipping those)."""
         while self.at < len(self.lines):
             line = self.lines[self.at]
-            if line[1]:
+            if line[1] and line[1][0] != "#":
                 return line
             self.at += 1
         return None
@@ -201,7 +202,7 @@ class _Lines:
                 raise _Decline
             self.at += 1
             rest = line[1][m.end() :]
-            if rest:
+            if rest and rest[0] != "#":  # `key: # note` has no value on its line
                 value = self.inline(rest, col)
             else:
                 value = self.block_value(col, depth, indentless=True)
@@ -222,7 +223,7 @@ class _Lines:
                 break  # the mapping this sequence is the value of goes on
             self.at += 1
             rest = text[1:].lstrip(" ")
-            if not rest:
+            if not rest or rest[0] == "#":
                 item = self.block_value(col, depth, indentless=False)
             elif _KEY.match(rest) is not None:
                 # `- key: value`: a mapping whose keys sit where this one does
@@ -263,21 +264,25 @@ class _Lines:
             return _single_quoted(text)
         if lead == '"':
             close = text.find('"', 1)
-            if close < 0 or "\\" in text[:close] or text[close + 1 :]:
+            if close < 0 or "\\" in text[:close] or not _ends(text[close + 1 :]):
                 raise _Decline
             return text[1:close]
         if lead == "[":
-            return _flow_list(text)
+            return _flow_list(_uncommented(text)[0])
         if lead == "{":
-            return _flow_mapping(text)
+            return _flow_mapping(_uncommented(text)[0])
+        text, ended = _uncommented(text)  # a comment ends the scalar
         _check_plain(text)
         parts = [text]  # folded: a line break is a space, n empty lines are n breaks
         breaks = 0
-        while self.at < len(self.lines):
+        while not ended and self.at < len(self.lines):
             indent, more = self.lines[self.at]
             if not more:
                 breaks += 1
+            elif more[0] == "#":
+                break  # a comment line ends it too (peek skips the line)
             elif indent > parent:
+                more, ended = _uncommented(more)
                 _check_plain(more)
                 parts.append("\n" * breaks if breaks else " ")
                 parts.append(more)
@@ -289,6 +294,17 @@ class _Lines:
             self.at -= breaks
         value = "".join(parts)
         return None if value in _NULLS else value
+
+
+def _uncommented(text: str) -> tuple[str, bool]:
+    """`text` without a ` # ...` comment, and whether it had one."""
+    at = text.find(" #")
+    return (text, False) if at < 0 else (text[:at].rstrip(" "), True)
+
+
+def _ends(rest: str) -> bool:
+    """What may follow a quoted scalar on its line: nothing, or a comment."""
+    return not rest or (rest[0] == " " and rest.lstrip(" ")[:1] == "#")
 
 
 def _check_plain(text: str) -> None:
@@ -305,7 +321,7 @@ def _single_quoted(text: str) -> str:
         if text[close + 1 : close + 2] == "'":
             i = close + 2
             continue
-        if text[close + 1 :]:
+        if not _ends(text[close + 1 :]):
             raise _Decline
         return text[1:close].replace("''", "'")
 

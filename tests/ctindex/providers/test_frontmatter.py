@@ -85,6 +85,12 @@ def _plain(words: list[str], breaks: list[int], indent: str) -> str:
 def _scalar(draw: st.DrawFn, indent: str) -> str:
     style = draw(st.sampled_from(["plain", "plain", "single", "double", "flow", "map"]))
     words = draw(st.lists(_word, min_size=1, max_size=4))
+    note = draw(st.sampled_from(["", "", "", " # note", "  #n", " #", "#x"]))
+    return draw(_styled(style, words, indent)) + note
+
+
+@st.composite
+def _styled(draw: st.DrawFn, style: str, words: list[str], indent: str) -> str:
     if style == "plain":
         breaks = draw(st.lists(st.sampled_from([0, 0, 1, 2]), max_size=3))
         more = draw(st.sampled_from(["", " ", "  "]))
@@ -107,6 +113,8 @@ def _block(draw: st.DrawFn) -> str:
     """A block mapping at column 0, each value rendered inline or below its key."""
     lines: list[str] = []
     for key in draw(st.lists(_key, min_size=1, max_size=6)):
+        if draw(st.integers(0, 5)) == 0:
+            lines.append(draw(st.sampled_from(["# note", "  # indented note", "#"])))
         kind = draw(st.sampled_from(["scalar", "scalar", "seq", "map", "empty"]))
         if kind == "empty":
             lines.append(f"{key}:")
@@ -231,6 +239,15 @@ def test_the_reader_agrees_with_libyaml_on_line_soup(lines: list[str]) -> None:
             {"title": "spread over lines", "type": fm.NOT_SCALAR},
         ),
         ("title: t\ntype: {a: b,\n  c: d}\n", None),  # over lines: YAML's
+        (  # comments: whole lines between entries, and after values
+            "# about\ntitle: x # note\ntype: 'q' # n\ntags:\n# c\n- a #c\n  # c2\n- [b] # n\n"
+            "description: one\n  two # end\n\n# c\nother: # n\n",
+            {"title": "x", "type": "q", "tags": ["a", fm.NOT_SCALAR], "description": "one two"},
+        ),
+        (
+            "description: foo\n  # an indented comment line ends it\ntype: t",
+            {"description": "foo", "type": "t"},
+        ),
     ],
 )
 def test_named_shapes(block: str, want: object) -> None:
@@ -243,7 +260,9 @@ def test_named_shapes(block: str, want: object) -> None:
     "block",
     [
         "title: a: b\n",
-        "title: x # note\n",
+        "title: 'x'#c\n",
+        "description: foo\n  # a comment ends the scalar\n  bar\n",
+        "description: foo\n  bar # so does this one\n  baz\n",
         "title: a\n  continued: x\n",
         "tags: [a, b,]\n",
         "title: x\r\n",
@@ -251,7 +270,6 @@ def test_named_shapes(block: str, want: object) -> None:
         'title: "a\\tb"\n',
         "title: &a x\n",
         "title: |\n  text\n",
-        "# comment\ntitle: x\n",
         "  title: x\n",
         "- a\n",
         "title: x\n  - y\n",
