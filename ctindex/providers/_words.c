@@ -982,24 +982,42 @@ static int fm_bad_flow(const char *s, Py_ssize_t x, Py_ssize_t y) {
     return 0;
 }
 
+/* _flow_parts of a one-line flow collection [a, b) whose last character
+ * must be `close`: its inside in [*lo, *hi); 1 when it has parts, 0 when it
+ * holds only spaces, -1 when the line does not end with `close`. */
+static int fm_flow_inner(const char *s, Py_ssize_t a, Py_ssize_t b, char close, Py_ssize_t *lo,
+                         Py_ssize_t *hi) {
+    if (s[b - 1] != close) return -1;
+    *lo = a + 1;
+    *hi = b - 1;
+    for (Py_ssize_t i = *lo; i < *hi; i++)
+        if (s[i] != ' ') return 1;
+    return 0;
+}
+
+/* The next part from *p up to hi (inner.split(","), stripped) in [*x, *y);
+ * 0 past the last one. */
+static int fm_flow_part(const char *s, Py_ssize_t *p, Py_ssize_t hi, Py_ssize_t *x,
+                        Py_ssize_t *y) {
+    if (*p > hi) return 0;
+    Py_ssize_t q = *p;
+    while (q < hi && s[q] != ',') q++;
+    *x = *p;
+    *y = q;
+    while (*x < *y && s[*x] == ' ') (*x)++;
+    while (*y > *x && s[*y - 1] == ' ') (*y)--;
+    *p = q + 1;
+    return 1;
+}
+
 static PyObject *fm_flow(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
     const char *s = r->s;
-    if (s[b - 1] != ']') return fm_decline();
-    Py_ssize_t lo = a + 1, hi = b - 1, i;
-    for (i = lo; i < hi && s[i] == ' '; i++) {
-    }
+    Py_ssize_t lo, hi, x, y;
+    int has = fm_flow_inner(s, a, b, ']', &lo, &hi);
+    if (has < 0) return fm_decline();
     PyObject *list = keep ? PyList_New(0) : NULL;
     if (keep && list == NULL) return NULL;
-    if (i == hi) {
-        if (keep) return list;
-        Py_RETURN_NONE;
-    }
-    for (Py_ssize_t p = lo; p <= hi;) { /* inner.split(","), each strip(" ") */
-        Py_ssize_t q = p;
-        while (q < hi && s[q] != ',') q++;
-        Py_ssize_t x = p, y = q;
-        while (x < y && s[x] == ' ') x++;
-        while (y > x && s[y - 1] == ' ') y--;
+    for (Py_ssize_t p = lo; has && fm_flow_part(s, &p, hi, &x, &y);) {
         if (fm_bad_flow(s, x, y)) {
             Py_XDECREF(list);
             return fm_decline();
@@ -1014,7 +1032,6 @@ static PyObject *fm_flow(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
             }
             Py_DECREF(item);
         }
-        p = q + 1;
     }
     if (keep) return list;
     Py_RETURN_NONE;
@@ -1023,19 +1040,11 @@ static PyObject *fm_flow(FmReader *r, Py_ssize_t a, Py_ssize_t b, int keep) {
 /* _flow_mapping: `{k: v, ...}` on one line, checked, never kept. */
 static PyObject *fm_flow_map(FmReader *r, Py_ssize_t a, Py_ssize_t b) {
     const char *s = r->s;
-    if (s[b - 1] != '}') return fm_decline();
-    Py_ssize_t lo = a + 1, hi = b - 1, i;
-    for (i = lo; i < hi && s[i] == ' '; i++) {
-    }
-    for (Py_ssize_t p = lo; i < hi && p <= hi;) { /* inner.split(","), each strip(" ") */
-        Py_ssize_t q = p;
-        while (q < hi && s[q] != ',') q++;
-        Py_ssize_t x = p, y = q, rest = 0;
-        while (x < y && s[x] == ' ') x++;
-        while (y > x && s[y - 1] == ' ') y--;
+    Py_ssize_t lo, hi, x, y, rest;
+    int has = fm_flow_inner(s, a, b, '}', &lo, &hi);
+    if (has < 0) return fm_decline();
+    for (Py_ssize_t p = lo; has && fm_flow_part(s, &p, hi, &x, &y);)
         if (fm_key(s, x, y, &rest) < 0 || fm_bad_flow(s, rest, y)) return fm_decline();
-        p = q + 1;
-    }
     Py_INCREF(r->not_scalar);
     return r->not_scalar;
 }
@@ -1227,8 +1236,7 @@ static PyObject *fm_read(const char *s, Py_ssize_t n, PyObject *not_scalar) {
     if (first == NULL || first->indent != 0 || fm_key(s, first->text, first->end, &unused) < 0)
         goto done;
     if ((meta = PyDict_New()) == NULL) goto done;
-    out = fm_mapping(&r, 0, 0, meta);
-    if (out != NULL && fm_peek(&r) != NULL) Py_CLEAR(out);
+    out = fm_mapping(&r, 0, 0, meta); /* keys at column 0: it reads every line */
 done:
     Py_XDECREF(meta);
     PyMem_Free(r.lines);

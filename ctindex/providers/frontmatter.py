@@ -164,10 +164,10 @@ def read_without_yaml(block: str) -> dict[str, Any] | None:
     if first is None or first[0] != 0 or _KEY.match(first[1]) is None:
         return None  # empty, indented, or not a mapping: YAML says what it is
     try:
-        meta = lines.mapping(0, 0, top=True)
+        meta = lines.mapping(0, 0, top=True)  # keys at column 0: it reads every line
     except _Decline:
         return None
-    return meta if isinstance(meta, dict) and lines.peek() is None else None
+    return meta if isinstance(meta, dict) else None
 
 
 class _Lines:
@@ -326,15 +326,18 @@ def _single_quoted(text: str) -> str:
         return text[1:close].replace("''", "'")
 
 
-def _flow_list(text: str) -> list[str | None]:
-    if not text.endswith("]"):
+def _flow_parts(text: str, close: str) -> list[str]:
+    """The parts of a one-line `[...]` or `{...}` (`close`, its last
+    character), split at commas and stripped; none when it holds only spaces."""
+    if not text.endswith(close):
         raise _Decline  # goes on over lines, or something follows it
     inner = text[1:-1]
-    if not inner.strip(" "):
-        return []
+    return [raw.strip(" ") for raw in inner.split(",")] if inner.strip(" ") else []
+
+
+def _flow_list(text: str) -> list[str | None]:
     items: list[str | None] = []
-    for raw in inner.split(","):
-        item = raw.strip(" ")
+    for item in _flow_parts(text, "]"):
         _check_flow(item)
         items.append(None if item in _NULLS else item)
     return items
@@ -342,16 +345,11 @@ def _flow_list(text: str) -> list[str | None]:
 
 def _flow_mapping(text: str) -> NotScalar:
     """`{k: v, ...}` on one line, of plain keys and values: checked, not kept."""
-    if not text.endswith("}"):
-        raise _Decline
-    inner = text[1:-1]
-    if inner.strip(" "):
-        for raw in inner.split(","):
-            pair = raw.strip(" ")
-            m = _FLOW_KEY.match(pair)
-            if m is None:
-                raise _Decline
-            _check_flow(pair[m.end() :].lstrip(" "))
+    for pair in _flow_parts(text, "}"):
+        m = _FLOW_KEY.match(pair)
+        if m is None:
+            raise _Decline
+        _check_flow(pair[m.end() :].lstrip(" "))
     return NOT_SCALAR
 
 
