@@ -26,7 +26,7 @@ from ctindex import providers
 from ctindex.output import Progress
 from ctindex.providers.base import Analysis, Document, Feed, ProviderError
 from ctindex.providers.fields import SEP
-from ctindex.reconciler.capture import Captured, KeyReader, Shipment, ship
+from ctindex.reconciler.capture import Captured, KeyReader, Shipment, ShipmentBuilder
 from ctindex.reconciler.diff import Pending
 from ctindex.reconciler.hashing import Outcome
 from ctindex.store.segment import BuildInput, StoredDoc
@@ -87,21 +87,32 @@ class _Built(NamedTuple):
 
 class _Source:
     """The bytes of each key: from the captured contents, or read now with
-    a KeyReader (the outcome of each read kept in `captured`)."""
+    a KeyReader (the outcome of each read kept for `shipment`)."""
 
     def __init__(self, source: Mapping[str, bytes] | Reads) -> None:
         self.contents = source if not isinstance(source, Reads) else None
         self.reads = source if isinstance(source, Reads) else None
         self.reader = KeyReader(self.reads.base) if self.reads is not None else None
-        self.captured: list[Captured] = []
+        self.outcomes = ShipmentBuilder()
 
     def data(self, key: str) -> bytes | None:
         if self.contents is not None:
             return self.contents[key]
         assert self.reads is not None and self.reader is not None
         got = self.reader.read(self.reads.pending[key])
-        self.captured.append(Captured.of(key, got))
+        self.outcomes.add(Captured.of(key, got))
         return got.data if got.outcome is Outcome.OK else None
+
+    def batch(self, keys: Sequence[str]) -> list[bytes | None]:
+        """`data` of each of `keys` (sorted): a folder's files read at once."""
+        if self.contents is not None:
+            return [self.contents[key] for key in keys]
+        assert self.reads is not None and self.reader is not None
+        pending = self.reads.pending
+        return self.reader.read_keys([pending[key] for key in keys], self.outcomes)
+
+    def shipment(self) -> Shipment:
+        return self.outcomes.shipment()
 
     def close(self) -> None:
         if self.reader is not None:
@@ -224,7 +235,7 @@ def add_documents(
     finally:
         src.close()
     bar.done()
-    return Added(diagnostics, [ship(src.captured)] if src.reads is not None else [])
+    return Added(diagnostics, [src.shipment()] if src.reads is not None else [])
 
 
 def _parsed(key: str, data: bytes, target: Target, diagnostics: Diagnostics) -> Document | None:
@@ -360,8 +371,8 @@ def _build_part(part: _Part) -> _Built:
     try:
         for start in range(0, len(part.keys), BATCH_DOCS):
             docs: list[tuple[str, Document]] = []
-            for key in part.keys[start : start + BATCH_DOCS]:
-                data = src.data(key)
+            keys = part.keys[start : start + BATCH_DOCS]
+            for key, data in zip(keys, src.batch(keys), strict=True):
                 doc = None if data is None else _parsed(key, data, job.targets[key], diagnostics)
                 if doc is not None:
                     docs.append((job.targets[key].provider, doc))
@@ -370,7 +381,7 @@ def _build_part(part: _Part) -> _Built:
     finally:
         src.close()
     info = builder.finish(job.index_dir / part.name, fault_point="mid-segment")
-    return _Built(part.name, info, diagnostics, ship(src.captured))
+    return _Built(part.name, info, diagnostics, src.shipment())
 
 
 def _fed(docs: list[tuple[str, Document]]) -> Iterator[tuple[Document, Feed]]:

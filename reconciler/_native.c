@@ -29,7 +29,9 @@
  * results on random trees.
  *
  * Beside the scan, `read_file`: one attempt of hashing.read_stable's read
- * (its pure `_attempt` is the specification, tests/reconciler/test_hashing_native.py).
+ * (its pure `_attempt` is the specification, tests/reconciler/test_hashing_native.py),
+ * and `read_files`: that attempt for a folder's files at once, for a
+ * rebuild's workers (reconciler/capture.py KeyReader.read_keys).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -40,6 +42,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define RECORD_SIZE 64 /* "<qqqQQ16sq": size mtime ctime ino dev digest recorded */
@@ -739,56 +742,53 @@ static PyTypeObject TableType = {
     .tp_new = PyType_GenericNew,
 };
 
-/* read_file(dir_fd, name, flags) -> (data, stable, size, mtime_ns, ctime_ns,
- * ino, dev) | None: one attempt of reconciler/hashing.py read_stable, whose
- * pure `_attempt` is the specification. `name` opened relative to the open
- * folder `dir_fd` with `flags` (hashing.FILE_FLAGS: O_NOFOLLOW kept), fstat,
- * every byte to EOF, fstat again. `stable`: the two fstats agree on size,
- * mtime and ctime and the bytes read are that size; the fingerprint is the
- * second fstat's. None for a file that is not regular; OSError as the
- * os calls raise it. Why C: five os calls, two stat_result objects and two
- * fingerprints per file were ~60 % of reading a small one. */
-static PyObject *read_file(PyObject *self, PyObject *args) {
-    int dir_fd, flags;
-    PyObject *name, *encoded = NULL;
-    if (!PyArg_ParseTuple(args, "iUi:read_file", &dir_fd, &name, &flags) ||
-        !PyUnicode_FSConverter(name, &encoded))
-        return NULL;
+/* One attempt of reconciler/hashing.py read_stable's read, whose pure
+ * `_attempt` is the specification: `path` opened relative to the open folder
+ * `dir_fd` with `flags` (hashing.FILE_FLAGS: O_NOFOLLOW kept), fstat, every
+ * byte to EOF, fstat again. Returns ATTEMPT_READ with *data (a new
+ * reference), the second fstat in *after and *stable (the two fstats agree on
+ * size, mtime and ctime and the bytes read are that size); ATTEMPT_NOT_REGULAR;
+ * ATTEMPT_OPEN_ERRNO (the open failed) or ATTEMPT_ERRNO (a later call did)
+ * with errno set and no Python error, the caller deciding whether and how to
+ * raise; ATTEMPT_PYERR with a Python error set (memory). */
+enum { ATTEMPT_READ, ATTEMPT_NOT_REGULAR, ATTEMPT_OPEN_ERRNO, ATTEMPT_ERRNO, ATTEMPT_PYERR };
+
+static int attempt_read(int dir_fd, const char *path, int flags, PyObject **data,
+                        struct stat *after, int *stable) {
     int fd;
     Py_BEGIN_ALLOW_THREADS
     do {
-        fd = openat(dir_fd, PyBytes_AS_STRING(encoded), flags);
+        fd = openat(dir_fd, path, flags);
     } while (fd < 0 && errno == EINTR);
     Py_END_ALLOW_THREADS
-    Py_DECREF(encoded);
-    if (fd < 0) /* as os.open raises it: the name given is the error's filename */
-        return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, name);
-    struct stat before, after;
-    PyObject *data = NULL;
+    if (fd < 0)
+        return ATTEMPT_OPEN_ERRNO;
+    struct stat before;
+    *data = NULL;
     if (fstat(fd, &before) < 0)
         goto fail;
     if (!S_ISREG(before.st_mode)) {
         close(fd);
-        Py_RETURN_NONE;
+        return ATTEMPT_NOT_REGULAR;
     }
     Py_ssize_t cap = before.st_size > 0 ? (Py_ssize_t)before.st_size + 1 : 1, len = 0;
-    data = PyBytes_FromStringAndSize(NULL, cap);
-    if (data == NULL) {
+    *data = PyBytes_FromStringAndSize(NULL, cap);
+    if (*data == NULL) {
         close(fd);
-        return NULL;
+        return ATTEMPT_PYERR;
     }
     for (;;) {
         if (len == cap) { /* longer than its stat said: read on to EOF */
             Py_ssize_t more = cap < (1 << 16) ? (1 << 16) : cap;
-            if (_PyBytes_Resize(&data, cap + more) < 0) {
+            if (_PyBytes_Resize(data, cap + more) < 0) {
                 close(fd);
-                return NULL;
+                return ATTEMPT_PYERR;
             }
             cap += more;
         }
         ssize_t got;
         Py_BEGIN_ALLOW_THREADS
-        got = read(fd, PyBytes_AS_STRING(data) + len, (size_t)(cap - len));
+        got = read(fd, PyBytes_AS_STRING(*data) + len, (size_t)(cap - len));
         Py_END_ALLOW_THREADS
         if (got < 0) {
             if (errno == EINTR)
@@ -799,30 +799,148 @@ static PyObject *read_file(PyObject *self, PyObject *args) {
             break;
         len += got;
     }
-    if (fstat(fd, &after) < 0)
+    if (fstat(fd, after) < 0)
         goto fail;
     close(fd);
-    if (len != cap && _PyBytes_Resize(&data, len) < 0)
+    if (len != cap && _PyBytes_Resize(data, len) < 0)
+        return ATTEMPT_PYERR;
+    *stable = (int64_t)before.st_size == (int64_t)after->st_size &&
+              (int64_t)after->st_size == (int64_t)len && MTIME_NS(before) == MTIME_NS(*after) &&
+              CTIME_NS(before) == CTIME_NS(*after);
+    return ATTEMPT_READ;
+fail: {
+    int saved = errno;
+    Py_CLEAR(*data);
+    close(fd);
+    errno = saved;
+    return ATTEMPT_ERRNO;
+}
+}
+
+/* read_file(dir_fd, name, flags) -> (data, stable, size, mtime_ns, ctime_ns,
+ * ino, dev) | None: attempt_read for Python. None for a file that is not
+ * regular; OSError as the os calls raise it (a failed open names the file,
+ * as os.open does; fstat and read do not). Why C: five os calls, two stat_result objects and two
+ * fingerprints per file were ~60 % of reading a small one. */
+static PyObject *read_file(PyObject *self, PyObject *args) {
+    int dir_fd, flags;
+    PyObject *name, *encoded = NULL, *data = NULL;
+    if (!PyArg_ParseTuple(args, "iUi:read_file", &dir_fd, &name, &flags) ||
+        !PyUnicode_FSConverter(name, &encoded))
         return NULL;
-    int stable = (int64_t)before.st_size == (int64_t)after.st_size &&
-                 (int64_t)after.st_size == (int64_t)len && MTIME_NS(before) == MTIME_NS(after) &&
-                 CTIME_NS(before) == CTIME_NS(after);
+    struct stat after;
+    int stable = 0;
+    int got = attempt_read(dir_fd, PyBytes_AS_STRING(encoded), flags, &data, &after, &stable);
+    Py_DECREF(encoded);
+    switch (got) {
+    case ATTEMPT_NOT_REGULAR:
+        Py_RETURN_NONE;
+    case ATTEMPT_PYERR:
+        return NULL;
+    case ATTEMPT_OPEN_ERRNO:
+        return PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, name);
+    case ATTEMPT_ERRNO:
+        return PyErr_SetFromErrno(PyExc_OSError);
+    default:
+        break;
+    }
     return Py_BuildValue("(NOLLLKK)", data, stable ? Py_True : Py_False,
                          (long long)after.st_size, (long long)MTIME_NS(after),
                          (long long)CTIME_NS(after), (unsigned long long)after.st_ino,
                          (unsigned long long)after.st_dev);
-fail: {
-    int saved = errno;
-    Py_XDECREF(data);
-    close(fd);
-    errno = saved;
-    return PyErr_SetFromErrno(PyExc_OSError);
 }
+static void put_u64(unsigned char *p, uint64_t v) {
+    memcpy(p, &v, 8); /* little-endian, as get_i64 reads it */
+}
+
+/* read_files(dir_fd, names, flags, digest) -> (datas, records): one
+ * attempt_read of each name in the open folder dir_fd, for a rebuild's
+ * worker reading a folder's files (reconciler/capture.py KeyReader.read_keys).
+ * datas[i] is the file's bytes when that one attempt read a regular file
+ * stably, else None: the caller reads that name again with the whole of
+ * hashing.read_stable (retries, and the outcome it reports: gone, an error,
+ * dirty), so every case but the plain one keeps its pure-Python handling.
+ * `records` holds, for each bytes in datas in order, the entry
+ * read_stable's result makes (reconciler/capture.py _ENTRY): the second
+ * fstat's size, mtime_ns, ctime_ns, inode, device, then digest(data) (16
+ * bytes) and the clock read just before the open (CLOCK_REALTIME, what
+ * time.time_ns reads). Why C: per small file, read_stable's Python (a
+ * Fingerprint, a ReadResult, a Captured, the shipment's pack) cost about as
+ * much as the six system calls themselves. */
+static PyObject *read_files(PyObject *self, PyObject *args) {
+    int dir_fd, flags;
+    PyObject *names, *digest;
+    if (!PyArg_ParseTuple(args, "iO!iO:read_files", &dir_fd, &PyList_Type, &names, &flags,
+                          &digest))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(names);
+    PyObject *datas = PyList_New(n);
+    PyObject *records = PyBytes_FromStringAndSize(NULL, n * RECORD_SIZE);
+    if (datas == NULL || records == NULL)
+        goto error;
+    Py_ssize_t used = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name = PyList_GET_ITEM(names, i);
+        if (!PyUnicode_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "read_files: names must be str");
+            goto error;
+        }
+        PyObject *encoded = PyUnicode_EncodeFSDefault(name);
+        if (encoded == NULL)
+            goto error;
+        /* The clock is read before the open, as read_stable does: a later
+         * edit stamped within this instant's granularity stays racy. */
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        int64_t recorded = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+        PyObject *data = NULL;
+        struct stat after;
+        int stable = 0;
+        int got = attempt_read(dir_fd, PyBytes_AS_STRING(encoded), flags, &data, &after, &stable);
+        Py_DECREF(encoded);
+        if (got == ATTEMPT_PYERR)
+            goto error;
+        if (got != ATTEMPT_READ || !stable) {
+            Py_XDECREF(data);
+            Py_INCREF(Py_None);
+            PyList_SET_ITEM(datas, i, Py_None);
+            continue;
+        }
+        PyObject *d = PyObject_CallOneArg(digest, data);
+        if (d == NULL || !PyBytes_Check(d) || PyBytes_GET_SIZE(d) != 16) {
+            if (d != NULL)
+                PyErr_SetString(PyExc_ValueError, "read_files: digest must return 16 bytes");
+            Py_XDECREF(d);
+            Py_DECREF(data);
+            goto error;
+        }
+        unsigned char *rec = (unsigned char *)PyBytes_AS_STRING(records) + used;
+        put_u64(rec, (uint64_t)(int64_t)after.st_size);
+        put_u64(rec + 8, (uint64_t)MTIME_NS(after));
+        put_u64(rec + 16, (uint64_t)CTIME_NS(after));
+        put_u64(rec + 24, (uint64_t)after.st_ino);
+        put_u64(rec + 32, (uint64_t)after.st_dev);
+        memcpy(rec + 40, PyBytes_AS_STRING(d), 16);
+        put_u64(rec + 56, (uint64_t)recorded);
+        Py_DECREF(d);
+        used += RECORD_SIZE;
+        PyList_SET_ITEM(datas, i, data);
+    }
+    if (used != n * RECORD_SIZE && _PyBytes_Resize(&records, used) < 0)
+        goto error_records_gone;
+    return Py_BuildValue("(NN)", datas, records);
+error:
+    Py_XDECREF(records);
+error_records_gone:
+    Py_XDECREF(datas); /* a list's unset items are NULL: freed safely */
+    return NULL;
 }
 
 static PyMethodDef native_functions[] = {
     {"read_file", read_file, METH_VARARGS,
      "read_file(dir_fd, name, flags) -> (data, stable, size, mtime_ns, ctime_ns, ino, dev) | None"},
+    {"read_files", read_files, METH_VARARGS,
+     "read_files(dir_fd, names, flags, digest) -> (datas, records): stable reads, else None"},
     {NULL, NULL, 0, NULL},
 };
 

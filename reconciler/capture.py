@@ -21,14 +21,23 @@ folder (keys come sorted) reuse the open chain.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
+from ctindex.reconciler import native
 from ctindex.reconciler.diff import Pending, ReconcileResult, finish_fresh
 from ctindex.reconciler.fingerprint import Fingerprint
-from ctindex.reconciler.hashing import DEFAULT_RETRIES, Outcome, ReadResult, read_stable
+from ctindex.reconciler.hashing import (
+    DEFAULT_RETRIES,
+    FILE_FLAGS,
+    Outcome,
+    ReadResult,
+    read_stable,
+)
 from ctindex.reconciler.oserr import GONE
 from ctindex.reconciler.walk import DIR_FLAGS, ROOT_FLAGS, FsOps, record_failure
 
@@ -74,6 +83,13 @@ class Captured(NamedTuple):
 _ENTRY = struct.Struct("<qqqQQ16sq")  # size, mtime, ctime, ino, dev, digest, recorded_ns
 
 
+# reconciler/_native.c read_files(dir_fd, names, flags, digest): the bytes of
+# each file one attempt read stably (else None) and, for those, their entries.
+BatchRead = Callable[
+    [int, list[str], int, Callable[[bytes], bytes]], tuple[list[bytes | None], bytes]
+]
+
+
 class Shipment(NamedTuple):
     keys: list[str]  # of the packed entries, in order
     packed: bytes
@@ -81,13 +97,18 @@ class Shipment(NamedTuple):
     others: list[Captured]
 
 
-def ship(captured: Iterable[Captured]) -> Shipment:
-    keys: list[str] = []
-    packed: list[bytes] = []
-    others: list[Captured] = []
-    nbytes = 0
-    pack = _ENTRY.pack
-    for c in captured:
+class ShipmentBuilder:
+    """A Shipment made up as reads come in: records a native batch read
+    packed already are kept as they are (KeyReader.read_keys), each other
+    outcome is added one at a time by the rule of `ship`."""
+
+    def __init__(self) -> None:
+        self._keys: list[str] = []
+        self._packed: list[bytes] = []
+        self._nbytes = 0
+        self._others: list[Captured] = []
+
+    def add(self, c: Captured) -> None:
         fp = c.fingerprint
         if (
             c.outcome is Outcome.OK
@@ -95,12 +116,28 @@ def ship(captured: Iterable[Captured]) -> Shipment:
             and len(c.digest) == 16
             and not (c.errno or c.strerror)
         ):
-            keys.append(c.key)
-            packed.append(pack(*fp, c.digest, c.recorded_ns))
-            nbytes += c.size
+            self._keys.append(c.key)
+            self._packed.append(_ENTRY.pack(*fp, c.digest, c.recorded_ns))
+            self._nbytes += c.size
         else:
-            others.append(c)
-    return Shipment(keys, b"".join(packed), nbytes, others)
+            self._others.append(c)
+
+    def add_packed(self, keys: list[str], records: bytes, nbytes: int) -> None:
+        """Successful reads of `keys`, their entries packed in that order."""
+        assert len(records) == len(keys) * _ENTRY.size
+        self._keys.extend(keys)
+        self._packed.append(records)
+        self._nbytes += nbytes
+
+    def shipment(self) -> Shipment:
+        return Shipment(list(self._keys), b"".join(self._packed), self._nbytes, list(self._others))
+
+
+def ship(captured: Iterable[Captured]) -> Shipment:
+    built = ShipmentBuilder()
+    for c in captured:
+        built.add(c)
+    return built.shipment()
 
 
 class KeyReader:
@@ -125,15 +162,10 @@ class KeyReader:
 
     def read(self, pending: Pending) -> ReadResult:
         folder, _, name = pending.key.rpartition("/")
-        if folder == self._at:
-            dfd = self._fds[-1]
-        else:
-            self._at = None  # until the new chain is open
-            try:
-                dfd = self._folder(folder.split("/") if folder else [])
-            except OSError as exc:
-                return ReadResult(Outcome.GONE if exc.errno in GONE else Outcome.ERROR, error=exc)
-            self._at = folder
+        try:
+            dfd = self._dir_for(folder)
+        except OSError as exc:
+            return ReadResult(Outcome.GONE if exc.errno in GONE else Outcome.ERROR, error=exc)
         return read_stable(
             dfd,
             name,
@@ -144,6 +176,70 @@ class KeyReader:
             self.retries,
             self.ops.open,
         )
+
+    def read_keys(self, pending: Sequence[Pending], into: ShipmentBuilder) -> list[bytes | None]:
+        """The bytes of each pending file (None where there are none to
+        index), each outcome added to `into`: what `read` and `Captured.of`
+        give one key at a time. Keys come sorted, so a folder's keys are
+        consecutive; with the native core a folder's files are read in one
+        call (reconciler/_native.c read_files) and whatever that one attempt
+        did not read stably is read again here by `read`, so retries, errors
+        and vanished files keep their one handling."""
+        from xxhash import xxh3_128_digest  # as hashing.read_stable: where a pass reads
+
+        batch = self._batch_reader()
+        out: list[bytes | None] = []
+        start = 0
+        while start < len(pending):
+            folder = pending[start].key.rpartition("/")[0]
+            end = start + 1
+            while end < len(pending) and pending[end].key.rpartition("/")[0] == folder:
+                end += 1
+            group = pending[start:end]
+            start = end
+            dfd = None
+            if batch is not None:
+                with contextlib.suppress(OSError):  # `read` meets and reports it per key
+                    dfd = self._dir_for(folder)
+            if batch is None or dfd is None:
+                out.extend(self._read_one(p, into) for p in group)
+                continue
+            datas, records = batch(
+                dfd, [p.key.rpartition("/")[2] for p in group], FILE_FLAGS, xxh3_128_digest
+            )
+            read: list[str] = []
+            nbytes = 0
+            for p, data in zip(group, datas, strict=True):
+                if data is None:
+                    out.append(self._read_one(p, into))
+                else:
+                    read.append(p.key)
+                    nbytes += len(data)
+                    out.append(data)
+            into.add_packed(read, records, nbytes)
+        return out
+
+    def _read_one(self, p: Pending, into: ShipmentBuilder) -> bytes | None:
+        got = self.read(p)
+        into.add(Captured.of(p.key, got))
+        return got.data if got.outcome is Outcome.OK else None
+
+    def _batch_reader(self) -> BatchRead | None:
+        """The native batch read, where `read` itself would take the native
+        attempt (the default opener) and records the real clock."""
+        if self.ops.open is not os.open or self.clock_ns is not time.time_ns:
+            return None
+        mod = native.module()
+        found: BatchRead | None = getattr(mod, "read_files", None)  # absent from an older build
+        return found
+
+    def _dir_for(self, folder: str) -> int:
+        """The open folder of `folder`'s keys; OSError if it can not be opened."""
+        if folder != self._at:
+            self._at = None  # until the new chain is open
+            self._folder(folder.split("/") if folder else [])
+            self._at = folder
+        return self._fds[-1]
 
     def _folder(self, parts: list[str]) -> int:
         """The open folder `parts` names, reusing the common prefix."""
