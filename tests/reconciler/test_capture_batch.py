@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -149,15 +149,6 @@ def test_what_changed_since_the_walk_is_reported_as_one_by_one(tmp_path: Path, s
     assert _without_clock(summary(batch)) == _without_clock(summary(one))
     if swap in ("folder now a symlink", "folder gone"):
         assert b"deep" not in datas_batch and "a/b/deep.md" not in batch.manifest.raw()
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> Iterator[tuple[Path, int]]:
-    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        yield tmp_path, fd
-    finally:
-        os.close(fd)
 
 
 def test_read_files_gives_bytes_and_entries_of_what_it_read(folder: tuple[Path, int]) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,15 +40,6 @@ def _both(dir_fd: int, name: str) -> tuple[object, object]:
         except OSError as exc:
             out.append((type(exc), exc.errno, exc.strerror, exc.filename, str(exc)))
     return out[0], out[1]
-
-
-@pytest.fixture
-def folder(tmp_path: Path) -> Iterator[tuple[Path, int]]:
-    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        yield tmp_path, fd
-    finally:
-        os.close(fd)
 
 
 @settings(max_examples=60, deadline=None)
