@@ -98,9 +98,10 @@ class Shipment(NamedTuple):
 
 
 class ShipmentBuilder:
-    """A Shipment made up as reads come in: records a native batch read
-    packed already are kept as they are (KeyReader.read_keys), each other
-    outcome is added one at a time by the rule of `ship`."""
+    """A Shipment made up as reads come in: the entries a native batch read
+    packed already are kept as they are (`add_packed`, from
+    KeyReader.read_keys); any other outcome is added one at a time (`add`:
+    a good read packed here, anything else kept as its Captured)."""
 
     def __init__(self) -> None:
         self._keys: list[str] = []
