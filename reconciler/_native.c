@@ -873,14 +873,19 @@ static PyObject *read_files(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "iO!iO:read_files", &dir_fd, &PyList_Type, &names, &flags,
                           &digest))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(names);
+    /* A tuple of the names: the digest callback runs Python code, which
+     * must not be able to shorten the list under this loop. */
+    PyObject *held = PyList_AsTuple(names);
+    if (held == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(held);
     PyObject *datas = PyList_New(n);
     PyObject *records = PyBytes_FromStringAndSize(NULL, n * RECORD_SIZE);
     if (datas == NULL || records == NULL)
         goto error;
     Py_ssize_t used = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *name = PyList_GET_ITEM(names, i);
+        PyObject *name = PyTuple_GET_ITEM(held, i);
         if (!PyUnicode_Check(name)) {
             PyErr_SetString(PyExc_TypeError, "read_files: names must be str");
             goto error;
@@ -926,12 +931,15 @@ static PyObject *read_files(PyObject *self, PyObject *args) {
         used += RECORD_SIZE;
         PyList_SET_ITEM(datas, i, data);
     }
-    if (used != n * RECORD_SIZE && _PyBytes_Resize(&records, used) < 0)
-        goto error_records_gone;
+    Py_DECREF(held);
+    if (used != n * RECORD_SIZE && _PyBytes_Resize(&records, used) < 0) {
+        Py_DECREF(datas);
+        return NULL;
+    }
     return Py_BuildValue("(NN)", datas, records);
 error:
+    Py_DECREF(held);
     Py_XDECREF(records);
-error_records_gone:
     Py_XDECREF(datas); /* a list's unset items are NULL: freed safely */
     return NULL;
 }

@@ -202,3 +202,23 @@ def test_read_files_refuses_bad_arguments_cleanly(folder: tuple[Path, int]) -> N
         read_files(fd, ["a.md"], FILE_FLAGS, lambda data: b"short")
     with pytest.raises(ZeroDivisionError):
         read_files(fd, ["a.md"], FILE_FLAGS, lambda data: 1 // 0)  # type: ignore[arg-type,return-value]
+
+
+def test_read_files_reads_every_name_it_was_given_whatever_the_callback_does(
+    folder: tuple[Path, int],
+) -> None:
+    """The digest runs Python: emptying the names list from it must not cut
+    the loop short or read freed memory."""
+    read_files = _read_files()
+    path, fd = folder
+    names = [f"f{i}.md" for i in range(4)]
+    for name in names:
+        (path / name).write_bytes(name.encode())
+
+    def digest(data: bytes) -> bytes:
+        names.clear()
+        return xxhash.xxh3_128_digest(data)
+
+    datas, records = read_files(fd, names, FILE_FLAGS, digest)
+    assert datas == [b"f0.md", b"f1.md", b"f2.md", b"f3.md"]
+    assert len(records) == 4 * 64
