@@ -80,6 +80,9 @@ class UpdateReport:
     # table: the daemon watches each of these files itself
     # (ctindex/daemon/filewatch.py); nobody else pays for it.
     seen: Mapping[str, RecordedFile] = field(default_factory=dict)
+    # The identity of the manifest published, or built on when nothing was
+    # (store/generation.py manifest_identity): what the daemon vouches for.
+    identity: str = ""
 
     @property
     def content_changed(self) -> bool:
@@ -89,7 +92,7 @@ class UpdateReport:
         # `linked` and `seen` are the daemon's input, not part of `update
         # --json`; skipped before copying (asdict would deep-copy `seen`,
         # the whole new file table).
-        skip = ("linked", "linked_full", "seen")
+        skip = ("linked", "linked_full", "seen", "identity")
         return {
             f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name not in skip
         }
@@ -434,6 +437,7 @@ def _apply(
         report.notes.extend(problems)
     if base is not None and not fresh and not stale and not report.content_changed:
         report.generation = base.generation
+        report.identity = base.identity
         report.documents = base.documents
         report.errors, report.warnings = base.errors, base.warnings
         # The documents are unchanged; the file table may not be: new stat
@@ -445,13 +449,13 @@ def _apply(
             if update.base is not None or update.delta != base.files_delta:
                 from ctindex.store.writer import republish
 
-                republish(
+                report.identity = republish(
                     index_dir,
                     base,
                     files_table=update.base,
                     files_delta=update.delta or {},
                     reconcile=pass_info,
-                )
+                ).identity
                 report.refreshed = True
                 report.notes.append(
                     "only file metadata changed: refreshed the file table (same generation)"
@@ -515,6 +519,7 @@ def _apply(
         writer.close()
     report.published = True
     report.generation = m.generation
+    report.identity = m.identity
     report.documents = m.documents
     report.errors, report.warnings = m.errors, m.warnings
     report.merged_segments = writer.merged

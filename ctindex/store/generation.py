@@ -13,6 +13,8 @@ from array import array
 from pathlib import Path
 from typing import Any
 
+import xxhash
+
 from ctindex.errors import IndexFormatChanged
 from ctindex.store.durable import IndexCorrupt, crc, read_all, write_new
 
@@ -23,6 +25,19 @@ MANIFEST_NAME = "MANIFEST"
 # next writer rebuilds and says why.
 FORMAT = 4
 _DEL_MAGIC = b"CTDEL\x00\x01\x00"
+# How many ancestors a manifest names (`lineage`): a writer that finds the
+# generation it knew among them knows every publish since was a writer's
+# pass on top of it, not a copy or a restore (docs/format.md, "Lineage").
+LINEAGE = 8
+
+
+def manifest_identity(data: bytes) -> str:
+    """The identity of one published manifest: a digest of its exact bytes.
+    Two manifests with one identity name the same files with the same
+    content (every name they list carries a random part), so a reader that
+    was vouched an identity can tell that generation from any other one of
+    the same number (a restored copy, another project's index)."""
+    return xxhash.xxh3_128_hexdigest(data)
 
 
 # Plain classes rather than dataclasses: every search reads a manifest, and
@@ -36,6 +51,7 @@ class SegmentRef:
         dels: str | None = None,
         length_sum: int = 0,
         size: int = 0,
+        head: int = 0,
     ) -> None:
         self.name = name
         self.ndocs = ndocs  # documents stored in the segment file
@@ -43,6 +59,9 @@ class SegmentRef:
         self.dels = dels  # the .del file holding the tombstoned doc ids
         self.length_sum = length_sum  # weighted length of the live documents (BM25 avgdl)
         self.size = size  # bytes of the segment file
+        # the checksum its header carries (0: not recorded); the header covers
+        # every section's checksum, so another segment under this name fails it
+        self.head = head
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SegmentRef) and vars(self) == vars(other)
@@ -72,6 +91,9 @@ class StoreManifest:
         source_bytes: int = 0,
         reconcile: dict[str, Any] | None = None,
         retired: list[list[Any]] | None = None,
+        store_id: str = "",
+        lineage: list[str] | None = None,
+        home: list[int] | None = None,
     ) -> None:
         self.generation = generation
         self.created_ns = created_ns
@@ -87,6 +109,16 @@ class StoreManifest:
         self.source_bytes = source_bytes  # logical bytes of the indexed documents
         self.reconcile = reconcile if reconcile is not None else {}  # last pass: ms, kind
         self.retired = retired if retired is not None else []  # [file name, retired_at_ns]
+        # Where this generation comes from (docs/format.md, "Lineage"): the
+        # store's random id, kept by every later generation; the identities
+        # of up to LINEAGE ancestors, newest first; the (device, inode) of the
+        # folder it was published in, as its writer saw it.
+        self.store_id = store_id
+        self.lineage = lineage if lineage is not None else []
+        self.home = home
+        # The identity of the bytes this manifest was read from or written
+        # as (manifest_identity); not itself stored. "" until then.
+        self.identity = ""
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, StoreManifest) and vars(self) == vars(other)
@@ -95,7 +127,13 @@ class StoreManifest:
         return f"StoreManifest(generation={self.generation}, segments={self.segments})"
 
     def as_dict(self) -> dict[str, Any]:
-        return {**vars(self), "segments": [dict(vars(s)) for s in self.segments]}
+        fields = {k: v for k, v in vars(self).items() if k != "identity"}
+        return {**fields, "segments": [dict(vars(s)) for s in self.segments]}
+
+    def descends_from(self, identity: str) -> bool:
+        """This is the generation `identity` names, or one that writers
+        published on top of it (within LINEAGE publishes)."""
+        return bool(identity) and (self.identity == identity or identity in self.lineage)
 
     @property
     def documents(self) -> int:
@@ -134,12 +172,14 @@ class StoreManifest:
             # dropped, never a reason to call the index corrupt and rebuild it
             # (two builds would then rebuild against each other, docs/format.md).
             raw["segments"] = [SegmentRef(**_known(s, _REF_KEYS)) for s in raw["segments"]]
-            return cls(**_known(raw, _MANIFEST_KEYS))
+            m = cls(**_known(raw, _MANIFEST_KEYS))
         except (ValueError, TypeError, KeyError) as exc:
             raise IndexCorrupt(f"{origin}: manifest unreadable ({exc})") from exc
+        m.identity = manifest_identity(data)
+        return m
 
 
-_MANIFEST_KEYS = frozenset(vars(StoreManifest()))
+_MANIFEST_KEYS = frozenset(vars(StoreManifest())) - {"identity"}
 _REF_KEYS = frozenset(vars(SegmentRef("", 0)))
 
 

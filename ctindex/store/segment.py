@@ -122,6 +122,7 @@ class SegmentInfo(NamedTuple):
     ndocs: int
     length_sum: int
     size: int
+    head: int  # the header's own checksum (SegmentRef.head)
 
 
 def _invert_py(tfws: list[dict[str, int]], docs32: bool) -> tuple[list[str], bytes, bytes]:
@@ -382,9 +383,10 @@ class SegmentBuilder:
             _HEAD.pack(MAGIC, FORMAT, ndocs, nterms, len(blocks), flags, word_base, NSECTIONS)
             + table
         )
-        head += struct.pack("<I", crc(head))
+        head_crc = crc(head)
+        head += struct.pack("<I", head_crc)
         size = write_new(path, [head, *sections], fault_point=fault_point)
-        return SegmentInfo(ndocs=ndocs, length_sum=sum(self._lengths), size=size)
+        return SegmentInfo(ndocs=ndocs, length_sum=sum(self._lengths), size=size, head=head_crc)
 
 
 def build_segment(
@@ -454,7 +456,8 @@ class Segment:
 
     def _open(self) -> None:
         head = self._read(0, HEADER_SIZE)
-        if crc(head[:-4]) != struct.unpack_from("<I", head, HEADER_SIZE - 4)[0]:
+        self.head_crc = struct.unpack_from("<I", head, HEADER_SIZE - 4)[0]
+        if crc(head[:-4]) != self.head_crc:
             raise self._corrupt("header")
         magic, fmt, ndocs, nterms, nblocks, flags, word_base, nsec = _HEAD.unpack_from(head)
         if magic != MAGIC or fmt != FORMAT or nsec != NSECTIONS:

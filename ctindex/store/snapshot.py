@@ -59,10 +59,14 @@ class Snapshot:
 
 def check_segment(seg: Segment, ref: SegmentRef) -> None:
     """Raise IndexCorrupt unless `seg` is the segment `ref` names: its header
-    checksum passed on open; the document count and the file size catch a
-    valid segment of another generation under this name."""
+    checksum passed on open; the header's checksum recorded in the manifest
+    (it covers every section's checksum), the document count and the file
+    size catch a valid segment of another store or generation under this
+    name, and a truncated or extended one. Reading every byte is `verify`'s."""
     if seg.ndocs != ref.ndocs:
         raise IndexCorrupt(f"{seg.path}: holds {seg.ndocs} documents, manifest says {ref.ndocs}")
+    if ref.head and seg.head_crc != ref.head:
+        raise IndexCorrupt(f"{seg.path}: not the segment the manifest names (header differs)")
     if ref.size and seg.file_size() != ref.size:
         raise IndexCorrupt(f"{seg.path}: {seg.file_size()} bytes, manifest says {ref.size}")
 
@@ -138,6 +142,11 @@ class OpenGeneration:
     def current(self) -> Snapshot:
         m = read_manifest(self.index_dir)
         if m is not None and self.snap is not None and self.snap.manifest == m:
+            # The same manifest; its files are immutable, but one truncated
+            # or rewritten in place under us (a restore, a careless copy)
+            # must not be read as the generation held: IndexCorrupt.
+            for view in self.snap.views:
+                check_segment(view.segment, view.ref)
             return self.snap
         fresh = open_snapshot(self.index_dir)
         if fresh is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -17,11 +18,13 @@ from typing import Any
 
 from ctindex.store.durable import atomic_write, fault, fsync_dir, unique_name, write_new
 from ctindex.store.generation import (
+    LINEAGE,
     MANIFEST_NAME,
     SegmentRef,
     StoreManifest,
     read_dels,
     write_dels,
+    manifest_identity,
     write_diag,
 )
 from ctindex.store.segment import BuildInput, Segment, SegmentInfo, StoredDoc, build_segment
@@ -131,9 +134,7 @@ class StoreWriter:
     def adopt(self, name: str, info: SegmentInfo) -> None:
         """Take a segment built elsewhere (a worker process) for this
         generation; its keys must have been removed from the rest first."""
-        self._adopted.append(
-            SegmentRef(name=name, ndocs=info.ndocs, length_sum=info.length_sum, size=info.size)
-        )
+        self._adopted.append(_ref(name, info))
 
     @property
     def generation(self) -> int:
@@ -191,9 +192,7 @@ class StoreWriter:
             name = unique_name("seg", gen, ".seg")
             info = build_segment(self.dir / name, items, self._sep, fault_point="mid-segment")
             new_files.append(name)
-            refs.append(
-                SegmentRef(name=name, ndocs=info.ndocs, length_sum=info.length_sum, size=info.size)
-            )
+            refs.append(_ref(name, info))
             fault("after-segment")
         for si in sorted(self._dirty - merges):
             ref = self.refs[si]
@@ -230,7 +229,7 @@ class StoreWriter:
         fsync_dir(self.dir)
         now = clock_ns()
         m.retired = retired_after(self.base, m, now)
-        publish(self.dir, m)
+        publish(self.dir, m, self.base)
         self.close()
         m.retired = collect_garbage(self.dir, m, now)
         return m
@@ -255,9 +254,10 @@ def republish(
     protocol as commit: a new base file is fsynced before MANIFEST names it."""
     m = StoreManifest(
         **{
-            **vars(base),
+            **base.as_dict(),
             "segments": [SegmentRef(**vars(r)) for r in base.segments],
             "retired": [list(r) for r in base.retired],
+            "lineage": list(base.lineage),
         }
     )
     m.reconcile = dict(reconcile)
@@ -268,7 +268,7 @@ def republish(
         fsync_dir(index_dir)
     now = clock_ns()
     m.retired = retired_after(base, m, now)
-    publish(index_dir, m)
+    publish(index_dir, m, base)
     m.retired = collect_garbage(index_dir, m, now)
     return m
 
@@ -287,10 +287,26 @@ def retired_after(base: StoreManifest, m: StoreManifest, now: int) -> list[list[
     return kept + [[n, now] for n in sorted(base.referenced() - referenced)]
 
 
-def publish(index_dir: Path, m: StoreManifest) -> None:
+def publish(index_dir: Path, m: StoreManifest, base: StoreManifest) -> None:
     """The store's one publish point: MANIFEST swapped to name `m`, after
-    every file it names was written and fsynced (spec §9)."""
-    atomic_write(index_dir / MANIFEST_NAME, m.to_bytes(), fault_label="manifest")
+    every file it names was written and fsynced (docs/format.md, "Commit
+    protocol"). `m` is given its lineage here (docs/format.md, "Lineage"):
+    `base`'s store id (a new one for a store's first generation) and
+    identity, and the folder it is published in; `m.identity` is then the
+    identity of the bytes written."""
+    m.store_id = base.store_id or secrets.token_hex(16)
+    m.lineage = ([base.identity] if base.identity else []) + base.lineage[: LINEAGE - 1]
+    st = os.stat(index_dir)
+    m.home = [st.st_dev, st.st_ino]
+    data = m.to_bytes()
+    atomic_write(index_dir / MANIFEST_NAME, data, fault_label="manifest")
+    m.identity = manifest_identity(data)
+
+
+def _ref(name: str, info: SegmentInfo) -> SegmentRef:
+    return SegmentRef(
+        name=name, ndocs=info.ndocs, length_sum=info.length_sum, size=info.size, head=info.head
+    )
 
 
 def collect_garbage(index_dir: Path, m: StoreManifest, now: int) -> list[list[Any]]:
