@@ -88,6 +88,11 @@ class BarrierResult(NamedTuple):
     reconcile_reason: str | None
     reconcile_ms: float | None
     barrier_ms: float
+    # The manifest identity of the generation vouched for: the reader opens
+    # exactly that generation or one published on top of it (Vouched).
+    identity: str = ""
+    # Why the daemon rebuilt a store changed outside ctindex (reported once).
+    outside: str | None = None
 
 
 # -- IPC -------------------------------------------------------------------------
@@ -204,6 +209,8 @@ def barrier(
             reconcile_reason=_opt_str(reply.get("reconcile_reason")),
             reconcile_ms=_opt_float(reply.get("reconcile_ms")),
             barrier_ms=round((time.monotonic() - started) * 1000, 3),
+            identity=_opt_str(reply.get("identity")) or "",
+            outside=_opt_str(reply.get("outside")),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise BarrierFailed("daemon error: malformed reply") from exc

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ctindex.client import BarrierFailed, BarrierResult
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
+    from ctindex.search.execute import Vouched
     from ctindex.store.snapshot import Snapshot
 
 T = TypeVar("T")
@@ -173,7 +174,22 @@ def judge(result: BarrierResult) -> Verdict:
     answered with a full pass is still a proof, worded as a fallback
     ("unreliable filesystem"); without that pass it proves nothing and the
     query reconciles itself. A full pass the daemon reports (overflow,
-    audit) is watcher-clean with its reason."""
+    audit) is watcher-clean with its reason. A store the daemon found
+    changed outside ctindex, and rebuilt from the files, is a fallback that
+    says so (ctindex/daemon/storeguard.py)."""
+    if result.outside is not None and result.reconciled:
+        from ctindex.store.generation import OUTSIDE
+
+        return Verdict(
+            Freshness(
+                FALLBACK,
+                f"{OUTSIDE}: {result.outside}; rebuilt by the daemon",
+                result.generation,
+                barrier_ms=result.barrier_ms,
+                reconcile_ms=result.reconcile_ms,
+            ),
+            None,
+        )
     if result.backend == "poll" or result.degraded:
         why = result.degraded or result.backend_reason or f"{result.backend} lane"
         reason = f"unreliable filesystem: {why}"
@@ -239,8 +255,8 @@ def fresh_answer(
     from ctindex.store.lock import IndexBusy, IndexReadOnly
 
     try:
-        fresh = prove(project, plan, prior, spawn=options.spawn)
-        value = _read_repairing(project, plan, fresh, read, opener)
+        fresh, expect = prove(project, plan, prior, spawn=options.spawn)
+        value = _read_repairing(project, plan, fresh, read, opener, expect)
     except IndexBusy as busy:  # a stopped or slow writer holds the update lock
         if from_files is None:
             raise
@@ -293,7 +309,7 @@ def _hinted(
     from ctindex.store.durable import IndexCorrupt
 
     try:
-        value = opener(_vouched(read, fresh, hint.digest, outcome.generation))
+        value = opener(_vouched(read, fresh, _expect(hint.digest, outcome)))
     except PlanMismatch:
         return None, None  # not the index the daemon vouched for: start over
     except (IndexCorrupt, OSError):
@@ -301,11 +317,15 @@ def _hinted(
     return Answered(fresh, value), None
 
 
-def _vouched(read: Reader[T], fresh: Freshness, digest: str, generation: int) -> Reader[T]:
-    """`read`, only on a generation the daemon vouched for (Vouched.check)."""
+def _expect(digest: str, outcome: BarrierResult) -> Vouched:
+    """What a barrier's answer vouched for (ctindex/search/execute.py)."""
     from ctindex.search.execute import Vouched
 
-    vouched = Vouched(digest, generation)
+    return Vouched(digest, outcome.generation, outcome.identity)
+
+
+def _vouched(read: Reader[T], fresh: Freshness, vouched: Vouched) -> Reader[T]:
+    """`read`, only on a generation the daemon vouched for (Vouched.check)."""
 
     def checked(snap: Snapshot) -> T:
         vouched.check(snap)
@@ -328,11 +348,13 @@ def _barrier(
 
 def prove(
     project: Project, plan: Plan, prior: Prior | None = None, *, spawn: bool = True
-) -> Freshness:
-    """Step 3: make the index reflect the files before a read; say how.
+) -> tuple[Freshness, Vouched | None]:
+    """Step 3: make the index reflect the files before a read; say how, and
+    what the read must find when a daemon's barrier is the proof (None when
+    this process reconciled: what it published is what it reads).
     Raises IndexBusy / IndexReadOnly (from the indexer) when it cannot."""
     if not plan.settings.watch:
-        return reconcile(project, plan, RECONCILE_ON_QUERY, "watch disabled")
+        return reconcile(project, plan, RECONCILE_ON_QUERY, "watch disabled"), None
     from ctindex.netfs import freshness_reason, project_share
 
     share = project_share(project, plan)
@@ -341,7 +363,7 @@ def prove(
         # the query's one and only freshness, and no spawn is attempted.
         fresh = reconcile(project, plan, FALLBACK, "network filesystem")
         fresh.reason = freshness_reason(share, fresh.reconcile_ms)
-        return fresh
+        return fresh, None
     from ctindex import client
     from ctindex import runtime as rt
 
@@ -352,11 +374,11 @@ def prove(
     else:
         outcome = _barrier(paths, digest, plan.settings.barrier_timeout_ms)
     if isinstance(outcome, client.BarrierFailed):
-        return _without_daemon(project, plan, paths, outcome, spawn)
+        return _without_daemon(project, plan, paths, outcome, spawn), None
     verdict = judge(outcome)
     if verdict.proven is not None:
-        return verdict.proven
-    return reconcile(project, plan, FALLBACK, verdict.reconcile_reason)
+        return verdict.proven, _expect(digest, outcome)
+    return reconcile(project, plan, FALLBACK, verdict.reconcile_reason), None
 
 
 def _other_build(outcome: BarrierResult | BarrierFailed) -> bool:
@@ -448,25 +470,48 @@ def reconcile(project: Project, plan: Plan, mode: str, reason: str | None) -> Fr
 
 
 def _read_repairing(
-    project: Project, plan: Plan, fresh: Freshness, read: Reader[T], opener: Opener[T]
+    project: Project,
+    plan: Plan,
+    fresh: Freshness,
+    read: Reader[T],
+    opener: Opener[T],
+    expect: Vouched | None = None,
 ) -> T:
     """Step 4: read the published generation; when it meets a damaged file,
     rebuild from the files (reported as a fallback with reason `index
-    repaired: <file>: <what>`) and read again. A rebuild that cannot write
-    raises IndexWriteError (exit 2) and leaves the previous generation."""
+    repaired: <file>: <what>`) and read again. When a daemon vouched for the
+    answer (`expect`) and the published generation is not that one nor one
+    published on top of it, the store was changed behind the daemon's back:
+    rebuilt from the files too, its file table untrusted, reported as a
+    fallback with reason `index changed outside ctindex: ...`. A rebuild
+    that cannot write raises IndexWriteError (exit 2) and leaves the
+    previous generation."""
     from pathlib import Path
 
-    from ctindex.indexer import repair
+    from ctindex.indexer import rebuild, repair
+    from ctindex.search.execute import PlanMismatch
     from ctindex.store.durable import IndexCorrupt
-    from ctindex.store.generation import read_manifest
+    from ctindex.store.generation import OUTSIDE, read_manifest
 
     def read_noting(snap: Snapshot) -> T:
+        if expect is not None:
+            expect.check(snap)
         fresh.generation = snap.generation  # the statement names the generation read
         return read(snap)
 
     for _ in range(2):  # a second failure: a newer generation, checked and repaired too
         try:
             return opener(read_noting)
+        except PlanMismatch:
+            t0 = time.perf_counter()
+            why = f"{OUTSIDE}: not the generation the daemon vouched for"
+            report = rebuild(project, plan, lock_timeout=QUERY_LOCK_WAIT_S, reason=why)
+            expect = None  # what this process published is what it reads
+            fresh.mode = FALLBACK
+            fresh.reason = fresh.rebuilt = why
+            fresh.generation = report.generation
+            fresh.reconcile_ms = round((time.perf_counter() - t0) * 1000, 3)
+            fresh.notes.extend(report.notes)
         except IndexCorrupt as exc:
             try:
                 m = read_manifest(Path(project.index_dir))

@@ -130,6 +130,8 @@ class Figures:
     overflows_seen: int = 0  # the daemon's last full pass names "overflow" as its reason
     runtime_damage: int = 0
     index_damage: int = 0
+    # the index folder changed by ordinary tools: by kind (tamper_index)
+    tampers: Counter[str] = field(default_factory=Counter)
     concurrent_writers: int = 0
     checks: int = 0
     oracle_queries: int = 0
@@ -160,6 +162,7 @@ class Figures:
             "overflows_seen": self.overflows_seen,
             "runtime_damage": self.runtime_damage,
             "index_damage": self.index_damage,
+            "tampers": dict(sorted(self.tampers.items())),
             "concurrent_writers": self.concurrent_writers,
             "checks": self.checks,
             "oracle_queries": self.oracle_queries,
@@ -211,6 +214,7 @@ class Soak:
         keep_going: bool = False,
         time_box: float | None = None,
         tour: bool = True,
+        tamper_rate: float = 0.04,
     ) -> None:
         self.root = root
         self.kb = root / SCOPE
@@ -228,6 +232,7 @@ class Soak:
         self.keep_going = keep_going
         self.time_box = time_box
         self.tour = tour
+        self.tamper_rate = tamper_rate  # share of steps that change .ct/okf/ by hand
         self.vocab = sorted({self._word() for _ in range(VOCAB_SIZE)})
         self.figures = Figures()
         self.log: list[str] = []
@@ -771,6 +776,11 @@ class Soak:
 
     def abuse(self) -> str | None:
         """Maybe one daemon/runtime/index abuse; returns its log line."""
+        if self.rng.random() < self.tamper_rate:
+            what = self.tamper_index()
+            if what:
+                self.figures.tampers[what] += 1
+                return f"tamper index: {what}"
         r = self.rng.random()
         pids = self.daemon_pids()
         if r < 0.05 and pids:
@@ -854,6 +864,88 @@ class Soak:
             data[self.rng.randrange(min(len(data), 200))] ^= 0xFF
             path.write_bytes(bytes(data))
         return path.name
+
+    # -- the index folder changed by ordinary tools (ctindex/daemon/storeguard.py) ----
+    TAMPERS = (
+        "backup",
+        "restore-manifest",
+        "restore-store",
+        "foreign-store",
+        "truncate-segment",
+        "git-stash",
+    )
+
+    def _rsync_store(self, source: Path, target: Path) -> None:
+        """rsync -a --delete of a store, its runtime folder left alone."""
+        target.mkdir(parents=True, exist_ok=True)
+        self._tool("rsync", "-a", "--delete", "--exclude", "runtime/", f"{source}/", f"{target}/")
+
+    def _foreign_store(self) -> Path:
+        """Another project's store (same scope name, its own documents),
+        built once, with a generation number that runs ahead."""
+        other = self.outside / "other-project"
+        store = other / ".ct" / "okf"
+        if not (store / "MANIFEST").exists():
+            (other / ".ct").mkdir(parents=True, exist_ok=True)
+            (other / ".ct" / "index.jsonc").write_text('{"version": 1, "watch": false}\n')
+            (other / ".git").mkdir(exist_ok=True)
+            (other / SCOPE).mkdir(exist_ok=True)
+            (other / SCOPE / "index.md").write_text("# kb\n")
+            for i in range(3):
+                self._write(other / SCOPE / f"d{i}" / f"seed{i}.md")
+                self._tool(sys.executable, "-m", "ctindex", "-C", str(other), "-q", "update")
+        return store
+
+    def tamper_index(self) -> str | None:
+        """One change to `.ct/okf/` that no ctindex writer made: a backup
+        taken now, restored later (one file or the whole store), another
+        project's store copied in, a segment truncated, or `git stash -u`
+        of a store that is not git-ignored, with an edit in between."""
+        index = self.root / ".ct" / "okf"
+        backup = self.outside / "store-backup"
+        what = self.rng.choice(self.TAMPERS)
+        if not (index / "MANIFEST").exists():
+            return None
+        if what == "backup" or not (backup / "MANIFEST").exists():
+            self._rsync_store(index, backup)
+            return "backup taken"
+        if what == "restore-manifest":
+            self._tool("cp", "-p", str(backup / "MANIFEST"), str(index / "MANIFEST"))
+        elif what == "restore-store":
+            self._rsync_store(backup, index)
+        elif what == "foreign-store":
+            self._rsync_store(self._foreign_store(), index)
+        elif what == "truncate-segment":
+            segs = sorted(index.glob("seg-*.seg"))
+            if not segs:
+                return None
+            seg = self.rng.choice(segs)
+            with contextlib.suppress(OSError):
+                os.truncate(seg, seg.stat().st_size // 2)
+        else:
+            self._stash_store()
+        return what
+
+    def _stash_store(self) -> None:
+        """`.ct/` not git-ignored: `git stash -u` takes the store away, a
+        document is edited, `git stash pop` brings the older store back."""
+        ignore = self.root / ".gitignore"
+        kept = ignore.read_bytes()
+        ignore.write_text(".ct/okf/runtime/\nokf/\n")
+        try:
+            self.git("add", ".gitignore")
+            self.git("commit", "-q", "-m", "stop ignoring .ct")
+            code = self._tool(
+                *GIT, "-C", str(self.root), "stash", "push", "-u", "-q", "--", ".ct/okf"
+            )
+            self.op_create()  # an edit while the store is away
+            self._tree_cache = None
+            if code == 0:
+                self._tool(*GIT, "-C", str(self.root), "stash", "pop", "-q")
+        finally:
+            ignore.write_bytes(kept)
+            self.git("add", ".gitignore")
+            self.git("commit", "-q", "-m", "ignore .ct again")
 
     # -- checking ------------------------------------------------------------------------
     def search(self, query: str, direct: bool) -> dict[str, Any]:
@@ -1102,6 +1194,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--weight", action="append", default=[], metavar="KIND=N")
     ap.add_argument("--no-abuse", action="store_true", help="no daemon kills/stops/damage")
+    ap.add_argument(
+        "--tamper-rate",
+        type=float,
+        default=0.04,
+        metavar="P",
+        help="share of steps that change the index folder with ordinary tools",
+    )
     ap.add_argument("--hang-guard", type=float, default=120.0, metavar="S")
     ap.add_argument(
         "--time-box",
@@ -1133,6 +1232,7 @@ def main(argv: list[str] | None = None) -> int:
             hang_seconds=args.hang_guard,
             keep_going=args.keep_going,
             time_box=args.time_box,
+            tamper_rate=args.tamper_rate,
         )
     except Divergence as exc:
         print(f"DIVERGENCE: {exc}", flush=True)

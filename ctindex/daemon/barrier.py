@@ -127,6 +127,11 @@ class BarrierAnswer(TypedDict):
     reconcile_reason: str | None
     reconcile_ms: float | None
     barrier_ms: float
+    # The manifest identity of the generation vouched for (a reader checks
+    # it after opening: store/generation.py manifest_identity) and, once,
+    # why the daemon rebuilt a store changed outside ctindex.
+    identity: str
+    outside: str | None
 
 
 class BarrierLoop(Protocol):
@@ -261,6 +266,9 @@ class Barrier:
         # A full pass forced by lost events since the last answer is reported
         # (once), so a query can say it was reconciled rather than just clean.
         full, self.driver.unreported = self.driver.unreported, None
+        outside, self.driver.outside_unreported = self.driver.outside_unreported, None
+        guard = self.driver.guard
+        identity = (guard.known if guard is not None else None) or ""
         for w in waiters:
             answer: BarrierAnswer = {
                 "ok": True,
@@ -275,6 +283,8 @@ class Barrier:
                 "reconcile_reason": full["reason"] if full else None,
                 "reconcile_ms": full["duration_ms"] if full else None,
                 "barrier_ms": round((self.clock() - w.started) * 1000, 3),
+                "identity": identity,
+                "outside": outside,
             }
             loop.server.reply(w.conn, dict(answer))
 

@@ -41,6 +41,9 @@ class Applied:
     # watches each one itself (ctindex/daemon/filewatch.py); None when the
     # engine does not report them.
     seen: Mapping[str, LinkedEntry] | None = None
+    # The identity of the manifest published or built on (the daemon vouches
+    # for it: ctindex/daemon/storeguard.py); "" when the engine does not say.
+    identity: str = ""
 
 
 class ConfigStamp(NamedTuple):
@@ -85,6 +88,10 @@ class Engine(Protocol):
     def reconcile_paths(
         self, view: PlanView, keys: list[str], *, lock_timeout: float
     ) -> Applied: ...
+
+    # A fresh index from the files, trusting nothing of the store's (it was
+    # changed outside ctindex: ctindex/daemon/storeguard.py).
+    def rebuild(self, view: PlanView, reason: str, *, lock_timeout: float) -> Applied: ...
 
     def config_stamp(self) -> ConfigStamp | None: ...
 
@@ -137,6 +144,13 @@ class RealEngine:
 
         return _applied(
             indexer.update_paths(self.project, view.plan, keys, lock_timeout=lock_timeout)
+        )
+
+    def rebuild(self, view: PlanView, reason: str, *, lock_timeout: float) -> Applied:
+        from ctindex import indexer
+
+        return _applied(
+            indexer.rebuild(self.project, view.plan, lock_timeout=lock_timeout, reason=reason)
         )
 
     def config_stamp(self) -> ConfigStamp | None:
@@ -223,4 +237,5 @@ def _applied(report: UpdateReport) -> Applied:
         linked=report.linked,
         linked_full=report.linked_full,
         seen=report.seen,
+        identity=report.identity,
     )

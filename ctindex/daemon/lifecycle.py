@@ -18,6 +18,7 @@ import secrets
 import selectors
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any
 
 from ctindex import runtime as rt
@@ -37,6 +38,7 @@ from ctindex.daemon.search_op import SearchOp
 from ctindex.daemon.server import Connection, IpcServer
 from ctindex.daemon.signals import SignalWake
 from ctindex.daemon.status import Identity, Stats, StatusRecord, StatusWriter
+from ctindex.daemon.storeguard import StoreGuard
 from ctindex.daemon.watching import MOUNTS_KEY, WATCHER_KEY, WatchSlot
 from ctindex.errors import PolicyError
 from ctindex.policy.project import Project, is_index_key
@@ -97,7 +99,15 @@ class Daemon:
             lambda cookie_key: engine.open_watcher(self.plan, cookie_key),
         )
         self.driver = ReconcileDriver(
-            engine, self.dirty, self.links, self.files, self.stats, self.schedule, clock, wall
+            engine,
+            self.dirty,
+            self.links,
+            self.files,
+            self.stats,
+            self.schedule,
+            clock,
+            wall,
+            StoreGuard(Path(project.index_dir)),
         )
         self.barrier = Barrier(
             self,
@@ -447,6 +457,11 @@ class Daemon:
         # the watched scope roots, where no event reaches us).
         if self.plan_outdated():
             self.replan()
+        # A store restored or copied in while nobody asks is rebuilt now,
+        # not at the next query (ctindex/daemon/storeguard.py).
+        self.driver.check_store()
+        if self.driver.outside is not None:
+            self.dirty.request_rescan("store-check", mono)
         self.rss = sysinfo.rss()
         if self.rss > self.plan.memory_ceiling:
             self.stop_reason = MEMORY_LIMIT

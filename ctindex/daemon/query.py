@@ -79,6 +79,7 @@ class Job:
         "declined",
         "digest",
         "generation",
+        "identity",
         "late",
         "stderr",
         "stdout",
@@ -91,6 +92,7 @@ class Job:
         cwd: str,
         digest: str,
         generation: int,
+        identity: str,
         barrier_ms: float,
         deadline: float,
     ) -> None:
@@ -99,6 +101,7 @@ class Job:
         self.cwd = cwd
         self.digest = digest  # the plan the barrier was made under
         self.generation = generation  # the barrier's: the answer reads this or newer
+        self.identity = identity  # its manifest's (store/generation.py manifest_identity)
         self.barrier_ms = barrier_ms
         self.deadline = deadline
         self.stdout = ""
@@ -246,7 +249,7 @@ class QueryService:
             raise Declined("another project")  # the words named another folder (-C)
         try:
             snap = self._open.current()
-            if not Vouched(job.digest, job.generation).matches(snap):
+            if not Vouched(job.digest, job.generation, job.identity).matches(snap):
                 raise Declined("not the generation the barrier vouched for")
             outcome = self._outcome(snap, node, limit)
             fault("daemon-query")  # tests: the daemon dies with the answer unsent

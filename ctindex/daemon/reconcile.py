@@ -24,6 +24,7 @@ from ctindex.daemon.layers import Applied, Engine, PlanView
 from ctindex.daemon.links import LinkTracker
 from ctindex.daemon.schedule import HEARTBEAT_S, Schedule
 from ctindex.daemon.status import BatchRecord, ReconcileRecord, Stats
+from ctindex.daemon.storeguard import OUTSIDE, StoreGuard
 from ctindex.errors import IndexBusy, PolicyError
 
 ERROR_RETRY_S = 5.0  # after an indexing error, wait before trying again
@@ -57,8 +58,10 @@ class ReconcileDriver:
         schedule: Schedule,
         clock: Callable[[], float],
         wall: Callable[[], float],
+        guard: StoreGuard | None = None,
     ) -> None:
         self.engine = engine
+        self.guard = guard
         self.dirty = dirty
         self.links = links
         self.files = files
@@ -71,6 +74,10 @@ class ReconcileDriver:
         self.policy_error: str | None = None  # the PolicyError of the last POLICY_ERROR
         # A full pass forced by lost events, not yet told to a client.
         self.unreported: ReconcileRecord | None = None
+        # Why the store is not the one vouched for (ctindex/daemon/storeguard.py):
+        # set until a rebuild succeeds; `outside_unreported` until a client is told.
+        self.outside: str | None = None
+        self.outside_unreported: str | None = None
 
     def due(self, now: float) -> bool:
         """The debounced batch is ready and no retry wait is running."""
@@ -79,6 +86,16 @@ class ReconcileDriver:
     def deadline(self) -> float | None:
         deadline = self.dirty.deadline()
         return None if deadline is None else max(deadline, self.retry_at)
+
+    def check_store(self) -> None:
+        """The published store is still the one vouched for, or the next
+        pass rebuilds it (ctindex/daemon/storeguard.py)."""
+        if self.guard is None or self.outside is not None:
+            return
+        why = self.guard.check()
+        if why is not None:
+            self.outside = why
+            self.stats.last_error = f"{OUTSIDE}: {why}"
 
     def gather_unannounced(self, now: float) -> None:
         """Before a barrier takes the dirty set: writes through a name no
@@ -100,12 +117,19 @@ class ReconcileDriver:
         self, pending: Pending, view: PlanView, watcher: Watcher, *, lock_wait: float = 0.0
     ) -> Outcome:
         """Run the narrowed or full pass for `pending`; when it cannot run,
-        put it back and wait before the next try (never a busy loop)."""
+        put it back and wait before the next try (never a busy loop).
+        A store changed outside ctindex turns any pass into a rebuild."""
+        self.check_store()
+        if self.outside is not None:  # whatever was pending, the rebuild covers it
+            pending = Pending([], True, f"{OUTSIDE}: {self.outside}", pending.first_event)
         if not pending.rescan and not pending.paths:
             return Outcome.DONE
         started = self.clock()
         try:
-            if pending.rescan:
+            if self.outside is not None:
+                assert pending.reason is not None
+                applied = self.engine.rebuild(view, pending.reason, lock_timeout=lock_wait)
+            elif pending.rescan:
                 applied = self.engine.reconcile(view, lock_timeout=lock_wait)
             else:
                 self.files.prewatch(watcher, pending.paths)
@@ -125,6 +149,10 @@ class ReconcileDriver:
             return Outcome.FAILED
         done = self.clock()
         self.trim_due = done + TRIM_DELAY_S  # not now: a barrier may be waiting on us
+        if self.guard is not None:
+            self.guard.learn(applied.identity)
+        if self.outside is not None:
+            self.outside_unreported, self.outside = self.outside, None
         self._record(pending, applied, started, done)
         self._learn(pending, applied, watcher, done)
         self.stats.last_error = None

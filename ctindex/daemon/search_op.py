@@ -109,6 +109,7 @@ class SearchOp:
                 str(request["cwd"]),
                 self.loop.plan.digest,
                 self.stats.generation,
+                self._identity(),
                 round((now - waiter.started) * 1000, 3),
                 deadline,
             )
@@ -137,12 +138,18 @@ class SearchOp:
             conn, {"ok": False, "declined": True, "error": reason, "instance": self.instance}
         )
 
+    def _identity(self) -> str:
+        guard = self.driver.guard
+        return (guard.known if guard is not None else None) or ""
+
     def _untrusted(self) -> str | None:
         """Why this daemon cannot vouch for an answer by itself now (then the
         client's own barrier words it: unreliable filesystem, reconciled)."""
         watcher = self.loop.watcher
         if watcher.name == "poll" or watcher.degraded:
             return "events not trusted"
-        if self.driver.unreported is not None:
+        if self.driver.unreported is not None or self.driver.outside_unreported is not None:
             return "a full pass to report"
+        if self.driver.outside is not None:
+            return "index changed outside ctindex"
         return None

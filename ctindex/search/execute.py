@@ -131,16 +131,21 @@ class PlanMismatch(Exception):
 
 class Vouched(NamedTuple):
     """What a daemon's barrier vouched for: the plan the index must be built
-    under, and the generation it must have reached (a newer one is fine: an
-    outside `rebuild` may have published it since)."""
+    under, and the generation by its number and its manifest's identity
+    (store/generation.py manifest_identity). A generation writers published
+    on top of it since is fine (an outside `update` or `rebuild`); one of the
+    same or a higher number that does not descend from it (a restored copy,
+    another project's index) is not."""
 
     plan_digest: str
     generation: int
+    identity: str
 
     def matches(self, snap: Snapshot) -> bool:
         """`snap` is such a generation: the last check before a barrier's
         answer is read (ctindex/freshness.py, ctindex/daemon/query.py)."""
-        return snap.manifest.plan_digest == self.plan_digest and snap.generation >= self.generation
+        m = snap.manifest
+        return m.plan_digest == self.plan_digest and m.descends_from(self.identity)
 
     def check(self, snap: Snapshot) -> None:
         if not self.matches(snap):

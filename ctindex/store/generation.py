@@ -29,6 +29,9 @@ _DEL_MAGIC = b"CTDEL\x00\x01\x00"
 # generation it knew among them knows every publish since was a writer's
 # pass on top of it, not a copy or a restore (docs/format.md, "Lineage").
 LINEAGE = 8
+# Why an answer or a pass could not trust the published generation: it is
+# not the one vouched for, nor one published on top of it.
+OUTSIDE = "index changed outside ctindex"
 
 
 def manifest_identity(data: bytes) -> str:

@@ -65,10 +65,10 @@ def check_segment(seg: Segment, ref: SegmentRef) -> None:
     name, and a truncated or extended one. Reading every byte is `verify`'s."""
     if seg.ndocs != ref.ndocs:
         raise IndexCorrupt(f"{seg.path}: holds {seg.ndocs} documents, manifest says {ref.ndocs}")
-    if ref.head and seg.head_crc != ref.head:
-        raise IndexCorrupt(f"{seg.path}: not the segment the manifest names (header differs)")
     if ref.size and seg.file_size() != ref.size:
         raise IndexCorrupt(f"{seg.path}: {seg.file_size()} bytes, manifest says {ref.size}")
+    if ref.head and seg.head_crc != ref.head:
+        raise IndexCorrupt(f"{seg.path}: not the segment the manifest names (header differs)")
 
 
 def _open(index_dir: Path, manifest: StoreManifest) -> Snapshot:

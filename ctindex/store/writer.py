@@ -22,9 +22,9 @@ from ctindex.store.generation import (
     MANIFEST_NAME,
     SegmentRef,
     StoreManifest,
+    manifest_identity,
     read_dels,
     write_dels,
-    manifest_identity,
     write_diag,
 )
 from ctindex.store.segment import BuildInput, Segment, SegmentInfo, StoredDoc, build_segment

@@ -130,16 +130,13 @@ def test_search_refuses_a_generation_of_another_plan(tmp_path: Path) -> None:
     plan = load_plan(project)
     report = indexer.update(project, plan)
     node = parse_query("word")
-    got = search_index(
-        project.index_dir, node, 10, expect=Vouched(plan.digest(), report.generation)
-    )
+    vouched = Vouched(plan.digest(), report.generation, report.identity)
+    got = search_index(project.index_dir, node, 10, expect=vouched)
     assert got.total == 1
     with pytest.raises(PlanMismatch):
-        search_index(project.index_dir, node, 10, expect=Vouched("0" * 64, report.generation))
+        search_index(project.index_dir, node, 10, expect=vouched._replace(plan_digest="0" * 64))
     with pytest.raises(PlanMismatch):
-        search_index(
-            project.index_dir, node, 10, expect=Vouched(plan.digest(), report.generation + 1)
-        )
+        search_index(project.index_dir, node, 10, expect=vouched._replace(identity="0" * 32))
 
 
 def test_the_code_stamp_finds_every_module_it_names() -> None:

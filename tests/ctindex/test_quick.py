@@ -424,7 +424,7 @@ def test_a_slow_query_never_holds_the_loop(tmp_path: Path, monkeypatch: pytest.M
     class Conn:
         closed = False
 
-    job = query.Job(Conn(), ["search", "x"], str(tmp_path), "digest", 1, 0.5, deadline=100.0)
+    job = query.Job(Conn(), ["search", "x"], str(tmp_path), "digest", 1, "", 0.5, deadline=100.0)
     service.submit(job)  # returns at once: the worker runs the query
     assert inside.wait(HANG_GUARD_S)
     assert service.busy and service.finished(now=50.0) == []

@@ -62,6 +62,9 @@ class FakeLoop:
 @dataclass
 class FakeDriver:
     unreported: dict[str, Any] | None = None
+    outside: str | None = None
+    outside_unreported: str | None = None
+    guard: None = None
 
 
 @dataclass

@@ -1,0 +1,90 @@
+"""ctindex/daemon/storeguard.py: which published stores the daemon may go on
+vouching for, on a real store built by the indexer."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from ctindex import indexer
+from ctindex.daemon.storeguard import StoreGuard
+from ctindex.policy.plan import load_plan
+from ctindex.policy.project import Project
+
+
+def make(root: Path, words: str = "alpha") -> Project:
+    (root / ".git").mkdir(parents=True)
+    (root / "kb").mkdir()
+    (root / "kb" / "index.md").write_text("# kb\n")
+    (root / "kb" / "a.md").write_text(f"# A\n\n{words}\n")
+    return Project.at(root)
+
+
+def publish(project: Project, text: str) -> str:
+    (project.root / "kb" / "a.md").write_text(f"# A\n\n{text}\n")
+    return indexer.update(project, load_plan(project)).identity
+
+
+def test_nothing_is_judged_before_the_first_pass(tmp_path: Path) -> None:
+    project = make(tmp_path / "p")
+    assert StoreGuard(project.index_dir).check() is None
+
+
+def test_its_own_generation_and_writers_passes_on_top_of_it_are_trusted(tmp_path: Path) -> None:
+    project = make(tmp_path / "p")
+    guard = StoreGuard(project.index_dir)
+    guard.learn(publish(project, "beta"))
+    assert guard.check() is None
+    later = [publish(project, f"gamma {i}") for i in range(3)]  # `ctindex update` runs
+    assert guard.check() is None
+    assert guard.known == later[-1]
+    rebuilt = indexer.rebuild(project, load_plan(project)).identity  # `ctindex rebuild`
+    assert guard.check() is None and guard.known == rebuilt
+
+
+def test_an_older_manifest_restored_is_reported(tmp_path: Path) -> None:
+    project = make(tmp_path / "p")
+    publish(project, "beta")
+    old = (project.index_dir / "MANIFEST").read_bytes()
+    guard = StoreGuard(project.index_dir)
+    guard.learn(publish(project, "gamma"))
+    (project.index_dir / "MANIFEST").write_bytes(old)
+    why = guard.check()
+    assert why is not None and "not one published on top of" in why
+
+
+def test_a_store_published_in_another_folder_is_reported_even_with_our_lineage(
+    tmp_path: Path,
+) -> None:
+    """A copy of the project forked from our generation, updated there and
+    copied back: its lineage names ours, its home does not."""
+    project = make(tmp_path / "p")
+    guard = StoreGuard(project.index_dir)
+    guard.learn(publish(project, "beta"))
+    fork = tmp_path / "fork"
+    shutil.copytree(project.root, fork, symlinks=True)
+    forked = Project.at(fork)
+    publish(forked, "delta only in the fork")
+    shutil.rmtree(project.index_dir)
+    shutil.copytree(forked.index_dir, project.index_dir)
+    why = guard.check()
+    assert why is not None and "another folder" in why
+
+
+def test_a_removed_manifest_damage_and_a_resized_segment_are_reported(tmp_path: Path) -> None:
+    project = make(tmp_path / "p")
+    guard = StoreGuard(project.index_dir)
+    guard.learn(publish(project, "beta"))
+    seg = next(project.index_dir.glob("seg-*.seg"))
+    with seg.open("ab") as f:
+        f.write(b"x")
+    assert "bytes, the manifest says" in str(guard.check())
+    os.truncate(seg, seg.stat().st_size - 1)
+    assert guard.check() is None
+    manifest = project.index_dir / "MANIFEST"
+    data = manifest.read_bytes()
+    manifest.write_bytes(data[:-8])
+    assert "checksum" in str(guard.check())
+    manifest.unlink()
+    assert guard.check() == "MANIFEST removed"
