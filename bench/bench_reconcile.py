@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ctindex.reconciler import Manifest, ReconcileResult, reconcile
-from ctindex.reconciler.testing import SimpleFilter
 
 from bench import corpus_marker
+from tests.reconciler.fakes import SimpleFilter
 
 FILES = 200_000
 DIRS = 2_000  # 100 files per folder, folders two levels deep

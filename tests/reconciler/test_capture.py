@@ -19,10 +19,10 @@ from ctindex.reconciler import FsOps, Manifest, ReconcileResult, reconcile
 from ctindex.reconciler.capture import Captured, KeyReader, complete, ship
 from ctindex.reconciler.fingerprint import Fingerprint
 from ctindex.reconciler.hashing import Outcome
-from ctindex.reconciler.testing import SimpleFilter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.reconciler.fakes import SimpleFilter
 from tests.reconciler.test_native import NODES, NOW, _build, _denying, summary
 
 ALL = SimpleFilter()

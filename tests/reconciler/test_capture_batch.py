@@ -29,9 +29,9 @@ from ctindex.reconciler import Manifest, ReconcileResult, reconcile
 from ctindex.reconciler import native as native_mod
 from ctindex.reconciler.capture import BatchRead, KeyReader, ShipmentBuilder, complete
 from ctindex.reconciler.hashing import FILE_FLAGS
-from ctindex.reconciler.testing import SimpleFilter
 from hypothesis import HealthCheck, given, settings
 
+from tests.reconciler.fakes import SimpleFilter
 from tests.reconciler.test_native import CHANGES, NODES, NOW, _build, _change, summary
 
 HAVE_NATIVE = native_mod.module() is not None

@@ -8,7 +8,8 @@ from pathlib import Path
 import xxhash
 from ctindex.reconciler import Manifest, reconcile
 from ctindex.reconciler.manifest import DIRTY_SIZE
-from ctindex.reconciler.testing import SimpleFilter, rounding_stat, with_fields
+
+from tests.reconciler.fakes import SimpleFilter, rounding_stat, with_fields
 
 ALL = SimpleFilter()
 SEC = 1_000_000_000

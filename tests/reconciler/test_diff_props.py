@@ -21,9 +21,10 @@ from pathlib import Path
 
 import xxhash
 from ctindex.reconciler import Manifest, ReconcileResult, reconcile
-from ctindex.reconciler.testing import SimpleFilter, rounding_stat
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.reconciler.fakes import SimpleFilter, rounding_stat
 
 SEC = 1_000_000_000
 NAMES = ("a", "b", "c")

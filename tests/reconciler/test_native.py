@@ -28,9 +28,10 @@ import pytest
 from ctindex.reconciler import FsOps, Manifest, ReconcileResult, reconcile
 from ctindex.reconciler import native as native_mod
 from ctindex.reconciler.manifest import RawEntry
-from ctindex.reconciler.testing import SimpleFilter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.reconciler.fakes import SimpleFilter
 
 NOW = time.time_ns() + 3_600 * 10**9  # the fixed clock: an hour ahead of every file
 HAVE_NATIVE = native_mod.module() is not None

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from ctindex.reconciler import FsOps, Manifest, reconcile
 from ctindex.reconciler.parallel_walk import MAX_WORKERS, ParallelWalker
-from ctindex.reconciler.testing import SimpleFilter
+
+from tests.reconciler.fakes import SimpleFilter
 
 OLD = 1_500_000_000_000_000_000  # stamps far older than the racy window
 

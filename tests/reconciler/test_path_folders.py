@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from ctindex.reconciler import FsOps, Manifest, path_folders, platform_features, reconcile
-from ctindex.reconciler.testing import SimpleFilter
+
+from tests.reconciler.fakes import SimpleFilter
 
 ALL = SimpleFilter()
 NOW = 2_000_000_000_000_000_000

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ctindex.reconciler import FsOps, Manifest, reconcile
-from ctindex.reconciler.testing import SimpleFilter
+
+from tests.reconciler.fakes import SimpleFilter
 
 ALL = SimpleFilter()
 

@@ -1,8 +1,7 @@
-"""Small helpers for tests that drive the reconciler (filters, distorted stats).
-
-Kept in the package so other test suites (e.g. filesystem-quirk tests) can
-reuse the same injected views of the filesystem.
-"""
+"""Fakes for tests and benchmarks that drive the reconciler: a simple path
+filter and distorted views of the filesystem's stat (rounded timestamps,
+remapped inodes, an attribute cache). Test code only: not installed with the
+package."""
 
 from __future__ import annotations
 
