@@ -423,24 +423,17 @@ def _run(
     answer: QuickAnswer | None = None,
 ) -> int:
     parser = parser_for(argv)
+    said = _Said(err)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(said):
             args = parser.parse_args(argv)
     except SystemExit as exc:  # --help or a usage error already printed
         status = exc.code if isinstance(exc.code, int) else 2
         if status and _wants_json(argv):
             from ctindex.output import write_json
 
-            write_json(
-                out,
-                {
-                    "error": {
-                        "message": "usage error (the message is on stderr)",
-                        "kind": "UsageError",
-                        "exit_code": status,
-                    }
-                },
-            )
+            error = {"message": said.message(), "kind": "UsageError", "exit_code": status}
+            write_json(out, {"error": error})
         return status
     except BrokenPipeError:
         raise
@@ -449,13 +442,13 @@ def _run(
     if args.version:
         emit(out, f"{PROG} {_version()}\n")
         return 0
-    if not args.command:
+    from ctindex.errors import UsageError
+
+    if not args.command:  # a usage error like argparse's, with --json's error object
         parser.print_usage(err)
-        err.write(f"{PROG}: a command is required ({', '.join(COMMANDS)})\n")
-        return 2
+        raise UsageError(f"a command is required ({', '.join(COMMANDS)})")
 
     from ctindex.commands import Context
-    from ctindex.errors import UsageError
     from ctindex.policy.project import Project, find_root, start_folder
 
     # Like `git -C`: run as if started in DIR; the project is found from
@@ -493,6 +486,34 @@ def _run(
     code: int = module.run(ctx, args)
     flush(out)
     return code
+
+
+class _Said(io.TextIOBase):
+    """stderr while argparse parses: passed through, and kept, so that a
+    usage error under --json carries argparse's own message in its JSON
+    error object (argparse prints it and exits; it raises nothing to read)."""
+
+    def __init__(self, err: TextIO) -> None:
+        self.err = err
+        self.kept: list[str] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.kept.append(text)
+        return self.err.write(text)
+
+    def flush(self) -> None:
+        self.err.flush()
+
+    def message(self) -> str:
+        """The error without the usage lines: what follows `PROG: error: `
+        (argparse's format), on one line."""
+        text = "".join(self.kept)
+        _usage, marker, said = text.partition(": error: ")
+        lines = (said if marker else text).split()
+        return " ".join(lines) or "usage error"
 
 
 def _writes(args: argparse.Namespace) -> bool:

@@ -1,3 +1,113 @@
 """JSON Schemas (draft 2020-12) of every command's `--json` output, shipped
-with the package: `importlib.resources.files("ctindex.schemas") / "status.json"`.
-docs/cli.md describes the same fields for people."""
+with the package (docs/cli.md describes the same fields for people).
+
+Each schema's `$id` is its file name (`status.json`), and a schema names
+another by that id (`status.json`'s `watcher` is `{"$ref":
+"watch-status.json"}`). `registry()` holds them all, so
+
+    jsonschema.validate(doc, ctindex.schemas.load("status"), registry=ctindex.schemas.registry())
+
+resolves every reference; `bundled(name)` is one self-contained schema with
+the references written out (what the MCP server publishes as a tool's
+output schema, for clients that resolve no reference).
+
+`registry()` needs the `referencing` package (installed with `jsonschema`);
+it is imported only when called, so the rest of ctindex does not depend on it.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib.resources import files
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from referencing import Registry
+
+# Every shipped schema, by name (the file is `<name>.json`).
+NAMES = (
+    "init",
+    "scopes",
+    "scopes-edit",
+    "why",
+    "status",
+    "watch-status",
+    "update",
+    "verify",
+    "search",
+    "show",
+    "watch-control",
+    "concepts",
+    "error",
+)
+
+# Command -> the schemas of its --json output (besides `error`, which any
+# command may print instead). `mcp` speaks the Model Context Protocol, not
+# --json; its tools' outputs are `search`, `show`, `why`, `status` and
+# `concepts` (docs/mcp.md).
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "init": ("init",),
+    "scopes": ("scopes", "scopes-edit"),  # plain and --effective; add and remove
+    "why": ("why",),
+    "status": ("status",),
+    "update": ("update",),
+    "rebuild": ("update",),
+    "verify": ("verify",),
+    "search": ("search",),
+    "show": ("show",),
+    "watch": ("watch-status", "watch-control"),  # status; start and stop
+    "mcp": (),
+}
+
+
+@cache
+def _text(name: str) -> str:
+    if name not in NAMES:
+        raise KeyError(f"no schema named {name!r} (known: {', '.join(NAMES)})")
+    return (files(__name__) / f"{name}.json").read_text(encoding="utf-8")
+
+
+def load(name: str) -> dict[str, Any]:
+    """The schema `name` (`status`, `search`, ...) as shipped, references
+    included (a new dict on each call: the caller may change it)."""
+    schema: dict[str, Any] = json.loads(_text(name))
+    return schema
+
+
+def registry() -> Registry:
+    """A `referencing.Registry` of every shipped schema, under its `$id`."""
+    from referencing import Registry, Resource
+
+    return Registry().with_resources(
+        (f"{name}.json", Resource.from_contents(load(name))) for name in NAMES
+    )
+
+
+def bundled(name: str) -> dict[str, Any]:
+    """The schema `name` with each `$ref` to another shipped schema replaced
+    by that schema's own body: one document with no reference to resolve."""
+    schema = load(name)
+    return {key: _inline(value) for key, value in schema.items()}
+
+
+def _inline(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_inline(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and not ref.startswith("#"):
+        siblings = {k: v for k, v in node.items() if k != "$ref"}
+        return _inline({**_target(ref), **siblings})
+    return {key: _inline(value) for key, value in node.items()}
+
+
+def _target(ref: str) -> dict[str, Any]:
+    """What `NAME.json` or `NAME.json#/json/pointer` names (only shipped
+    schemas are referenced, and none of them refers into itself)."""
+    file, _, pointer = ref.partition("#")
+    found: Any = load(file.removesuffix(".json"))
+    for part in filter(None, pointer.split("/")):
+        found = found[part.replace("~1", "/").replace("~0", "~")]
+    return {k: v for k, v in found.items() if k not in ("$schema", "$id")}
