@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
     from ctindex.api import (
         Concept,
+        ConceptPage,
+        ConceptSummary,
         Freshness,
         Hit,
         Index,
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
 
 _API = (
     "Concept",
+    "ConceptPage",
+    "ConceptSummary",
     "Freshness",
     "Hit",
     "Index",
@@ -82,6 +86,8 @@ __all__ = [
     "AmbiguousConcept",
     "Concept",
     "ConceptNotFound",
+    "ConceptPage",
+    "ConceptSummary",
     "ConceptUnreadable",
     "CtindexError",
     "Decision",

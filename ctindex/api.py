@@ -66,9 +66,12 @@ _CONCEPT_FLAGS = (
 )
 
 T = TypeVar("T")
+MAX_PAGE = 1000  # the largest page `Index.concepts` returns at once
 
 __all__ = [
     "Concept",
+    "ConceptPage",
+    "ConceptSummary",
     "Freshness",
     "Hit",
     "Index",
@@ -214,6 +217,46 @@ class Concept:
             "links": [asdict(link) for link in self.links],
             "warning": self.warning,
             "freshness": self.freshness.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class ConceptSummary:
+    """One concept of a `ConceptPage`: what the index holds of it."""
+
+    id: str
+    scope: str
+    path: str  # project-relative
+    title: str
+    type: str
+    tags: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["tags"] = list(self.tags)
+        return doc
+
+
+@dataclass(frozen=True)
+class ConceptPage:
+    """One page of `Index.concepts`; `to_json()` is the MCP `list_concepts`
+    tool's document (ctindex/schemas/concepts.json)."""
+
+    concepts: tuple[ConceptSummary, ...]  # ordered by ID, then path
+    total: int  # every concept matching the filters, not only this page
+    offset: int
+    next_offset: int | None  # the `offset` of the next page, None after the last
+    freshness: Freshness
+    notes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "concepts": [c.to_json() for c in self.concepts],
+            "total": self.total,
+            "offset": self.offset,
+            "next_offset": self.next_offset,
+            "freshness": self.freshness.to_json(),
+            "notes": list(self.notes),
         }
 
 
@@ -431,6 +474,46 @@ class Index:
         with self._lock:
             plan = self.plan()
             return sorted(cid for cid, _key in self._fresh_ids(plan))
+
+    def concepts(
+        self,
+        *,
+        type: str | None = None,
+        tag: str | None = None,
+        prefix: str = "",
+        offset: int = 0,
+        limit: int = 100,
+    ) -> ConceptPage:
+        """A page of the concepts of a fresh index, ordered by ID then path:
+        those of `type` and with `tag` (each as the query language's `type:`
+        and `tag:` read it) whose ID starts with `prefix`, from the
+        `offset`-th on, at most `limit` of them (1 to MAX_PAGE)."""
+        from ctindex.search.listing import filters, list_direct, list_snapshot
+
+        for name, value, low, high in (("offset", offset, 0, None), ("limit", limit, 1, MAX_PAGE)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise UsageError(f"{name} must be a whole number of at least {low}, not {value!r}")
+            if high is not None and value > high:
+                raise UsageError(f"{name} must be at most {high}, not {value}")
+        node = filters(type, tag)
+        with self._lock:
+            plan = self.plan()
+            answered = self._indexed(
+                plan,
+                lambda snap: list_snapshot(snap, plan, node, prefix, offset, limit),
+                lambda plan: list_direct(str(self.project.root), plan, node, prefix, offset, limit),
+            )
+        fresh, listing = answered.freshness, answered.value
+        fresh.generation = listing.generation
+        end = offset + len(listing.concepts)
+        return ConceptPage(
+            tuple(ConceptSummary(*c) for c in listing.concepts),
+            listing.total,
+            offset,
+            end if end < listing.total else None,
+            Freshness._of(fresh),
+            listing.notes,
+        )
 
     def _fresh_ids(self, plan: Plan) -> list[tuple[str, str]]:
         from ctindex.providers import load

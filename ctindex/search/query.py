@@ -23,7 +23,7 @@ from ctindex.errors import QueryError
 if TYPE_CHECKING:
     from ctindex.providers.base import Provider
 
-__all__ = ["QueryError", "parse_query"]
+__all__ = ["QueryError", "field_filter", "parse_query"]
 
 
 class _Node:
@@ -297,6 +297,16 @@ def _field(tok: _Tok) -> Node:
         # finds "BigQuery Table").
         return Or((Facet(head + value), Facet(FACET_TYPE_WORD + value)))
     return Facet(head + value)
+
+
+def field_filter(field: str, value: str) -> Node:
+    """`field:value` (type, tag or path) as a query reads it, for a caller
+    holding the value itself: no quoting, any character (ctindex/search/listing.py)."""
+    if field not in ("type", "tag", "path"):
+        raise QueryError(f"query: unknown field {field!r} (type, tag or path)")
+    if not value.strip():
+        raise QueryError(f"query: '{field}:' needs a value")
+    return _field(_Tok("field", value, 1, field=field))
 
 
 def parse_query(q: str) -> Node:
