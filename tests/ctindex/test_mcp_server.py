@@ -1,6 +1,9 @@
 """`ctindex mcp` (ctindex/mcp_server.py, docs/mcp.md) driven over stdio by the
-official SDK's client: the tools are listed, each is called, and a file
-changed underneath the running server is in its next answer (against
+official SDK's client: the tools are listed with their descriptions, bounds,
+annotations and output schemas (the shipped ones), each is called and its
+result validated against its declared schema, bad arguments give one clean
+line, `list_concepts` pages cover every concept once, and a file changed
+underneath the running server is in its next answer (against
 tests/oracle.py), with watching off and with a daemon."""
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ from typing import Any
 
 import pytest
 
+from ctindex import schemas
 from tests import oracle
 from tests.daemon_support import CliProject
 
 mcp = pytest.importorskip("mcp")
+jsonschema = pytest.importorskip("jsonschema")
 
 MARK = "zqxv7mcpmark"
 TIMEOUT_S = 120  # a hang guard only
@@ -30,14 +35,26 @@ async def _session(root: Path, expect_mode: str) -> None:
     )
     async with Client(params, read_timeout_seconds=TIMEOUT_S) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(tools) == {"search", "get_concept", "why", "status"}
-        assert "query" in tools["search"].input_schema["properties"]
+        assert set(tools) == set(SCHEMAS)
+        for tool in tools.values():
+            _check_declared(tool)
 
         async def call(name: str, **arguments: Any) -> dict[str, Any]:
             result = await client.call_tool(name, arguments)
             assert not result.is_error, result.content
-            doc: dict[str, Any] = result.structured_content or json.loads(result.content[0].text)  # type: ignore[union-attr]
+            doc: dict[str, Any] = result.structured_content  # type: ignore[assignment]
+            assert doc == json.loads(result.content[0].text)  # type: ignore[union-attr]
+            jsonschema.validate(doc, tools[name].output_schema)  # type: ignore[arg-type]
+            jsonschema.validate(doc, schemas.load(SCHEMAS[name]), registry=schemas.registry())
             return doc
+
+        await _refusals(client)
+        pages = await _every_page(call, limit=4)
+        listed = [(c["id"], c["path"]) for c in pages]
+        assert listed == sorted(listed)  # ID order, each concept once
+        assert len(pages) == len(set(listed)) and {c["path"] for c in pages} == set(
+            oracle.indexed_files(root)
+        )
 
         async def hits() -> set[str]:
             doc = await call("search", query=MARK, limit=100)
@@ -49,8 +66,13 @@ async def _session(root: Path, expect_mode: str) -> None:
         assert await hits() == oracle.containing(root, MARK) == set()
 
         concept = root / "ga4" / "tables" / "mcp_made.md"
-        concept.write_text(f"---\ntitle: Made for MCP\ntags: [mcp]\n---\n{MARK} here\n")
+        concept.write_text(
+            f"---\ntitle: Made for MCP\ntype: Fresh\ntags: [mcp]\n---\n{MARK} here\n"
+        )
         assert await hits() == oracle.containing(root, MARK) == {"ga4/tables/mcp_made.md"}
+        listed = await call("list_concepts", tag="mcp")
+        assert [c["id"] for c in listed["concepts"]] == ["tables/mcp_made"]
+        assert listed["total"] == 1 and listed["next_offset"] is None
         got = await call("get_concept", id="tables/mcp_made")
         assert got["title"] == "Made for MCP" and got["frontmatter"]["tags"] == ["mcp"]
         assert got["freshness"]["mode"] == "direct"
@@ -59,6 +81,8 @@ async def _session(root: Path, expect_mode: str) -> None:
         assert await hits() == oracle.containing(root, MARK) == set()
         assert (await call("get_concept", id="tables/mcp_made"))["title"] == "Edited"
 
+        listed = await call("list_concepts", prefix="tables/mcp", type="fresh")
+        assert [c["id"] for c in listed["concepts"]] == []  # the edit dropped the type
         why = await call("why", path="ga4/tables/mcp_made.md")
         assert why["decisions"][0]["reason"] == "included" and why["all_included"] is True
         status = await call("status")
@@ -69,6 +93,61 @@ async def _session(root: Path, expect_mode: str) -> None:
         bad = await client.call_tool("search", {"query": '"unterminated'})
         assert bad.is_error and "unterminated quote" in bad.content[0].text  # type: ignore[union-attr]
         assert (await call("search", query="event", limit=1))["results"]  # still serving
+
+
+SCHEMAS = {
+    "search": "search",
+    "get_concept": "show",
+    "list_concepts": "concepts",
+    "why": "why",
+    "status": "status",
+}
+
+
+def _check_declared(tool: Any) -> None:
+    """What a model reads before calling: clean descriptions, every argument
+    described and bounded, read-only annotations, the shipped output schema."""
+    assert tool.description and "\n " not in tool.description and "  " not in tool.description
+    annotations = tool.annotations
+    assert annotations.read_only_hint is True and annotations.idempotent_hint is True
+    assert annotations.destructive_hint is False and annotations.title
+    for name, prop in tool.input_schema["properties"].items():
+        assert prop.get("description"), (tool.name, name)
+        if prop.get("type") == "integer":
+            assert "minimum" in prop, (tool.name, name)
+    if tool.name in ("search", "list_concepts"):
+        assert tool.input_schema["properties"]["limit"]["maximum"] >= 1
+    assert tool.output_schema == schemas.bundled(SCHEMAS[tool.name])
+    assert tool.output_schema["additionalProperties"] is False  # no catch-all
+
+
+async def _refusals(client: Any) -> None:
+    """Arguments outside the input schema: one line naming the tool, the
+    argument and the rule; no pydantic report, no URL; the server goes on."""
+    for name, arguments, said in (
+        ("search", {"query": "event", "limit": 0}, "search: limit: "),
+        ("search", {"query": "event", "limit": 10_000}, "search: limit: "),
+        ("search", {}, "search: query: "),
+        ("list_concepts", {"offset": -1}, "list_concepts: offset: "),
+        ("list_concepts", {"limit": "many"}, "list_concepts: limit: "),
+        ("get_concept", {"id": ""}, "get_concept: id: "),
+        ("why", {"path": 3}, "why: path: "),
+    ):
+        result = await client.call_tool(name, arguments)
+        text = result.content[0].text
+        assert result.is_error and text.startswith(said), (name, arguments, text)
+        assert "\n" not in text and "http" not in text and "Error executing" not in text
+
+
+async def _every_page(call: Any, limit: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = await call("list_concepts", offset=offset, limit=limit)
+        assert page["offset"] == offset and len(page["concepts"]) <= limit
+        out += page["concepts"]
+        offset = page["next_offset"]
+    return out
 
 
 def _run(root: Path, mode: str) -> None:
