@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ctindex
@@ -45,9 +45,7 @@ def _every(index: ctindex.Index, limit: int, **filters: str) -> list[ctindex.Con
     return out
 
 
-@settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=15, deadline=None)
 @given(limit=st.integers(min_value=1, max_value=40))
 def test_pages_cover_every_concept_once_in_id_order(index: ctindex.Index, limit: int) -> None:
     listed = _every(index, limit)
