@@ -11,8 +11,9 @@ resolves every reference; `bundled(name)` is one self-contained schema with
 the references written out (what the MCP server publishes as a tool's
 output schema, for clients that resolve no reference).
 
-`registry()` needs the `referencing` package (installed with `jsonschema`);
-it is imported only when called, so the rest of ctindex does not depend on it.
+`registry()` and `bundled()` need the `referencing` package (installed with
+`jsonschema`, which `ctindex[mcp]` and `ctindex[test]` bring); it is imported
+only when they are called, so the rest of ctindex does not depend on it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from referencing import Registry
+    from referencing._core import Resolver
 
 # Every shipped schema, by name (the file is `<name>.json`).
 NAMES = (
@@ -86,28 +88,23 @@ def registry() -> Registry:
 
 def bundled(name: str) -> dict[str, Any]:
     """The schema `name` with each `$ref` to another shipped schema replaced
-    by that schema's own body: one document with no reference to resolve."""
-    schema = load(name)
-    return {key: _inline(value) for key, value in schema.items()}
+    by what it names: one document with no reference to resolve. `referencing`
+    resolves each reference (a file, or a JSON pointer into one); only the
+    substitution is done here (docs/decisions/json-contract.md)."""
+    resolver = registry().resolver(base_uri=f"{name}.json")
+    written: dict[str, Any] = _inline(load(name), resolver)
+    return written
 
 
-def _inline(node: Any) -> Any:
+def _inline(node: Any, resolver: Resolver[Any]) -> Any:
     if isinstance(node, list):
-        return [_inline(item) for item in node]
+        return [_inline(item, resolver) for item in node]
     if not isinstance(node, dict):
         return node
     ref = node.get("$ref")
     if isinstance(ref, str) and not ref.startswith("#"):
+        found = resolver.lookup(ref)
+        body = {k: v for k, v in found.contents.items() if k not in ("$schema", "$id")}
         siblings = {k: v for k, v in node.items() if k != "$ref"}
-        return _inline({**_target(ref), **siblings})
-    return {key: _inline(value) for key, value in node.items()}
-
-
-def _target(ref: str) -> dict[str, Any]:
-    """What `NAME.json` or `NAME.json#/json/pointer` names (only shipped
-    schemas are referenced, and none of them refers into itself)."""
-    file, _, pointer = ref.partition("#")
-    found: Any = load(file.removesuffix(".json"))
-    for part in filter(None, pointer.split("/")):
-        found = found[part.replace("~1", "/").replace("~0", "~")]
-    return {k: v for k, v in found.items() if k not in ("$schema", "$id")}
+        return _inline({**body, **siblings}, found.resolver)
+    return {key: _inline(value, resolver) for key, value in node.items()}
