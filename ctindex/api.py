@@ -25,7 +25,6 @@ An ``Index`` may be shared between threads: its calls are serialised.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import stat as stat_mod
@@ -540,7 +539,9 @@ class Index:
     def _suggest(self, plan: Plan, wanted: str, scope: str | None) -> tuple[str, ...]:
         """Close matches among the existing IDs: the IDs ending in the asked
         one's last segment first (`orders` -> `tables/orders`), then
-        difflib's closest. Linear in the number of concepts."""
+        difflib's closest (ctindex/suggest.py). Linear in the number of concepts."""
+        from ctindex.suggest import close_matches
+
         want_root = None if scope is None else scope.strip("/")
         ids = sorted(
             {
@@ -552,7 +553,7 @@ class Index:
         wanted = wanted.strip().removesuffix(".md")
         last = wanted.rsplit("/", 1)[-1].casefold()
         same_end = [i for i in ids if i.rsplit("/", 1)[-1].casefold() == last]
-        close = difflib.get_close_matches(wanted, ids, n=SUGGESTIONS, cutoff=0.6)
+        close = close_matches(wanted, ids, n=SUGGESTIONS)
         out: list[str] = []
         for cid in (*same_end, *close):
             if cid not in out:

@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from ctindex.errors import CtindexError
 from ctindex.output import emit, flush, output_failed
@@ -73,10 +73,58 @@ def _columns() -> int:
         return 80
 
 
-def _global_flags() -> argparse.ArgumentParser:
+# Closer than difflib's default for commands and options: among a dozen
+# short names 0.6 also names unrelated ones (`--limt` would suggest --quiet).
+NAME_CUTOFF = 0.7
+
+
+class UsageExit(SystemExit):
+    """A usage error: `line` is the one line for stderr (exit 2). A SystemExit,
+    as argparse's own, so callers that catch that (the daemon's query path)
+    keep working."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(2)
+        self.line = line
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with the CLI's error rules (docs/cli.md, "Usage
+    errors"): one line, `ctindex COMMAND: what: problem`, the argument named
+    as on the command line (`--limit`, `ACTION`), never argparse's internal
+    names, and the close matches of a mistyped command or choice
+    (ctindex/suggest.py). Every parser is made with `allow_abbrev=False`:
+    `--lim` is an unknown option, not `--limit`, so a script's spelling
+    cannot start meaning something else when an option is added."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def error(self, message: str) -> NoReturn:
+        # ArgumentError's text is "argument NAME: problem"; NAME alone reads as
+        # the command line does.
+        raise UsageExit(f"{self.prog}: {message.removeprefix('argument ')}")
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        from ctindex.suggest import close_matches, did_you_mean
+
+        known = [str(c) for c in choices]
+        hint = did_you_mean(close_matches(str(value), known, cutoff=NAME_CUTOFF), quote=True)
+        if isinstance(action, argparse._SubParsersAction):
+            raise argparse.ArgumentError(
+                None, f"unknown command {value!r}{hint} (commands: {', '.join(known)})"
+            )
+        raise argparse.ArgumentError(
+            action, f"invalid choice {value!r}{hint} (choose from {', '.join(known)})"
+        )
+
+
+def _global_flags() -> _Parser:
     # SUPPRESS defaults let the same flags appear before or after the
     # subcommand without the subparser resetting what the main parser read.
-    flags = argparse.ArgumentParser(add_help=False, formatter_class=_Formatter)
+    flags = _Parser(add_help=False, formatter_class=_Formatter, allow_abbrev=False)
     flags.add_argument(
         "-C",
         "--project",
@@ -93,15 +141,19 @@ def _global_flags() -> argparse.ArgumentParser:
         "--quiet",
         action="store_true",
         default=argparse.SUPPRESS,
-        help="no notes or progress on stderr; `why -q` prints nothing",
+        help="no notes or progress on stderr; `why`, `update` and `rebuild` print nothing "
+        "(but failures), `verify` nothing when clean",
     )
     return flags
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
 
 
@@ -117,6 +169,7 @@ def _scopes_args(p: argparse.ArgumentParser) -> None:
         nargs="?",
         choices=("add", "remove"),
         default=None,
+        metavar="ACTION",
         help="add or remove the scope DIR in .ct/index.jsonc (comments are kept)",
     )
     p.add_argument("dir", nargs="?", default=None, metavar="DIR", help="the scope's root folder")
@@ -141,11 +194,20 @@ class _RawFormatter(_Formatter):
 
 
 def _why_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="a file or folder, relative to the working folder (or -C); need not exist",
+    )
 
 
 def _status_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--verbose", action="store_true")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also list every provider error and frontmatter warning, with its path",
+    )
     _metrics_arg(p)
 
 
@@ -183,7 +245,12 @@ ranking: exact title/ID matches first, then BM25F (docs/search.md)."""
 def _search_args(p: argparse.ArgumentParser) -> None:
     p.epilog = _QUERY_SYNTAX
     p.formatter_class = _RawFormatter
-    p.add_argument("query", nargs="+", metavar="QUERY")
+    p.add_argument(
+        "query",
+        nargs="+",
+        metavar="QUERY",
+        help="query words, joined with spaces (syntax below); after `--` even -word",
+    )
     p.add_argument(
         "--direct", action="store_true", help="answer by reading the files, without the index"
     )
@@ -224,7 +291,17 @@ def _mcp_args(p: argparse.ArgumentParser) -> None:
 
 
 def _watch_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=("status", "start", "stop"))
+    p.add_argument(
+        "action",
+        choices=("status", "start", "stop"),
+        metavar="ACTION",
+        help="status (exit 0 running, 1 not answering, 3 not running), start, or stop",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="watch start: start a daemon even when CI is set (it would outlive the job)",
+    )
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
@@ -272,35 +349,44 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
 }
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> _Parser:
     """The whole parser; with `only`, every command is known but only that
     one's arguments are declared (each parser argparse builds costs time a
     search should not pay for the other seven)."""
     flags = _global_flags()
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         parents=[flags],
         formatter_class=_Formatter,
         description="Persistent full-text index of OKF concept documents, never silently stale.",
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="one of:")
+    parser.commands = {}
     for name, (text, declare) in _COMMANDS.items():
         if only is None or name == only:
-            declare(
-                sub.add_parser(
-                    name, parents=[flags], help=text, description=text, formatter_class=_Formatter
-                )
+            command = sub.add_parser(
+                name,
+                parents=[flags],
+                help=text,
+                description=text,
+                formatter_class=_Formatter,
+                allow_abbrev=False,
             )
+            declare(command)
         else:
-            sub.add_parser(name, help=text, add_help=False, formatter_class=_Formatter)
+            command = sub.add_parser(
+                name, help=text, add_help=False, formatter_class=_Formatter, allow_abbrev=False
+            )
+        parser.commands[name] = command
     return parser
 
 
-_PARSERS: dict[str | None, argparse.ArgumentParser] = {}
+_PARSERS: dict[str | None, _Parser] = {}
 
 
-def parser_for(argv: list[str]) -> argparse.ArgumentParser:
+def parser_for(argv: list[str]) -> _Parser:
     """The parser for `argv`'s command, built once per process: a command
     process parses once anyway, the daemon's query path (ctindex/daemon/
     query.py) parses every search it answers and would otherwise spend most
@@ -311,6 +397,29 @@ def parser_for(argv: list[str]) -> argparse.ArgumentParser:
     if parser is None:
         parser = _PARSERS[command] = build_parser(command)
     return parser
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """`argv` parsed; a usage error raises UsageExit with its one line. An
+    unknown option is named with the close matches among the options of
+    its command (and the global ones)."""
+    parser = parser_for(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        command = parser.commands.get(getattr(args, "command", None) or "", parser)
+        command.error(_unexpected(extras[0], command))
+    return args
+
+
+def _unexpected(token: str, command: argparse.ArgumentParser) -> str:
+    if not token.startswith("-") or token == "-":
+        return f"unexpected argument {token!r}"
+    from ctindex.suggest import close_matches, did_you_mean
+
+    known = [o for action in command._actions for o in action.option_strings]
+    name = token.partition("=")[0]
+    close = close_matches(name, known, cutoff=NAME_CUTOFF)
+    return f"unknown option {name!r}{did_you_mean(close, quote=True)}"
 
 
 def command_of(argv: list[str]) -> str | None:
@@ -423,18 +532,19 @@ def _run(
     answer: QuickAnswer | None = None,
 ) -> int:
     parser = parser_for(argv)
-    said = _Said(err)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(said):
-            args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help or a usage error already printed
-        status = exc.code if isinstance(exc.code, int) else 2
-        if status and _wants_json(argv):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            args = parse(argv)
+    except UsageExit as exc:
+        _report(err, exc.line, 2)
+        if _wants_json(argv):
             from ctindex.output import write_json
 
-            error = {"message": said.message(), "kind": "UsageError", "exit_code": status}
-            write_json(out, {"error": error})
-        return status
+            message = exc.line.removeprefix(f"{PROG}: ").removeprefix(f"{PROG} ")
+            write_json(out, {"error": {"message": message, "kind": "UsageError", "exit_code": 2}})
+        return 2
+    except SystemExit as exc:  # --help: printed
+        return exc.code if isinstance(exc.code, int) else 2
     except BrokenPipeError:
         raise
     except OSError as exc:  # --help into a full stdout
@@ -486,34 +596,6 @@ def _run(
     code: int = module.run(ctx, args)
     flush(out)
     return code
-
-
-class _Said(io.TextIOBase):
-    """stderr while argparse parses: passed through, and kept, so that a
-    usage error under --json carries argparse's own message in its JSON
-    error object (argparse prints it and exits; it raises nothing to read)."""
-
-    def __init__(self, err: TextIO) -> None:
-        self.err = err
-        self.kept: list[str] = []
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        self.kept.append(text)
-        return self.err.write(text)
-
-    def flush(self) -> None:
-        self.err.flush()
-
-    def message(self) -> str:
-        """The error without the usage lines: what follows `PROG: error: `
-        (argparse's format), on one line."""
-        text = "".join(self.kept)
-        _usage, marker, said = text.partition(": error: ")
-        lines = (said if marker else text).split()
-        return " ".join(lines) or "usage error"
 
 
 def _writes(args: argparse.Namespace) -> bool:
@@ -575,8 +657,18 @@ def ct_main(argv: list[str] | None = None) -> int:
         return main([a for n, a in enumerate(args) if n != positions[0]])
     if not positions and "--version" in args:
         return main(args)
+    if not positions and ("-h" in args or "--help" in args):
+        sys.stdout.write(_CT_USAGE)
+        return 0
     sys.stderr.write(
-        "usage: ct okf index COMMAND [...] | ct okf search QUERY [...]\n"
-        "ct: only the 'okf index' and 'okf search' commands are provided here\n"
+        _CT_USAGE.splitlines(keepends=True)[0]
+        + "ct: only the 'okf index' and 'okf search' commands are provided here\n"
     )
     return 2
+
+
+_CT_USAGE = """\
+usage: ct okf index COMMAND [...] | ct okf search QUERY [...]
+`ct okf index COMMAND` is `ctindex COMMAND`, `ct okf search` is `ctindex search`:
+`ctindex --help` lists the commands and `ctindex COMMAND --help` their options.
+"""

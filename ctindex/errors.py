@@ -67,8 +67,9 @@ class ConceptNotFound(CtindexError):
     exit_code = 1
 
     def __init__(self, concept_id: str, suggestions: tuple[str, ...] = ()) -> None:
-        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
-        super().__init__(f"{concept_id}: no such concept{hint}")
+        from ctindex.suggest import did_you_mean
+
+        super().__init__(f"{concept_id}: no such concept{did_you_mean(suggestions)}")
         self.concept_id = concept_id
         self.suggestions = suggestions
         # Set when the project has no scope at all (ctindex/commands/no_scopes.py).

@@ -111,6 +111,16 @@ def table(rows: Sequence[Sequence[str]], indent: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+def path_messages(messages: dict[str, str]) -> list[dict[str, str]]:
+    """{path, message} items sorted by path, for a diagnostics table whose
+    messages begin with their own path (the provider's form, which a
+    message read alone needs): the path is said once, in `path`."""
+    return [
+        {"path": key, "message": message.removeprefix(f"{key}: ")}
+        for key, message in sorted(messages.items())
+    ]
+
+
 def show_key(key: str) -> str:
     """A key as text: the project root is '.'."""
     return key or "."

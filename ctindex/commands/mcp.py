@@ -11,6 +11,8 @@ from ctindex.errors import UsageError
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     del args
+    if ctx.json:  # stdout is the JSON-RPC stream: there is no document to print
+        raise UsageError("mcp: --json does not apply (the server speaks JSON-RPC on stdout)")
     try:
         from ctindex import mcp_server
     except ImportError as exc:  # only the SDK's absence; our own modules always import

@@ -51,9 +51,23 @@ def _folder_key(ctx: Context, raw: str, must_exist: bool) -> str:
             raise UsageError(f"{raw}: does not exist") from None
         except OSError as exc:
             raise UsageError(f"{raw}: cannot be read: {exc.strerror or exc}") from None
+        if stat_mod.S_ISLNK(st.st_mode):
+            target = _link_target(ctx.project.path(located.key))
+            raise UsageError(
+                f"{raw}: is a symbolic link{target} "
+                "(scopes never follow one; add the folder itself)"
+            )
         if not stat_mod.S_ISDIR(st.st_mode):
             raise UsageError(f"{raw}: is not a folder")
     return located.key
+
+
+def _link_target(path: str | os.PathLike[str]) -> str:
+    """' to TARGET' as the link says it, or '' when it cannot be read."""
+    try:
+        return f" to {os.readlink(path)}"
+    except OSError:
+        return ""
 
 
 def _add(ctx: Context, plan: Plan, key: str, provider_id: str) -> int:

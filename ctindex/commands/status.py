@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ctindex.commands import Context
-from ctindex.output import human_bytes, human_count, human_ms
+from ctindex.output import human_bytes, human_count, human_ms, path_messages
 
 
 def _bytes_in(folder: Path, recursive: bool) -> int:
@@ -109,8 +109,8 @@ def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
         except (IndexCorrupt, OSError) as exc:
             doc["problem"] = str(exc)
         else:
-            doc["errors"] = [{"path": k, "message": v} for k, v in sorted(errors.items())]
-            doc["warnings"] = [{"path": k, "message": v} for k, v in sorted(warnings.items())]
+            doc["errors"] = path_messages(errors)
+            doc["warnings"] = path_messages(warnings)
     return doc
 
 
@@ -201,7 +201,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     for line in watcher_lines(doc["watcher"]):
         ctx.echo(line)
     for item in doc.get("errors", []):
-        ctx.echo(f"  error    {item['message']}")
+        ctx.echo(f"  error    {item['path']}: {item['message']}")
     for item in doc.get("warnings", []):
-        ctx.echo(f"  warning  {item['message']}")
+        ctx.echo(f"  warning  {item['path']}: {item['message']}")
     return code

@@ -19,7 +19,7 @@ from ctindex.commands import Context
 from ctindex.commands.no_scopes import NoScopes
 from ctindex.commands.no_scopes import report as no_scopes_report
 from ctindex.errors import UsageError
-from ctindex.output import human_ms
+from ctindex.output import human_ms, path_messages
 
 if TYPE_CHECKING:
     from ctindex.indexer import UpdateReport
@@ -71,8 +71,8 @@ def problems(ctx: Context, report: UpdateReport) -> dict[str, list[dict[str, str
     except (IndexCorrupt, OSError, ValueError, KeyError):
         pass  # counted in the report all the same; `verify` names the damage
     return {
-        "errors": [{"path": k, "message": v} for k, v in sorted(errors.items())],
-        "warnings": [{"path": k, "message": v} for k, v in sorted(warnings.items())],
+        "errors": path_messages(errors),
+        "warnings": path_messages(warnings),
         "missing-roots": [
             {"path": r, "message": "scope root missing, a symlink or not a folder"}
             for r in sorted(report.missing_roots)
@@ -113,7 +113,7 @@ def finish(
         if missing is not None:  # only then, as in search's document
             doc["no_scopes"] = missing.to_json()
         ctx.emit_json(doc)
-    else:
+    elif not ctx.quiet:  # -q: nothing on success, only the --strict failures below
         emit(ctx, report, verb)
         for kind in STRICT_KINDS:
             items = found[kind]

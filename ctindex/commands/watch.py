@@ -1,4 +1,13 @@
-"""`ctindex watch status|start|stop`: control of the watcher daemon (spec §8)."""
+"""`ctindex watch status|start|stop`: control of the watcher daemon (spec §8).
+
+Exit codes of `watch status` follow systemctl's (LSB init scripts): 0 a
+daemon is running and answers, 1 a process holds the daemon's lock but does
+not answer, 3 no daemon runs. With a malformed configuration `watch status`
+carries on as `status` does: it shows the daemon's state (which the policy
+does not change), names the configuration error on stderr and exits 2.
+`watch stop` never reads the configuration: stopping needs no policy.
+`watch start` refuses under CI (exit 2) unless `--force` (docs/cli.md).
+"""
 
 from __future__ import annotations
 
@@ -12,31 +21,68 @@ if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
 
 START_WAIT_S = 10.0  # `watch start` waits this long for the daemon to answer
+RUNNING, NOT_ANSWERING, NOT_RUNNING = 0, 1, 3  # `watch status`, as systemctl's
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     from ctindex import client
-    from ctindex.policy.plan import load_plan
 
-    plan = load_plan(ctx.project)
     action = args.action
     if action == "status":
-        doc = client.watcher_status(ctx.project, plan)
-        doc["holds_busy"] = busy_filesystem(doc) if doc.get("running") else None
-        from ctindex.commands.watcher_report import watcher_json, watcher_lines
+        return _status(ctx)
+    if action == "stop":
+        doc = client.stop(ctx.project)
+    else:
+        from ctindex.policy.plan import load_plan
 
-        if ctx.json:
-            ctx.emit_json(watcher_json(doc))
-        else:
-            for line in watcher_lines(doc):
-                ctx.echo(line)
-        return 0
-    doc = _start(ctx, plan) if action == "start" else client.stop(ctx.project)
+        _refuse_in_ci(getattr(args, "force", False))
+        doc = _start(ctx, load_plan(ctx.project))
     if ctx.json:
         ctx.emit_json(doc)
     else:
         ctx.echo(_summary(action, doc))
     return 0 if doc.get("ok", doc.get("stopped", True)) else 1
+
+
+def _status(ctx: Context) -> int:
+    from ctindex import client
+    from ctindex.commands.watcher_report import watcher_json, watcher_lines
+    from ctindex.errors import PolicyError
+    from ctindex.policy.plan import load_plan
+
+    plan: Plan | None = None
+    problem: PolicyError | None = None
+    try:
+        plan = load_plan(ctx.project)
+    except PolicyError as exc:  # shown after what can be shown without it
+        problem = exc
+    doc = client.watcher_status(ctx.project, plan)
+    doc["holds_busy"] = busy_filesystem(doc) if doc.get("running") else None
+    if ctx.json:
+        ctx.emit_json(watcher_json(doc))
+    else:
+        for line in watcher_lines(doc):
+            ctx.echo(line)
+    if problem is not None:
+        ctx.err.write(f"ctindex: {problem} (the daemon's state above does not depend on it)\n")
+        return 2
+    if not doc.get("running"):
+        return NOT_RUNNING
+    return RUNNING if doc.get("responsive") else NOT_ANSWERING
+
+
+def _refuse_in_ci(force: bool) -> None:
+    """Under CI a daemon outlives the job by `idle_seconds` (ctindex/cimode.py):
+    starting one takes --force (or CTINDEX_WATCH=1, as for searches)."""
+    from ctindex.cimode import spawn_blocked
+
+    if not force and spawn_blocked() is not None:
+        from ctindex.errors import UsageError
+
+        raise UsageError(
+            "watch start: CI is set and a daemon would outlive the job; "
+            "pass --force (or set CTINDEX_WATCH=1) to start one anyway"
+        )
 
 
 def _start(ctx: Context, plan: Plan) -> dict[str, Any]:

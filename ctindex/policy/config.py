@@ -160,7 +160,7 @@ def validate(data: Any, path: Path) -> Config:
         raise PolicyError(f"{path}: the top level must be an object, not {_kind(data)}")
     for key in data:
         if key not in TOP_KEYS:
-            raise fail(key, f"unknown key (allowed: {', '.join(TOP_KEYS)})")
+            raise fail(key, _unknown_key(key, TOP_KEYS))
 
     if "version" in data:
         version = data["version"]
@@ -207,7 +207,7 @@ def _scopes(value: Any, fail: Fail) -> tuple[ScopeSpec, ...]:
             raise fail(where, f"must be an object, not {_kind(item)}")
         for key in item:
             if key not in SCOPE_KEYS:
-                raise fail(f"{where}.{key}", f"unknown key (allowed: {', '.join(SCOPE_KEYS)})")
+                raise fail(f"{where}.{key}", _unknown_key(key, SCOPE_KEYS))
         for key in ("root", "provider"):
             if key not in item:
                 raise fail(f"{where}.{key}", "missing (required)")
@@ -220,8 +220,13 @@ def _scopes(value: Any, fail: Fail) -> tuple[ScopeSpec, ...]:
             raise fail(f"{where}.provider", f"must be a string, not {_kind(provider_id)}")
         provider = PROVIDERS.get(provider_id)
         if provider is None:
+            from ctindex.suggest import close_matches, did_you_mean
+
+            hint = did_you_mean(close_matches(provider_id, PROVIDERS), quote=True)
             known = ", ".join(sorted(PROVIDERS))
-            raise fail(f"{where}.provider", f"unknown provider {provider_id!r} (known: {known})")
+            raise fail(
+                f"{where}.provider", f"unknown provider {provider_id!r}{hint} (known: {known})"
+            )
         include = (
             _patterns(item["include"], f"{where}.include", fail)
             if "include" in item
@@ -232,6 +237,14 @@ def _scopes(value: Any, fail: Fail) -> tuple[ScopeSpec, ...]:
         exclude = _patterns(item["exclude"], f"{where}.exclude", fail) if "exclude" in item else ()
         specs.append(ScopeSpec(root, provider_id, include, exclude))
     return tuple(specs)
+
+
+def _unknown_key(key: object, allowed: tuple[str, ...]) -> str:
+    """'unknown key; did you mean 'watch'? (allowed: ...)' (ctindex/suggest.py)."""
+    from ctindex.suggest import close_matches, did_you_mean
+
+    close = close_matches(key, allowed) if isinstance(key, str) else []
+    return f"unknown key{did_you_mean(close, quote=True)} (allowed: {', '.join(allowed)})"
 
 
 def _root(value: Any, where: str, fail: Fail) -> str:

@@ -82,13 +82,25 @@ def split(text: str) -> tuple[dict[str, Any], str, str | None]:
         if meta is None:
             meta = load_yaml(block)
     except Exception as exc:  # yaml.YAMLError and friends: never fatal for a document
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return {}, text, f"malformed YAML frontmatter ({first}); indexed as plain text"
+        return {}, text, f"malformed YAML frontmatter{yaml_problem(exc)}; indexed as plain text"
     if meta is None:
         return {}, body, None
     if not isinstance(meta, dict):
         return {}, text, "frontmatter is not a mapping; indexed as plain text"
     return meta, body, None
+
+
+def yaml_problem(exc: Exception) -> str:
+    """' at line L, column C: problem' from PyYAML's marked error, the line
+    counted in the file (the block starts on line 2, after '---'); else
+    ' (first line of the message)'."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    line, column = getattr(mark, "line", None), getattr(mark, "column", None)
+    if isinstance(line, int) and isinstance(column, int) and problem:
+        return f" at line {line + 2}, column {column + 1}: {problem}"
+    text = str(exc).strip()
+    return f" ({text.splitlines()[0] if text else type(exc).__name__})"
 
 
 # -- with libyaml -------------------------------------------------------------

@@ -194,7 +194,7 @@ COMMANDS = (
     ("watch", "start"),
     ("watch", "stop"),
 )
-EXIT_CODES = {0, 1, 2, 74, 141}  # docs/cli.md
+EXIT_CODES = {0, 1, 2, 3, 74, 141}  # docs/cli.md (3: `watch status`, not running)
 
 
 def _odd_project(base: Path, kind: str) -> Path:

@@ -73,6 +73,7 @@ def test_scopes_add_then_remove_keeps_comments_and_layout(plain: Path, run_cli: 
         (("remove", "notes"), "not a scope"),
         (("add",), "DIR is required"),
         (("add", ".ct/okf"), "inside the index storage"),
+        (("add", "linked"), "linked: is a symbolic link to notes (scopes never follow one"),
     ],
 )
 def test_scopes_add_refuses_with_one_line_and_exit_2(
@@ -80,6 +81,8 @@ def test_scopes_add_refuses_with_one_line_and_exit_2(
 ) -> None:
     if ".ct/okf" in args:
         (plain / ".ct" / "okf").mkdir(parents=True)
+    if "linked" in args:
+        (plain / "linked").symlink_to("notes")
     result = run_cli("-C", str(plain), "scopes", *args)
     assert result.code == 2 and result.err.count("\n") == 1 and problem in result.err
     assert "Traceback" not in result.err and not (plain / ".ct" / "index.jsonc").exists()

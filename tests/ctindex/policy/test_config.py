@@ -48,7 +48,20 @@ SCOPE = '{root: "okf", provider: "okf-markdown"}'
 
 # (config text, key path the message must name, words of the problem)
 BAD = [
-    ("{colour: 1}", "colour", "unknown key"),
+    ("{colour: 1}", "colour", "unknown key (allowed: version, watch,"),
+    # a close key is named (ctindex/suggest.py); an unrelated one is not (above)
+    ("{wach: true}", "wach", "unknown key; did you mean 'watch'? (allowed: "),
+    ("{debounce: 10}", "debounce", "did you mean 'debounce_ms'?"),
+    (
+        '{scopes: [{root: "okf", provider: "okf-markdown", exlude: []}]}',
+        "scopes[0].exlude",
+        "unknown key; did you mean 'exclude', 'include'?",
+    ),
+    (
+        '{scopes: [{root: "okf", provider: "okf-markdwn"}]}',
+        "scopes[0].provider",
+        "unknown provider 'okf-markdwn'; did you mean 'okf-markdown'? (known: okf-markdown)",
+    ),
     ("{watch: 1}", "watch", "true or false"),
     ("{debounce_ms: true}", "debounce_ms", "integer, not a boolean"),
     ("{debounce_ms: 1.5}", "debounce_ms", "must be an integer"),

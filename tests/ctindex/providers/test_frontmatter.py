@@ -365,3 +365,19 @@ def test_the_closing_line_is_found_as_line_by_line(opening: str, rest: list[str]
     text = opening + "".join(rest)
     found = fm.CLOSING.search(text, text.index("\n") + 1)
     assert (None if found is None else (found.start(), found.end())) == _closing_line_oracle(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("---\ntitle: a\nb: c: d\n---\nbody\n", "at line 3, column 5: mapping values are not"),
+        ("---\ntitle: a\ntags: [x, y\nz: 1\n---\n", "at line 4, column 2: "),
+        ('---\ntitle: "open\n---\n', "at line 3, column 1: found unexpected end of stream"),
+    ],
+)
+def test_a_yaml_error_names_the_file_line_and_column(text: str, where: str) -> None:
+    """PyYAML's problem mark, counted in the file (the block starts on line 2)."""
+    meta, body, warning = fm.split(text)
+    assert meta == {} and body == text and warning is not None
+    assert warning.startswith(f"malformed YAML frontmatter {where}")
+    assert warning.endswith("; indexed as plain text")
