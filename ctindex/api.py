@@ -131,12 +131,16 @@ class Hit:
     type: str
     tags: tuple[str, ...]
     score: float
-    snippet: str
+    snippet: str  # snippet_text with each match wrapped in « and »
     match: str = ""  # "exact" / "near-exact" when a tier above the score decided
+    snippet_text: str = ""  # the snippet without markers
+    # [start, end) of every matched word in snippet_text, in code points
+    snippet_matches: tuple[tuple[int, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["tags"] = list(self.tags)
+        doc["snippet_matches"] = [list(span) for span in self.snippet_matches]
         return doc
 
 
@@ -437,7 +441,19 @@ class Index:
         # As the CLI: the generation reported is the one the answer was read from.
         fresh.generation = outcome.generation
         hits = tuple(
-            Hit(r.id, r.scope, r.path, r.title, r.type, tuple(r.tags), r.score, r.snippet, r.match)
+            Hit(
+                r.id,
+                r.scope,
+                r.path,
+                r.title,
+                r.type,
+                tuple(r.tags),
+                r.score,
+                r.snippet,
+                r.match,
+                r.snippet_text,
+                r.snippet_matches,
+            )
             for r in outcome.results
         )
         return SearchResult(

@@ -144,6 +144,14 @@ def _global_flags() -> _Parser:
         help="no notes or progress on stderr; `why`, `update` and `rebuild` print nothing "
         "(but failures), `verify` nothing when clean",
     )
+    flags.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        metavar="WHEN",
+        default=argparse.SUPPRESS,
+        help="colour the text output: auto (default: on a terminal, unless NO_COLOR is set), "
+        "always, never",
+    )
     return flags
 
 
@@ -261,6 +269,14 @@ def _search_args(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="show at most N results (default: 10; every match with --paths/--ids)",
     )
+    p.add_argument(
+        "--markers",
+        type=_markers,
+        default=None,
+        metavar="OPEN,CLOSE",
+        help="wrap matched words of snippets in OPEN and CLOSE (default: «,» without colour, "
+        "none with colour; ',' for none)",
+    )
     listing = p.add_mutually_exclusive_group()
     listing.add_argument(
         "--paths",
@@ -270,6 +286,13 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     listing.add_argument(
         "--ids", action="store_true", help="print only the matching concept IDs, one a line"
     )
+
+
+def _markers(text: str) -> tuple[str, str]:
+    open_, comma, close = text.partition(",")
+    if not comma or "," in close or "\n" in text:
+        raise argparse.ArgumentTypeError(f"expected OPEN,CLOSE (e.g. '[[,]]'), got {text!r}")
+    return open_, close
 
 
 def _show_args(p: argparse.ArgumentParser) -> None:
@@ -583,6 +606,9 @@ def _run(
         cwd=here,
     )
     ctx.answer = answer
+    from ctindex.tty import colour_wanted
+
+    ctx.colour = colour_wanted(getattr(args, "color", None), out)
     name = f"ctindex.commands.{args.command}"
     try:
         module = importlib.import_module(name)

@@ -113,9 +113,11 @@ def answer(argv: list[str]) -> int | None:
     paths = rt.RuntimePaths(Path(root), Path(root, ".ct", "okf", "runtime"))
     if rt.no_peer_check() is not None:  # no daemon is trusted here (ctindex/runtime.py)
         return None
+    from ctindex.tty import decided  # the daemon's stdout is no terminal: decide colour here
+
     reply = _ask(
         os.fspath(paths.socket),
-        {"op": OP, "argv": argv, "cwd": cwd, "build": rt.build_id()},
+        {"op": OP, "argv": decided(argv, sys.stdout), "cwd": cwd, "build": rt.build_id()},
         _budget_s(os.fspath(paths.dir)),
     )
     if reply is None:

@@ -38,6 +38,7 @@ class Context:
         self.err = err
         self.cwd = cwd  # relative PATH arguments are taken from here
         self.answer: QuickAnswer | None = None  # set only by the daemon's query path
+        self.colour = False  # --color: ANSI colour in the text output (ctindex/tty.py)
 
     def emit_json(self, document: Any) -> None:
         write_json(self.out, document)
@@ -45,6 +46,15 @@ class Context:
     def echo(self, text: str = "") -> None:
         """One line (or block) of text output on stdout."""
         emit(self.out, text if text.endswith("\n") else text + "\n")
+
+    def paint(self, text: str, colour: str | None = None, *attrs: str) -> str:
+        """`text` in `colour` (a termcolor name) with `attrs` ("bold", "dark",
+        ...) when colour is on, else as it is."""
+        if not self.colour or not text:
+            return text
+        from termcolor import colored  # only a coloured output pays for it
+
+        return colored(text, colour, attrs=list(attrs), force_color=True)
 
     def note(self, text: str) -> None:
         """An informational line on stderr, silenced by -q."""

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from ctindex.commands.no_scopes import NoScopes
     from ctindex.freshness import Freshness
     from ctindex.policy.plan import Plan
-    from ctindex.search.execute import Outcome
+    from ctindex.search.execute import Outcome, Result
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
@@ -30,7 +30,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if args.limit is None:  # like `rg -l`, a listing names every match
         args.limit = ALL if listing else DEFAULT_LIMIT
     if ctx.answer is not None and not args.direct:  # the daemon's query path
-        return _emit(ctx, text, *ctx.answer(ctx, node, args.limit), listing=listing)
+        fresh, outcome = ctx.answer(ctx, node, args.limit)
+        return _emit(ctx, text, fresh, outcome, listing, markers=args.markers)
     from ctindex import freshness
     from ctindex.search.execute import search_direct, search_snapshot
 
@@ -61,7 +62,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         from_files=lambda plan: search_direct(str(ctx.project.root), plan, node, args.limit),
         options=freshness.Options(direct=args.direct, plan_hint=True),
     )
-    return _emit(ctx, text, answered.freshness, answered.value, listing, missing)
+    return _emit(ctx, text, answered.freshness, answered.value, listing, missing, args.markers)
 
 
 def _first_build(ctx: Context, plan: Plan) -> None:
@@ -97,11 +98,21 @@ def _emit(
     outcome: Outcome,
     listing: str | None = None,
     missing: NoScopes | None = None,
+    markers: tuple[str, str] | None = None,
 ) -> int:
     # The generation reported is the one the answer was read from (None for
     # answers from the files), never the one a barrier or an update named: an
     # outside `rebuild` can publish a newer one the daemon has not seen.
     fresh.generation = outcome.generation
+    if markers is not None:  # --markers: the snippets wrapped as asked
+        from ctindex.search.snippet import mark
+
+        outcome = outcome._replace(
+            results=[
+                r._replace(snippet=mark(r.snippet_text, r.snippet_matches, *markers))
+                for r in outcome.results
+            ]
+        )
     if ctx.json:
         document = {
             "query": text,
@@ -116,7 +127,7 @@ def _emit(
     elif listing is not None:
         _lines(ctx, outcome, fresh, listing)
     else:
-        _text(ctx, outcome, fresh)
+        _text(ctx, outcome, fresh, markers)
     return 0 if outcome.total else 1
 
 
@@ -131,15 +142,19 @@ def _lines(ctx: Context, outcome: Outcome, fresh: Freshness, listing: str) -> No
         ctx.note(note)
 
 
-def _text(ctx: Context, outcome: Outcome, fresh: Freshness) -> None:
+def _text(
+    ctx: Context, outcome: Outcome, fresh: Freshness, markers: tuple[str, str] | None
+) -> None:
+    paint = ctx.paint
     for r in outcome.results:
         tags = f"  [{', '.join(r.tags)}]" if r.tags else ""
         kind = f"  ({r.type})" if r.type else ""
         match = f"  · {r.match} match" if r.match else ""
-        ctx.echo(f"{r.score:7.3f}  {r.id}  —  {r.title}{kind}{tags}{match}")
-        ctx.echo(f"         {r.path}")
+        score = paint(f"{r.score:7.3f}", None, "dark")
+        ctx.echo(f"{score}  {paint(r.id, None, 'bold')}  —  {r.title}{kind}{tags}{match}")
+        ctx.echo(f"         {paint(r.path, 'magenta')}")
         if r.snippet:
-            ctx.echo(f"         {r.snippet}")
+            ctx.echo(f"         {_snippet(ctx, r, markers) if ctx.colour else r.snippet}")
     shown = len(outcome.results)
     where = f"generation {fresh.generation}" if fresh.generation is not None else "no index"
     how = fresh.mode + (f" ({fresh.reason})" if fresh.reason else "")
@@ -154,3 +169,16 @@ def _text(ctx: Context, outcome: Outcome, fresh: Freshness) -> None:
         ctx.note(f"index rebuilt before answering: {fresh.rebuilt}")
     for note in (*fresh.notes, *outcome.notes):
         ctx.note(note)
+
+
+def _snippet(ctx: Context, r: Result, markers: tuple[str, str] | None) -> str:
+    """The snippet with its matches highlighted (rg's bold red), wrapped in
+    markers only when --markers asked for them: colour shows them already."""
+    open_, close = markers or ("", "")
+    text, pos = r.snippet_text, 0
+    out: list[str] = []
+    for start, end in r.snippet_matches:
+        out += (text[pos:start], ctx.paint(open_ + text[start:end] + close, "red", "bold"))
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)

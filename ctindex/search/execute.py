@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctindex.search import matcher
 from ctindex.search.query import Node
-from ctindex.search.snippet import make_snippet
+from ctindex.search.snippet import Span, mark, snippet_spans
 from ctindex.store.segment import StoredDoc
 
 if TYPE_CHECKING:
@@ -26,8 +26,10 @@ class Result(NamedTuple):
     type: str
     tags: list[str]
     score: float
-    snippet: str
+    snippet: str  # snippet_text with its matches wrapped in « and »
     match: str = ""  # "exact" or "near-exact" when a tier above score decided (docs/search.md)
+    snippet_text: str = ""  # the snippet without markers
+    snippet_matches: tuple[Span, ...] = ()  # [start, end) of each matched word in it
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -109,6 +111,7 @@ def _finish(
     results = []
     for neg_tier, neg, _title, _key, i, d in best:
         doc = fetch(matcher.Hit(i, d, -neg))
+        text, spans = snippet_spans(doc.body, doc.description, terms, prefixes)
         results.append(
             Result(
                 id=doc.concept_id,
@@ -118,8 +121,10 @@ def _finish(
                 type=doc.type,
                 tags=list(doc.tags),
                 score=-neg,
-                snippet=make_snippet(doc.body, doc.description, terms, prefixes),
+                snippet=mark(text, spans),
                 match=_MATCH.get(-neg_tier, ""),
+                snippet_text=text,
+                snippet_matches=spans,
             )
         )
     return results, keys, total, notes

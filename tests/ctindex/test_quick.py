@@ -28,6 +28,7 @@ from ctindex import client
 from tests import oracle
 from tests.conftest import cli_main, copy_installed_tree
 from tests.daemon_support import CliProject, wait_for
+from tests.terminal import run_on_terminal
 
 Make = Callable[..., CliProject]
 MARKER = "zqxv7marker"
@@ -110,6 +111,8 @@ CASES = [
     ("ids-quiet", ["-q", "search", "margin", "--ids"]),
     ("limit", ["search", "margin", "OR", "revenue", "--limit", "2"]),
     ("paths-json", ["--json", "search", "margin", "--paths"]),  # a usage error (exit 2)
+    ("markers", ["search", "margin", "--markers", "[[,]]"]),
+    ("colour", ["search", "margin", "--color=always"]),
 ]
 
 
@@ -133,6 +136,27 @@ def test_daemon_answer_is_byte_for_byte_the_in_process_answer(make_cli_project: 
         _answered_by_daemon(project, "--json", "search", MARKER, "--limit", "1000").stdout
     )
     assert {r["path"] for r in doc["results"]} == oracle.containing(project.root, MARKER)
+
+
+def test_a_daemon_answer_on_a_terminal_is_coloured_as_in_process(make_cli_project: Make) -> None:
+    """The daemon writes into a buffer, not the terminal: the client decides
+    the colour (ctindex/tty.py) and the daemon's answer is the in-process
+    answer with that decision."""
+    project = _clean_daemon(make_cli_project)
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    command = [sys.executable, "-m", "ctindex", "search", "margin"]
+
+    def on_terminal(extra_env: dict[str, str]) -> str | None:
+        before = _queries(project)["answered"]
+        code, out, _ = run_on_terminal(command, {**env, **extra_env}, str(project.root))
+        assert code == 0
+        return out if _queries(project)["answered"] == before + 1 else None
+
+    coloured = wait_for(lambda: on_terminal({}), HANG_GUARD_S, 0.1)
+    expected = _in_process(project, "search", "margin", "--color=always")[0].decode()
+    assert "\x1b[" in coloured and _untimed(coloured.encode()) == _untimed(expected.encode())
+    plain = wait_for(lambda: on_terminal({"NO_COLOR": "1"}), HANG_GUARD_S, 0.1)
+    assert "\x1b[" not in plain and "«" in plain
 
 
 def test_text_names_the_barrier_time_of_a_watcher_clean_answer(make_cli_project: Make) -> None:

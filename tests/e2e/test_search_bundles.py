@@ -133,7 +133,19 @@ def test_cli_json_schema_and_exit_codes(
     doc = json.loads(res.out)
     assert doc["total"] >= 2 and len(doc["results"]) == 2
     hit = doc["results"][0]
-    assert set(hit) == {"id", "scope", "path", "title", "type", "tags", "score", "snippet", "match"}
+    assert set(hit) == {
+        "id",
+        "scope",
+        "path",
+        "title",
+        "type",
+        "tags",
+        "score",
+        "snippet",
+        "match",
+        "snippet_text",
+        "snippet_matches",
+    }
     assert hit["path"].startswith("okf/bundles/acme_retail/") and not hit["id"].endswith(".md")
     assert "«" in hit["snippet"]
     fresh = doc["freshness"]
