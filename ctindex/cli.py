@@ -647,7 +647,7 @@ def _silence_stdout(out: TextIO) -> None:
             os.dup2(devnull, sys.stdout.fileno())
 
 
-_GLOBAL_WITH_VALUE = ("-C", "--project")
+_GLOBAL_WITH_VALUE = ("-C", "--project", "--color")
 
 
 def _wants_json(argv: list[str]) -> bool:
