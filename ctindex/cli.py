@@ -4,8 +4,9 @@
 Parsing is argparse; each command lives in ``ctindex.commands.<name>`` and
 is imported only when run, so `why` and `scopes` never load index, search or
 daemon code. Exit codes: 0 success, 1 no hit / not included, 2 the policy
-cannot be honoured (or a usage error), 74 stdout cannot be written (a full
-disk, `> /dev/full`), 130 interrupted, 141 broken pipe.
+cannot be honoured (or a usage error), 3 `watch status`: no daemon runs
+(as systemctl), 74 stdout cannot be written (a full disk, `> /dev/full`),
+130 interrupted, 141 broken pipe.
 """
 
 from __future__ import annotations
