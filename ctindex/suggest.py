@@ -1,6 +1,7 @@
 """Close matches for a mistyped name: commands, options, choices, config
-keys and concept IDs share this one rule (stdlib difflib, the same ratio
-argparse uses for `suggest_on_error` from Python 3.14 on).
+keys and concept IDs share this one rule: the standard library's difflib
+similarity ratio, which argparse's own `suggest_on_error` uses from Python
+3.14 on (the project supports 3.10, so it cannot rely on argparse for it).
 
 Imports nothing at module level: a search process must not pay for difflib
 unless a name was mistyped.
