@@ -41,6 +41,7 @@ DEFAULT_BARRIER_MS = 500  # ctindex/policy/config.py's default, when no query-pl
 SLACK_S = 0.5
 QUERY_BUDGET_S = 2.0  # mirrors ctindex/daemon/query.py (a test checks they agree)
 MAX_REPLY = 64 << 20  # the daemon declines larger answers (MAX_OUTPUT in query.py)
+INTERRUPTED = 130  # SIGINT's exit code (128 + 2), as shells report it (docs/cli.md)
 
 
 def console() -> None:
@@ -49,12 +50,15 @@ def console() -> None:
     import gc
 
     gc.disable()  # as ctindex.cli.console: a short-lived process, collected at exit
-    code = answer(sys.argv[1:])
-    if code is None:
-        from ctindex.cli import console as full
+    try:
+        code = answer(sys.argv[1:])
+        if code is None:
+            from ctindex.cli import console as full
 
-        full()
-        return
+            full()  # exits itself
+            return
+    except KeyboardInterrupt:  # Ctrl-C anywhere, even while printing: no traceback
+        code = INTERRUPTED
     os._exit(code)
 
 
