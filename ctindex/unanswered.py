@@ -59,8 +59,8 @@ def skipped(paths: rt.RuntimePaths, now: float | None = None) -> str | None:
     now = time.time() if now is None else now
     record = rt.read_json(record_path(paths), 4096)
     if record is None:
-        reason, until = _unwritten.get(os.fspath(paths.socket), ("", 0.0))
-        return reason if now < until else None
+        reason, kept_until = _unwritten.get(os.fspath(paths.socket), ("", 0.0))
+        return reason if now < kept_until else None
     until = record.get("until")
     if not isinstance(until, (int, float)) or now >= until:
         return None  # expired: ask again (a failure strikes anew, for longer)
