@@ -238,8 +238,12 @@ def test_barrier_timeout_falls_back_with_its_reason(
 def test_a_daemon_that_never_acknowledges_is_backed_off(
     make_cli_project: Make, spawns: list[bool]
 ) -> None:
+    import fcntl
+
     p = make_cli_project(config={"barrier_timeout_ms": 200})
-    with listener(p, None):  # connects, never accepted: stopped or wedged
+    rt.ensure_private_dir(p.paths.dir)
+    with open(p.paths.lock, "w") as lock, listener(p, None):  # never accepted: stopped
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held, as a stopped daemon holds it
         got = answer(p)
         reason = got.freshness.reason
         assert got.freshness.mode == "fallback" and reason is not None
