@@ -149,6 +149,26 @@ def test_ctrl_c_during_a_searchs_fallback(indexed: Path) -> None:
     assert _verify(indexed)["damage"] == []
 
 
+def test_ctrl_c_during_the_fallback_of_a_stopped_daemon(make_cli_project: Make) -> None:
+    """The daemon is stopped: the search waits for its ACK, backs off, and
+    reconciles itself; Ctrl-C lands while that pass writes."""
+    project = make_cli_project()
+    project.cli("search", "margin")  # starts the daemon
+    pid = project.wait_daemon()["pid"]
+    before = _manifest(project.root)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        concept = project.root / "acme_retail" / "metrics" / "marker-one.md"
+        concept.write_text(f"# Marker one\n\n{MARKER} in a metric.\n")
+        _assert_quiet_130(_interrupted(project.root, "after-segment", "search", MARKER))
+        assert _manifest(project.root) == before
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert _verify(project.root)["damage"] == []
+    got = json.loads(_run(project.root, "--json", "search", MARKER).stdout)
+    assert {r["path"] for r in got["results"]} == oracle.containing(project.root, MARKER)
+
+
 def _pipe_full(fd: int) -> bool:
     """True when the pipe holds a whole pipe buffer: its writer is blocked."""
     buf = fcntl.ioctl(fd, termios.FIONREAD, struct.pack("i", 0))
