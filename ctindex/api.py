@@ -41,7 +41,14 @@ from ctindex.errors import (
     ConceptUnreadable,
     UsageError,
 )
-from ctindex.policy.project import Project, StrPath, find_root, is_normal_key, start_folder
+from ctindex.policy.project import (
+    Project,
+    StrPath,
+    find_root,
+    is_normal_key,
+    start_folder,
+    unrepresentable,
+)
 
 if TYPE_CHECKING:
     from ctindex import indexer
@@ -674,8 +681,8 @@ def resolve(plan: Plan, wanted: str, scope: str | None = None) -> list[tuple[str
     scope; never lists a folder."""
     text = wanted.strip().replace("\\", "/") if isinstance(wanted, str) else ""
     text = text.removesuffix(".md").strip("/")
-    if not text or not is_normal_key(text):
-        return []
+    if not text or not is_normal_key(text) or unrepresentable(text) is not None:
+        return []  # no file can have this name: no concept either
     want_root = scope.strip("/") if scope is not None else None
     keys = [f"{s.root}/{text}.md" if s.root else f"{text}.md" for s in plan.scopes]
     keys.append(f"{text}.md")  # a project-relative path

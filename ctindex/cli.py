@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from ctindex.errors import CtindexError
-from ctindex.output import emit, flush, output_failed
+from ctindex.output import OutputError, emit, flush, output_failed
 
 if TYPE_CHECKING:
     from ctindex.commands import QuickAnswer
@@ -486,6 +486,8 @@ def console() -> None:
     code = main()
     try:
         sys.stdout.flush()
+    except KeyboardInterrupt:
+        code = 130
     except BrokenPipeError:
         code = 141
     except OSError as exc:  # what main() wrote is lost: never exit 0 for it
@@ -526,26 +528,45 @@ def main(
         return _run(args, out, err, cwd, answer)
     except CtindexError as exc:
         _report(err, f"{PROG}: {exc}", exc.exit_code)
-        if _wants_json(args):  # a JSON reader gets the error as JSON too (schemas/error.json)
-            from ctindex.output import write_json
-
-            error: dict[str, object] = {
-                "message": str(exc),
-                "kind": type(exc).__name__,
-                "exit_code": exc.exit_code,
-            }
-            for extra in ("suggestions", "candidates"):  # ctindex.errors: `show`'s lists
-                if getattr(exc, extra, None):
-                    error[extra] = list(getattr(exc, extra))
-            if getattr(exc, "no_scopes", None):  # show: why no concept can exist
-                error["no_scopes"] = exc.no_scopes  # type: ignore[attr-defined]
-            write_json(out, {"error": error})
+        if isinstance(exc, OutputError):
+            _silence_stdout(out)  # the final flush must not fail a second time
+        # A JSON reader gets the error as JSON too (schemas/error.json),
+        # unless stdout itself is what failed: the line above is all there is.
+        if _wants_json(args) and not isinstance(exc, OutputError):
+            return _json_error(out, exc)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         _silence_stdout(out)
         return 141
+
+
+def _json_error(out: TextIO, exc: CtindexError) -> int:
+    """Write `exc` as the command's JSON document; returns its exit code, or
+    74 / 141 when stdout cannot take it (the stderr line is already out)."""
+    from ctindex.output import write_json
+
+    error: dict[str, object] = {
+        "message": str(exc),
+        "kind": type(exc).__name__,
+        "exit_code": exc.exit_code,
+    }
+    for extra in ("suggestions", "candidates"):  # ctindex.errors: `show`'s lists
+        if getattr(exc, extra, None):
+            error[extra] = list(getattr(exc, extra))
+    if getattr(exc, "no_scopes", None):  # show: why no concept can exist
+        error["no_scopes"] = exc.no_scopes  # type: ignore[attr-defined]
+    try:
+        write_json(out, {"error": error})
+        flush(out)
+    except BrokenPipeError:
+        _silence_stdout(out)
+        return 141
+    except OutputError:
+        _silence_stdout(out)  # the interpreter's final flush must not fail again
+        return 74
+    return exc.exit_code
 
 
 def _run(

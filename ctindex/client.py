@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctindex import runtime as rt
+from ctindex import unanswered
 from ctindex.statefile import open_regular, read_bounded
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from ctindex.policy.project import Project
 
 CONNECT_TIMEOUT_S = 0.1
+ACK_LINE = b'{"ack":true}'  # ctindex/daemon/server.py ACK, without its newline
 CLAIM_STALE_S = 10.0
 MAX_REPLY = 1 << 20
 LOCK_RECORD_LIMIT = 4096  # the lock file holds "pid instance"
@@ -98,15 +100,27 @@ class BarrierResult(NamedTuple):
 # -- IPC -------------------------------------------------------------------------
 
 
-def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+def request(
+    paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float, *, ack: bool = False
+) -> dict[str, Any]:
     """One request/answer exchange; raises BarrierFailed with a reason.
     Every request carries this process's build id (the daemon serves queries
-    of its own build only)."""
+    of its own build only). With `ack`, the daemon's ACK line must come
+    within unanswered.ACK_WAIT_S: a daemon that sends none is stopped or
+    wedged, remembered as such (ctindex/unanswered.py), and skipped by the
+    next requests with `ack` until it shows life again."""
     disabled = rt.no_peer_check()
     if disabled is not None:  # no daemon may be trusted here: never started, never asked
         raise BarrierFailed(disabled)
-    payload = {**payload, "build": rt.build_id()}
-    deadline = time.monotonic() + timeout
+    if ack:
+        skipped = unanswered.skipped(paths)
+        if skipped is not None:
+            raise BarrierFailed(skipped)
+    payload = {**payload, "build": rt.build_id(), **({"ack": True} if ack else {})}
+    started = time.monotonic()
+    deadline = started + timeout
+    # Until the ACK (or an answer) arrives, wait no longer than ACK_WAIT_S.
+    first_by = started + min(unanswered.ACK_WAIT_S, timeout) if ack else deadline
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(min(CONNECT_TIMEOUT_S, timeout))
@@ -115,6 +129,8 @@ def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> 
         except (FileNotFoundError, NotADirectoryError, ConnectionRefusedError) as exc:
             raise BarrierFailed(NO_DAEMON, spawnable=True) from exc
         except (TimeoutError, BlockingIOError) as exc:  # backlog full: a daemon exists, stuck
+            if ack:
+                raise BarrierFailed(unanswered.strike(paths)) from exc
             raise BarrierFailed(DAEMON_BUSY) from exc
         except OSError as exc:
             raise BarrierFailed(f"cannot connect: {exc.strerror or exc}") from exc
@@ -122,11 +138,18 @@ def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> 
             raise BarrierFailed(WRONG_OWNER)
         data = (json.dumps(payload, separators=(",", ":")) + "\n").encode()
         buf = bytearray()
+        heard = False  # an ACK or an answer came: the daemon's loop is alive
         try:
-            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            sock.settimeout(max(first_by - time.monotonic(), 0.001))
             sock.sendall(data)
-            while b"\n" not in buf:
-                left = deadline - time.monotonic()
+            while True:
+                line, newline, rest = buf.partition(b"\n")
+                if newline and not (ack and line == ACK_LINE):
+                    break
+                if newline:
+                    heard, buf = True, bytearray(rest)
+                    continue
+                left = (deadline if heard else first_by) - time.monotonic()
                 if left <= 0:
                     raise TimeoutError
                 sock.settimeout(left)
@@ -137,11 +160,15 @@ def request(paths: rt.RuntimePaths, payload: dict[str, Any], timeout: float) -> 
                 if len(buf) > MAX_REPLY:
                     raise BarrierFailed("daemon error: reply too large")
         except TimeoutError as exc:
+            if ack and not heard:
+                raise BarrierFailed(unanswered.strike(paths)) from exc
             raise BarrierFailed(BARRIER_TIMEOUT) from exc
         except OSError as exc:
             raise BarrierFailed(f"daemon connection failed: {exc.strerror or exc}") from exc
     finally:
         sock.close()
+    if ack:
+        unanswered.clear(paths)
     try:
         reply = json.loads(buf.partition(b"\n")[0])
     except ValueError as exc:
@@ -190,7 +217,7 @@ def barrier(
     }
     if config is not None:
         payload["config"] = config
-    reply = request(paths, payload, timeout_ms / 1000)
+    reply = request(paths, payload, timeout_ms / 1000, ack=True)
     _check_build(paths, reply)
     if reply.get("ok") is not True:
         error = reply.get("error")

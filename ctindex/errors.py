@@ -21,6 +21,16 @@ can name them without loading the modules that raise them.
 from __future__ import annotations
 
 
+def shown(text: str) -> str:
+    """`text` for a one-line message: characters that are not printable (a
+    NUL, a newline, a surrogate that stands for an undecodable byte or for
+    nothing) as Python escapes, so a message is one line, and encodable
+    wherever it is written (a terminal, UTF-8 JSON, an MCP reply)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 class CtindexError(Exception):
     """An expected failure with a one-line message naming the file/key/path at fault."""
 
@@ -69,7 +79,7 @@ class ConceptNotFound(CtindexError):
     def __init__(self, concept_id: str, suggestions: tuple[str, ...] = ()) -> None:
         from ctindex.suggest import did_you_mean
 
-        super().__init__(f"{concept_id}: no such concept{did_you_mean(suggestions)}")
+        super().__init__(f"{shown(concept_id)}: no such concept{did_you_mean(suggestions)}")
         self.concept_id = concept_id
         self.suggestions = suggestions
         # Set when the project has no scope at all (ctindex/commands/no_scopes.py).
@@ -82,7 +92,7 @@ class AmbiguousConcept(UsageError):
 
     def __init__(self, concept_id: str, candidates: tuple[str, ...]) -> None:
         super().__init__(
-            f"{concept_id}: ambiguous concept ID, found in {len(candidates)} "
+            f"{shown(concept_id)}: ambiguous concept ID, found in {len(candidates)} "
             f"scopes: {', '.join(candidates)} (name one by its path or scope)"
         )
         self.concept_id = concept_id

@@ -36,7 +36,7 @@ from pydantic import Field, ValidationError
 
 from ctindex import schemas
 from ctindex.api import Index
-from ctindex.errors import CtindexError
+from ctindex.errors import CtindexError, shown
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver.context import Context
@@ -118,7 +118,7 @@ class _Tool(Tool):
             if isinstance(cause, ValidationError):
                 raise ToolError(_refused(self.name, cause)) from None
             if isinstance(cause, CtindexError):
-                raise ToolError(str(cause)) from None
+                raise ToolError(shown(str(cause))) from None
             raise
 
 
@@ -169,13 +169,13 @@ def build(root: str | Path) -> tuple[MCPServer, Index]:
         """Search the concepts: up to `limit` ranked results (id, scope, path, title,
         type, tags, score, snippet), the total number of matches, and the freshness
         statement."""
-        return index.search(query, limit=limit, direct=direct).to_json()
+        return _wire_safe(index.search(query, limit=limit, direct=direct).to_json())
 
     def get_concept(id: ConceptId, scope: Scope = None) -> dict[str, Any]:
         """Read one concept from its file: frontmatter, title, body, links. An unknown
         ID fails with the closest IDs; an ID held by several scopes fails with their
         paths (pass `scope`, or the path)."""
-        return index.get(id, scope=scope).to_json()
+        return _wire_safe(index.get(id, scope=scope).to_json())
 
     def list_concepts(
         type: TypeFilter = None,
@@ -188,18 +188,18 @@ def build(root: str | Path) -> tuple[MCPServer, Index]:
         path, title, type and tags of each, the total matching the filters, and
         `next_offset` (null after the last page) to pass as `offset` for the next."""
         page = index.concepts(type=type, tag=tag, prefix=prefix, offset=offset, limit=limit)
-        return page.to_json()
+        return _wire_safe(page.to_json())
 
     def why(path: ProjectPath) -> dict[str, Any]:
         """Why a path is or is not indexed: the reason (included, excluded,
         outside-scope, ...), the scope, pattern and origin that decided, and a hint (the
         command that would bring a path beneath no scope into one)."""
-        return why_answer(index, path)
+        return _wire_safe(why_answer(index, path))
 
     def status() -> dict[str, Any]:
         """Index and watcher metrics: generation, documents, segments, bytes, the
         watcher's lane and backend, the last reconciliation."""
-        return index.status().document
+        return _wire_safe(index.status().document)
 
     tools = [
         _tool(search, "Search concepts", "search"),
@@ -225,6 +225,28 @@ def why_answer(index: Index, path: str) -> dict[str, Any]:
         "all_included": decision.included,
         "decisions": [document(path, decision, hint)],
     }
+
+
+def _wire_safe(document: dict[str, Any]) -> dict[str, Any]:
+    """`document` with every string encodable as UTF-8: a surrogate (an
+    undecodable byte of a file name, or one an argument carried in and the
+    document echoes, like the query) becomes its escape text `\\udcff`, the
+    spelling `ctindex --json` gives it. The MCP wire is UTF-8 JSON and
+    refuses lone surrogates outright."""
+    safe: dict[str, Any] = _safe_value(document)
+    return safe
+
+
+def _safe_value(value: Any) -> Any:
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_safe_value(k): _safe_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_safe_value(v) for v in value]
+    return value
 
 
 def serve(root: str | Path) -> int:

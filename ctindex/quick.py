@@ -25,6 +25,7 @@ import sys
 from pathlib import Path  # already imported by ctindex.runtime
 
 from ctindex import runtime as rt
+from ctindex import unanswered
 from ctindex.policy.root import find_root
 
 OP = "search"
@@ -35,12 +36,14 @@ _NOT_HERE = ("-h", "--help", "--version", "--direct")
 _WITH_VALUE = ("-C", "--project")
 FAULT_ENV = "CTINDEX_FAULT"  # ctindex/store/durable.py: the crash-test hook
 CONNECT_TIMEOUT_S = 0.1
+ACK_LINE = b'{"ack":true}'  # ctindex/daemon/server.py ACK, without its newline
 DEFAULT_BARRIER_MS = 500  # ctindex/policy/config.py's default, when no query-plan record says
 # Beyond the daemon's own bounds (barrier budget + QUERY_BUDGET_S of
 # ctindex/daemon/query.py): only a stopped or wedged daemon gets here.
 SLACK_S = 0.5
 QUERY_BUDGET_S = 2.0  # mirrors ctindex/daemon/query.py (a test checks they agree)
 MAX_REPLY = 64 << 20  # the daemon declines larger answers (MAX_OUTPUT in query.py)
+INTERRUPTED = 130  # SIGINT's exit code (128 + 2), as shells report it (docs/cli.md)
 
 
 def console() -> None:
@@ -49,12 +52,15 @@ def console() -> None:
     import gc
 
     gc.disable()  # as ctindex.cli.console: a short-lived process, collected at exit
-    code = answer(sys.argv[1:])
-    if code is None:
-        from ctindex.cli import console as full
+    try:
+        code = answer(sys.argv[1:])
+        if code is None:
+            from ctindex.cli import console as full
 
-        full()
-        return
+            full()  # exits itself
+            return
+    except KeyboardInterrupt:  # Ctrl-C anywhere, even while printing: no traceback
+        code = INTERRUPTED
     os._exit(code)
 
 
@@ -113,11 +119,19 @@ def answer(argv: list[str]) -> int | None:
     paths = rt.RuntimePaths(Path(root), Path(root, ".ct", "okf", "runtime"))
     if rt.no_peer_check() is not None:  # no daemon is trusted here (ctindex/runtime.py)
         return None
+    if unanswered.skipped(paths) is not None:
+        return None  # it did not answer lately: the fallback says so
     from ctindex.tty import decided  # the daemon's stdout is no terminal: decide colour here
 
     reply = _ask(
-        os.fspath(paths.socket),
-        {"op": OP, "argv": decided(argv, sys.stdout), "cwd": cwd, "build": rt.build_id()},
+        paths,
+        {
+            "op": OP,
+            "argv": decided(argv, sys.stdout),
+            "cwd": cwd,
+            "build": rt.build_id(),
+            "ack": True,
+        },
         _budget_s(os.fspath(paths.dir)),
     )
     if reply is None:
@@ -125,34 +139,51 @@ def answer(argv: list[str]) -> int | None:
     return _print(reply)
 
 
-def _ask(where: str, payload: dict[str, object], timeout: float) -> dict[str, object] | None:
+def _ask(
+    paths: rt.RuntimePaths, payload: dict[str, object], timeout: float
+) -> dict[str, object] | None:
     """One bounded exchange (ctindex/client.py's `request`, without its
-    error vocabulary: any failure is just "not answered")."""
+    error vocabulary: any failure is just "not answered"). The daemon's ACK
+    line must come within ACK_WAIT_S; without it the daemon is stopped or
+    wedged, and that is remembered (ctindex/unanswered.py)."""
     import json
     import time
 
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
+    acked = False
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     buf = bytearray()
     try:
         sock.settimeout(CONNECT_TIMEOUT_S)
-        sock.connect(where)
+        sock.connect(os.fspath(paths.socket))
         if not rt.peer_is_owner(sock):
             return None  # only the owner's daemon may answer (docs/daemon.md)
         sock.sendall((json.dumps(payload, separators=(",", ":")) + "\n").encode())
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
+        while True:
+            line, newline, rest = buf.partition(b"\n")
+            if newline and line != ACK_LINE:
+                break  # the answer (a daemon without ACKs answers at once)
+            if newline:
+                acked, buf = True, bytearray(rest)
+                continue
+            left = (deadline if acked else started + unanswered.ACK_WAIT_S) - time.monotonic()
             if left <= 0:
-                return None
+                raise TimeoutError
             sock.settimeout(left)
             chunk = sock.recv(1 << 16)
             if not chunk or len(buf) + len(chunk) > MAX_REPLY:
                 return None  # the daemon died or misbehaved mid-answer
             buf += chunk
+    except (TimeoutError, BlockingIOError):  # BlockingIOError: its backlog is full
+        if not acked:
+            unanswered.strike(paths)
+        return None
     except (OSError, ValueError):
         return None
     finally:
         sock.close()
+    unanswered.clear(paths)
     try:
         reply = json.loads(buf.partition(b"\n")[0])
     except ValueError:

@@ -7,6 +7,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from ctindex.commands import Context
+from ctindex.output import emit
 
 if TYPE_CHECKING:
     from ctindex.commands.no_scopes import NoScopes
@@ -134,7 +135,7 @@ def _emit(
 def _lines(ctx: Context, outcome: Outcome, fresh: Freshness, listing: str) -> None:
     """--paths / --ids: one per line on stdout, best first; the freshness
     statement (every answer carries one) on stderr, silenced by -q."""
-    ctx.out.write("".join(f"{r.path if listing == 'paths' else r.id}\n" for r in outcome.results))
+    emit(ctx.out, "".join(f"{r.path if listing == 'paths' else r.id}\n" for r in outcome.results))
     where = f"generation {fresh.generation}" if fresh.generation is not None else "no index"
     how = fresh.mode + (f" ({fresh.reason})" if fresh.reason else "")
     ctx.note(f"{len(outcome.results)} of {outcome.total} matches · {where} · {how}")

@@ -41,8 +41,13 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.json:
         ctx.emit_json(concept.to_json())
     else:
-        ctx.out.write(
-            concept.text if concept.text.endswith("\n") or not concept.text else concept.text + "\n"
+        from ctindex.output import emit
+
+        emit(
+            ctx.out,
+            concept.text
+            if concept.text.endswith("\n") or not concept.text
+            else concept.text + "\n",
         )
     if concept.warning:
         ctx.note(concept.warning)

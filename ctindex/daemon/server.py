@@ -1,7 +1,11 @@
 """The daemon's IPC endpoint: a Unix socket served from the selector loop.
 
 One request per connection: a single JSON line of at most MAX_REQUEST bytes,
-answered with a single JSON line. Sockets are non-blocking with a buffer and
+answered with a single JSON line. A request with `"ack": true` first gets
+the line ACK the moment it is read, before any work: the proof, within a
+fraction of a second, that the loop is alive, which lets a client tell a
+stopped or wedged daemon from one still working on its answer
+(ctindex/unanswered.py). Sockets are non-blocking with a buffer and
 a deadline per connection, so a half-written, oversized or malformed request
 or a client that never reads only costs its own connection. Only the owning
 user is served: the folder is 0700 and every peer's uid is checked as the
@@ -29,6 +33,7 @@ MAX_REQUEST = 4096
 # the rest wait in the backlog for the next turn (docs/reliability.md).
 ACCEPT_BATCH = 64
 READ_DEADLINE_S = 1.0  # to deliver a complete request line
+ACK = b'{"ack":true}\n'
 WRITE_DEADLINE_S = 1.0  # to take the reply once it is ready
 
 
@@ -39,6 +44,7 @@ class Connection:
     inbuf: bytearray = field(default_factory=bytearray)
     outbuf: bytes = b""
     request: dict[str, Any] | None = None  # set once a full line parsed
+    answered: bool = False  # the answer is queued: close once it is sent
     closed: bool = False
 
     def fileno(self) -> int:
@@ -139,7 +145,8 @@ class IpcServer:
         if conn.closed:
             return
         line = {**answer, **self._stamp}
-        conn.outbuf = (json.dumps(line, separators=(",", ":")) + "\n").encode()
+        conn.outbuf += (json.dumps(line, separators=(",", ":")) + "\n").encode()
+        conn.answered = True
         conn.deadline = self._clock() + WRITE_DEADLINE_S
         self._flush(conn)
 
@@ -199,6 +206,11 @@ class IpcServer:
             return
         conn.request = request
         conn.inbuf.clear()
+        if request.get("ack") is True:
+            conn.outbuf = ACK
+            self._flush(conn)
+            if conn.closed:
+                return
         self._handler(conn, request)
 
     def _flush(self, conn: Connection) -> None:
@@ -212,8 +224,10 @@ class IpcServer:
         conn.outbuf = conn.outbuf[sent:]
         if conn.outbuf:
             self._sel.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
-        else:
+        elif conn.answered:
             self._drop(conn)
+        else:  # the ACK is out; the answer comes later
+            self._sel.modify(conn.sock, selectors.EVENT_READ, conn)
 
     def _drop(self, conn: Connection) -> None:
         if conn.closed:

@@ -17,7 +17,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ctindex.policy.project import INDEX_KEY, StrPath, is_index_key, is_normal_key
+from ctindex.errors import shown
+from ctindex.policy.project import (
+    INDEX_KEY,
+    StrPath,
+    is_index_key,
+    is_normal_key,
+    unrepresentable,
+)
 from ctindex.providers import PROVIDERS, any_claims
 
 if TYPE_CHECKING:
@@ -88,6 +95,18 @@ def _human(size: int) -> str:
 
 def decide_path(plan: Plan, path: StrPath, cwd: StrPath) -> Decision:
     """Decision for a user-given filesystem path (relative to `cwd`)."""
+    for what, given in (("path", path), ("folder it is taken from", cwd)):
+        problem = unrepresentable(os.fsdecode(os.fspath(given)))
+        if problem is not None:  # no file has this name: decided before any syscall
+            return Decision(
+                shown(os.fsdecode(os.fspath(path))),
+                HARD_EXCLUDED,
+                None,
+                None,
+                HARD,
+                None,
+                f"cannot name a file: the {what} holds {problem}",
+            )
     located = plan.project.locate(path, cwd)
     if located.key is None:
         return Decision(

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from ctindex.errors import UsageError
+from ctindex.errors import UsageError, shown
 from ctindex.policy.root import CT_DIR, find_root
 
 StrPath = str | bytes | os.PathLike[str] | os.PathLike[bytes]
@@ -33,6 +33,24 @@ _INDEX_PREFIX = INDEX_KEY + "/"
 
 def _text(path: StrPath) -> str:
     return os.fsdecode(os.fspath(path))
+
+
+def unrepresentable(text: str) -> str | None:
+    """Why `text` can name no file on this system, or None when it can.
+
+    The one check between text a user gave (an API argument, an MCP tool's
+    JSON) and a system call: the OS refuses a NUL byte with a ValueError,
+    and a surrogate that stands for no byte (one not made by
+    surrogateescape) with a UnicodeEncodeError, neither an OSError the
+    callers expect. Over-long names need no check: the OS answers them with
+    ENAMETOOLONG, an OSError every caller already handles."""
+    if "\0" in text:
+        return "a NUL byte"
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        return "a character no file name can hold"
+    return None
 
 
 def _relative(path: str, base: str) -> str | None:
@@ -183,7 +201,9 @@ def start_folder(start: StrPath | None = None, explicit: StrPath | None = None) 
         return base
     here = os.path.abspath(os.path.join(base, _text(explicit)))
     if not os.path.isdir(here):
-        raise UsageError(f"{_text(explicit)}: project folder does not exist or is not a folder")
+        raise UsageError(
+            f"{shown(_text(explicit))}: project folder does not exist or is not a folder"
+        )
     return here
 
 

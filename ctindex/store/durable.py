@@ -36,17 +36,42 @@ def fault(point: str) -> None:
 
     ``CTINDEX_FAULT=point`` or ``point:N`` (die the N-th time the point is
     reached in this process). ``os._exit`` skips every cleanup, like SIGKILL.
+    ``pause@point[:N]`` waits there instead, after creating the file
+    CTINDEX_FAULT_READY names, so a test can send a signal (Ctrl-C's SIGINT)
+    that lands at exactly that point; the wait is bounded (PAUSE_S).
     """
     spec = os.environ.get(FAULT_ENV)
     if not spec:
         return
-    name, _, count = spec.partition(":")
+    pause = spec.startswith(PAUSE_PREFIX)
+    name, _, count = spec.removeprefix(PAUSE_PREFIX).partition(":")
     if name != point:
         return
     remaining = int(count or "1") - 1
-    if remaining <= 0:
+    if remaining > 0:
+        os.environ[FAULT_ENV] = f"{PAUSE_PREFIX if pause else ''}{name}:{remaining}"
+    elif pause:
+        del os.environ[FAULT_ENV]  # once
+        _pause_here()
+    else:
         os._exit(137)
-    os.environ[FAULT_ENV] = f"{name}:{remaining}"
+
+
+PAUSE_PREFIX = "pause@"
+READY_ENV = "CTINDEX_FAULT_READY"
+PAUSE_S = 60.0  # a hang guard: the test's signal normally ends the wait at once
+
+
+def _pause_here() -> None:
+    import time
+
+    ready = os.environ.get(READY_ENV)
+    if ready:
+        with open(ready, "w", encoding="utf-8") as fh:
+            fh.write(str(os.getpid()))
+    deadline = time.monotonic() + PAUSE_S
+    while time.monotonic() < deadline:
+        time.sleep(0.05)  # a signal's handler runs (KeyboardInterrupt) within this
 
 
 def unique_name(prefix: str, generation: int, suffix: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import client, freshness
+from ctindex import client, freshness, unanswered
 from ctindex import runtime as rt
 from ctindex.cimode import CI_REASON
 from ctindex.client import BarrierResult
@@ -63,10 +63,12 @@ def answer(
 
 @contextlib.contextmanager
 def listener(
-    p: CliProject, reply: Callable[[dict[str, object]], dict[str, object]] | None
+    p: CliProject, reply: Callable[[dict[str, object]], dict[str, object] | None] | None
 ) -> Iterator[None]:
     """A Unix socket where the daemon's would be. `reply` None: connections
-    are queued by the kernel and never accepted (a stuck daemon)."""
+    are queued by the kernel and never accepted (a stuck daemon); `reply`
+    returning None: the request is acknowledged (as a live daemon's loop
+    does at once) and never answered (a daemon still working)."""
     import socket
 
     rt.ensure_private_dir(p.paths.dir)
@@ -93,7 +95,12 @@ def listener(
                     data += chunk
                 if data:
                     request = json.loads(data.partition(b"\n")[0])
-                    conn.sendall((json.dumps(reply(request)) + "\n").encode())
+                    answer = reply(request)
+                    if answer is None:
+                        conn.sendall(b'{"ack":true}\n')
+                        stop.wait(10)
+                        continue
+                    conn.sendall((json.dumps(answer) + "\n").encode())
 
     thread = threading.Thread(target=serve, daemon=True) if reply is not None else None
     if thread is not None:
@@ -219,11 +226,31 @@ def test_barrier_timeout_falls_back_with_its_reason(
     make_cli_project: Make, spawns: list[bool]
 ) -> None:
     p = make_cli_project(config={"barrier_timeout_ms": 200})
-    with listener(p, None):  # connects, never answers
+    with listener(p, lambda request: None):  # acknowledges, never answers
         got = answer(p)
     assert (got.freshness.mode, got.freshness.reason) == ("fallback", client.BARRIER_TIMEOUT)
     assert got.freshness.generation == got.value == published(p)
     assert spawns == []  # something is listening: never a second daemon
+    assert unanswered.skipped(p.paths) is None  # a daemon at work is asked again
+
+
+@pytest.mark.needs("peercred")
+def test_a_daemon_that_never_acknowledges_is_backed_off(
+    make_cli_project: Make, spawns: list[bool]
+) -> None:
+    import fcntl
+
+    p = make_cli_project(config={"barrier_timeout_ms": 200})
+    rt.ensure_private_dir(p.paths.dir)
+    with open(p.paths.lock, "w") as lock, listener(p, None):  # never accepted: stopped
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held, as a stopped daemon holds it
+        got = answer(p)
+        reason = got.freshness.reason
+        assert got.freshness.mode == "fallback" and reason is not None
+        assert reason.startswith(f"{unanswered.REASON}: backed off until "), reason
+        assert unanswered.skipped(p.paths) == reason  # the next query does not ask
+    assert got.freshness.generation == got.value == published(p)
+    assert spawns == []
 
 
 @pytest.mark.needs("peercred")

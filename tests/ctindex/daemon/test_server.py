@@ -136,3 +136,25 @@ def test_status_and_stop_ops(daemon: Running) -> None:
     after = client.watcher_status(Project.at(daemon.root))
     assert after["lane"] == "unavailable" and after["stop_reason"] == "stop-request"
     assert not after["running"]
+
+
+def _exchange(daemon: Running, request: dict[str, object]) -> list[dict[str, object]]:
+    """Every line the daemon sends for `request` before it closes the connection."""
+    data = b""
+    with daemon.raw() as sock:
+        sock.sendall(json.dumps({**request, "build": rt.build_id()}).encode() + b"\n")
+        while chunk := sock.recv(4096):
+            data += chunk
+    return [json.loads(line) for line in data.splitlines()]
+
+
+def test_a_request_asking_for_an_ack_gets_it_before_the_answer(daemon: Running) -> None:
+    """The ACK comes from the loop on reading the line (ctindex/unanswered.py
+    relies on it); a request without `ack` gets its one answer line only."""
+    ack, answer = _exchange(daemon, {"op": "ping", "ack": True})
+    assert ack == {"ack": True} and answer["ok"] is True
+    [only] = _exchange(daemon, {"op": "ping"})
+    assert only["ok"] is True
+    barrier = {"op": "barrier", "token": "t-ack", "plan": "plan-1", "timeout_ms": 2000}
+    ack, answer = _exchange(daemon, {**barrier, "ack": True})  # ACK first, answer after
+    assert ack == {"ack": True} and answer["ok"] is True, answer
