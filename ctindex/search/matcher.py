@@ -47,6 +47,22 @@ FIELDS = (
     ("id", 3.0, 0.9),
     ("body", 1.0, 0.75),
 )
+# How per-field counts become a score (docs/search.md, "Ranking"; measured
+# in docs/benchmarks.md): "perfield" saturates each field on its own and sums
+# them with PER_FIELD's weights, so a title hit keeps its worth however often
+# the body repeats the word; "bm25f" (the bench's --saturation experiment)
+# saturates the weighted sum of the fields' normalised counts once, so a
+# long body that repeats the words drowns the title. Per field won on the
+# partial-title queries of bench/relevance.py (npm corpus top-1 0.890 to
+# 0.985, Tantivy's) with titles and IDs unchanged.
+SATURATION = "perfield"
+PER_FIELD = (
+    ("title", 3.0),
+    ("tags", 1.0),
+    ("description", 1.0),
+    ("id", 2.0),
+    ("body", 1.0),
+)
 # A prefix scores like its expansions (the best one per document); past this
 # many expansions only the closest to the prefix (shortest, then in term
 # order) score, and the answer says so. Matching always uses all of them.
@@ -259,16 +275,18 @@ def _stats(parts: Sequence[Partition]) -> _Stats:
 def _term_scores(
     term: str, parts: Sequence[Partition], docs: Sequence[set[int]], st: _Stats
 ) -> list[dict[int, float]]:
-    """BM25F of one term for the given documents of each partition:
-    tf~ = sum_f w_f tf_f / (1 - b_f + b_f len_f / avglen_f), then
-    idf * tf~ (k1 + 1) / (tf~ + k1). Statistics span all partitions."""
+    """The score of one term for the given documents of each partition.
+    Per field f, the length-normalised count n_f = tf_f / (1 - b_f + b_f
+    len_f / avglen_f); then, by SATURATION, either one saturation of the
+    weighted sum (BM25F: idf * x (k1 + 1) / (x + k1), x = sum_f w_f n_f) or
+    a saturation per field (idf * sum_f w_f n_f (k1 + 1) / (n_f + k1)).
+    Statistics span all partitions."""
     mains = [p.tf(term) for p in parts]
     w = idf(st.n_docs, sum(map(len, mains)))
-    # Field order of FIELD_TERM is title, tags, description, ID; FIELDS adds body.
-    ws = [FIELDS[f][1] for f in range(4)]
+    ws = [f[1] for f in (FIELDS if SATURATION == "bm25f" else PER_FIELD)]
     a = [1 - FIELDS[f][2] for f in range(5)]
     bl = [FIELDS[f][2] / st.avg[f] for f in range(5)]
-    wb = FIELDS[4][1]
+    per_field = SATURATION != "bm25f"
     k1p = K1 + 1
     out: list[dict[int, float]] = []
     for p, main, want in zip(parts, mains, docs, strict=True):
@@ -290,26 +308,28 @@ def _term_scores(
             x = 0.0
             for f in range(4):
                 if tf[f]:
-                    x += ws[f] * tf[f] / (a[f] + bl[f] * fl[f])
+                    n = tf[f] / (a[f] + bl[f] * fl[f])
+                    x += ws[f] * (n * k1p / (n + K1) if per_field else n)
             if body > 0:
-                x += wb * body / (a[4] + bl[4] * max(body_len, 0))
-            got[d] = w * x * k1p / (x + K1)
+                n = body / (a[4] + bl[4] * max(body_len, 0))
+                x += ws[4] * (n * k1p / (n + K1) if per_field else n)
+            got[d] = w * x if per_field else w * x * k1p / (x + K1)
     return out
 
 
 # Proximity (docs/search.md, "Proximity"; measured in docs/benchmarks.md):
 # a match holding every scoring word of the query inside one field gets
-# PROXIMITY_WEIGHT * k / span on top of its BM25F, span being the shortest
-# run of tokens holding all k words (k / span = 1 when they stand together).
-# Only the first PROXIMITY_POOL matches by (tier, BM25F, path) are read: the
-# bonus only raises, so they stay above every other match, and the work is
-# at most that many token streams whatever the query matches. 0 turns it off.
-# 2.0, about half of what one well-matched word scores: the passage queries
-# of bench/relevance.py improve with every weight tried (0.5 to 8), since
-# their words stand together by construction, so the weight is not tuned to
-# their maximum; it reorders close BM25F calls without overriding a clearly
-# better match.
-PROXIMITY_WEIGHT = 2.0
+# PROXIMITY_WEIGHT * k * k / span on top of its score, span being the
+# shortest run of tokens holding all k words (k / span = 1 when they stand
+# together). The extra k makes the bonus grow with the query as the sum of
+# per-word scores does, so a six-word sentence standing together is worth
+# more than a pair. Only the first PROXIMITY_POOL matches by (tier, score,
+# path) are read: the bonus only raises, so they stay above every other
+# match, and the work is at most that many token streams whatever the query
+# matches. 0 turns it off. 3.0: with per-field saturation, the sentence
+# queries of bench/relevance.py need it to stay where the old ranking had
+# them; partial titles stay at Tantivy's from 0 up to 4 (docs/benchmarks.md).
+PROXIMITY_WEIGHT = 3.0
 PROXIMITY_POOL = 100
 
 
@@ -390,7 +410,7 @@ def _proximity(
         for d, seq in p.sequences(sorted(by_part[i])):
             span = min_span(seq, want, sep)
             if span is not None:
-                sc[d] += PROXIMITY_WEIGHT * len(want) / span
+                sc[d] += PROXIMITY_WEIGHT * len(want) ** 2 / span
 
 
 def search(node: Node, parts: Sequence[Partition]) -> Ranking:

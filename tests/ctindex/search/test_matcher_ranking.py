@@ -385,6 +385,7 @@ def test_proximity_never_changes_matching(
         '"gross margin" revenue',
         "orders customer -revenue",
         "page views OR sessions",
+        "when a customer order is recognized",
     ]
     with_prox = {q: _ordered(project, q, 1000) for q in queries}
     monkeypatch.setattr(matcher, "PROXIMITY_WEIGHT", 0.0)
@@ -411,3 +412,66 @@ def test_proximity_pool_is_the_same_over_segments(
     out = _ordered(project, "zqxv7alpha zqxv7beta", 10)
     assert _ids(out) == ["m/a", "m/b", "m/c"]
     assert out.results[0].score > out.results[1].score == out.results[2].score
+
+
+def test_rule_title_hit_beats_adjacent_body_words(tmp_path: Path) -> None:
+    # `summary of`: the page titled "Summary of Expressions" against pages
+    # whose body puts the two words side by side again and again (links to
+    # it). Each field saturates on its own, so the body's repetitions can
+    # not outweigh the title; proximity does not hand the body pages the win.
+    links = " ".join(["see the zqxv7summary of the chapter."] * 12)
+    project = _project(
+        tmp_path,
+        {
+            "a/links-one.md": _doc("Statements", f"{links} More text about statements."),
+            "b/links-two.md": _doc("Declarations", f"{links} And declarations."),
+            "c/summary.md": _doc(
+                "Zqxv7summary of Expressions", "Operators, operands and their order."
+            ),
+        },
+    )
+    out = _both(project, "zqxv7summary of")
+    assert _ids(out)[0] == "c/summary"
+    assert out.results[0].match == ""  # no tier decided: the score did
+    assert set(out.keys) == oracle.containing(project.root, "zqxv7summary")
+
+
+def test_rule_title_words_beat_the_same_stems_in_a_body(tmp_path: Path) -> None:
+    # `register specifier`: the page titled "Zqxv7register Specifier Syntax"
+    # against a longer page whose body says "specified by zqxv7register"
+    # (the same stems, side by side) several times.
+    said = " ".join(["The operand is specified by zqxv7register here."] * 6)
+    project = _project(
+        tmp_path,
+        {
+            "a/operands.md": _doc("Operand Specifiers", f"{said} Operands come in kinds."),
+            "b/specifier.md": _doc(
+                "The Zqxv7register Specifier and Its Syntax in Assembly Listings",
+                "How to write one: a letter and a number, as the manual lists them.",
+            ),
+        },
+    )
+    out = _both(project, "zqxv7register specifier")
+    assert _ids(out) == ["b/specifier", "a/operands"]
+    assert out.results[0].score > out.results[1].score
+    assert set(out.keys) == oracle.containing(project.root, "zqxv7register")
+
+
+def test_per_field_saturation_title_worth_independent_of_body(tmp_path: Path) -> None:
+    # Per-field saturation: a title hit adds the same to a page's score
+    # whether or not its body also holds the word many times, so the page
+    # with the word in the title and the body beats the body-only page by
+    # about what the title alone is worth.
+    body = " ".join(["zqxv7gamma stands here."] * 30)
+    project = _project(
+        tmp_path,
+        {
+            "a/body.md": _doc("Notes", body),
+            "b/both.md": _doc("Zqxv7gamma Notes", body),
+            "c/title.md": _doc("Zqxv7gamma Notes Two", "Nothing else."),
+        },
+    )
+    out = _both(project, "zqxv7gamma")
+    scores = {r.id: r.score for r in out.results}
+    title_only = scores["c/title"]
+    assert scores["b/both"] - scores["a/body"] > 0.5 * title_only
