@@ -10,6 +10,7 @@ that holds guillemets itself is read exactly from the spans
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 
 from ctindex.providers import INDEX_PROVIDER, load
@@ -17,6 +18,15 @@ from ctindex.providers import INDEX_PROVIDER, load
 OPEN, CLOSE = "«", "»"
 WINDOW_WORDS = 24  # words considered per candidate window
 MAX_CHARS = 220  # of the plain text, before any markers
+# Bounded work per shown result, whatever the document's size: the first
+# HEAD_CHARS characters are tokenized whole (all of a usual page, so its
+# snippet is the best window of the page); past them, only REGION_CHARS
+# around the first place a matched word's stem stands in the casefolded
+# text (found by ``str.find``, at C speed) are. A 280 KB page costs about
+# what a 4 KB one does.
+HEAD_CHARS = 4_096
+REGION_CHARS = 2_048
+_SPACE = re.compile(r"\s")
 
 Span = tuple[int, int]
 
@@ -45,31 +55,85 @@ def snippet_spans(
     """(plain text, matched spans) of the best window of `body` (most distinct
     matched terms, earliest on a tie), falling back to the description, then
     to the start of the body. A word is matched when its term is one of
-    `terms` or starts with one of `prefixes`."""
+    `terms` or starts with one of `prefixes`. A long text is read in bounded
+    pieces (`_pieces`)."""
     for text in (body, description):
-        spans = list(load(INDEX_PROVIDER).term_spans(text))
-        marked = {t for _, _, t in spans if t in terms or (prefixes and t.startswith(prefixes))}
-        hits = [i for i, (_, _, t) in enumerate(spans) if t in marked]
-        if hits:
-            return _window(text, spans, hits, marked)
-    return _clip(*_flat([(description or body, False)]))
+        for start, end in _pieces(text, terms, prefixes):
+            spans = [
+                (s + start, e + start, t)
+                for s, e, t in load(INDEX_PROVIDER).term_spans(text[start:end])
+            ]
+            marked = {t for _, _, t in spans if t in terms or (prefixes and t.startswith(prefixes))}
+            hits = [i for i, (_, _, t) in enumerate(spans) if t in marked]
+            if hits:
+                return _window(text, spans, hits, marked, start > 0, end < len(text))
+    return _clip(*_flat([((description or body)[:HEAD_CHARS], False)]))
+
+
+def _pieces(text: str, terms: Collection[str], prefixes: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The character ranges of `text` to tokenize: all of it when short;
+    else its head when a matched word's stem first occurs there (then the
+    region around its first occurrence past the head) or nowhere (a stem,
+    casefolded, begins the casefolded word in all but its last letter or
+    two, ``specifi`` for "specified", which accents folded by the tokenizer
+    may defeat); else only the region around that first occurrence.
+    Ranges end on whitespace, so no word is cut."""
+    if len(text) <= HEAD_CHARS:
+        return [(0, len(text))]
+    head = _cut(text, HEAD_CHARS)
+    folded = text.casefold()
+    if len(folded) != len(text):  # offsets would not line up: the head only
+        return [(0, head)]
+    stems = [t[: max(len(t) - 1, 3)] for t in terms if t[:1].isalnum()] + list(prefixes)
+    found = [at for at in (folded.find(s) for s in stems if s) if at >= 0]
+    if not found:  # no stem anywhere: the head, for the fallback's sake
+        return [(0, head)]
+    at = min(found)
+    if at >= head:
+        return [_region(text, at, head)]
+    # A stem inside the head may be part of another word: the region past
+    # the head is the next piece to try.
+    later = [x for x in (folded.find(s, head) for s in stems if s) if x >= 0]
+    return [(0, head), _region(text, min(later), head)] if later else [(0, head)]
+
+
+def _region(text: str, at: int, head: int) -> tuple[int, int]:
+    start = max(_cut(text, at - REGION_CHARS // 4), head)
+    return start, _cut(text, start + REGION_CHARS)
+
+
+def _cut(text: str, at: int) -> int:
+    """The first whitespace at or after `at` (or the end of `text`)."""
+    if at <= 0:
+        return 0
+    if at >= len(text):
+        return len(text)
+    m = _SPACE.search(text, at)
+    return m.start() if m else len(text)
 
 
 def _window(
-    text: str, spans: list[tuple[int, int, str]], hits: list[int], terms: Collection[str]
+    text: str,
+    spans: list[tuple[int, int, str]],
+    hits: list[int],
+    terms: Collection[str],
+    before: bool = False,
+    after: bool = False,
 ) -> tuple[str, tuple[Span, ...]]:
+    """`before`/`after`: `spans` cover a piece of `text` that has more
+    words before / after it."""
     best = _best_start(spans, hits)
     first = max(best - 6, 0)
     last = min(best + WINDOW_WORDS, len(spans)) - 1
     start, end = spans[first][0], spans[last][1]
-    pieces: list[tuple[str, bool]] = [("…" if first > 0 else "", False)]
+    pieces: list[tuple[str, bool]] = [("…" if first > 0 or before else "", False)]
     pos = start
     for i in range(first, last + 1):
         s, e, t = spans[i]
         if t in terms:
             pieces += ((text[pos:s], False), (text[s:e], True))
             pos = e
-    pieces += ((text[pos:end], False), ("…" if last < len(spans) - 1 else "", False))
+    pieces += ((text[pos:end], False), ("…" if last < len(spans) - 1 or after else "", False))
     return _clip(*_flat(pieces))
 
 

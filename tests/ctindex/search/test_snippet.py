@@ -1,14 +1,20 @@
 """Snippets as text and spans: `snippet` is `snippet_text` with each span
 wrapped in markers, the spans are exactly the matched words, and guillemets
-in the text itself are never mistaken for markers."""
+in the text itself are never mistaken for markers. A long document is read
+in bounded pieces (ctindex/search/snippet.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctindex.providers import INDEX_PROVIDER, load
-from ctindex.search.snippet import MAX_CHARS, make_snippet, mark, snippet_spans
+from ctindex.providers.base import Provider
+from ctindex.search import snippet
+from ctindex.search.snippet import HEAD_CHARS, MAX_CHARS, make_snippet, mark, snippet_spans
 
 WORDS = ["margin", "revenue", "cost", "«quoted»", "**bold**", "ünïcode", "—", "x", "grossly"]
 TERMS = {"margin", "revenu"}
@@ -57,3 +63,60 @@ def test_guillemets_in_the_text_are_text() -> None:
     assert [text[s:e] for s, e in spans] == ["margin"]
     assert mark(text, spans) == "Le ««margin»» est la « marge » brute"
     assert mark(text, spans, "[[", "]]") == "Le «[[margin]]» est la « marge » brute"
+
+
+def _filler(n_chars: int) -> str:
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    out: list[str] = []
+    size = 0
+    while size < n_chars:
+        out.append(words[len(out) % len(words)])
+        size += len(out[-1]) + 1
+    return " ".join(out)
+
+
+def test_match_far_past_the_head_is_found_and_marked() -> None:
+    body = _filler(3 * HEAD_CHARS) + " the Specified register here " + _filler(3 * HEAD_CHARS)
+    got = make_snippet(body, "", {"specifi", "regist"})
+    assert "«Specified» «register»" in got
+    assert got.startswith("…") and got.endswith("…")
+
+
+def test_short_document_snippet_has_no_ellipsis() -> None:
+    body = "then the target word and more"
+    got = make_snippet(body, "", {"target"})
+    assert "«target»" in got and not got.startswith("…")
+
+
+def test_long_document_tokenizes_a_bounded_amount(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The tokenizer sees the head and one region, never the whole text.
+    seen: list[int] = []
+    real = snippet.load
+
+    class Counting:
+        def __init__(self, provider: Provider) -> None:
+            self.provider = provider
+
+        def term_spans(self, text: str) -> Iterator[tuple[int, int, str]]:
+            seen.append(len(text))
+            return self.provider.term_spans(text)
+
+    monkeypatch.setattr(snippet, "load", lambda name: Counting(real(name)))
+    body = _filler(40 * HEAD_CHARS) + " needleword " + _filler(40 * HEAD_CHARS)
+    got = make_snippet(body, "", {"needleword"})
+    assert "«needleword»" in got
+    assert sum(seen) <= HEAD_CHARS + 2 * snippet.REGION_CHARS
+
+
+def test_no_match_anywhere_falls_back_to_a_bounded_start() -> None:
+    body = _filler(10 * HEAD_CHARS)
+    got = make_snippet(body, "", {"absentword"})
+    assert got.startswith("alpha beta") and len(got) <= snippet.MAX_CHARS + 1
+
+
+def test_stem_inside_another_word_in_the_head_still_reaches_the_region() -> None:
+    # "rain" begins no word of the head but stands inside "terrain" there;
+    # the real word is past the head.
+    body = "terrain " * (HEAD_CHARS // 8 + 10) + "then rain fell " + _filler(2 * HEAD_CHARS)
+    got = make_snippet(body, "", {"rain"})
+    assert "«rain»" in got
