@@ -277,16 +277,78 @@ def _term_scores(
 ) -> list[dict[int, float]]:
     """The score of one term for the given documents of each partition.
     Per field f, the length-normalised count n_f = tf_f / (1 - b_f + b_f
-    len_f / avglen_f); then, by SATURATION, either one saturation of the
-    weighted sum (BM25F: idf * x (k1 + 1) / (x + k1), x = sum_f w_f n_f) or
-    a saturation per field (idf * sum_f w_f n_f (k1 + 1) / (n_f + k1)).
+    len_f / avglen_f); then, by SATURATION, a saturation per field (idf *
+    sum_f w_f n_f (k1 + 1) / (n_f + k1)) or one saturation of the weighted
+    sum (BM25F: idf * x (k1 + 1) / (x + k1), x = sum_f w_f n_f).
     Statistics span all partitions."""
     mains = [p.tf(term) for p in parts]
     w = idf(st.n_docs, sum(map(len, mains)))
-    ws = [f[1] for f in (FIELDS if SATURATION == "bm25f" else PER_FIELD)]
+    if SATURATION == "bm25f":
+        return _bm25f_scores(term, parts, docs, st, mains, w)
+    out: list[dict[int, float]] = []
+    for p, main, want in zip(parts, mains, docs, strict=True):
+        got: dict[int, float] = {}
+        out.append(got)
+        if want:
+            _per_field_scores(got, term, p, main, want, st, w)
+    return out
+
+
+def _per_field_scores(
+    got: dict[int, float],
+    term: str,
+    p: Partition,
+    main: dict[int, int],
+    want: set[int],
+    st: _Stats,
+    w: float,
+) -> None:
+    """Per-field saturation: the fields add up independently, so each
+    field's posting is walked on its own (no per-document lists); the
+    body's count is the weighted total less the weighted field counts."""
+    k1p = K1 + 1
+    flens = p.field_lengths()
+    field_tf: list[dict[int, int]] = []
+    for f, head in enumerate(FIELD_TERM):
+        posting = p.tf(head + term)
+        field_tf.append(posting)
+        a, bl, wf = 1 - FIELDS[f][2], FIELDS[f][2] / st.avg[f], w * PER_FIELD[f][1] * k1p
+        lens = flens[f]
+        for d, t in posting.items():
+            if d in want:
+                n = t / (a + bl * lens[d])
+                got[d] = got.get(d, 0.0) + wf * n / (n + K1)
+    a, bl, wf = 1 - FIELDS[4][2], FIELDS[4][2] / st.avg[4], w * PER_FIELD[4][1] * k1p
+    lengths = p.lengths()
+    title, tags, desc = field_tf[0], field_tf[1], field_tf[2]
+    w0, w1, w2 = WEIGHTS[0], WEIGHTS[1], WEIGHTS[2]
+    f0, f1, f2 = flens[0], flens[1], flens[2]
+    small, large = (main, want) if len(main) <= len(want) else (want, main)
+    for d in small:
+        if d not in large:
+            continue
+        body = main[d]
+        if d in title or d in tags or d in desc:
+            body -= w0 * title.get(d, 0) + w1 * tags.get(d, 0) + w2 * desc.get(d, 0)
+            if body <= 0:
+                continue
+        body_len = lengths[d] - w0 * f0[d] - w1 * f1[d] - w2 * f2[d]
+        n = body / (a + bl * max(body_len, 0))
+        got[d] = got.get(d, 0.0) + wf * n / (n + K1)
+
+
+def _bm25f_scores(
+    term: str,
+    parts: Sequence[Partition],
+    docs: Sequence[set[int]],
+    st: _Stats,
+    mains: list[dict[int, int]],
+    w: float,
+) -> list[dict[int, float]]:
+    """One saturation of the weighted sum (the --saturation experiment)."""
+    ws = [f[1] for f in FIELDS]
     a = [1 - FIELDS[f][2] for f in range(5)]
     bl = [FIELDS[f][2] / st.avg[f] for f in range(5)]
-    per_field = SATURATION != "bm25f"
     k1p = K1 + 1
     out: list[dict[int, float]] = []
     for p, main, want in zip(parts, mains, docs, strict=True):
@@ -308,12 +370,10 @@ def _term_scores(
             x = 0.0
             for f in range(4):
                 if tf[f]:
-                    n = tf[f] / (a[f] + bl[f] * fl[f])
-                    x += ws[f] * (n * k1p / (n + K1) if per_field else n)
+                    x += ws[f] * tf[f] / (a[f] + bl[f] * fl[f])
             if body > 0:
-                n = body / (a[4] + bl[4] * max(body_len, 0))
-                x += ws[4] * (n * k1p / (n + K1) if per_field else n)
-            got[d] = w * x if per_field else w * x * k1p / (x + K1)
+                x += ws[4] * body / (a[4] + bl[4] * max(body_len, 0))
+            got[d] = w * x * k1p / (x + K1)
     return out
 
 
