@@ -55,6 +55,13 @@ class MemoryPartition:
     def tf(self, term: str) -> dict[int, int]:
         return self._post.get(term, {})
 
+    def df(self, term: str) -> int:
+        return len(self._post.get(term, ()))
+
+    def tf_in(self, term: str, docs: set[int]) -> dict[int, int]:
+        full = self._post.get(term, {})
+        return {d: full[d] for d in docs if d in full}
+
     def prefix_docs(self, prefix: str) -> set[int]:
         out: set[int] = set()
         for t, docs in self._post.items():

@@ -93,19 +93,20 @@ def _finish(
                 *notes,
                 f"{total} matches: ordered by path (by title up to {TITLE_ORDER_CAP} matches)",
             )
+    # Only the matches that can make the cut get their path read.
     best = heapq.nsmallest(
         limit,
         (
             (
                 -tiers[i].get(d, 0),
-                -round(s, 4),
+                -round(scores[i][d], 4),
                 titles.get((i, d), ""),
-                key_of(matcher.Hit(i, d, s)),
+                key_of(matcher.Hit(i, d, scores[i][d])),
                 i,
                 d,
             )
-            for i, sc in enumerate(scores)
-            for d, s in sc.items()
+            for i, docs in enumerate(matcher.leaders(scores, tiers, limit, margin=1e-4))
+            for d in docs
         ),
     )
     results = []

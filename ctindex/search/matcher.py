@@ -78,6 +78,8 @@ class Partition(Protocol):
     def universe(self) -> set[int]: ...
     def size(self) -> int: ...  # number of live documents
     def tf(self, term: str) -> dict[int, int]: ...  # live doc id -> weighted tf
+    def df(self, term: str) -> int: ...  # len(tf(term)), maybe without reading it
+    def tf_in(self, term: str, docs: set[int]) -> dict[int, int]: ...  # tf(term) on docs
     def prefix_docs(self, prefix: str) -> set[int]: ...  # live docs with a word term
     #                                                        starting with prefix
     def rank(self, term: str) -> int | None: ...  # id of a term in token streams
@@ -158,12 +160,21 @@ def evaluate(node: Node, part: Partition) -> set[int]:
             out |= evaluate(child, part)
         return out
     # And: positives narrow first, negations subtract; all-negative starts from everything.
+    # Plain words come last, rarest first: each narrows the matches so far
+    # by looking them up in its posting (tf_in), never reading it whole.
+    plain = sorted(
+        (c for c in node.children if isinstance(c, (Term, Facet))), key=lambda c: part.df(c.term)
+    )
     result: set[int] | None = None
     for c in node.children:
-        if isinstance(c, Not):
+        if isinstance(c, (Not, Term, Facet)):
             continue
         got = evaluate(c, part)
         result = got if result is None else result & got
+        if not result:
+            return set()
+    for w in plain:
+        result = set(part.tf(w.term)) if result is None else set(part.tf_in(w.term, result))
         if not result:
             return set()
     if result is None:
@@ -281,12 +292,12 @@ def _term_scores(
     sum_f w_f n_f (k1 + 1) / (n_f + k1)) or one saturation of the weighted
     sum (BM25F: idf * x (k1 + 1) / (x + k1), x = sum_f w_f n_f).
     Statistics span all partitions."""
-    mains = [p.tf(term) for p in parts]
-    w = idf(st.n_docs, sum(map(len, mains)))
+    w = idf(st.n_docs, sum(p.df(term) for p in parts))
     if SATURATION == "bm25f":
-        return _bm25f_scores(term, parts, docs, st, mains, w)
+        return _bm25f_scores(term, parts, docs, st, [p.tf(term) for p in parts], w)
     out: list[dict[int, float]] = []
-    for p, main, want in zip(parts, mains, docs, strict=True):
+    for p, want in zip(parts, docs, strict=True):
+        main = p.tf_in(term, want) if want else {}
         got: dict[int, float] = {}
         out.append(got)
         if want:
@@ -310,24 +321,19 @@ def _per_field_scores(
     flens = p.field_lengths()
     field_tf: list[dict[int, int]] = []
     for f, head in enumerate(FIELD_TERM):
-        posting = p.tf(head + term)
+        posting = p.tf_in(head + term, want)
         field_tf.append(posting)
         a, bl, wf = 1 - FIELDS[f][2], FIELDS[f][2] / st.avg[f], w * PER_FIELD[f][1] * k1p
         lens = flens[f]
         for d, t in posting.items():
-            if d in want:
-                n = t / (a + bl * lens[d])
-                got[d] = got.get(d, 0.0) + wf * n / (n + K1)
+            n = t / (a + bl * lens[d])
+            got[d] = got.get(d, 0.0) + wf * n / (n + K1)
     a, bl, wf = 1 - FIELDS[4][2], FIELDS[4][2] / st.avg[4], w * PER_FIELD[4][1] * k1p
     lengths = p.lengths()
     title, tags, desc = field_tf[0], field_tf[1], field_tf[2]
     w0, w1, w2 = WEIGHTS[0], WEIGHTS[1], WEIGHTS[2]
     f0, f1, f2 = flens[0], flens[1], flens[2]
-    small, large = (main, want) if len(main) <= len(want) else (want, main)
-    for d in small:
-        if d not in large:
-            continue
-        body = main[d]
+    for d, body in main.items():
         if d in title or d in tags or d in desc:
             body -= w0 * title.get(d, 0) + w1 * tags.get(d, 0) + w2 * desc.get(d, 0)
             if body <= 0:
@@ -393,36 +399,36 @@ PROXIMITY_WEIGHT = 3.0
 PROXIMITY_POOL = 100
 
 
-def positions(seq: array[Any], rank: int) -> list[int]:
-    """Indexes of `rank` in `seq`, found with ``bytes.find`` on item
-    boundaries (as ``has_run``): O(occurrences) finds at C speed, not a
-    Python step per token."""
-    hay = seq.tobytes()
-    pattern = array(seq.typecode, [rank]).tobytes()
-    size = seq.itemsize
-    out: list[int] = []
-    at = hay.find(pattern)
-    while at >= 0:
-        if at % size == 0:
-            out.append(at // size)
-            at = hay.find(pattern, at + size)
-        else:
-            at = hay.find(pattern, at - at % size + size)
-    return out
+# A long token stream is not walked whole for proximity: only PROXIMITY_REACH
+# tokens either side of the first PROXIMITY_ANCHORS occurrences of the query's
+# rarest word (every run holding all the words holds
+# one of its occurrences; the rarest by document frequency over the whole
+# index, so every partition picks the same). Runs longer than the reach may go unseen there;
+# their bonus would be small. Work per document is bounded by
+# PROXIMITY_ANCHORS * 2 * PROXIMITY_REACH tokens plus C-speed counts.
+PROXIMITY_LONG = 4096
+PROXIMITY_ANCHORS = 64
+PROXIMITY_REACH = 32
+# (An anchor's occurrences are found with ``bytes.find`` on item boundaries,
+# as ``has_run`` does: C speed, not a Python step per token.)
 
 
 def min_span(seq: array[Any], ranks: Sequence[int], sep: int) -> int | None:
     """The length of the shortest run of `seq` inside one field (no `sep`)
     holding every one of `ranks` (distinct); None when no field holds them
-    all. Walks the occurrences of the ranks only, O(occurrences * k)."""
-    k = len(ranks)
-    events = [(pos, -1) for pos in positions(seq, sep)]
-    for i, r in enumerate(ranks):
-        found = positions(seq, r)
-        if not found:
+    all. A stream longer than PROXIMITY_LONG is first narrowed to the
+    windows around its anchors (`_narrow`)."""
+    if len(seq) > PROXIMITY_LONG:
+        narrowed = _narrow(seq, ranks, sep)
+        if narrowed is None:
             return None
-        events += [(pos, i) for pos in found]
-    events.sort()
+        seq = narrowed
+    k = len(ranks)
+    want = {r: i for i, r in enumerate(ranks)}
+    want[sep] = -1
+    events = [(pos, want[x]) for pos, x in enumerate(seq) if x in want]
+    if len({i for _, i in events} - {-1}) < k:
+        return None
     last = [-1] * k
     seen = 0
     best: int | None = None
@@ -441,6 +447,73 @@ def min_span(seq: array[Any], ranks: Sequence[int], sep: int) -> int | None:
     return best
 
 
+def _narrow(seq: array[Any], ranks: Sequence[int], sep: int) -> array[Any] | None:
+    """The windows of a long stream around the first occurrences of its
+    anchor, `ranks[0]` (the caller puts the query's rarest word first),
+    joined by `sep` so no run crosses from one to the next; None when the
+    anchor is absent."""
+    hay = seq.tobytes()
+    pattern = array(seq.typecode, [ranks[0]]).tobytes()
+    size = seq.itemsize
+    spans: list[list[int]] = []
+    at = hay.find(pattern)
+    while at >= 0 and len(spans) < PROXIMITY_ANCHORS:
+        if at % size:  # not on an item boundary: resume at the next one
+            at = hay.find(pattern, at - at % size + size)
+            continue
+        pos = at // size
+        lo, hi = max(pos - PROXIMITY_REACH, 0), pos + PROXIMITY_REACH + 1
+        if spans and lo <= spans[-1][1]:
+            spans[-1][1] = hi
+        else:
+            spans.append([lo, hi])
+        at = hay.find(pattern, at + size)
+    if not spans:
+        return None
+    out = array(seq.typecode)
+    for lo, hi in spans:
+        out.extend(seq[lo:hi])
+        out.append(sep)
+    return out
+
+
+# Tiers above scores in one float (a score stays far below it), so the best
+# few matches can be found from plain floats before their paths are read.
+_TIER_SCALE = 1e9
+
+
+def leaders(
+    scores: Sequence[dict[int, float]],
+    tiers: Sequence[dict[int, int]],
+    count: int,
+    margin: float = 0.0,
+) -> list[list[int]]:
+    """Per partition, the matches that can be among the first `count` by
+    (tier, score, anything else): those whose tier and score reach the
+    count-th best's, less `margin` on the score (a caller that compares
+    scores rounded to 4 decimals passes 1e-4: rounding moves a score by at
+    most half that each way). Every such match is returned, ties included,
+    so the caller's full order over them picks exactly the first `count`;
+    no path is read for the rest (the cost is one float per match)."""
+    total = sum(map(len, scores))
+    if total <= count:
+        return [list(sc) for sc in scores]
+    combined: list[float] = []
+    for sc, tier in zip(scores, tiers, strict=True):
+        if tier:
+            combined.extend(_TIER_SCALE * tier.get(d, 0) + v for d, v in sc.items())
+        else:
+            combined.extend(sc.values())
+    bar = heapq.nlargest(count, combined)[-1] - margin - 1e-9
+    out: list[list[int]] = []
+    for sc, tier in zip(scores, tiers, strict=True):
+        if tier:
+            out.append([d for d, v in sc.items() if _TIER_SCALE * tier.get(d, 0) + v >= bar])
+        else:
+            out.append([d for d, v in sc.items() if v >= bar])
+    return out
+
+
 def _proximity(
     node: Node,
     parts: Sequence[Partition],
@@ -450,15 +523,19 @@ def _proximity(
     terms = scoring_terms(node)
     if PROXIMITY_WEIGHT <= 0 or len(terms) < 2:
         return
+    # Rarest first: min_span anchors a long stream on ranks[0].
+    terms.sort(key=lambda t: sum(p.df(t) for p in parts))
     ranks = [[p.rank(t) for t in terms] for p in parts]
     # A total key over all partitions, so the index and --direct pick the same pool.
+    eligible = [sc if all(r is not None for r in ranks[i]) else {} for i, sc in enumerate(scores)]
     pool = heapq.nsmallest(
         PROXIMITY_POOL,
         (
-            (-tiers[i].get(d, 0), -s, p.key(d), i, d)
-            for i, (p, sc) in enumerate(zip(parts, scores, strict=True))
-            if all(r is not None for r in ranks[i])
-            for d, s in sc.items()
+            (-tiers[i].get(d, 0), -eligible[i][d], p.key(d), i, d)
+            for i, (p, docs) in enumerate(
+                zip(parts, leaders(eligible, tiers, PROXIMITY_POOL), strict=True)
+            )
+            for d in docs
         ),
     )
     by_part: list[list[int]] = [[] for _ in parts]
