@@ -498,20 +498,17 @@ def leaders(
     total = sum(map(len, scores))
     if total <= count:
         return [list(sc) for sc in scores]
-    combined: list[float] = []
+    # Tier and score in one float per match; only the (few) tiered matches
+    # are touched one by one, the rest are copied at C speed.
+    merged: list[dict[int, float]] = []
     for sc, tier in zip(scores, tiers, strict=True):
         if tier:
-            combined.extend(_TIER_SCALE * tier.get(d, 0) + v for d, v in sc.items())
-        else:
-            combined.extend(sc.values())
-    bar = heapq.nlargest(count, combined)[-1] - margin - 1e-9
-    out: list[list[int]] = []
-    for sc, tier in zip(scores, tiers, strict=True):
-        if tier:
-            out.append([d for d, v in sc.items() if _TIER_SCALE * tier.get(d, 0) + v >= bar])
-        else:
-            out.append([d for d, v in sc.items() if v >= bar])
-    return out
+            sc = dict(sc)
+            for d, t in tier.items():
+                sc[d] += _TIER_SCALE * t
+        merged.append(sc)
+    bar = heapq.nlargest(count, [v for sc in merged for v in sc.values()])[-1] - margin - 1e-9
+    return [[d for d, v in sc.items() if v >= bar] for sc in merged]
 
 
 def _proximity(
