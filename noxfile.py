@@ -49,10 +49,21 @@ def soak(session: nox.Session) -> None:
 
 @nox.session
 def relevance(session: nox.Session) -> None:
-    """Known-item relevance, ctindex vs SQLite FTS5 bm25() (bench/relevance.py):
-    installs its larger corpus with npm at run time and rewrites the relevance
-    section of docs/benchmarks.md."""
+    """Known-item relevance, ctindex vs SQLite FTS5 bm25() vs Tantivy
+    (bench/relevance.py): installs its larger corpus with npm at run time and
+    rewrites the relevance section of docs/benchmarks.md."""
     session.install("-e", ".[dev]")
     session.run(
         "python", "-m", "bench.relevance", "--write", "docs/benchmarks.md", *session.posargs
+    )
+
+
+@nox.session(name="search-speed")
+def search_speed(session: nox.Session) -> None:
+    """Query cost, Index.search vs FTS5 vs Tantivy in process and a process
+    per query vs an FTS5 script (bench/search_speed.py): rewrites its section
+    of docs/benchmarks.md."""
+    session.install("-e", ".[dev]")
+    session.run(
+        "python", "-m", "bench.search_speed", "--write", "docs/benchmarks.md", *session.posargs
     )

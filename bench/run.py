@@ -88,23 +88,23 @@ def run_one(module_name: str) -> tuple[str, bool]:
     return section, True
 
 
-def _relevance_section(path: Path) -> str:
-    """The section `python -m bench.relevance --write` keeps in the file: it
-    needs a corpus installed at run time, so `nox -s bench` does not re-measure
-    it but must not drop it either. Hand-written `###` comparisons right after
-    the end marker (figures measured once, e.g. with and without proximity)
-    are kept with it, up to the next `## ` section."""
-    from bench.relevance import END, START
-
+def _kept_section(path: Path, start: str, end: str) -> str:
+    """A section a standalone harness writes into the file between its
+    markers (`python -m bench.relevance --write`, which needs a corpus
+    installed at run time; `python -m bench.search_speed --write`, which
+    needs Tantivy): `nox -s bench` does not re-measure it but must not drop
+    it either. Hand-written `###` comparisons right after the end marker
+    (figures measured once, e.g. with and without proximity) are kept with
+    it, up to the next `## ` section."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
         return ""
-    if START not in text or END not in text:
+    if start not in text or end not in text:
         return ""
-    inside, after = text.split(START, 1)[1].split(END, 1)
+    inside, after = text.split(start, 1)[1].split(end, 1)
     tail = after.split("\n## ", 1)[0].strip("\n")
-    return START + inside + END + "\n" + (f"\n{tail}\n" if tail else "")
+    return start + inside + end + "\n" + (f"\n{tail}\n" if tail else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,9 +122,12 @@ def main(argv: list[str] | None = None) -> int:
         sections.append(section)
         ok = ok and succeeded
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    kept = _relevance_section(args.output)
-    if kept:
-        sections.append(kept)
+    from bench import relevance, search_speed
+
+    for harness in (relevance, search_speed):
+        kept = _kept_section(args.output, harness.START, harness.END)
+        if kept:
+            sections.append(kept)
     args.output.write_text("\n".join(sections), encoding="utf-8")
     print(f"bench.run: wrote {args.output}", file=sys.stderr)
     return 0 if ok else 1
