@@ -60,7 +60,7 @@ class MemoryPartition:
 
     def tf_in(self, term: str, docs: set[int]) -> dict[int, int]:
         full = self._post.get(term, {})
-        return {d: full[d] for d in docs if d in full}
+        return _restrict(full, docs)
 
     def prefix_docs(self, prefix: str) -> set[int]:
         out: set[int] = set()
@@ -244,3 +244,10 @@ def read_documents(
         else:
             errors.append(got.message)
     return docs, errors
+
+
+def _restrict(full: dict[int, int], docs: set[int]) -> dict[int, int]:
+    """`full` on `docs`, walking the smaller of the two."""
+    if len(full) <= len(docs):
+        return {d: t for d, t in full.items() if d in docs}
+    return {d: full[d] for d in docs if d in full}

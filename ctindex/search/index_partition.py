@@ -76,14 +76,14 @@ class SegmentPartition:
         no Python step per posting entry."""
         if term in self._tf:
             full = self._tf[term]
-            return {d: full[d] for d in docs if d in full}
+            return _restrict(full, docs)
         post = self._posting(term)
         if post is None:
             return {}
         ids, tfs = post
         if len(docs) * SKIP_RATIO >= len(ids):
             full = self.tf(term)
-            return {d: full[d] for d in docs if d in full}
+            return _restrict(full, docs)
         out: dict[int, int] = {}
         n = len(ids)
         for d in docs:
@@ -143,3 +143,10 @@ class SegmentPartition:
 
     def terms_with_prefix(self, prefix: str) -> list[str]:
         return self.seg.terms_with_prefix(prefix)
+
+
+def _restrict(full: dict[int, int], docs: set[int]) -> dict[int, int]:
+    """`full` on `docs`, walking the smaller of the two."""
+    if len(full) <= len(docs):
+        return {d: t for d, t in full.items() if d in docs}
+    return {d: full[d] for d in docs if d in full}
