@@ -35,8 +35,9 @@ from ctindex.search.query import (
     Term,
 )
 
-# BM25F (docs/search.md, "Ranking"): per field (weight, b), in the order
-# title, tags, description, concept ID, body. Short identifying fields get a
+# Per field (docs/search.md, "Ranking"): (its weight under the "bm25f"
+# experiment, b), in the order title, tags, description, concept ID, body;
+# the kept per-field weights are PER_FIELD's. Short identifying fields get a
 # high b, so a title that *is* the query beats a long title that merely
 # contains it; the body keeps BM25's usual 0.75.
 K1 = 1.2
@@ -186,7 +187,7 @@ def evaluate(node: Node, part: Partition) -> set[int]:
 
 
 def scoring_terms(node: Node) -> list[str]:
-    """Terms that contribute BM25F to the score: every word and phrase word of
+    """Terms that contribute to the score: every word and phrase word of
     the query outside a negation. Filters do not score; prefixes score through
     their expansions (``prefix_clauses``)."""
     out: dict[str, None] = {}
@@ -259,7 +260,7 @@ class Hit(NamedTuple):
 
 
 class Ranking(NamedTuple):
-    scores: list[dict[int, float]]  # per partition: every match -> BM25F score
+    scores: list[dict[int, float]]  # per partition: every match -> score
     tiers: list[dict[int, int]]  # per partition: matches of a tier above 0
     notes: tuple[str, ...]  # e.g. a prefix's expansion cap was hit
 
@@ -548,7 +549,7 @@ def _proximity(
 
 
 def search(node: Node, parts: Sequence[Partition]) -> Ranking:
-    """BM25F score and tier of every match, per partition, with statistics
+    """Score and tier of every match, per partition, with statistics
     summed over all partitions (so the index and --direct agree exactly)."""
     matched = [evaluate(node, p) for p in parts]
     scores: list[dict[int, float]] = [dict.fromkeys(m, 0.0) for m in matched]
