@@ -10,7 +10,10 @@
  *
  * A word is a maximal run of code points for which str.isalnum() is true:
  * exactly what the pure path's regex `[^\W_]+` matches (CPython's sre defines
- * a word character as Py_UNICODE_ISALNUM or '_').
+ * a word character as Py_UNICODE_ISALNUM or '_'), in the text's fold
+ * (ctindex/providers/folding.py). ASCII text folds to itself and never
+ * leaves C; other text is folded by that module's `fold`, the pure path's
+ * own function, so the two can not fold differently.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -152,6 +155,32 @@ static void memo_put(MemoSlot *slot, const unsigned char *s, size_t n, uint64_t 
     }
 }
 
+/* -- folding ---------------------------------------------------------------- */
+
+static PyObject *fold_func; /* ctindex.providers.folding.fold (strong), on first use */
+
+/* The fold of `text` (new reference): `text` itself when it is ASCII. */
+static PyObject *fold_of(PyObject *text) {
+    if (PyUnicode_IS_ASCII(text)) {
+        Py_INCREF(text);
+        return text;
+    }
+    if (fold_func == NULL) {
+        PyObject *mod = PyImport_ImportModule("ctindex.providers.folding");
+        if (mod == NULL) return NULL;
+        fold_func = PyObject_GetAttrString(mod, "fold");
+        Py_DECREF(mod);
+        if (fold_func == NULL) return NULL;
+    }
+    PyObject *out = PyObject_CallOneArg(fold_func, text);
+    if (out != NULL && !PyUnicode_Check(out)) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_TypeError, "fold() must return str");
+        return NULL;
+    }
+    return out;
+}
+
 /* -- terms ------------------------------------------------------------------ */
 
 typedef struct {
@@ -175,9 +204,17 @@ PyDoc_STRVAR(terms_doc,
 /* terms() of one text, the memo already bound to `cache`: the list (new
  * reference) and, in *missing_out, the missing indexes (new reference) or
  * NULL; NULL on error. */
-static PyObject *text_terms(PyObject *text, PyObject *cache, PyObject **missing_out) {
+static PyObject *text_terms(PyObject *raw, PyObject *cache, PyObject **missing_out) {
 #if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0) return NULL; /* a no-op from 3.12 on */
+    if (PyUnicode_READY(raw) < 0) return NULL; /* a no-op from 3.12 on */
+#endif
+    PyObject *text = fold_of(raw);
+    if (text == NULL) return NULL;
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        Py_DECREF(text);
+        return NULL;
+    }
 #endif
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
@@ -260,10 +297,12 @@ static PyObject *text_terms(PyObject *text, PyObject *cache, PyObject **missing_
         Py_DECREF(word);
     }
     if (spans != local) PyMem_Free(spans);
+    Py_DECREF(text);
     *missing_out = missing;
     return out;
 fail:
     if (spans != local) PyMem_Free(spans);
+    Py_DECREF(text);
     Py_XDECREF(out); /* unset items are NULL: list_dealloc skips them */
     Py_XDECREF(missing);
     return NULL;
@@ -492,9 +531,12 @@ static int tally_put2(Tally *t, PyObject *head, PyObject *tail, long by, int set
     return bad;
 }
 
-/* facet(value): " ".join(value.split()).casefold() (new reference). */
+/* facet(value): " ".join(fold(value).split()).casefold() (new reference). */
 static PyObject *facet_of(PyObject *value, PyObject *space) {
-    PyObject *parts = PyUnicode_Split(value, NULL, -1);
+    PyObject *folded_value = fold_of(value);
+    if (folded_value == NULL) return NULL;
+    PyObject *parts = PyUnicode_Split(folded_value, NULL, -1);
+    Py_DECREF(folded_value);
     if (parts == NULL) return NULL;
     PyObject *joined = PyUnicode_Join(space, parts);
     Py_DECREF(parts);
