@@ -20,8 +20,10 @@ from ctindex.providers.fields import (
     EXACT_TITLE,
     EXACT_TITLE_SET,
     FIELD_TERM,
-    FIELDS as TEXT_FIELDS,
     WEIGHTS,
+)
+from ctindex.providers.fields import (
+    FIELDS as TEXT_FIELDS,
 )
 from ctindex.search.query import (
     And,

@@ -330,7 +330,7 @@ def _field_name(name: str, col: int) -> str:
     hint = f"; did you mean {close[0]!r}?" if close else ";"
     raise UnknownField(
         f"query: unknown field {name!r} at column {col}{hint} fields: "
-        f"{', '.join(sorted(FIELDS))} (quote a word with a colon to search it: \"{name}:…\")",
+        f'{", ".join(sorted(FIELDS))} (quote a word with a colon to search it: "{name}:…")',
         field=name,
         suggestions=close,
     )
@@ -353,8 +353,7 @@ def _field(tok: _Tok) -> Node:
         found = tuple(_analysis().terms(tok.text))
         if not found:
             raise QueryError(
-                f"query: '{tok.field}:' at column {tok.col} holds no searchable word "
-                f"({tok.text!r})"
+                f"query: '{tok.field}:' at column {tok.col} holds no searchable word ({tok.text!r})"
             )
         if tok.field == "id":  # the concept whose ID's words these are, in order
             return Facet(EXACT_ID + " ".join(found))

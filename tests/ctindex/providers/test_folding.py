@@ -84,4 +84,9 @@ def test_term_spans_are_the_terms_on_the_original_text(text: str) -> None:
 def test_snippet_spans_mark_the_unfolded_word() -> None:
     text = "Un café naïve, re\u0301sume\u0301"
     got = [(text[s:e], t) for s, e, t in okf.term_spans(text)]
-    assert got == [("Un", "un"), ("café", "cafe"), ("naïve", "naiv"), ("re\u0301sume\u0301", "resum")]
+    assert got == [
+        ("Un", "un"),
+        ("café", "cafe"),
+        ("naïve", "naiv"),
+        ("re\u0301sume\u0301", "resum"),
+    ]
