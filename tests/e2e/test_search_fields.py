@@ -247,3 +247,66 @@ def test_an_index_of_the_unfolding_tokenizer_is_rebuilt(
         got = index.search("cafe")
     assert "tokenizer v2 -> v1 tokenizer v3" in (got.freshness.rebuilt or "")
     assert "ga4/notes/a.md" in {h.path for h in got.hits}
+
+
+# -- fields: indexed, --direct and a reference, on generated documents --------
+
+_VOCAB = ["zqa", "zqb", "zqc", "zqé", "zqe", "ZQA"]
+_phrase = st.lists(st.sampled_from(_VOCAB), min_size=0, max_size=4).map(" ".join)
+
+
+def _words_of(text: str) -> list[str]:
+    """The reference's words: whitespace-split, folded by hand (é is the one
+    accent of the vocabulary) and lower-cased."""
+    return [w.replace("é", "e").lower() for w in text.split()]
+
+
+def _holds(field: str, query: str) -> bool:
+    have, want = _words_of(field), _words_of(query)
+    return any(have[i : i + len(want)] == want for i in range(len(have) - len(want) + 1))
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    docs=st.lists(st.tuples(_phrase, _phrase, _phrase), min_size=1, max_size=6),
+    field=st.sampled_from(["title", "description"]),
+    query=st.lists(st.sampled_from(_VOCAB), min_size=1, max_size=2).map(" ".join),
+)
+def test_field_matches_are_the_reference_indexed_and_direct(
+    tmp_path_factory: pytest.TempPathFactory,
+    docs: list[tuple[str, str, str]],
+    field: str,
+    query: str,
+) -> None:
+    """`title:"…"` / `description:"…"`: the words consecutively in that
+    field, never in another one (body, the other field), case and accents
+    aside; the index and --direct give the same documents and scores."""
+    root = tmp_path_factory.mktemp("fields")
+    (root / ".git").mkdir()
+    kb = root / "kb"
+    kb.mkdir()
+    (kb / "index.md").write_text("# kb\n")
+    (root / ".ct").mkdir()
+    (root / ".ct" / "index.jsonc").write_text('{"version": 1, "watch": false}')
+    want: set[str] = set()
+    for i, (title, description, body) in enumerate(docs):
+        # A title without a word would fall back to the file name: keep one.
+        title = title or "untitled"
+        text = f"---\ntitle: {title}\ndescription: {description}\n---\n{body}\n"
+        (kb / f"d{i}.md").write_text(text, encoding="utf-8")
+        if _holds(title if field == "title" else description, query):
+            want.add(f"kb/d{i}.md")
+    project = Project.at(root)
+    plan = load_plan(project)
+    update(project, plan)
+    node = parse_query(f'{field}:"{query}"')
+    indexed = search_index(project.index_dir, node, 100, want_keys=True)
+    direct = search_direct(str(root), plan, node, 100, want_keys=True)
+    assert _found(indexed) == _found(direct) == want
+    assert [(r.path, r.score, r.match) for r in indexed.results] == [
+        (r.path, r.score, r.match) for r in direct.results
+    ]
