@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         IndexWriteError,
         PolicyError,
         QueryError,
+        UnknownField,
         UsageError,
     )
     from ctindex.policy.decide import Decision
@@ -74,6 +75,7 @@ _ERRORS = (
     "IndexWriteError",
     "PolicyError",
     "QueryError",
+    "UnknownField",
     "UsageError",
 )
 _WHERE = {
@@ -103,6 +105,7 @@ __all__ = [
     "SearchResult",
     "Status",
     "Timings",
+    "UnknownField",
     "UpdateReport",
     "UsageError",
     "__version__",

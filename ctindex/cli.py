@@ -241,12 +241,25 @@ query syntax (docs/search.md):
   -legacy               not matching the clause
   a OR b                either side; OR binds tighter than AND
   ( ... )               group clauses
-  type:Metric  tag:finance  path:okf/bundles/ga4/   filters (any case)
   tables/transactions   a concept ID, or the phrase of its words
+  cafe                  also finds Café (accents and compatibility forms fold)
 
-examples:
-  ctindex search "gross margin" OR revenue*
-  ctindex search tag:finance -type:Policy margin
+fields (NAME:value or NAME:"several words"; names in any case):
+  title:margin          the words, consecutively, in the title
+  description:revenue   the words, consecutively, in the description
+  tags:finance          a whole tag (tag: is the same)
+  type:Metric           the whole type, or one word of it
+  id:tables/orders      the concept with this ID
+  path:okf/bundles/ga4/ paths starting with the value
+  An unknown NAME: is an error (exit 2) naming the closest field. A word
+  with a colon is text when the part before it is not a name (12:30) or the
+  part after it starts with / or : (http://x, std::vector); quote any other
+  ("note:x") to search it as text.
+
+examples (quoted: the shell would eat the quotes and expand the *):
+  ctindex search '"gross margin" OR revenue*'
+  ctindex search 'tags:finance -type:Policy margin'
+  ctindex search 'title:"gross margin"'
 
 ranking: exact title/ID matches first, then BM25F (docs/search.md)."""
 

@@ -10,6 +10,7 @@ can name them without loading the modules that raise them.
     ├── PolicyError              malformed .ct/index.jsonc, unknown provider (spec §11)
     ├── UsageError               an unusable argument (-C not a folder, no project)
     │   ├── QueryError           a malformed query
+    │   │   └── UnknownField     a field name the query language does not have
     │   └── AmbiguousConcept     an ID that names concepts in several scopes
     ├── IndexWriteError          writing the index failed (spec §11)
     │   └── IndexBusy            another writer held the update lock too long
@@ -49,6 +50,17 @@ class UsageError(CtindexError):
 class QueryError(UsageError):
     """A malformed query (unterminated quote, a dangling OR, ...); the message
     names the column (docs/search.md)."""
+
+
+class UnknownField(QueryError):
+    """A ``name:value`` whose name is no field (docs/search.md, "Fields"):
+    ``field`` is the name as written, ``suggestions`` the closest fields,
+    best first (maybe none)."""
+
+    def __init__(self, message: str, field: str, suggestions: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.field = field
+        self.suggestions = suggestions
 
 
 class IndexWriteError(CtindexError):

@@ -50,6 +50,7 @@ _CODE = (
     "providers/__init__.py",
     "providers/base.py",
     "providers/fields.py",
+    "providers/folding.py",
     "providers/frontmatter.py",
     "providers/okf_markdown.py",
 )

@@ -44,7 +44,9 @@ if TYPE_CHECKING:
 INSTRUCTIONS = (
     "Full-text index of this project's OKF concept documents (Markdown with YAML "
     'frontmatter). Use `search` to find concepts (query syntax: words, "phrases", '
-    "prefix*, -not, a OR b, type:X, tag:X, path:PREFIX), `list_concepts` to browse them "
+    "prefix*, -not, a OR b, and the fields title:, description:, tags:, type:, id:, "
+    'path: with a word or a "quoted value"; accents fold, so cafe finds Café; an unknown '
+    "field is an error naming the closest), `list_concepts` to browse them "
     "(by type, tag or ID prefix, a page at a time), then `get_concept` with an `id` (and "
     "its `scope` when two scopes hold the same ID) to read one. Every answer's "
     "`freshness` says how it was proven current: `watcher-clean`, `reconcile-on-query`, "
@@ -56,7 +58,9 @@ MAX_PAGE = 200  # the largest `list_concepts` page
 
 QUERY_HELP = (
     'The query: words (all must match), "a phrase", prefix*, -excluded, a OR b, '
-    "( groups ), and the filters type:X, tag:X, path:PREFIX (docs/search.md)"
+    "( groups ), and the fields title:, description:, tags: (or tag:), type:, id:, path: "
+    '(a word or a "quoted value"); accents fold (cafe finds Café); an unknown field is an '
+    "error naming the closest (docs/search.md)"
 )
 
 # Each tool's arguments: descriptions and bounds land in its input schema.

@@ -15,6 +15,9 @@ Rules modelled:
   `max_file_bytes`, valid UTF-8 without NUL;
 - match: the word, case-insensitively, between non-alphanumeric characters.
   Use words that no stemmer changes (e.g. `zqxv7marker`).
+- field match (`with_field_word`): the same, on the one-line value of a
+  `key: value` line of the leading `---` block (the files a test writes that
+  way: no YAML quoting, lists or continuation lines).
 """
 
 from __future__ import annotations
@@ -163,4 +166,20 @@ def containing_each(project: Path, words: list[str]) -> dict[str, set[str]]:
     for word in words:
         pattern = re.compile(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])", re.IGNORECASE)
         found[word] = {rel for rel, text in files.items() if pattern.search(text)}
+    return found
+
+
+def with_field_word(project: Path, key: str, word: str) -> set[str]:
+    """Paths of the indexed files whose frontmatter line `key: value` holds
+    `word` (as `containing` matches it) in its value."""
+    pattern = re.compile(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])", re.IGNORECASE)
+    line = re.compile(rf"^{re.escape(key)}:[ \t]*(.*)$", re.MULTILINE)
+    found: set[str] = set()
+    for rel, text in indexed_files(project).items():
+        if not text.startswith("---\n"):
+            continue
+        block = text[4 : text.find("\n---", 3) + 1]
+        m = line.search(block)
+        if m and pattern.search(m.group(1)):
+            found.add(rel)
     return found

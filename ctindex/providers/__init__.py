@@ -48,8 +48,9 @@ OKF_MARKDOWN = ProviderInfo(
     id="okf-markdown",
     version=1,
     # 2: per-field statistics and exact-match keys for BM25F ranking
-    # (docs/search.md); an index of version 1 is rebuilt (spec §3).
-    tokenizer_version=2,
+    # (docs/search.md); 3: accent and compatibility folding
+    # (ctindex/providers/folding.py). An index of an older version is rebuilt.
+    tokenizer_version=3,
     extensions=(".md",),
     reserved_names=("index.md", "log.md"),
     default_include=("**/*.md",),

@@ -10,7 +10,9 @@
  *
  * A word is a maximal run of code points for which str.isalnum() is true:
  * exactly what the pure path's regex `[^\W_]+` matches (CPython's sre defines
- * a word character as Py_UNICODE_ISALNUM or '_').
+ * a word character as Py_UNICODE_ISALNUM or '_'), in the text's fold
+ * (ctindex/providers/folding.py). ASCII text folds to itself; other text is
+ * folded here, each character as that module's `fold_run` folds it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -152,6 +154,100 @@ static void memo_put(MemoSlot *slot, const unsigned char *s, size_t n, uint64_t 
     }
 }
 
+/* -- folding ----------------------------------------------------------------
+ *
+ * Folding a text is folding each of its characters and joining the results
+ * (ctindex/providers/folding.py; tests/ctindex/providers/test_folding.py
+ * checks it over every code point), so a non-ASCII text is folded here
+ * character by character: ASCII is copied, any other character replaced by
+ * its fold, which folding.fold_run computes once per process (a table for
+ * the BMP; beyond it, asked each time). Calling the Python `fold` per text
+ * instead made analysing accented text 2.8x slower (docs/benchmarks.md,
+ * "Folding"). */
+
+static PyObject *fold_func;   /* ctindex.providers.folding.fold_run (strong), on first use */
+static PyObject **fold_table; /* BMP code point -> its fold (strong), NULL until asked */
+
+/* fold_run(chr(ch)) (new reference). */
+static PyObject *fold_char(Py_UCS4 ch) {
+    if (fold_func == NULL) {
+        PyObject *mod = PyImport_ImportModule("ctindex.providers.folding");
+        if (mod == NULL) return NULL;
+        fold_func = PyObject_GetAttrString(mod, "fold_run");
+        Py_DECREF(mod);
+        if (fold_func == NULL) return NULL;
+    }
+    PyObject *one = PyUnicode_FromOrdinal((int)ch);
+    if (one == NULL) return NULL;
+    PyObject *out = PyObject_CallOneArg(fold_func, one);
+    Py_DECREF(one);
+    if (out != NULL && !PyUnicode_Check(out)) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_TypeError, "fold_run() must return str");
+        return NULL;
+    }
+    return out;
+}
+
+/* The fold of `ch`: borrowed from the table in the BMP, else a new reference
+ * also put in *owned (which the caller drops). NULL on error. */
+static PyObject *char_fold(Py_UCS4 ch, PyObject **owned) {
+    *owned = NULL;
+    if (ch >= 0x10000) return *owned = fold_char(ch);
+    if (fold_table == NULL) {
+        fold_table = PyMem_Calloc(0x10000, sizeof(PyObject *));
+        if (fold_table == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+    }
+    if (fold_table[ch] == NULL) fold_table[ch] = fold_char(ch);
+    return fold_table[ch];
+}
+
+/* The fold of `text` (new reference): `text` itself when it is ASCII. */
+static PyObject *fold_of(PyObject *text) {
+    if (PyUnicode_IS_ASCII(text)) {
+        Py_INCREF(text);
+        return text;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), used = 0, cap = n + 16;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_UCS4 *buf = PyMem_Malloc((size_t)cap * sizeof(Py_UCS4));
+    if (buf == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        if (ch < 128) {
+            buf[used++] = ch; /* room: cap keeps one slot per character left */
+            continue;
+        }
+        PyObject *owned, *f = char_fold(ch, &owned);
+        if (f == NULL) {
+            PyMem_Free(buf);
+            return NULL;
+        }
+        Py_ssize_t m = PyUnicode_GET_LENGTH(f);
+        if (used + m + (n - i - 1) > cap) {
+            cap = 2 * (used + m + (n - i - 1));
+            Py_UCS4 *grown = PyMem_Realloc(buf, (size_t)cap * sizeof(Py_UCS4));
+            if (grown == NULL) {
+                Py_XDECREF(owned);
+                PyMem_Free(buf);
+                return PyErr_NoMemory();
+            }
+            buf = grown;
+        }
+        int fkind = PyUnicode_KIND(f);
+        const void *fdata = PyUnicode_DATA(f);
+        for (Py_ssize_t j = 0; j < m; j++) buf[used++] = PyUnicode_READ(fkind, fdata, j);
+        Py_XDECREF(owned);
+    }
+    PyObject *out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, used);
+    PyMem_Free(buf);
+    return out;
+}
+
 /* -- terms ------------------------------------------------------------------ */
 
 typedef struct {
@@ -175,9 +271,17 @@ PyDoc_STRVAR(terms_doc,
 /* terms() of one text, the memo already bound to `cache`: the list (new
  * reference) and, in *missing_out, the missing indexes (new reference) or
  * NULL; NULL on error. */
-static PyObject *text_terms(PyObject *text, PyObject *cache, PyObject **missing_out) {
+static PyObject *text_terms(PyObject *raw, PyObject *cache, PyObject **missing_out) {
 #if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0) return NULL; /* a no-op from 3.12 on */
+    if (PyUnicode_READY(raw) < 0) return NULL; /* a no-op from 3.12 on */
+#endif
+    PyObject *text = fold_of(raw);
+    if (text == NULL) return NULL;
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        Py_DECREF(text);
+        return NULL;
+    }
 #endif
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     int kind = PyUnicode_KIND(text);
@@ -260,10 +364,12 @@ static PyObject *text_terms(PyObject *text, PyObject *cache, PyObject **missing_
         Py_DECREF(word);
     }
     if (spans != local) PyMem_Free(spans);
+    Py_DECREF(text);
     *missing_out = missing;
     return out;
 fail:
     if (spans != local) PyMem_Free(spans);
+    Py_DECREF(text);
     Py_XDECREF(out); /* unset items are NULL: list_dealloc skips them */
     Py_XDECREF(missing);
     return NULL;
@@ -492,9 +598,12 @@ static int tally_put2(Tally *t, PyObject *head, PyObject *tail, long by, int set
     return bad;
 }
 
-/* facet(value): " ".join(value.split()).casefold() (new reference). */
+/* facet(value): " ".join(fold(value).split()).casefold() (new reference). */
 static PyObject *facet_of(PyObject *value, PyObject *space) {
-    PyObject *parts = PyUnicode_Split(value, NULL, -1);
+    PyObject *folded_value = fold_of(value);
+    if (folded_value == NULL) return NULL;
+    PyObject *parts = PyUnicode_Split(folded_value, NULL, -1);
+    Py_DECREF(folded_value);
     if (parts == NULL) return NULL;
     PyObject *joined = PyUnicode_Join(space, parts);
     Py_DECREF(parts);

@@ -115,8 +115,13 @@ class Provider(Protocol):
         ...
 
     # -- querying: text -> terms of the same fields
+    def fold(self, text: str) -> str:
+        """The text as words are read from it (accents and compatibility
+        forms folded: ctindex/providers/folding.py), case kept."""
+        ...
+
     def words(self, text: str) -> list[str]:
-        """The raw word tokens of a text (not normalised)."""
+        """The word tokens of a text's fold (not casefolded or stemmed)."""
         ...
 
     def terms(self, text: str) -> list[str]:

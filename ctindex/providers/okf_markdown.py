@@ -5,9 +5,11 @@ a ``ProviderError``; ``analyze(doc)`` turns a document into the token stream
 the index and the ``--direct`` oracle both match against, so the two can not
 disagree on what a word is.
 
-Tokens are maximal runs of Unicode letters/digits (``[^\\W_]+``: the
-underscore splits, so ``gross_margin`` is two words, as in prose), casefolded,
-then stemmed with the Snowball English stemmer (PyStemmer). Each distinct raw
+Text is first folded (ctindex/providers/folding.py: NFKD, combining marks
+removed, so ``Café`` reads ``Cafe``); tokens are then maximal runs of Unicode
+letters/digits (``[^\\W_]+``: the underscore splits, so ``gross_margin`` is
+two words, as in prose), casefolded, then stemmed with the Snowball English
+stemmer (PyStemmer). Each distinct raw
 word is stemmed once per process (a dict cache), which is where most of the
 tokenizing time would otherwise go.
 """
@@ -47,6 +49,7 @@ from ctindex.providers.fields import (
     SEP,
     WEIGHTS,
 )
+from ctindex.providers.folding import FoldedText, fold
 from ctindex.providers.frontmatter import NOT_SCALAR, NotScalar
 
 __all__ = [
@@ -214,12 +217,14 @@ def _words_re(text: str) -> re.Pattern[str]:
 
 
 def words(text: str) -> list[str]:
-    """The raw word tokens of a text (not normalised)."""
+    """The word tokens of a text's fold (not casefolded or stemmed)."""
+    text = fold(text)
     return _words_re(text).findall(text)
 
 
 def terms(text: str) -> list[str]:
-    """Casefolded, stemmed terms of a text, in order."""
+    """Folded, casefolded, stemmed terms of a text, in order."""
+    text = fold(text)
     raw = _words_re(text).findall(text)
     try:  # the common case: every word seen before
         return list(map(_CACHE.__getitem__, raw))
@@ -229,12 +234,21 @@ def terms(text: str) -> list[str]:
 
 
 def term_spans(text: str) -> Iterator[tuple[int, int, str]]:
-    """(start, end, term) of every word in `text` (snippets mark these spans)."""
-    matches = list(_words_re(text).finditer(text))
+    """(start, end, term) of every word in `text` (snippets mark these
+    spans): the words are the fold's, the spans the original text's."""
+    if text.isascii():
+        matches = list(_ASCII_WORD_RE.finditer(text))
+        _stem_words(m.group() for m in matches)
+        cache = _CACHE
+        for m in matches:
+            yield m.start(), m.end(), cache[m.group()]
+        return
+    folded = FoldedText(text)
+    matches = list(WORD_RE.finditer(folded.text))
     _stem_words(m.group() for m in matches)
     cache = _CACHE
     for m in matches:
-        yield m.start(), m.end(), cache[m.group()]
+        yield (*folded.origin(m.start(), m.end()), cache[m.group()])
 
 
 def normalize_term(word: str) -> str:
@@ -244,8 +258,9 @@ def normalize_term(word: str) -> str:
 
 
 def facet(value: str) -> str:
-    """Normal form of a type/tag value: casefolded, inner whitespace collapsed."""
-    return " ".join(value.split()).casefold()
+    """Normal form of a type/tag value: folded, inner whitespace collapsed,
+    casefolded."""
+    return " ".join(fold(value).split()).casefold()
 
 
 # What the assembly of an analysis needs besides the terms, in the order
@@ -324,7 +339,7 @@ def _fields_terms(docs: Sequence[Document]) -> list[list[list[str]]]:
     native = _native()
     cache = _CACHE
     if native is None:
-        raws = [[_words_re(text).findall(text) for text in _field_texts(doc)] for doc in docs]
+        raws = [[words(text) for text in _field_texts(doc)] for doc in docs]
         wanted: set[str] = set()
         for fields in raws:
             for raw in fields:
@@ -471,6 +486,7 @@ class OkfMarkdown:
     analyze_many = staticmethod(analyze_many)
     feed_many = staticmethod(feed_many)
     concept_id = staticmethod(concept_id)
+    fold = staticmethod(fold)
     words = staticmethod(words)
     terms = staticmethod(terms)
     normalize_term = staticmethod(normalize_term)

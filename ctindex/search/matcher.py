@@ -22,9 +22,13 @@ from ctindex.providers.fields import (
     FIELD_TERM,
     WEIGHTS,
 )
+from ctindex.providers.fields import (
+    FIELDS as TEXT_FIELDS,
+)
 from ctindex.search.query import (
     And,
     Facet,
+    Field,
     IdWord,
     Node,
     Not,
@@ -120,10 +124,41 @@ def has_run(seq: array[Any], ranks: Sequence[int]) -> bool:
     return False
 
 
+def field_docs(node: Field, part: Partition) -> set[int]:
+    """The live documents holding `node.terms` consecutively in its field.
+    The field terms say which documents hold each word there; for several
+    words the field's stretch of the token stream must hold them in a row
+    (the stream is title, SEP, each tag and SEP, description, SEP, body:
+    ctindex/providers/okf_markdown.py `_fold`)."""
+    head = FIELD_TERM[TEXT_FIELDS.index(node.field)]
+    cands: set[int] | None = None
+    for t in node.terms:
+        docs = set(part.tf(head + t))
+        cands = docs if cands is None else cands & docs
+        if not cands:
+            return set()
+    if cands is None or len(node.terms) == 1:
+        return cands or set()
+    ranks = [part.rank(t) for t in node.terms]
+    want = [r for r in ranks if r is not None]
+    if len(want) < len(ranks):
+        return set()
+    sep = part.sep_rank()
+    found: set[int] = set()
+    for d, seq in part.sequences(sorted(cands)):
+        seps = positions(seq, sep)
+        lo, hi = (0, seps[0]) if node.field == "title" else (seps[-2] + 1, seps[-1])
+        if has_run(seq[lo:hi], want):
+            found.add(d)
+    return found
+
+
 def evaluate(node: Node, part: Partition) -> set[int]:
     """The live documents of `part` matching `node`."""
     if isinstance(node, Term):
         return set(part.tf(node.term))
+    if isinstance(node, Field):
+        return field_docs(node, part)
     if isinstance(node, Facet):
         return set(part.tf(node.term))
     if isinstance(node, Phrase):
@@ -194,7 +229,7 @@ def scoring_terms(node: Node) -> list[str]:
     for n in _positive(node):
         if isinstance(n, Term):
             out[n.term] = None
-        elif isinstance(n, (Phrase, IdWord)):
+        elif isinstance(n, (Phrase, IdWord, Field)):
             out.update(dict.fromkeys(n.terms))
     return list(out)
 
@@ -232,7 +267,7 @@ def exact_sequences(node: Node) -> list[list[str]]:
     for c in clauses:
         if isinstance(c, Term):
             seq.append(c.term)
-        elif isinstance(c, (Phrase, IdWord)):
+        elif isinstance(c, (Phrase, IdWord, Field)):
             seq.extend(c.terms)
         else:
             return []

@@ -3,27 +3,51 @@
     query    := clause+                      all clauses must match (AND)
     clause   := unary ("OR" unary)*          OR binds tighter than the implicit AND
     unary    := "-" unary | primary
-    primary  := "(" query ")" | '"' words '"' | FIELD ":" value | word | word "*"
-    FIELD    := type | tag | path           (any case: TYPE:Metric)
+    primary  := "(" query ")" | '"' words '"' | NAME ":" value | word | word "*"
+    value    := word | '"' words '"'
+    NAME     := letter (letter | digit | "_" | "-")*     (ASCII, any case: TYPE:Metric)
+
+``NAME:value`` is a field (``FIELDS``: title, description, tags/tag, type,
+id, path) unless the value starts with ``/`` or ``:`` (``http://x``,
+``std::vector`` are words); a NAME that is no field is an error naming the
+closest field (``UnknownField``), never a silent miss. A word whose part
+before the colon is not NAME-shaped (``12:30``) is a word; quoting searches
+any text literally (``"note:x"``).
 
 An explicit ``AND`` between clauses is accepted and means the implicit AND.
 A word with a ``/`` (``tables/transactions``) is ID-shaped: it matches the
 phrase of its words or the document whose concept ID it is (docs/search.md).
 
-Words are analysed exactly like document text (casefold, stem), so a word that
-is several tokens (``gross-margin``) means the phrase of those tokens.
+Words are analysed exactly like document text (fold, casefold, stem), so a
+word that is several tokens (``gross-margin``) means the phrase of those
+tokens, and ``cafe`` finds ``Café``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ctindex.errors import QueryError
+from ctindex.errors import QueryError, UnknownField
 
 if TYPE_CHECKING:
     from ctindex.providers.base import Provider
 
-__all__ = ["QueryError", "field_filter", "parse_query"]
+__all__ = ["FIELDS", "QueryError", "UnknownField", "field_filter", "parse_query"]
+
+# The fields a query can name, with what each matches (docs/search.md,
+# "Fields"): every frontmatter key the provider indexes, the concept ID and
+# the path. `tag` is `tags` (one tag is what it matches).
+FIELDS: dict[str, str] = {
+    "title": "the words, consecutively, in the title",
+    "description": "the words, consecutively, in the description",
+    "tags": "a tag, whole (case, accents and spacing aside)",
+    "tag": "same as tags:",
+    "type": "the type, whole, or one word of it",
+    "id": "the concept whose ID it is",
+    "path": "paths starting with the value",
+}
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
 
 class _Node:
@@ -87,6 +111,17 @@ class Facet(_Node):
         self.term = term  # the facet term (FACET_TYPE/FACET_TAG + normal form)
 
 
+class Field(_Node):
+    """The words `terms`, consecutively, inside one text field (`field`:
+    "title" or "description", ctindex/providers/fields.py FIELDS)."""
+
+    __slots__ = ("field", "terms")
+
+    def __init__(self, field: str, terms: tuple[str, ...]) -> None:
+        self.field = field
+        self.terms = terms
+
+
 class PathPrefix(_Node):
     __slots__ = ("prefix",)
 
@@ -115,7 +150,7 @@ class And(_Node):
         self.children = children
 
 
-Node = Term | Phrase | IdWord | Prefix | Facet | PathPrefix | Not | Or | And
+Node = Term | Phrase | IdWord | Prefix | Facet | Field | PathPrefix | Not | Or | And
 
 _SPECIAL = '()"'
 
@@ -155,16 +190,17 @@ def _lex(q: str) -> list[_Tok]:
                 j += 1
             word = q[i:j]
             name, colon, rest = word.partition(":")
-            name = name.lower()  # field names are case-insensitive (TYPE:Metric)
-            if colon and name in ("type", "tag", "path"):
-                if not rest and j < n and q[j] == '"':  # field:"quoted value"
+            if colon and _NAME.fullmatch(name) and not rest.startswith(("/", ":")):
+                field = _field_name(name, i + 1)
+                quoted = not rest and j < n and q[j] == '"'
+                if quoted:  # field:"quoted value"
                     end = q.find('"', j + 1)
                     if end < 0:
                         raise QueryError(f"query: unterminated quote at column {j + 1}")
                     rest, j = q[j + 1 : end], end + 1
                 if not rest.strip():
-                    raise QueryError(f"query: '{name}:' needs a value (column {i + 1})")
-                toks.append(_Tok("field", rest, i + 1, field=name))
+                    raise QueryError(f"query: '{field}:' needs a value (column {i + 1})")
+                toks.append(_Tok("qfield" if quoted else "field", rest, i + 1, field=field))
             elif word == "OR":
                 toks.append(_Tok("or", word, i + 1))
             elif word == "AND":
@@ -235,7 +271,7 @@ class _Parser:
             raise QueryError(f"query: unmatched ')' at column {tok.col}")
         if tok.kind == "phrase":
             return _words(tok.text, tok.col, quoted=True)
-        if tok.kind == "field":
+        if tok.kind in ("field", "qfield"):
             return _field(tok)
         return _word(tok)
 
@@ -271,25 +307,57 @@ def _word(tok: _Tok) -> Node:
         return _words(text, tok.col, quoted=False)
     provider = _analysis()
     stem = text.rstrip("*")
-    parts = provider.words(stem)
-    if len(parts) != 1 or parts[0] != stem:
+    parts = provider.words(stem)  # folded: café* is cafe*
+    if len(parts) != 1 or parts[0] != provider.fold(stem):
         raise QueryError(
             f"query: prefix {text!r} at column {tok.col} must be one word followed by '*'"
         )
-    folded = stem.casefold()
+    folded = parts[0].casefold()
     stemmed = provider.normalize_term(stem)
     forms = (folded,) if stemmed == folded else (folded, stemmed)
     return Prefix(forms)
 
 
+def _field_name(name: str, col: int) -> str:
+    """The field `name` stands for (any case), or UnknownField naming the
+    closest ones."""
+    field = name.lower()
+    if field in FIELDS:
+        return field
+    import difflib
+
+    close = tuple(difflib.get_close_matches(field, FIELDS, n=3))
+    hint = f"; did you mean {close[0]!r}?" if close else ";"
+    raise UnknownField(
+        f"query: unknown field {name!r} at column {col}{hint} fields: "
+        f'{", ".join(sorted(FIELDS))} (quote a word with a colon to search it: "{name}:…")',
+        field=name,
+        suggestions=close,
+    )
+
+
 def _field(tok: _Tok) -> Node:
-    from ctindex.providers.fields import FACET_TAG, FACET_TYPE, FACET_TYPE_WORD
+    from ctindex.providers.fields import EXACT_ID, FACET_TAG, FACET_TYPE, FACET_TYPE_WORD
 
     if tok.field == "path":
         prefix = tok.text.strip()
         while prefix.startswith("./"):
             prefix = prefix[2:]
         return PathPrefix(prefix.lstrip("/"))
+    if tok.field in ("title", "description", "id"):
+        if tok.kind == "field" and tok.text.endswith("*"):
+            raise QueryError(
+                f"query: '{tok.field}:' at column {tok.col} takes words, not a prefix "
+                f"({tok.text!r})"
+            )
+        found = tuple(_analysis().terms(tok.text))
+        if not found:
+            raise QueryError(
+                f"query: '{tok.field}:' at column {tok.col} holds no searchable word ({tok.text!r})"
+            )
+        if tok.field == "id":  # the concept whose ID's words these are, in order
+            return Facet(EXACT_ID + " ".join(found))
+        return Field(tok.field, found)
     head = FACET_TYPE if tok.field == "type" else FACET_TAG
     value = _analysis().facet(tok.text)
     if tok.field == "type" and " " not in value:

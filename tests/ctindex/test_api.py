@@ -129,6 +129,11 @@ def test_api_errors_are_the_stable_types(project: Path, tmp_path: Path) -> None:
     with ctindex.Index(project) as index:
         with pytest.raises(ctindex.QueryError):
             index.search('"unterminated')
+        with pytest.raises(ctindex.UnknownField) as unknown:  # a QueryError too
+            index.search("tgs:finance")
+        assert isinstance(unknown.value, ctindex.QueryError) and unknown.value.exit_code == 2
+        assert unknown.value.field == "tgs" and unknown.value.suggestions[0] == "tags"
+        assert "did you mean 'tags'?" in str(unknown.value) and "\n" not in str(unknown.value)
         with pytest.raises(ctindex.UsageError):
             index.search("event", limit=0)
         with pytest.raises(ctindex.ConceptNotFound) as missing:

@@ -92,6 +92,32 @@ def test_fast_path_answers_without_the_plan_and_sees_changes(project: CliProject
     ]
 
 
+@pytest.mark.needs("peercred")  # the fast path is the daemon's record
+def test_fields_and_their_errors_on_the_fast_path(project: CliProject) -> None:
+    """A daemon-answered search knows the fields and refuses an unknown one
+    with the same line (exit 2) as the slow path (docs/search.md, "Fields")."""
+    p = project
+    p.check("margin")
+    p.wait_daemon()
+    wait_for(record(p).exists)
+    doc, loaded = probe(p, "title:event OR tags:ga4")
+    assert not loaded and doc["freshness"]["mode"] == "watcher-clean" and doc["results"]
+    direct = p.search("title:event OR tags:ga4", direct=True)
+    assert [(r["path"], r["score"]) for r in doc["results"]] == [
+        (r["path"], r["score"]) for r in direct["results"]
+    ]
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, "-C", str(p.root), "search", "titel:event"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    line, plan_loaded = done.stderr.splitlines()
+    assert done.returncode == 2 and not json.loads(plan_loaded)["plan_loaded"]
+    assert line.startswith("ctindex: query: unknown field 'titel' at column 1; did you mean")
+
+
 def test_a_changed_config_takes_the_slow_path(project: CliProject) -> None:
     p = project
     p.check("margin")

@@ -92,6 +92,14 @@ async def _session(root: Path, expect_mode: str) -> None:
         assert missing.is_error and "tables/mcp_made" in missing.content[0].text  # type: ignore[union-attr]
         bad = await client.call_tool("search", {"query": '"unterminated'})
         assert bad.is_error and "unterminated quote" in bad.content[0].text  # type: ignore[union-attr]
+        unknown = await client.call_tool("search", {"query": "tgs:ga4"})
+        text = unknown.content[0].text  # type: ignore[union-attr]
+        assert unknown.is_error and "\n" not in text and "Traceback" not in text
+        assert "query: unknown field 'tgs' at column 1; did you mean 'tags'?" in text
+        fielded = await call("search", query="title:event", limit=100)
+        assert fielded["results"] and all(
+            "event" in r["title"].casefold() for r in fielded["results"]
+        )
         assert (await call("search", query="event", limit=1))["results"]  # still serving
 
 

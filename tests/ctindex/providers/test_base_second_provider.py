@@ -71,6 +71,9 @@ class PlainText:
         rel = key[len(scope_root) + 1 :] if scope_root else key
         return rel.removesuffix(".txt")
 
+    def fold(self, text: str) -> str:
+        return self._words.fold(text)
+
     def words(self, text: str) -> list[str]:
         return self._words.words(text)
 

@@ -8,6 +8,7 @@ from ctindex.providers.okf_markdown import FACET_TAG, FACET_TYPE, FACET_TYPE_WOR
 from ctindex.search.query import (
     And,
     Facet,
+    IdWord,
     Not,
     Or,
     PathPrefix,
@@ -37,7 +38,8 @@ from ctindex.search.query import (
         ("tag:Finance", Facet(FACET_TAG + "finance")),
         ("path:./acme_retail/metrics", PathPrefix("acme_retail/metrics")),
         ("-(a OR b) c", And((Not(Or((Term("a"), Term("b")))), Term("c")))),
-        ("url:thing", Phrase(("url", "thing"))),
+        ("12:30", Phrase(("12", "30"))),  # not NAME-shaped before the colon: a word
+        ("http://x.org", IdWord(("http", "x", "org"))),  # a value starting with / is text
     ],
 )
 def test_parse(query: str, tree: object) -> None:
