@@ -124,6 +124,24 @@ def has_run(seq: array[Any], ranks: Sequence[int]) -> bool:
     return False
 
 
+def positions(seq: array[Any], rank: int) -> list[int]:
+    """Indexes of `rank` in `seq`, found with ``bytes.find`` on item
+    boundaries (as ``has_run``): O(occurrences) finds at C speed, not a
+    Python step per token."""
+    hay = seq.tobytes()
+    pattern = array(seq.typecode, [rank]).tobytes()
+    size = seq.itemsize
+    out: list[int] = []
+    at = hay.find(pattern)
+    while at >= 0:
+        if at % size == 0:
+            out.append(at // size)
+            at = hay.find(pattern, at + size)
+        else:
+            at = hay.find(pattern, at - at % size + size)
+    return out
+
+
 def field_docs(node: Field, part: Partition) -> set[int]:
     """The live documents holding `node.terms` consecutively in its field.
     The field terms say which documents hold each word there; for several
