@@ -81,7 +81,7 @@ def _pieces(text: str, terms: Collection[str], prefixes: tuple[str, ...]) -> lis
     if len(text) <= HEAD_CHARS:
         return [(0, len(text))]
     head = _cut(text, HEAD_CHARS)
-    folded = text.casefold()
+    folded = _folded(text)
     if len(folded) != len(text):  # offsets would not line up: the head only
         return [(0, head)]
     stems = [t[: max(len(t) - 1, 3)] for t in terms if t[:1].isalnum()] + list(prefixes)
@@ -95,6 +95,21 @@ def _pieces(text: str, terms: Collection[str], prefixes: tuple[str, ...]) -> lis
     # the head is the next piece to try.
     later = [x for x in (folded.find(s, head) for s in stems if s) if x >= 0]
     return [(0, head), _region(text, min(later), head)] if later else [(0, head)]
+
+
+def _folded(text: str) -> str:
+    """`text` as the stems are spelt (casefolded, and accent-folded as the
+    tokenizer folds: ``résumé`` is found by ``resum``) where that keeps one
+    character per character, so offsets in it are offsets in `text`; else
+    casefolded only (then an accented word past the head is not found and
+    the head is the snippet's)."""
+    folded = text.casefold()
+    if text.isascii():
+        return folded
+    from ctindex.providers.folding import fold
+
+    accentless = fold(text).casefold()
+    return accentless if len(accentless) == len(text) else folded
 
 
 def _region(text: str, at: int, head: int) -> tuple[int, int]:

@@ -120,3 +120,11 @@ def test_stem_inside_another_word_in_the_head_still_reaches_the_region() -> None
     body = "terrain " * (HEAD_CHARS // 8 + 10) + "then rain fell " + _filler(2 * HEAD_CHARS)
     got = make_snippet(body, "", {"rain"})
     assert "«rain»" in got
+
+
+def test_an_accented_match_far_past_the_head_is_found_and_marked() -> None:
+    """The tokenizer folds accents (ctindex/providers/folding.py): the region
+    past the head is looked for in the folded text too."""
+    body = _filler(3 * HEAD_CHARS) + " her Résumé was read " + _filler(3 * HEAD_CHARS)
+    terms = {t for _, _, t in load(INDEX_PROVIDER).term_spans("resume")}
+    assert "«Résumé»" in make_snippet(body, "", terms)
