@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from ctindex.policy.project import Project
 
 CONNECT_TIMEOUT_S = 0.1
-ACK_LINE = b'{"ack":true}'  # ctindex/daemon/server.py ACK, without its newline
 CLAIM_STALE_S = 10.0
 MAX_REPLY = 1 << 20
 LOCK_RECORD_LIMIT = 4096  # the lock file holds "pid instance"
@@ -144,7 +143,7 @@ def request(
             sock.sendall(data)
             while True:
                 line, newline, rest = buf.partition(b"\n")
-                if newline and not (ack and line == ACK_LINE):
+                if newline and not (ack and line == unanswered.ACK_LINE):
                     break
                 if newline:
                     heard, buf = True, bytearray(rest)

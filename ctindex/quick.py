@@ -36,7 +36,6 @@ _NOT_HERE = ("-h", "--help", "--version", "--direct")
 _WITH_VALUE = ("-C", "--project")
 FAULT_ENV = "CTINDEX_FAULT"  # ctindex/store/durable.py: the crash-test hook
 CONNECT_TIMEOUT_S = 0.1
-ACK_LINE = b'{"ack":true}'  # ctindex/daemon/server.py ACK, without its newline
 DEFAULT_BARRIER_MS = 500  # ctindex/policy/config.py's default, when no query-plan record says
 # Beyond the daemon's own bounds (barrier budget + QUERY_BUDGET_S of
 # ctindex/daemon/query.py): only a stopped or wedged daemon gets here.
@@ -162,7 +161,7 @@ def _ask(
         sock.sendall((json.dumps(payload, separators=(",", ":")) + "\n").encode())
         while True:
             line, newline, rest = buf.partition(b"\n")
-            if newline and line != ACK_LINE:
+            if newline and line != unanswered.ACK_LINE:
                 break  # the answer (a daemon without ACKs answers at once)
             if newline:
                 acked, buf = True, bytearray(rest)

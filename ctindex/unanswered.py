@@ -36,6 +36,10 @@ TYPE_CHECKING = False  # not `typing`'s: the query path does not import typing
 if TYPE_CHECKING:
     from typing import Any
 
+# The line a daemon's loop sends the moment it reads a request that asks
+# for it (ctindex/daemon/server.py), before any work: the one definition the
+# daemon and both clients (ctindex/quick.py, ctindex/client.py) share.
+ACK_LINE = b'{"ack":true}'
 ACK_WAIT_S = 0.4  # connect, send and the ACK: what a stuck daemon costs (within 0.5 s in all)
 BACKOFF_FIRST_S = 2.0
 BACKOFF_MAX_S = 60.0

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ctindex import runtime as rt
+from ctindex.unanswered import ACK_LINE
 
 MAX_REQUEST = 4096
 # Connections taken per wakeup of the listener: a client that keeps connecting
@@ -33,7 +34,7 @@ MAX_REQUEST = 4096
 # the rest wait in the backlog for the next turn (docs/reliability.md).
 ACCEPT_BATCH = 64
 READ_DEADLINE_S = 1.0  # to deliver a complete request line
-ACK = b'{"ack":true}\n'
+ACK = ACK_LINE + b"\n"
 WRITE_DEADLINE_S = 1.0  # to take the reply once it is ready
 
 
