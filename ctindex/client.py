@@ -281,7 +281,7 @@ def spawn(
             return error  # e.g. "daemon stopped: memory-limit", backed off like a failure
         return SPAWN_CACHED
     try:
-        rt.ensure_private_dir(paths.dir)
+        rt.ensure_runtime_dir(paths)
     except OSError as exc:
         return _failed(paths, f"runtime folder {paths.dir}: {exc.strerror or exc}")
     token = _token()

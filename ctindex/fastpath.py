@@ -120,6 +120,11 @@ def remember(project: Project, plan: Plan) -> None:
 def recall(project: Project) -> Hint | None:
     """The recorded plan facts if everything they were computed from is
     unchanged, else None (take the slow path)."""
+    from ctindex.store.place import check_store
+
+    # Before the record is read through `.ct/okf/runtime` (the configuration
+    # is read only for a folder of another user).
+    check_store(project.root, lambda: _shares_index(project))
     record = rt.read_json(project.runtime_dir / RECORD_NAME)
     if record is None or record.get("version") != VERSION or record.get("watch") is not True:
         return None
@@ -136,6 +141,12 @@ def recall(project: Project) -> Hint | None:
     if not _folders_unchanged(project, {k: from_json(v) for k, v in folders.items()}):
         return None
     return Hint(digest, budget, stamp)
+
+
+def _shares_index(project: Project) -> bool:
+    from ctindex.policy.config import shares_index
+
+    return shares_index(project)
 
 
 def _folders_unchanged(project: Project, folders: Mapping[str, Fingerprint | None]) -> bool:

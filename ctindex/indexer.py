@@ -252,9 +252,19 @@ def _locked(
 ) -> UpdateReport:
     """Under the update lock: decide what the pass builds on (the published
     generation, checked; or nothing: a rebuild, and why), then `_apply`."""
-    from ctindex.store.lock import DEFAULT_TIMEOUT_S, update_lock
+    from ctindex.store.lock import DEFAULT_TIMEOUT_S, update_lock, write_error
+    from ctindex.store.place import prepare_index
 
     index_dir = Path(project.index_dir)
+    settings = plan.settings
+    try:
+        first = prepare_index(project.root, settings.share_index_with_group)
+    except OSError as exc:
+        raise write_error(exc, f"{index_dir}: cannot create index folder") from exc
+    if first and settings.gitignore_index:
+        from ctindex.policy.gitignore import write_gitignore
+
+        write_gitignore(project.root)
     with (
         update_lock(index_dir, DEFAULT_TIMEOUT_S if timeout is None else timeout),
         _cycles_uncollected(),

@@ -228,6 +228,21 @@ def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:
     return path
 
 
+def ensure_runtime_dir(paths: RuntimePaths) -> Path:
+    """The project's runtime folder, made private, every folder from the
+    project root down to it opened without following a link and checked to
+    be ours (ctindex/store/place.py). A refused folder raises
+    UnsafeRuntimeDir, like a runtime folder that is not safe itself."""
+    if paths.dir == paths.root / ".ct" / "okf" / "runtime":
+        from ctindex.store.place import UnsafeStorePath, check_store
+
+        try:
+            check_store(paths.root, create=3)
+        except UnsafeStorePath as exc:
+            raise UnsafeRuntimeDir(errno.EPERM, str(exc), os.fspath(paths.dir)) from None
+    return ensure_private_dir(paths.dir)
+
+
 def _private_level(path: Path) -> None:
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)

@@ -12,6 +12,7 @@ from ctindex.commands import Context
 from ctindex.errors import CtindexError
 from ctindex.output import human_bytes
 from ctindex.policy.config import CONFIG_VERSION, config_text
+from ctindex.policy.gitignore import write_gitignore
 from ctindex.policy.plan import Plan, default_daemon_memory, load_plan
 
 
@@ -23,6 +24,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if args.write:
         _write(path, text)
         written = load_plan(ctx.project)
+        if written.settings.gitignore_index:
+            write_gitignore(ctx.project.root)
         if ctx.json:
             ctx.emit_json(
                 {"path": str(path), "written": True, "config": values, "digest": written.digest()}

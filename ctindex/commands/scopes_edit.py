@@ -152,6 +152,10 @@ def _shadowed_by(plan: Plan, key: str) -> str | None:
 def _done(ctx: Context, verb: str, key: str, provider: str | None, created: bool, kept: int) -> int:
     path = ctx.project.config_path
     after = load_plan(ctx.project)
+    if verb == "added" and after.settings.gitignore_index:
+        from ctindex.policy.gitignore import write_gitignore
+
+        write_gitignore(ctx.project.root)
     outer = _shadowed_by(after, key) if verb == "added" else None
     if outer is not None:
         ctx.note(

@@ -149,7 +149,7 @@ class Daemon:
         """Serve until a stop condition; return the stop reason, or None when
         another process holds the lock (then nothing was touched)."""
         os.umask(0o077)
-        rt.ensure_private_dir(self.paths.dir)
+        rt.ensure_runtime_dir(self.paths)
         lock = singleton.acquire_lock(
             self.paths.lock,
             singleton.SUCCESSOR_ATTEMPTS if self.successor else singleton.LOCK_ATTEMPTS,
@@ -434,7 +434,7 @@ class Daemon:
                 if self.paths.socket_is_fallback:
                     rt.ensure_fallback_dir(self.paths)
                 else:
-                    rt.ensure_private_dir(self.paths.dir)
+                    rt.ensure_runtime_dir(self.paths)
                 self.server.start()
             except OSError as exc:
                 self.stop_reason = "socket-lost"

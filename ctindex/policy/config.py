@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ctindex.errors import PolicyError
-from ctindex.policy.project import INDEX_KEY, is_index_key, is_normal_key
+from ctindex.policy.project import INDEX_KEY, Project, is_index_key, is_normal_key
 from ctindex.providers import PROVIDERS
 
 CONFIG_VERSION = 1
@@ -36,8 +36,15 @@ INT_SETTINGS: dict[str, tuple[int | None, int, int]] = {
     "max_daemon_memory_bytes": (None, 1 << 20, 1 << 40),
     "barrier_timeout_ms": (500, 10, 10_000),
 }
-BOOL_SETTINGS: dict[str, bool] = {"watch": True}
-SETTING_KEYS = ("watch", *INT_SETTINGS)
+BOOL_SETTINGS: dict[str, bool] = {
+    "watch": True,
+    # Write `.ct/.gitignore` ignoring the index (ctindex/store/place.py).
+    "gitignore_index": True,
+    # The index is readable and writable by the group of `.ct/okf` (docs/format.md, "Modes").
+    "share_index_with_group": False,
+}
+# Their order in `init --write` and error messages: the spec's keys first.
+SETTING_KEYS = ("watch", *INT_SETTINGS, "gitignore_index", "share_index_with_group")
 TOP_KEYS = ("version", *SETTING_KEYS, "scopes", "exclude")
 SCOPE_KEYS = ("root", "provider", "include", "exclude")
 
@@ -90,6 +97,20 @@ def load_config(path: Path) -> Config:
     except UnicodeDecodeError as exc:
         raise PolicyError(f"{path}: not valid UTF-8 at byte {exc.start}") from None
     return parse_config(text, path)
+
+
+def refuse_unsafe_store(project: Project) -> None:
+    """UnsafeStorePath when a folder of the store path (`.ct`, `.ct/okf`,
+    `.ct/okf/runtime`) is a symbolic link or another user's: checked before
+    the project store is read, by every entry point (ctindex/store/place.py)."""
+    from ctindex.store.place import check_store
+
+    check_store(project.root, lambda: shares_index(project))
+
+
+def shares_index(project: Project) -> bool:
+    """The project shares its index with a group (`share_index_with_group`)."""
+    return load_config(project.config_path).settings.get("share_index_with_group") is True
 
 
 def parse_config(text: str, path: Path) -> Config:

@@ -25,8 +25,10 @@ from ctindex.policy.config import (
     BOOL_SETTINGS,
     DEFAULT_EXCLUDE,
     INT_SETTINGS,
+    SETTING_KEYS,
     Config,
     load_config,
+    refuse_unsafe_store,
 )
 from ctindex.policy.project import INDEX_KEY, Project, StrPath, key_under
 from ctindex.providers import INDEX_PROVIDER, PROVIDERS, ProviderInfo
@@ -137,6 +139,8 @@ class Settings:
     max_file_bytes: int
     barrier_timeout_ms: int
     configured_max_daemon_memory_bytes: int | None
+    gitignore_index: bool = True
+    share_index_with_group: bool = False
     explicit: frozenset[str] = frozenset()  # keys the project store sets
 
     @classmethod
@@ -166,8 +170,7 @@ class Settings:
         return "computed" if key == "max_daemon_memory_bytes" else "default"
 
     def effective(self) -> dict[str, int | bool]:
-        keys = ("watch", *INT_SETTINGS)
-        return {k: getattr(self, k) for k in keys}
+        return {k: getattr(self, k) for k in SETTING_KEYS}
 
 
 # Hard exclusions as `scopes` reports them; decide.py enforces them.
@@ -301,6 +304,7 @@ def load_plan(project: Project) -> Plan:
     """The effective plan; raises PolicyError for a malformed project store."""
     from ctindex.fastpath import config_stamp
 
+    refuse_unsafe_store(project)
     # Stamp first, read second: a change in between makes the stamp older than
     # the plan (the next check re-plans once more), never the other way round.
     stamped_ns = time.time_ns()

@@ -4,7 +4,8 @@ Every file the store publishes is written once under a fresh name, fsynced,
 and only then named by a manifest (``write_new``); the manifest itself, and
 every other file the store replaces in place, goes through ``atomic_write``:
 a temp sibling and an atomic rename, followed by a folder fsync (spec §9).
-These two are the store's only ways to write a file.
+These two are the store's only ways to write a file, and the one place its
+files get their mode (``_give_mode``: docs/format.md, "Modes").
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from ctindex.errors import IndexCorrupt as IndexCorrupt  # re-exported: its old home
 from ctindex.errors import IndexWriteError
 from ctindex.reconciler.platform_features import can_open_folders
+from ctindex.store.place import file_mode
 
 # POSIX-only / Windows-only open flags (0 where absent).
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -88,12 +90,13 @@ def write_new(
     if isinstance(chunks, (bytes, bytearray)):
         chunks = [bytes(chunks)]
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC | _BINARY, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC | _BINARY, 0o600)
     except OSError as exc:
         raise IndexWriteError(f"{path}: cannot create index file ({exc.strerror})") from exc
     size = 0
     written = False
     try:
+        _give_mode(fd, path.parent)
         for i, chunk in enumerate(chunks):
             view = memoryview(chunk)
             while view:
@@ -115,6 +118,14 @@ def write_new(
             with contextlib.suppress(OSError):
                 os.unlink(path)
     return size
+
+
+def _give_mode(fd: int, folder: Path) -> None:
+    """The store's file mode, derived from its folder's (ctindex/store/place.py):
+    created 0600, widened to 0660 only in a folder shared with a group."""
+    mode = file_mode(folder)
+    if mode != 0o600 and hasattr(os, "fchmod"):
+        os.fchmod(fd, mode)
 
 
 def fsync_dir(folder: Path) -> None:

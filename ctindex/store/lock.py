@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ctindex.errors import IndexBusy as IndexBusy  # re-exported: its old home
 from ctindex.errors import IndexWriteError
+from ctindex.store.place import file_mode
 
 LOCK_NAME = "update.lock"
 DEFAULT_TIMEOUT_S = 60.0
@@ -48,7 +49,7 @@ def release_inherited() -> None:
 POLL_S = 0.25
 
 
-def _write_error(exc: OSError, what: str) -> IndexWriteError:
+def write_error(exc: OSError, what: str) -> IndexWriteError:
     kind = IndexReadOnly if exc.errno in READ_ONLY_ERRNOS else IndexWriteError
     return kind(f"{what} ({exc.strerror})")
 
@@ -60,7 +61,7 @@ def update_lock(index_dir: Path, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator
     try:
         os.makedirs(index_dir, exist_ok=True)
     except OSError as exc:
-        raise _write_error(exc, f"{index_dir}: cannot create index folder") from exc
+        raise write_error(exc, f"{index_dir}: cannot create index folder") from exc
     try:
         import fcntl
     except ImportError:  # not POSIX: portalocker's portable lock
@@ -72,9 +73,13 @@ def update_lock(index_dir: Path, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator
     # update of 200k files up to 135 ms of a ~1 s run (importlib.metadata),
     # measured in docs/decisions/native.md.
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o666)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
     except OSError as exc:
-        raise _write_error(exc, f"{path}: cannot take the update lock") from exc
+        raise write_error(exc, f"{path}: cannot take the update lock") from exc
+    mode = file_mode(index_dir)
+    if mode != 0o600:  # a group-shared store (ctindex/store/place.py): members take it too
+        with suppress(OSError):
+            os.fchmod(fd, mode)
     try:
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
@@ -89,7 +94,7 @@ def update_lock(index_dir: Path, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator
                     ) from None
                 time.sleep(min(POLL_S, left))
             except OSError as exc:
-                raise _write_error(exc, f"{path}: cannot take the update lock") from exc
+                raise write_error(exc, f"{path}: cannot take the update lock") from exc
         HELD_FDS.add(fd)
         try:
             yield
@@ -114,7 +119,7 @@ def _portable_lock(path: Path, timeout: float) -> Iterator[None]:
             f"{path}: another writer held the update lock for more than {timeout:g} s"
         ) from exc
     except OSError as exc:
-        raise _write_error(exc, f"{path}: cannot take the update lock") from exc
+        raise write_error(exc, f"{path}: cannot take the update lock") from exc
     fd = lock.fh.fileno() if lock.fh is not None else -1
     HELD_FDS.add(fd)
     try:

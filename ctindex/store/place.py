@@ -1,0 +1,310 @@
+"""Where the store lives, opened without following a link, and how readable it is.
+
+The store path has three folders below the project root: ``.ct`` (the
+project store: `index.jsonc`, `.gitignore`), ``.ct/okf`` (the index) and
+``.ct/okf/runtime`` (the daemon's files). ``check_store`` is the one check
+every entry point runs before it reads or writes any of them (the plan
+loader, the query fast path, the indexer, the daemon's runtime folder): each
+existing folder is opened relative to its parent's descriptor with
+``O_NOFOLLOW | O_DIRECTORY``, so a symbolic link put in the place of any of
+them is refused (``UnsafeStorePath``, exit 2) before anything is written,
+and so is a folder of another user (docs/cli.md, "Refused store folders").
+Without descriptor-relative opens (Windows; the ``no-dir-fd`` simulation)
+each folder is ``lstat``-ed from the root down instead: the same refusals,
+decided on the same facts.
+
+Modes (docs/format.md, "Modes"): ``.ct/okf`` is ``0700`` and every file in
+it ``0600`` unless the project shares its index with a group deliberately
+(``"share_index_with_group": true``: ``2770`` and ``0660``). A file's mode
+is derived from its folder's (``file_mode``), so the store's writers apply
+it in one place (ctindex/store/durable.py) and a store made readable by an
+older version is tightened by the next publish (``conform_files``).
+
+Only the standard library and ctindex.errors are imported: the query fast
+path runs ``check_store`` too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from ctindex.errors import UsageError
+from ctindex.reconciler.platform_features import has_dir_fd, has_getuid
+
+NAMES = (".ct", "okf", "runtime")
+KEYS = (".ct", ".ct/okf", ".ct/okf/runtime")
+INDEX_DEPTH = 2  # `create` depth that makes `.ct` and `.ct/okf`
+PRIVATE_DIR = 0o700
+SHARED_DIR = 0o2770  # setgid: files made by any member keep the folder's group
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+
+class UnsafeStorePath(UsageError):
+    """A folder of the store path is a symbolic link, not a folder, or
+    another user's: nothing is read or written through it (exit 2)."""
+
+
+def _never() -> bool:
+    return False
+
+
+def check_store(
+    root: str | os.PathLike[str],
+    shared: Callable[[], bool] = _never,
+    *,
+    create: int = 0,
+    index_mode: int | None = None,
+) -> None:
+    """Refuse (UnsafeStorePath) a store path whose folders are not real
+    folders of this user. `shared` says whether the project shares its index
+    with a group (asked only when a folder of another user is met: a folder
+    of a group this process is in is then accepted). The first `create`
+    folders (`.ct`, `.ct/okf`, `.ct/okf/runtime`) are made where missing;
+    `index_mode` is then given to `.ct/okf` when it differs (made or not)."""
+    if has_dir_fd():
+        _walk_descriptors(os.fspath(root), shared, create, index_mode)
+    else:
+        _walk_paths(os.fspath(root), shared, create, index_mode)
+
+
+def _walk_descriptors(root: str, shared: Callable[[], bool], create: int, mode: int | None) -> None:
+    try:
+        parent = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+    except OSError:
+        return  # no project folder to speak of: whatever runs next says so
+    try:
+        for depth, name in enumerate(NAMES):
+            child = _open_child(parent, name, depth, create)
+            if child is None:
+                return
+            os.close(parent)
+            parent = child
+            st = os.fstat(child)
+            _check_owner(st, KEYS[depth], shared)
+            if depth == 1 and mode is not None and _owned(st):
+                _fix_mode(st, mode, lambda m, fd=child: os.fchmod(fd, m))
+    finally:
+        os.close(parent)
+
+
+def _open_child(parent: int, name: str, depth: int, create: int) -> int | None:
+    """The folder `name` in `parent`, opened without following a link; None
+    when it does not exist and is not to be made, or cannot be opened (a
+    folder we may not search: what reads it next says so, as before)."""
+    flags = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except FileNotFoundError:
+        if depth >= create:
+            return None
+    except OSError:  # ELOOP for a link, ENOTDIR for a file
+        return _refuse(_lstat_at(parent, name), KEYS[depth])
+    with contextlib.suppress(FileExistsError):  # made meanwhile, or a link: the open decides
+        os.mkdir(name, PRIVATE_DIR if depth else 0o777, dir_fd=parent)
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except OSError:
+        return _refuse(_lstat_at(parent, name), KEYS[depth])
+
+
+def _lstat_at(parent: int, name: str) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except OSError:
+        return None
+
+
+def _walk_paths(root: str, shared: Callable[[], bool], create: int, mode: int | None) -> None:
+    """The lstat walk for platforms without descriptor-relative opens."""
+    current = root
+    for depth, name in enumerate(NAMES):
+        current = os.path.join(current, name)
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            if depth >= create:
+                return
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(current, PRIVATE_DIR if depth else 0o777)
+            st = os.lstat(current)
+        if not stat.S_ISDIR(st.st_mode):
+            _refuse(st, KEYS[depth])
+        _check_owner(st, KEYS[depth], shared)
+        if depth == 1 and mode is not None and _owned(st):
+            _fix_mode(st, mode, lambda m, path=current: os.chmod(path, m))
+
+
+def _refuse(st: os.stat_result | None, key: str) -> None:
+    """UnsafeStorePath for a link or a non-folder in the place of `key`;
+    None for a folder that merely cannot be opened."""
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise UnsafeStorePath(
+            f"{key} is a symbolic link; refusing to follow it "
+            "(the index is kept only in real folders of the project: remove the link)"
+        )
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        raise UnsafeStorePath(f"{key} is not a folder; refusing to use it (remove or rename it)")
+    return None
+
+
+def _owned(st: os.stat_result) -> bool:
+    return not has_getuid() or st.st_uid == os.geteuid()
+
+
+def _my_groups() -> set[int]:
+    return {os.getegid(), *os.getgroups()}
+
+
+def _check_owner(st: os.stat_result, key: str, shared: Callable[[], bool]) -> None:
+    """A folder of another user is accepted only in a project that shares its
+    index with a group, when it belongs to a group of ours and no one else
+    can write in it."""
+    if _owned(st):
+        return
+    if shared() and st.st_gid in _my_groups() and not st.st_mode & stat.S_IWOTH:
+        return
+    raise UnsafeStorePath(
+        f"{key} is owned by another user (uid {st.st_uid}); refusing to use it "
+        "(run ctindex as its owner, or share the index with a group: docs/format.md)"
+    )
+
+
+def _fix_mode(st: os.stat_result, mode: int, chmod: Callable[[int], None]) -> None:
+    if stat.S_IMODE(st.st_mode) != mode:
+        chmod(mode)
+
+
+def prepare_index(root: str | os.PathLike[str], shared: bool) -> bool:
+    """Before a writing pass: `.ct` and `.ct/okf` made where missing, without
+    following a link, and `.ct/okf` given the project's mode. True when no
+    index has been published yet (the first build)."""
+    first = not os.path.lexists(os.path.join(os.fspath(root), KEYS[1], "MANIFEST"))
+    check_store(
+        root, lambda: shared, create=INDEX_DEPTH, index_mode=SHARED_DIR if shared else PRIVATE_DIR
+    )
+    return first
+
+
+def file_mode(folder: str | os.PathLike[str]) -> int:
+    """The mode of a file made in the store folder `folder`: its read and
+    write bits (0600 in a 0700 folder, 0660 in a group-shared one)."""
+    try:
+        bits = stat.S_IMODE(os.stat(folder).st_mode)
+    except OSError:
+        return 0o600
+    return bits & 0o666
+
+
+def conform_files(folder: Path) -> int:
+    """Give every file of ours directly in `folder` the mode `file_mode`
+    derives from it (a store made by an older version, or while the folder
+    was wider, is tightened here). Returns how many were changed."""
+    wanted = file_mode(folder)
+    changed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISREG(st.st_mode) and _owned(st) and stat.S_IMODE(st.st_mode) != wanted:
+                os.chmod(entry.path, wanted, follow_symlinks=False)
+                changed += 1
+        except (OSError, NotImplementedError):
+            continue  # gone meanwhile, or no lchmod: the next publish tries again
+    return changed
+
+
+def wider_than_files(
+    root: str | os.PathLike[str], keys: Iterable[str], *, limit: int = 3
+) -> str | None:
+    """One line when `.ct/okf` lets a group or everyone read the index while
+    some indexed file is not readable by them, else None (status, verify).
+    A reader needs search permission on every folder above a file, so the
+    folders are checked too (once each)."""
+    base = os.fspath(root)
+    try:
+        store = os.stat(os.path.join(base, KEYS[1]))
+    except OSError:
+        return None
+    audiences = _audiences(store)
+    if not audiences:
+        return None
+    folders: dict[str, bool] = {}
+    narrower: list[str] = []
+    count = 0
+    for key in keys:
+        for who in audiences:
+            if not _reaches(base, key, who, store.st_gid, folders):
+                count += 1
+                if len(narrower) < limit:
+                    narrower.append(key)
+                break
+    if not count:
+        return None
+    names = ", ".join(f'"{k}"' for k in narrower) + (", ..." if count > limit else "")
+    widest = "everyone" if "other" in audiences else f"group {store.st_gid}"
+    return (
+        f"{KEYS[1]} (mode {stat.S_IMODE(store.st_mode):04o}) lets {widest} read the index, "
+        f"but {count} indexed file(s) are not readable to them ({names}); "
+        "see docs/format.md, Modes"
+    )
+
+
+def _audiences(store: os.stat_result) -> list[str]:
+    """Who besides the owner can open files of the store folder (search
+    permission is enough: MANIFEST names every file)."""
+    found = []
+    if store.st_mode & stat.S_IXOTH:
+        found.append("other")
+    if store.st_mode & stat.S_IXGRP:
+        found.append("group")
+    return found
+
+
+def _reaches(base: str, key: str, who: str, gid: int, folders: dict[str, bool]) -> bool:
+    parts = key.split("/")
+    for i in range(len(parts) - 1):
+        folder = "/".join(parts[: i + 1])
+        if folder not in folders:
+            folders[folder] = _allows(os.path.join(base, folder), who, gid, stat.S_IXOTH)
+        if not folders[folder]:
+            return False
+    return _allows(os.path.join(base, key), who, gid, stat.S_IROTH)
+
+
+def _allows(path: str, who: str, gid: int, other_bit: int) -> bool:
+    """`other_bit` (read or search, as the "others" bit) granted to `who`:
+    everyone, or members of group `gid` (by the group bits when the file is
+    that group's, else by the others' bits)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return True  # gone: nothing of it to expose
+    if st.st_mode & other_bit:
+        return True
+    group_bit = other_bit << 3
+    return who == "group" and st.st_gid == gid and bool(st.st_mode & group_bit)
+
+
+def store_link(root: str) -> bool:
+    """True when a folder of the store path is a symbolic link (three
+    lstats): the query client then leaves the search to the full CLI, which
+    refuses it with its one line."""
+    current = root
+    for name in NAMES:
+        current = os.path.join(current, name)
+        try:
+            st = os.lstat(current)
+        except OSError:
+            return False
+        if stat.S_ISLNK(st.st_mode):
+            return True
+    return False
