@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctindex.policy.store_path import wider_than_files
 from ctindex.store.durable import IndexCorrupt
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class Audit:
         self.damage: list[dict[str, str]] = []
         self.drift: list[dict[str, str | None]] = []
         self.stale: str | None = None  # the index serves another plan/provider
+        # The store is readable by more users than some indexed file (a warning).
+        self.store_mode_warning: str | None = None
         self.unseen: list[str] = []
         self.metadata_only = 0
         self.documents = 0
@@ -71,6 +74,7 @@ class Audit:
             "damage": list(self.damage),
             "drift": list(self.drift),
             "stale": self.stale,
+            "store_mode_warning": self.store_mode_warning,
             "unseen": list(self.unseen),
             "metadata_only": self.metadata_only,
             "entries_visited": self.entries_visited,
@@ -125,6 +129,7 @@ def _audit_locked(project: Project, plan: Plan, found: Audit) -> None:
     table = _load_table(index_dir, m, found)
     if table is None:
         return  # without the table there is nothing to reconcile against
+    found.store_mode_warning = wider_than_files(project.root, table.raw)
     if live is not None:
         recorded = set(table.raw())
         for key in sorted(recorded - live - errors):

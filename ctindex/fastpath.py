@@ -120,7 +120,7 @@ def remember(project: Project, plan: Plan) -> None:
 def recall(project: Project) -> Hint | None:
     """The recorded plan facts if everything they were computed from is
     unchanged, else None (take the slow path)."""
-    from ctindex.store.place import check_store
+    from ctindex.policy.store_path import check_store
 
     # Before the record is read through `.ct/okf/runtime` (the configuration
     # is read only for a folder of another user).

@@ -252,8 +252,8 @@ def _locked(
 ) -> UpdateReport:
     """Under the update lock: decide what the pass builds on (the published
     generation, checked; or nothing: a rebuild, and why), then `_apply`."""
+    from ctindex.policy.store_path import prepare_index
     from ctindex.store.lock import DEFAULT_TIMEOUT_S, update_lock, write_error
-    from ctindex.store.place import prepare_index
 
     index_dir = Path(project.index_dir)
     settings = plan.settings

@@ -231,10 +231,10 @@ def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:
 def ensure_runtime_dir(paths: RuntimePaths) -> Path:
     """The project's runtime folder, made private, every folder from the
     project root down to it opened without following a link and checked to
-    be ours (ctindex/store/place.py). A refused folder raises
+    be ours (ctindex/policy/store_path.py). A refused folder raises
     UnsafeRuntimeDir, like a runtime folder that is not safe itself."""
     if paths.dir == paths.root / ".ct" / "okf" / "runtime":
-        from ctindex.store.place import UnsafeStorePath, check_store
+        from ctindex.policy.store_path import UnsafeStorePath, check_store
 
         try:
             check_store(paths.root, create=3)

@@ -7,10 +7,16 @@ import argparse
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctindex.commands import Context
+from ctindex.errors import IndexCorrupt
 from ctindex.output import human_bytes, human_count, human_ms, path_messages
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ctindex.store.generation import StoreManifest
 
 
 def _bytes_in(folder: Path, recursive: bool) -> int:
@@ -90,6 +96,7 @@ def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
             "frontmatter_warnings": m.warnings if m else 0,
             "last_reconcile": pass_json(last_pass(index_dir, m)),
             "last_full_reconcile": pass_json(last_pass(index_dir, m, full=True)),
+            "store_mode_warning": _store_mode_warning(ctx, m),
         }
     )
     if doc["config_error"] and not doc["problem"]:
@@ -112,6 +119,25 @@ def collect(ctx: Context, verbose: bool) -> dict[str, Any]:
             doc["errors"] = path_messages(errors)
             doc["warnings"] = path_messages(warnings)
     return doc
+
+
+def _store_mode_warning(ctx: Context, m: StoreManifest | None) -> str | None:
+    """The store is readable by more users than some indexed file (the table
+    is read only when the store is readable by others at all)."""
+    from ctindex.policy.store_path import wider_than_files
+    from ctindex.store.filetable import load_file_table
+
+    if m is None:
+        return None
+    index_dir = Path(ctx.project.index_dir)
+
+    def indexed() -> Iterable[str]:
+        try:
+            return load_file_table(index_dir, m).raw()
+        except (IndexCorrupt, OSError, ValueError):
+            return ()  # `problem` already says the generation cannot be read
+
+    return wider_than_files(ctx.project.root, indexed)
 
 
 def pass_json(info: dict[str, Any]) -> dict[str, Any] | None:
@@ -149,6 +175,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         ctx.note(NoScopes(**doc["no_scopes"]).line())
     if doc["problem"]:
         ctx.echo(f"problem: {doc['problem']}")
+    if doc["store_mode_warning"]:
+        ctx.echo(f"warning: {doc['store_mode_warning']}")
     gen = doc["generation"] if doc["generation"] is not None else "none (no index yet)"
     ctx.echo(f"generation: {gen}")
     ctx.echo(

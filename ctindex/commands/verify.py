@@ -105,6 +105,8 @@ def _text(ctx: Context, a: Audit) -> None:
         ctx.echo(f"drift    {item['change']:<10} {item['path']}{to}")
     for line in a.unseen:
         ctx.echo(f"not seen {line}")
+    if a.store_mode_warning:
+        ctx.echo(f"warning  {a.store_mode_warning}")
     if a.metadata_only:
         ctx.echo(
             f"metadata only (content unchanged, not drift): {human_count(a.metadata_only, 'file')}"

@@ -38,7 +38,7 @@ INT_SETTINGS: dict[str, tuple[int | None, int, int]] = {
 }
 BOOL_SETTINGS: dict[str, bool] = {
     "watch": True,
-    # Write `.ct/.gitignore` ignoring the index (ctindex/store/place.py).
+    # Write `.ct/.gitignore` ignoring the index (ctindex/policy/store_path.py).
     "gitignore_index": True,
     # The index is readable and writable by the group of `.ct/okf` (docs/format.md, "Modes").
     "share_index_with_group": False,
@@ -102,8 +102,8 @@ def load_config(path: Path) -> Config:
 def refuse_unsafe_store(project: Project) -> None:
     """UnsafeStorePath when a folder of the store path (`.ct`, `.ct/okf`,
     `.ct/okf/runtime`) is a symbolic link or another user's: checked before
-    the project store is read, by every entry point (ctindex/store/place.py)."""
-    from ctindex.store.place import check_store
+    the project store is read, by every entry point (ctindex/policy/store_path.py)."""
+    from ctindex.policy.store_path import check_store
 
     check_store(project.root, lambda: shares_index(project))
 

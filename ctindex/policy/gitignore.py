@@ -27,7 +27,7 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 def write_gitignore(root: str | os.PathLike[str]) -> bool:
     """Create `.ct/.gitignore` ignoring the index, unless one exists (never
     replaced, never appended to). True when written. `.ct` has been checked
-    by the caller (ctindex/store/place.py); O_NOFOLLOW refuses a link put in
+    by the caller (ctindex/policy/store_path.py); O_NOFOLLOW refuses a link put in
     the file's place."""
     path = os.path.join(os.fspath(root), CT_DIR, GITIGNORE_NAME)
     try:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from ctindex.errors import IndexCorrupt as IndexCorrupt  # re-exported: its old home
 from ctindex.errors import IndexWriteError
+from ctindex.policy.store_path import file_mode
 from ctindex.reconciler.platform_features import can_open_folders
-from ctindex.store.place import file_mode
 
 # POSIX-only / Windows-only open flags (0 where absent).
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -121,7 +121,7 @@ def write_new(
 
 
 def _give_mode(fd: int, folder: Path) -> None:
-    """The store's file mode, derived from its folder's (ctindex/store/place.py):
+    """The store's file mode, derived from its folder's (ctindex/policy/store_path.py):
     created 0600, widened to 0660 only in a folder shared with a group."""
     mode = file_mode(folder)
     if mode != 0o600 and hasattr(os, "fchmod"):

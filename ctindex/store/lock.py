@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ctindex.errors import IndexBusy as IndexBusy  # re-exported: its old home
 from ctindex.errors import IndexWriteError
-from ctindex.store.place import file_mode
+from ctindex.policy.store_path import file_mode
 
 LOCK_NAME = "update.lock"
 DEFAULT_TIMEOUT_S = 60.0
@@ -77,7 +77,7 @@ def update_lock(index_dir: Path, timeout: float = DEFAULT_TIMEOUT_S) -> Iterator
     except OSError as exc:
         raise write_error(exc, f"{path}: cannot take the update lock") from exc
     mode = file_mode(index_dir)
-    if mode != 0o600:  # a group-shared store (ctindex/store/place.py): members take it too
+    if mode != 0o600:  # a group-shared store (ctindex/policy/store_path.py): members take it too
         with suppress(OSError):
             os.fchmod(fd, mode)
     try:

@@ -27,7 +27,6 @@ from ctindex.store.generation import (
     write_dels,
     write_diag,
 )
-from ctindex.store.place import conform_files
 from ctindex.store.segment import BuildInput, Segment, SegmentInfo, StoredDoc, build_segment
 
 # Merge policy: at most MAX_SEGMENTS segments (merging the smallest down to
@@ -302,7 +301,6 @@ def publish(index_dir: Path, m: StoreManifest, base: StoreManifest) -> None:
     data = m.to_bytes()
     atomic_write(index_dir / MANIFEST_NAME, data, fault_label="manifest")
     m.identity = manifest_identity(data)
-    conform_files(index_dir)  # a store an older version made readable is tightened here
 
 
 def _ref(name: str, info: SegmentInfo) -> SegmentRef:

@@ -18,7 +18,7 @@ it ``0600`` unless the project shares its index with a group deliberately
 (``"share_index_with_group": true``: ``2770`` and ``0660``). A file's mode
 is derived from its folder's (``file_mode``), so the store's writers apply
 it in one place (ctindex/store/durable.py) and a store made readable by an
-older version is tightened by the next publish (``conform_files``).
+older version is tightened by the next writing pass (``conform_files``).
 
 Only the standard library and ctindex.errors are imported: the query fast
 path runs ``check_store`` too.
@@ -30,6 +30,7 @@ import contextlib
 import os
 import stat
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 
 from ctindex.errors import UsageError
@@ -88,7 +89,7 @@ def _walk_descriptors(root: str, shared: Callable[[], bool], create: int, mode: 
             st = os.fstat(child)
             _check_owner(st, KEYS[depth], shared)
             if depth == 1 and mode is not None and _owned(st):
-                _fix_mode(st, mode, lambda m, fd=child: os.fchmod(fd, m))
+                _fix_mode(st, mode, partial(os.fchmod, child))
     finally:
         os.close(parent)
 
@@ -104,13 +105,15 @@ def _open_child(parent: int, name: str, depth: int, create: int) -> int | None:
         if depth >= create:
             return None
     except OSError:  # ELOOP for a link, ENOTDIR for a file
-        return _refuse(_lstat_at(parent, name), KEYS[depth])
+        _refuse(_lstat_at(parent, name), KEYS[depth])
+        return None
     with contextlib.suppress(FileExistsError):  # made meanwhile, or a link: the open decides
         os.mkdir(name, PRIVATE_DIR if depth else 0o777, dir_fd=parent)
     try:
         return os.open(name, flags, dir_fd=parent)
     except OSError:
-        return _refuse(_lstat_at(parent, name), KEYS[depth])
+        _refuse(_lstat_at(parent, name), KEYS[depth])
+        return None
 
 
 def _lstat_at(parent: int, name: str) -> os.stat_result | None:
@@ -137,12 +140,12 @@ def _walk_paths(root: str, shared: Callable[[], bool], create: int, mode: int | 
             _refuse(st, KEYS[depth])
         _check_owner(st, KEYS[depth], shared)
         if depth == 1 and mode is not None and _owned(st):
-            _fix_mode(st, mode, lambda m, path=current: os.chmod(path, m))
+            _fix_mode(st, mode, partial(os.chmod, current))
 
 
 def _refuse(st: os.stat_result | None, key: str) -> None:
     """UnsafeStorePath for a link or a non-folder in the place of `key`;
-    None for a folder that merely cannot be opened."""
+    nothing for a folder that merely cannot be opened."""
     if st is not None and stat.S_ISLNK(st.st_mode):
         raise UnsafeStorePath(
             f"{key} is a symbolic link; refusing to follow it "
@@ -150,7 +153,6 @@ def _refuse(st: os.stat_result | None, key: str) -> None:
         )
     if st is not None and not stat.S_ISDIR(st.st_mode):
         raise UnsafeStorePath(f"{key} is not a folder; refusing to use it (remove or rename it)")
-    return None
 
 
 def _owned(st: os.stat_result) -> bool:
@@ -182,12 +184,15 @@ def _fix_mode(st: os.stat_result, mode: int, chmod: Callable[[int], None]) -> No
 
 def prepare_index(root: str | os.PathLike[str], shared: bool) -> bool:
     """Before a writing pass: `.ct` and `.ct/okf` made where missing, without
-    following a link, and `.ct/okf` given the project's mode. True when no
-    index has been published yet (the first build)."""
-    first = not os.path.lexists(os.path.join(os.fspath(root), KEYS[1], "MANIFEST"))
+    following a link, `.ct/okf` given the project's mode and its files theirs
+    (a store an older version made readable is tightened by the next pass).
+    True when no index has been published yet (the first build)."""
+    index = Path(root, KEYS[1])
+    first = not os.path.lexists(index / "MANIFEST")
     check_store(
         root, lambda: shared, create=INDEX_DEPTH, index_mode=SHARED_DIR if shared else PRIVATE_DIR
     )
+    conform_files(index)
     return first
 
 
@@ -218,17 +223,18 @@ def conform_files(folder: Path) -> int:
                 os.chmod(entry.path, wanted, follow_symlinks=False)
                 changed += 1
         except (OSError, NotImplementedError):
-            continue  # gone meanwhile, or no lchmod: the next publish tries again
+            continue  # gone meanwhile, or no lchmod: the next pass tries again
     return changed
 
 
 def wider_than_files(
-    root: str | os.PathLike[str], keys: Iterable[str], *, limit: int = 3
+    root: str | os.PathLike[str], indexed: Callable[[], Iterable[str]], *, limit: int = 3
 ) -> str | None:
     """One line when `.ct/okf` lets a group or everyone read the index while
-    some indexed file is not readable by them, else None (status, verify).
-    A reader needs search permission on every folder above a file, so the
-    folders are checked too (once each)."""
+    some indexed file (the keys `indexed` gives: asked only then) is not
+    readable by them, else None (status, verify). A reader needs search
+    permission on every folder above a file, so the folders are checked too
+    (once each)."""
     base = os.fspath(root)
     try:
         store = os.stat(os.path.join(base, KEYS[1]))
@@ -240,7 +246,7 @@ def wider_than_files(
     folders: dict[str, bool] = {}
     narrower: list[str] = []
     count = 0
-    for key in keys:
+    for key in indexed():
         for who in audiences:
             if not _reaches(base, key, who, store.st_gid, folders):
                 count += 1
