@@ -319,9 +319,13 @@ def record_spawn_failure(paths: RuntimePaths, error: str, now: float | None = No
     count = int(previous.get("count", 0)) + 1 if previous else 1
     window = min(BACKOFF_FIRST_S * 2 ** (count - 1), BACKOFF_MAX_S)
     record = {"time": now, "error": error, "count": count, "retry_after": now + window}
+    from ctindex.policy.store_path import store_link
+
+    # Never through a linked store folder (the failure may be that refusal).
     with contextlib.suppress(OSError):
-        write_json(paths.failed, record)
-        return True
+        if not store_link(os.fspath(paths.root)):
+            write_json(paths.failed, record)
+            return True
     with contextlib.suppress(OSError):
         ensure_fallback_dir(paths)
         write_json(paths.fallback_failed, record)

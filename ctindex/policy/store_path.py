@@ -47,8 +47,8 @@ _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 
 class UnsafeStorePath(UsageError):
-    """A folder of the store path is a symbolic link, not a folder, or
-    another user's: nothing is read or written through it (exit 2)."""
+    """A folder of the store path is a symbolic link or another user's:
+    nothing is read or written through it (exit 2)."""
 
 
 def _never() -> bool:
@@ -79,6 +79,7 @@ def _walk_descriptors(root: str, shared: Callable[[], bool], create: int, mode: 
         parent = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     except OSError:
         return  # no project folder to speak of: whatever runs next says so
+    above: os.stat_result | None = None
     try:
         for depth, name in enumerate(NAMES):
             child = _open_child(parent, name, depth, create)
@@ -88,8 +89,10 @@ def _walk_descriptors(root: str, shared: Callable[[], bool], create: int, mode: 
             parent = child
             st = os.fstat(child)
             _check_owner(st, KEYS[depth], shared)
-            if depth == 1 and mode is not None and _owned(st):
-                _fix_mode(st, mode, partial(os.fchmod, child))
+            if depth == 1 and mode is not None and above is not None and _owned(st):
+                chown = partial(os.fchown, child)
+                _fix_mode(st, mode, above.st_gid, partial(os.fchmod, child), chown)
+            above = st
     finally:
         os.close(parent)
 
@@ -126,6 +129,7 @@ def _lstat_at(parent: int, name: str) -> os.stat_result | None:
 def _walk_paths(root: str, shared: Callable[[], bool], create: int, mode: int | None) -> None:
     """The lstat walk for platforms without descriptor-relative opens."""
     current = root
+    above: os.stat_result | None = None
     for depth, name in enumerate(NAMES):
         current = os.path.join(current, name)
         try:
@@ -138,21 +142,24 @@ def _walk_paths(root: str, shared: Callable[[], bool], create: int, mode: int | 
             st = os.lstat(current)
         if not stat.S_ISDIR(st.st_mode):
             _refuse(st, KEYS[depth])
+            return
         _check_owner(st, KEYS[depth], shared)
-        if depth == 1 and mode is not None and _owned(st):
-            _fix_mode(st, mode, partial(os.chmod, current))
+        if depth == 1 and mode is not None and above is not None and _owned(st):
+            chown = partial(os.chown, current, follow_symlinks=False)
+            _fix_mode(st, mode, above.st_gid, partial(os.chmod, current), chown)
+        above = st
 
 
 def _refuse(st: os.stat_result | None, key: str) -> None:
-    """UnsafeStorePath for a link or a non-folder in the place of `key`;
-    nothing for a folder that merely cannot be opened."""
+    """UnsafeStorePath for a symbolic link in the place of `key`. Anything
+    else that cannot be opened as a folder (a file, a folder we may not
+    search) ends the walk: what reads it next says so, as it always did (a
+    runtime "folder" that is a file costs the daemon, never the answer)."""
     if st is not None and stat.S_ISLNK(st.st_mode):
         raise UnsafeStorePath(
             f"{key} is a symbolic link; refusing to follow it "
             "(the index is kept only in real folders of the project: remove the link)"
         )
-    if st is not None and not stat.S_ISDIR(st.st_mode):
-        raise UnsafeStorePath(f"{key} is not a folder; refusing to use it (remove or rename it)")
 
 
 def _owned(st: os.stat_result) -> bool:
@@ -177,7 +184,17 @@ def _check_owner(st: os.stat_result, key: str, shared: Callable[[], bool]) -> No
     )
 
 
-def _fix_mode(st: os.stat_result, mode: int, chmod: Callable[[int], None]) -> None:
+def _fix_mode(
+    st: os.stat_result,
+    mode: int,
+    group: int,
+    chmod: Callable[[int], None],
+    chown: Callable[[int, int], None],
+) -> None:
+    """Give `.ct/okf` its mode; a group-shared one also the group of `.ct`
+    (the team's), so its members can open it whoever made it."""
+    if mode & stat.S_ISGID and st.st_gid != group and has_getuid():
+        chown(-1, group)
     if stat.S_IMODE(st.st_mode) != mode:
         chmod(mode)
 
@@ -209,17 +226,24 @@ def file_mode(folder: str | os.PathLike[str]) -> int:
 def conform_files(folder: Path) -> int:
     """Give every file of ours directly in `folder` the mode `file_mode`
     derives from it (a store made by an older version, or while the folder
-    was wider, is tightened here). Returns how many were changed."""
+    was wider, is tightened here), and in a group-shared folder its group.
+    Returns how many were changed."""
     wanted = file_mode(folder)
-    changed = 0
     try:
+        group = os.stat(folder).st_gid if wanted & stat.S_IRGRP else None
         entries = list(os.scandir(folder))
     except OSError:
         return 0
+    changed = 0
     for entry in entries:
         try:
             st = entry.stat(follow_symlinks=False)
-            if stat.S_ISREG(st.st_mode) and _owned(st) and stat.S_IMODE(st.st_mode) != wanted:
+            if not stat.S_ISREG(st.st_mode) or not _owned(st):
+                continue
+            if group is not None and st.st_gid != group:
+                os.chown(entry.path, -1, group, follow_symlinks=False)
+                changed += 1
+            if stat.S_IMODE(st.st_mode) != wanted:
                 os.chmod(entry.path, wanted, follow_symlinks=False)
                 changed += 1
         except (OSError, NotImplementedError):

@@ -1,0 +1,497 @@
+"""Robustness, security (docs/reliability.md, "Security"): the store path.
+
+Every folder of the store path (`.ct`, `.ct/okf`, `.ct/okf/runtime`) is a
+real folder of this user or nothing is read or written: a symbolic link in
+the place of any of them is refused by every entry point with one line and
+exit 2, and nothing is written anywhere (the link's target included). The
+store is owner-only (0700/0600) unless the project shares it with a group;
+`.ct/.gitignore` keeps the derived index out of git.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import write_config
+from tests.daemon_support import wait_for
+
+SECRET = "quokkasecretword"
+REFUSED = "is a symbolic link; refusing to follow it"
+COMPONENTS = (".ct", ".ct/okf", ".ct/okf/runtime")
+# (arguments, whether the command needs `.ct` to hold the config already)
+COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("search", SECRET),
+    ("--json", "search", SECRET),
+    ("search", "--direct", SECRET),
+    ("show", "a"),
+    ("update",),
+    ("rebuild",),
+    ("verify",),
+    ("status",),
+    ("--json", "status"),
+    ("watch", "start"),
+    ("init", "--write"),
+    ("scopes", "add", "more"),
+)
+
+
+def make_project(root: Path, *, watch: bool = False, **settings: Any) -> Path:
+    (root / ".git").mkdir(parents=True)
+    (root / "kb").mkdir()
+    (root / "more").mkdir()
+    (root / "kb" / "a.md").write_text(f"---\ntitle: A\n---\n# A\n\n{SECRET} in a.\n")
+    write_config(root, "kb", watch=watch, **settings)
+    return root
+
+
+def tree(base: Path) -> dict[str, tuple[int, int, int]]:
+    """Every entry below `base`: (mode, size, mtime_ns), links not followed."""
+    found: dict[str, tuple[int, int, int]] = {}
+    for folder, dirs, files in os.walk(base):
+        for name in dirs + files:
+            path = Path(folder, name)
+            st = path.lstat()
+            found[str(path.relative_to(base))] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return found
+
+
+def ctindex(root: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    return subprocess.run(
+        [sys.executable, "-m", "ctindex", "-C", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+
+
+def link_component(root: Path, outside: Path, component: str) -> None:
+    """Put a symbolic link to `outside` in the place of `component`; the
+    folders above it are real (and `.ct` keeps the config when it is real)."""
+    if component == ".ct":
+        (root / ".ct" / "index.jsonc").rename(outside / "index.jsonc")
+        (root / ".ct").rmdir()
+    else:
+        (root / component).parent.mkdir(parents=True, exist_ok=True)
+    (root / component).symlink_to(outside, target_is_directory=True)
+
+
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_robust_store_path_symlinked_folder_refused_by_every_command(
+    tmp_path: Path, component: str
+) -> None:
+    """Each command, with each store folder a link to an outside folder:
+    exit 2, one line naming the folder, and not one byte written anywhere
+    (the project, the link's target). Before the check, `update` wrote the
+    whole index (MANIFEST, segments, update.lock) into the link's target."""
+    root = make_project(tmp_path / "proj", watch=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link_component(root, outside, component)
+    before = tree(tmp_path)
+    for args in COMMANDS:
+        done = ctindex(root, *args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert done.stderr == f"ctindex: {component} {REFUSED}{done.stderr.split(REFUSED)[1]}"
+        assert done.stderr.count("\n") == 1, (args, done.stderr)
+        assert SECRET not in done.stdout
+        if "--json" in args:
+            assert json.loads(done.stdout)["error"]["kind"] == "UnsafeStorePath"
+        else:
+            assert done.stdout == ""
+        assert tree(tmp_path) == before, (args, set(tree(tmp_path)) ^ set(before))
+
+
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_robust_store_path_symlinked_folder_refused_by_the_api_and_the_daemon(
+    tmp_path: Path, component: str
+) -> None:
+    """ctindex.Index and the daemon process itself (as a client would start
+    it): the API raises UnsafeStorePath, the daemon exits non-zero, and
+    nothing is written, not even its cached start failure."""
+    root = make_project(tmp_path / "proj", watch=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link_component(root, outside, component)
+    before = tree(tmp_path)
+    probe = (
+        "import sys, ctindex\n"
+        "from ctindex.policy.store_path import UnsafeStorePath\n"
+        "index = ctindex.Index(sys.argv[1])\n"
+        "for call in (lambda: index.search(sys.argv[2]), index.update, lambda: index.get('a')):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except UnsafeStorePath as exc:\n"
+        "        print(exc)\n"
+    )
+    api = subprocess.run(
+        [sys.executable, "-c", probe, str(root), SECRET],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert api.returncode == 0, api.stderr
+    assert api.stdout.splitlines() == [api.stdout.splitlines()[0]] * 3
+    assert api.stdout.startswith(f"{component} {REFUSED}")
+    daemon = subprocess.run(
+        [sys.executable, "-m", "ctindex.daemon", "--project", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert daemon.returncode != 0
+    assert tree(tmp_path) == before
+
+
+def test_robust_store_path_owner_check(tmp_path: Path) -> None:
+    """A store folder of another user is refused (exit 2, one line) unless
+    the project shares its index with a group this user is in."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a folder to another user")
+    root = make_project(tmp_path / "proj")
+    assert ctindex(root, "update").returncode == 0
+    os.chown(root / ".ct" / "okf", 65534, 65534)
+    before = tree(tmp_path)
+    done = ctindex(root, "update")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "ctindex: .ct/okf is owned by another user (uid 65534); refusing to use it "
+        "(run ctindex as its owner, or share the index with a group: docs/format.md)\n"
+    )
+    assert tree(tmp_path) == before
+    # Shared with a group of ours (root's group 0): accepted.
+    os.chown(root / ".ct" / "okf", 65534, 0)
+    write_config(root, "kb", watch=False, share_index_with_group=True)
+    assert ctindex(root, "search", SECRET).returncode == 0
+
+
+def test_robust_store_path_no_dir_fd_simulation_refuses_alike(tmp_path: Path) -> None:
+    """Without descriptor-relative opens (Windows; CTINDEX_SIMULATE=no-dir-fd)
+    the lstat walk refuses the same links with the same line."""
+    root = make_project(tmp_path / "proj")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link_component(root, outside, ".ct/okf")
+    env = {**os.environ, "CTINDEX_SIMULATE": "no-dir-fd"}
+    before = tree(tmp_path)
+    done = ctindex(root, "update", env=env)
+    assert done.returncode == 2 and done.stderr.startswith(f"ctindex: .ct/okf {REFUSED}")
+    assert tree(tmp_path) == before
+
+
+# -- .ct/.gitignore -------------------------------------------------------------
+
+
+def test_robust_store_path_gitignore_written_by_init_scopes_and_first_build(
+    tmp_path: Path,
+) -> None:
+    from ctindex.policy.gitignore import GITIGNORE_TEXT
+
+    made = []
+    for how in ("init", "scopes", "build"):
+        root = make_project(tmp_path / how)
+        (root / ".ct" / "index.jsonc").unlink()
+        if how == "init":
+            assert ctindex(root, "init", "--write").returncode == 0
+        elif how == "scopes":
+            assert ctindex(root, "scopes", "add", "kb").returncode == 0
+        else:
+            write_config(root, "kb", watch=False)
+            assert ctindex(root, "update").returncode == 0
+        made.append((root / ".ct" / ".gitignore").read_text())
+    assert made == [GITIGNORE_TEXT] * 3
+    # git itself ignores the index then.
+    root = tmp_path / "build"
+    subprocess.run(["git", "init", "-q", str(root)], check=True, capture_output=True)
+    ignored = subprocess.run(
+        ["git", "-C", str(root), "check-ignore", ".ct/okf/MANIFEST"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ignored.stdout.strip() == ".ct/okf/MANIFEST"
+
+
+def test_robust_store_path_gitignore_of_the_user_kept_and_opt_out(tmp_path: Path) -> None:
+    mine = make_project(tmp_path / "mine")
+    (mine / ".ct" / ".gitignore").write_text("# mine\n*.bak\n")
+    assert ctindex(mine, "update").returncode == 0
+    assert ctindex(mine, "scopes", "add", "more").returncode == 0
+    assert (mine / ".ct" / ".gitignore").read_text() == "# mine\n*.bak\n"
+    out = make_project(tmp_path / "out", gitignore_index=False)
+    assert ctindex(out, "update").returncode == 0
+    assert ctindex(out, "scopes", "add", "more").returncode == 0
+    assert not (out / ".ct" / ".gitignore").exists()
+    bad = make_project(tmp_path / "bad", gitignore_index="yes")
+    done = ctindex(bad, "update")
+    assert done.returncode == 2
+    assert done.stderr.endswith(": gitignore_index: must be true or false, not a string\n")
+
+
+# -- modes ----------------------------------------------------------------------
+
+
+def store_modes(root: Path) -> dict[str, int]:
+    """Permission bits of every entry of `.ct/okf` (and the folder itself)."""
+    okf = root / ".ct" / "okf"
+    found = {".": stat.S_IMODE(okf.lstat().st_mode)}
+    for key, (mode, _size, _mtime) in tree(okf).items():
+        found[key] = stat.S_IMODE(mode)
+    return found
+
+
+def test_robust_store_path_modes_after_build_update_rebuild_and_daemon_publish(
+    tmp_path: Path,
+) -> None:
+    """Whatever wrote it (a build, an update, a rebuild, the daemon's own
+    publish), the store is 0700 folders and 0600 files, also under a
+    permissive umask; an index a wider older version left is tightened."""
+    root = make_project(tmp_path / "proj", watch=True)
+    old = os.umask(0)
+    try:
+        assert ctindex(root, "update").returncode == 0
+        (root / "kb" / "b.md").write_text("# B\n\nsecond file\n")
+        assert ctindex(root, "update").returncode == 0
+        assert ctindex(root, "rebuild").returncode == 0
+        assert ctindex(root, "watch", "start").returncode == 0
+        generation = json.loads(ctindex(root, "--json", "status").stdout)["generation"]
+        (root / "kb" / "c.md").write_text("# C\n\nthird file\n")
+        found = wait_for(lambda: _answered_by_daemon(root, "third"), timeout=30)
+        assert found["freshness"]["generation"] > generation  # the daemon published
+    finally:
+        os.umask(old)
+        ctindex(root, "watch", "stop")
+    modes = store_modes(root)
+    assert {k for k in modes if k.startswith("seg-")}, modes
+    assert "runtime/daemon.lock" in modes
+    wrong = {k: oct(m) for k, m in modes.items() if m != (0o700 if _is_dir(root, k) else 0o600)}
+    assert wrong == {}
+    # An index an older version made world-readable: tightened by the next pass.
+    okf = root / ".ct" / "okf"
+    os.chmod(okf, 0o755)
+    for name in os.listdir(okf):
+        if (okf / name).is_file():
+            os.chmod(okf / name, 0o644)
+    write_config(root, "kb", watch=False)
+    assert ctindex(root, "update").returncode == 0
+    assert {k: m for k, m in store_modes(root).items() if "/" not in k} == {
+        k: 0o700 if k == "." or k == "runtime" else 0o600 for k in store_modes(root) if "/" not in k
+    }
+
+
+def _answered_by_daemon(root: Path, word: str) -> dict[str, Any] | None:
+    doc: dict[str, Any] = json.loads(ctindex(root, "--json", "search", word).stdout)
+    return doc if doc["freshness"]["mode"] == "watcher-clean" and doc["total"] == 1 else None
+
+
+def _is_dir(root: Path, key: str) -> bool:
+    return (root / ".ct" / "okf" / key).is_dir() and not (root / ".ct" / "okf" / key).is_symlink()
+
+
+def test_robust_store_path_status_and_verify_warn_when_store_is_wider(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "proj")
+    assert ctindex(root, "update").returncode == 0
+    os.chmod(root / "kb" / "a.md", 0o600)
+    quiet = json.loads(ctindex(root, "--json", "status").stdout)
+    assert quiet["store_mode_warning"] is None
+    os.chmod(root / ".ct" / "okf", 0o755)
+    status = ctindex(root, "--json", "status")
+    warning = json.loads(status.stdout)["store_mode_warning"]
+    assert warning == (
+        ".ct/okf (mode 0755) lets everyone read the index, but 1 indexed file(s) are not "
+        'readable to them ("kb/a.md"); see docs/format.md, Modes'
+    )
+    assert f"warning: {warning}\n" in ctindex(root, "status").stdout
+    assert json.loads(ctindex(root, "--json", "verify").stdout)["store_mode_warning"] == warning
+    assert f"warning  {warning}\n" in ctindex(root, "verify").stdout
+    os.chmod(root / "kb" / "a.md", 0o644)
+    assert json.loads(ctindex(root, "--json", "status").stdout)["store_mode_warning"] is None
+
+
+# -- a second real Unix user ----------------------------------------------------
+
+OTHER_USER_RUN = r"""
+import site, sys
+site.addsitedir(sys.argv[1])
+from ctindex.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+class OtherUser:
+    """A Unix user (and a group it belongs to) made for one test, removed after."""
+
+    def __init__(self, name: str, group: str, python: str) -> None:
+        import grp
+        import pwd
+
+        self.name = name
+        self.uid = pwd.getpwnam(name).pw_uid
+        self.group = group
+        self.gid = grp.getgrnam(group).gr_gid
+        self.python = python
+
+    def run(self, *argv: str, cwd: Path | None = None) -> Any:
+        return subprocess.run(
+            ["runuser", "-u", self.name, "--", *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=cwd,
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": "/tmp",
+                "LANG": "C.UTF-8",
+            },
+        )
+
+    def ctindex(self, root: Path, *args: str) -> Any:
+        import sysconfig
+
+        site_dir = sysconfig.get_paths()["purelib"]  # this venv's packages
+        return self.run(self.python, "-B", "-c", OTHER_USER_RUN, site_dir, "-C", str(root), *args)
+
+
+def _interpreter_for(name: str) -> str | None:
+    """A Python of this version the user can run: this one, else the system's
+    (this one may live in a folder only its owner can enter, e.g. /root)."""
+    want = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    for candidate in (sys.executable, os.path.realpath(sys.executable), f"/usr/bin/python{want}"):
+        done = subprocess.run(
+            [
+                "runuser",
+                "-u",
+                name,
+                "--",
+                candidate,
+                "-c",
+                "import sys; print('%d.%d' % sys.version_info[:2])",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if done.returncode == 0 and done.stdout.strip() == want:
+            return candidate
+    return None
+
+
+@pytest.fixture
+def other_user() -> Any:
+    import shutil
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to add a Unix user")
+    tools = ("useradd", "userdel", "groupadd", "groupdel", "runuser")
+    if any(shutil.which(t) is None for t in tools):
+        pytest.skip("useradd/groupadd/runuser missing")
+    name = f"ctix{os.getpid() % 100000}"
+    group = f"{name}g"
+    subprocess.run(["groupadd", group], check=True, capture_output=True)
+    try:
+        subprocess.run(
+            ["useradd", "-M", "-N", "-G", group, "-s", "/usr/sbin/nologin", name],
+            check=True,
+            capture_output=True,
+        )
+        try:
+            python = _interpreter_for(name)
+            if python is None:
+                pytest.skip("no Python of this version that another user can run")
+            yield OtherUser(name, group, python)
+        finally:
+            subprocess.run(["userdel", name], check=False, capture_output=True)
+    finally:
+        subprocess.run(["groupdel", group], check=False, capture_output=True)
+
+
+@pytest.fixture
+def shared_tmp() -> Any:
+    """A folder another user can enter (pytest's tmp_path is root's, 0700)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="ctindex-users-"))
+    os.chmod(folder, 0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _users_project(root: Path, **settings: Any) -> Path:
+    make_project(root, **settings)
+    os.chmod(root / "kb" / "a.md", 0o600)  # only its owner may read it
+    (root / "kb" / "b.md").write_text("# B\n\npublicword for everyone.\n")
+    for folder in (root, root / "kb", root / "more", root / ".ct"):
+        os.chmod(folder, 0o755)
+    os.chmod(root / ".ct" / "index.jsonc", 0o644)
+    return root
+
+
+def test_robust_store_path_other_user_cannot_read_a_private_document_through_the_index(
+    other_user: OtherUser, shared_tmp: Path
+) -> None:
+    """A 0600 document in a 0755 project, indexed by its owner: another
+    user cannot open the store (0700/0600), and `ctindex search` as that
+    user refuses the store in one line instead of serving the text. Before,
+    the store was 0755/0644 and the search answered with the document."""
+    root = _users_project(shared_tmp / "proj")
+    assert ctindex(root, "update").returncode == 0
+    assert other_user.run("cat", str(root / "kb" / "a.md")).returncode != 0  # the premise
+    done = other_user.ctindex(root, "search", SECRET)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stderr == (
+        "ctindex: .ct is owned by another user (uid 0); refusing to use it "
+        "(run ctindex as its owner, or share the index with a group: docs/format.md)\n"
+    )
+    assert SECRET not in done.stdout + done.stderr
+    # Nor around ctindex: the store's files cannot be opened.
+    assert other_user.run("cat", str(root / ".ct" / "okf" / "MANIFEST")).returncode != 0
+    grep = other_user.run("grep", "-rl", SECRET, str(root / ".ct"))
+    assert grep.stdout == ""
+
+
+def test_robust_store_path_group_shared_index_serves_the_group_as_documented(
+    other_user: OtherUser, shared_tmp: Path
+) -> None:
+    """With `"share_index_with_group": true` the index takes the group of
+    `.ct` (2770/0660): a member searches it, and the 0600 document's text is
+    part of what the project chose to share: `status` says so."""
+    root = _users_project(shared_tmp / "proj", share_index_with_group=True)
+    os.chown(root / ".ct", 0, other_user.gid)
+    assert ctindex(root, "update").returncode == 0
+    okf = root / ".ct" / "okf"
+    assert (stat.S_IMODE(okf.stat().st_mode), okf.stat().st_gid) == (0o2770, other_user.gid)
+    files = [okf / n for n in os.listdir(okf) if (okf / n).is_file()]
+    assert {(stat.S_IMODE(f.stat().st_mode), f.stat().st_gid) for f in files} == {
+        (0o660, other_user.gid)
+    }
+    public = other_user.ctindex(root, "--json", "search", "publicword")
+    assert public.returncode == 0, public.stderr
+    assert [r["path"] for r in json.loads(public.stdout)["results"]] == ["kb/b.md"]
+    shared = other_user.ctindex(root, "--json", "search", SECRET)
+    assert [r["path"] for r in json.loads(shared.stdout)["results"]] == ["kb/a.md"]
+    status = json.loads(ctindex(root, "--json", "status").stdout)
+    assert status["store_mode_warning"] == (
+        f".ct/okf (mode 2770) lets group {other_user.gid} read the index, but 1 indexed "
+        'file(s) are not readable to them ("kb/a.md"); see docs/format.md, Modes'
+    )
+    # Without the setting the same project is refused to the member.
+    write_config(root, "kb", watch=False)
+    os.chmod(root / ".ct" / "index.jsonc", 0o644)
+    refused = other_user.ctindex(root, "search", "publicword")
+    assert refused.returncode == 2 and "owned by another user" in refused.stderr
