@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         PolicyError,
         QueryError,
         UnknownField,
+        UnsafeStorePath,
         UsageError,
     )
     from ctindex.policy.decide import Decision
@@ -76,6 +77,7 @@ _ERRORS = (
     "PolicyError",
     "QueryError",
     "UnknownField",
+    "UnsafeStorePath",
     "UsageError",
 )
 _WHERE = {
@@ -106,6 +108,7 @@ __all__ = [
     "Status",
     "Timings",
     "UnknownField",
+    "UnsafeStorePath",
     "UpdateReport",
     "UsageError",
     "__version__",

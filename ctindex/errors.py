@@ -11,7 +11,8 @@ can name them without loading the modules that raise them.
     ├── UsageError               an unusable argument (-C not a folder, no project)
     │   ├── QueryError           a malformed query
     │   │   └── UnknownField     a field name the query language does not have
-    │   └── AmbiguousConcept     an ID that names concepts in several scopes
+    │   ├── AmbiguousConcept     an ID that names concepts in several scopes
+    │   └── UnsafeStorePath      a store folder is a symbolic link or another user's
     ├── IndexWriteError          writing the index failed (spec §11)
     │   └── IndexBusy            another writer held the update lock too long
     ├── IndexCorrupt             the published index cannot be read consistently
@@ -61,6 +62,12 @@ class UnknownField(QueryError):
         super().__init__(message)
         self.field = field
         self.suggestions = suggestions
+
+
+class UnsafeStorePath(UsageError):
+    """A folder of the store path (`.ct`, `.ct/okf`, `.ct/okf/runtime`) is a
+    symbolic link or another user's: nothing is read or written through it
+    (ctindex/policy/store_path.py, docs/cli.md "Refused store folders")."""
 
 
 class IndexWriteError(CtindexError):

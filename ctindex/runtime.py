@@ -234,7 +234,8 @@ def ensure_runtime_dir(paths: RuntimePaths) -> Path:
     be ours (ctindex/policy/store_path.py). A refused folder raises
     UnsafeRuntimeDir, like a runtime folder that is not safe itself."""
     if paths.dir == paths.root / ".ct" / "okf" / "runtime":
-        from ctindex.policy.store_path import UnsafeStorePath, check_store
+        from ctindex.errors import UnsafeStorePath
+        from ctindex.policy.store_path import check_store
 
         try:
             check_store(paths.root, create=3)

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 
-from ctindex.errors import UsageError
+from ctindex.errors import UnsafeStorePath
 from ctindex.reconciler.platform_features import has_dir_fd, has_getuid
 
 NAMES = (".ct", "okf", "runtime")
@@ -44,11 +44,6 @@ SHARED_DIR = 0o2770  # setgid: files made by any member keep the folder's group
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-
-
-class UnsafeStorePath(UsageError):
-    """A folder of the store path is a symbolic link or another user's:
-    nothing is read or written through it (exit 2)."""
 
 
 def _never() -> bool:

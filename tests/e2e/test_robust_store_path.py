@@ -125,7 +125,7 @@ def test_robust_store_path_symlinked_folder_refused_by_the_api_and_the_daemon(
     before = tree(tmp_path)
     probe = (
         "import sys, ctindex\n"
-        "from ctindex.policy.store_path import UnsafeStorePath\n"
+        "from ctindex import UnsafeStorePath\n"
         "index = ctindex.Index(sys.argv[1])\n"
         "for call in (lambda: index.search(sys.argv[2]), index.update, lambda: index.get('a')):\n"
         "    try:\n"
