@@ -27,7 +27,6 @@ from pathlib import Path  # already imported by ctindex.runtime
 from ctindex import runtime as rt
 from ctindex import unanswered
 from ctindex.policy.root import find_root
-from ctindex.policy.store_path import store_link
 
 OP = "search"
 # What this module can send: a `search` with none of these (help and version
@@ -114,7 +113,7 @@ def answer(argv: list[str]) -> int | None:
     except OSError:
         return None
     root = find_root(os.path.abspath(os.path.join(cwd, project)))
-    if root is None or store_link(root):
+    if root is None or rt.store_link(root):
         return None  # a linked store folder: the full CLI refuses it (ctindex/policy/store_path.py)
     paths = rt.RuntimePaths(Path(root), Path(root, ".ct", "okf", "runtime"))
     if rt.no_peer_check() is not None:  # no daemon is trusted here (ctindex/runtime.py)

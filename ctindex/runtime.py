@@ -228,6 +228,26 @@ def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:
     return path
 
 
+STORE_FOLDERS = (".ct", "okf", "runtime")  # ctindex/policy/store_path.py NAMES
+
+
+def store_link(root: str) -> bool:
+    """True when a folder of the store path is a symbolic link (three
+    lstats, no import: the query client runs it before it asks a daemon,
+    and then leaves the search to the full CLI, which refuses it in its one
+    line; nothing is written through such a folder here either)."""
+    current = root
+    for name in STORE_FOLDERS:
+        current = os.path.join(current, name)
+        try:
+            st = os.lstat(current)
+        except OSError:
+            return False
+        if stat.S_ISLNK(st.st_mode):
+            return True
+    return False
+
+
 def ensure_runtime_dir(paths: RuntimePaths) -> Path:
     """The project's runtime folder, made private, every folder from the
     project root down to it opened without following a link and checked to
@@ -320,8 +340,6 @@ def record_spawn_failure(paths: RuntimePaths, error: str, now: float | None = No
     count = int(previous.get("count", 0)) + 1 if previous else 1
     window = min(BACKOFF_FIRST_S * 2 ** (count - 1), BACKOFF_MAX_S)
     record = {"time": now, "error": error, "count": count, "retry_after": now + window}
-    from ctindex.policy.store_path import store_link
-
     # Never through a linked store folder (the failure may be that refusal).
     with contextlib.suppress(OSError):
         if not store_link(os.fspath(paths.root)):

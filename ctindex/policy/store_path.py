@@ -317,19 +317,3 @@ def _allows(path: str, who: str, gid: int, other_bit: int) -> bool:
         return True
     group_bit = other_bit << 3
     return who == "group" and st.st_gid == gid and bool(st.st_mode & group_bit)
-
-
-def store_link(root: str) -> bool:
-    """True when a folder of the store path is a symbolic link (three
-    lstats): the query client then leaves the search to the full CLI, which
-    refuses it with its one line."""
-    current = root
-    for name in NAMES:
-        current = os.path.join(current, name)
-        try:
-            st = os.lstat(current)
-        except OSError:
-            return False
-        if stat.S_ISLNK(st.st_mode):
-            return True
-    return False

@@ -110,3 +110,17 @@ def test_spawn_failure_is_cached_outside_an_unusable_runtime_folder(tmp_path: Pa
         assert rt.spawn_failure(p, now=60.0) is not None
     finally:
         rt.clear_spawn_failure(p)
+
+
+def test_store_link_sees_a_link_at_each_store_folder(tmp_path: Path) -> None:
+    """The query client's check before it asks a daemon (ctindex/quick.py)."""
+    assert rt.store_link(str(tmp_path)) is False
+    (tmp_path / ".ct" / "okf" / "runtime").mkdir(parents=True)
+    assert rt.store_link(str(tmp_path)) is False
+    for key in (".ct/okf/runtime", ".ct/okf", ".ct"):
+        real = tmp_path / f"{key}.real"
+        (tmp_path / key).rename(real)
+        (tmp_path / key).symlink_to(real)
+        assert rt.store_link(str(tmp_path)) is True
+        (tmp_path / key).unlink()
+        real.rename(tmp_path / key)

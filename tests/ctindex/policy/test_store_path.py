@@ -124,10 +124,3 @@ def test_wider_than_files_does_not_read_the_table_for_a_private_store(tmp_path: 
         raise AssertionError("the file table was read")
 
     assert store_path.wider_than_files(tmp_path, table) is None
-
-
-def test_store_link_sees_each_folder(tmp_path: Path) -> None:
-    assert store_path.store_link(str(tmp_path)) is False
-    (tmp_path / ".ct" / "okf").mkdir(parents=True)
-    (tmp_path / ".ct" / "okf" / "runtime").symlink_to(tmp_path)
-    assert store_path.store_link(str(tmp_path)) is True
