@@ -173,7 +173,12 @@ def plan_current(project: Project, plan: Plan) -> bool:
     config file's and the detection folders' full fingerprints, the config
     not racily clean against the moment it was stamped. A long-lived process
     (ctindex/api.py) keeps its plan while this holds and plans again
-    otherwise, exactly where a new process would compute another plan."""
+    otherwise, exactly where a new process would compute another plan.
+    The store folders are checked on every call (UnsafeStorePath), as a new
+    process would check them when it plans: a kept plan keeps no link."""
+    from ctindex.policy.store_path import check_store
+
+    check_store(project.root, lambda: plan.settings.share_index_with_group)
     stamp = plan.config_stamp
     if stamp is None or plan.detected_from is None:
         return False

@@ -154,6 +154,26 @@ def test_robust_store_path_symlinked_folder_refused_by_the_api_and_the_daemon(
     assert tree(tmp_path) == before
 
 
+def test_robust_store_path_link_made_under_a_long_lived_index(tmp_path: Path) -> None:
+    """ctindex.Index keeps its plan between queries: a link put in place of
+    `.ct/okf` afterwards (here to the very index it was, moved away: a
+    search would need to write nothing) is refused at the next query all
+    the same, and nothing is read or written through it."""
+    import ctindex
+
+    root = make_project(tmp_path / "proj")
+    moved = tmp_path / "moved"
+    with ctindex.Index(root) as index:
+        assert [h.path for h in index.search(SECRET).hits] == ["kb/a.md"]
+        index.close()
+        (root / ".ct" / "okf").rename(moved)
+        (root / ".ct" / "okf").symlink_to(moved, target_is_directory=True)
+        before = tree(moved)
+        with pytest.raises(ctindex.UnsafeStorePath, match=f"^.ct/okf {REFUSED}"):
+            index.search(SECRET)
+    assert tree(moved) == before
+
+
 def test_robust_store_path_owner_check(tmp_path: Path) -> None:
     """A store folder of another user is refused (exit 2, one line) unless
     the project shares its index with a group this user is in."""
