@@ -44,11 +44,17 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
 
 
 def make_project(root: Path, *, watch: bool = False, **settings: Any) -> Path:
+    """A project whose documents anyone may read, whatever umask an earlier
+    test of this process left (an in-process daemon sets 077)."""
     (root / ".git").mkdir(parents=True)
     (root / "kb").mkdir()
     (root / "more").mkdir()
     (root / "kb" / "a.md").write_text(f"---\ntitle: A\n---\n# A\n\n{SECRET} in a.\n")
     write_config(root, "kb", watch=watch, **settings)
+    for folder in (root, root / "kb", root / "more", root / ".ct"):
+        os.chmod(folder, 0o755)
+    for document in (root / "kb" / "a.md", root / ".ct" / "index.jsonc"):
+        os.chmod(document, 0o644)
     return root
 
 
@@ -456,9 +462,7 @@ def _users_project(root: Path, **settings: Any) -> Path:
     make_project(root, **settings)
     os.chmod(root / "kb" / "a.md", 0o600)  # only its owner may read it
     (root / "kb" / "b.md").write_text("# B\n\npublicword for everyone.\n")
-    for folder in (root, root / "kb", root / "more", root / ".ct"):
-        os.chmod(folder, 0o755)
-    os.chmod(root / ".ct" / "index.jsonc", 0o644)
+    os.chmod(root / "kb" / "b.md", 0o644)
     return root
 
 
