@@ -277,6 +277,7 @@ def store_modes(root: Path) -> dict[str, int]:
     return found
 
 
+@pytest.mark.needs("peercred")  # a daemon's own publish
 def test_robust_store_path_modes_after_build_update_rebuild_and_daemon_publish(
     tmp_path: Path,
 ) -> None:
