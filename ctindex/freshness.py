@@ -142,6 +142,17 @@ class Verdict(NamedTuple):
     reconcile_reason: str | None  # else why this query reconciles itself
 
 
+class Proof(NamedTuple):
+    """How the index was made current (`prove`), and what the read must then
+    find: the generation a daemon vouched for (`by_daemon`), or the one this
+    process's own reconciliation published or found current; a generation
+    published on top of it is fine (ctindex/search/execute.py Vouched)."""
+
+    fresh: Freshness
+    expect: Vouched | None
+    by_daemon: bool = False
+
+
 class Prior(NamedTuple):
     """A barrier already made under `digest` (the fast path's), reused by the
     slow path when its plan has the same digest: nothing is asked twice."""
@@ -255,8 +266,9 @@ def fresh_answer(
     from ctindex.store.lock import IndexBusy, IndexReadOnly
 
     try:
-        fresh, expect = prove(project, plan, prior, spawn=options.spawn)
-        value = _read_repairing(project, plan, fresh, read, opener, expect)
+        proof = prove(project, plan, prior, spawn=options.spawn)
+        fresh = proof.fresh
+        value = _read_repairing(project, plan, read, opener, proof)
     except IndexBusy as busy:  # a stopped or slow writer holds the update lock
         if from_files is None:
             raise
@@ -346,24 +358,21 @@ def _barrier(
         return failed
 
 
-def prove(
-    project: Project, plan: Plan, prior: Prior | None = None, *, spawn: bool = True
-) -> tuple[Freshness, Vouched | None]:
+def prove(project: Project, plan: Plan, prior: Prior | None = None, *, spawn: bool = True) -> Proof:
     """Step 3: make the index reflect the files before a read; say how, and
-    what the read must find when a daemon's barrier is the proof (None when
-    this process reconciled: what it published is what it reads).
+    what the read must find (`Proof`).
     Raises IndexBusy / IndexReadOnly (from the indexer) when it cannot."""
     if not plan.settings.watch:
-        return reconcile(project, plan, RECONCILE_ON_QUERY, "watch disabled"), None
+        return reconcile(project, plan, RECONCILE_ON_QUERY, "watch disabled")
     from ctindex.netfs import freshness_reason, project_share
 
     share = project_share(project, plan)
     if share is not None:
         # No daemon on a network filesystem (ctindex/netfs.py): this walk is
         # the query's one and only freshness, and no spawn is attempted.
-        fresh = reconcile(project, plan, FALLBACK, "network filesystem")
-        fresh.reason = freshness_reason(share, fresh.reconcile_ms)
-        return fresh, None
+        proof = reconcile(project, plan, FALLBACK, "network filesystem")
+        proof.fresh.reason = freshness_reason(share, proof.fresh.reconcile_ms)
+        return proof
     from ctindex import client
     from ctindex import runtime as rt
 
@@ -374,11 +383,11 @@ def prove(
     else:
         outcome = _barrier(paths, digest, plan.settings.barrier_timeout_ms)
     if isinstance(outcome, client.BarrierFailed):
-        return _without_daemon(project, plan, paths, outcome, spawn), None
+        return _without_daemon(project, plan, paths, outcome, spawn)
     verdict = judge(outcome)
     if verdict.proven is not None:
-        return verdict.proven, _expect(digest, outcome)
-    return reconcile(project, plan, FALLBACK, verdict.reconcile_reason), None
+        return Proof(verdict.proven, _expect(digest, outcome), by_daemon=True)
+    return reconcile(project, plan, FALLBACK, verdict.reconcile_reason)
 
 
 def _other_build(outcome: BarrierResult | BarrierFailed) -> bool:
@@ -389,7 +398,7 @@ def _other_build(outcome: BarrierResult | BarrierFailed) -> bool:
 
 def _without_daemon(
     project: Project, plan: Plan, paths: rt.RuntimePaths, failed: BarrierFailed, spawn: bool
-) -> Freshness:
+) -> Proof:
     """No trustworthy barrier: reconcile here, and start a daemon for the
     next query when nothing is listening (never waited for)."""
     from ctindex import client
@@ -398,11 +407,11 @@ def _without_daemon(
         # Reconcile first (the one rebuild a new provider needs happens
         # here, not raced by the successor's startup pass), then start the
         # successor: it finds the index current.
-        fresh = reconcile(project, plan, FALLBACK, failed.reason)
+        proof = reconcile(project, plan, FALLBACK, failed.reason)
         why_not = client.spawn(project.root, paths, successor=True)
         started = why_not in (None, client.STARTING)
-        fresh.reason = f"{client.BUILD_MISMATCH}; {'restarted' if started else why_not}"
-        return fresh
+        proof.fresh.reason = f"{client.BUILD_MISMATCH}; {'restarted' if started else why_not}"
+        return proof
     reason = failed.reason
     if failed.spawnable:
         from ctindex.cimode import spawn_blocked
@@ -418,9 +427,12 @@ def _without_daemon(
 NO_SPAWN_REASON = "no daemon started (asked not to)"
 
 
-def reconcile(project: Project, plan: Plan, mode: str, reason: str | None) -> Freshness:
+def reconcile(project: Project, plan: Plan, mode: str, reason: str | None) -> Proof:
     """Bring the index up to date with the files, synchronously: a lock-free
-    comparison first, and only when something changed the locked update."""
+    comparison first, and only when something changed the locked update. The
+    proof names the generation found current or published, which the read
+    must find (or one published on top of it: another writer's pass under
+    another plan in between is not this plan's answer)."""
     from pathlib import Path
 
     from ctindex.errors import CtindexError
@@ -446,20 +458,22 @@ def reconcile(project: Project, plan: Plan, mode: str, reason: str | None) -> Fr
                 trust_filter=True,
             )
             if not res.has_changes:
-                generation = m.generation
+                generation, identity = m.generation, m.identity
                 if newly_trusted(table, res):
                     # Record the racily-clean files this pass re-read, so they
                     # are not re-read by every query; best effort (a read-only
                     # or busy index folder answers all the same).
                     with contextlib.suppress(CtindexError):
-                        generation = update(project, plan, lock_timeout=0.2).generation
-                return Freshness(
+                        again = update(project, plan, lock_timeout=0.2)
+                        generation, identity = again.generation, again.identity
+                fresh = Freshness(
                     mode, reason, generation, reconcile_ms=round(res.metrics.duration_ms, 3)
                 )
+                return Proof(fresh, _own(plan, generation, identity))
     except (IndexCorrupt, OSError):
         pass  # the locked update below repairs or reports it
     report = update(project, plan, lock_timeout=QUERY_LOCK_WAIT_S)
-    return Freshness(
+    fresh = Freshness(
         mode,
         reason,
         report.generation,
@@ -467,31 +481,40 @@ def reconcile(project: Project, plan: Plan, mode: str, reason: str | None) -> Fr
         rebuilt=report.reason if report.rebuilt else None,
         notes=report.notes,
     )
+    return Proof(fresh, _own(plan, report.generation, report.identity))
+
+
+def _own(plan: Plan, generation: int, identity: str) -> Vouched | None:
+    """What this process's own pass vouches for (None: it cannot say)."""
+    from ctindex.search.execute import Vouched
+
+    return Vouched(plan.digest(), generation, identity) if identity else None
 
 
 def _read_repairing(
-    project: Project,
-    plan: Plan,
-    fresh: Freshness,
-    read: Reader[T],
-    opener: Opener[T],
-    expect: Vouched | None = None,
+    project: Project, plan: Plan, read: Reader[T], opener: Opener[T], proof: Proof
 ) -> T:
     """Step 4: read the published generation; when it meets a damaged file,
     rebuild from the files (reported as a fallback with reason `index
     repaired: <file>: <what>`) and read again. When a daemon vouched for the
-    answer (`expect`) and the published generation is not that one nor one
-    published on top of it, the store was changed behind the daemon's back:
-    rebuilt from the files too, its file table untrusted, reported as a
-    fallback with reason `index changed outside ctindex: ...`. A rebuild
-    that cannot write raises IndexWriteError (exit 2) and leaves the
-    previous generation."""
+    answer (`proof.by_daemon`) and the published generation is not that one
+    nor one published on top of it, the store was changed behind the
+    daemon's back: rebuilt from the files too, its file table untrusted,
+    reported as a fallback with reason `index changed outside ctindex: ...`.
+    When this process reconciled and another writer published a generation
+    of another plan since (a concurrent `update` that read an older config),
+    it reconciles again; an index that keeps changing so is answered from
+    the files (IndexBusy). A rebuild that cannot write raises
+    IndexWriteError (exit 2) and leaves the previous generation."""
     from pathlib import Path
 
+    from ctindex.errors import IndexBusy
     from ctindex.indexer import rebuild, repair
     from ctindex.search.execute import PlanMismatch
     from ctindex.store.durable import IndexCorrupt
     from ctindex.store.generation import OUTSIDE, read_manifest
+
+    fresh, expect, by_daemon = proof.fresh, proof.expect, proof.by_daemon
 
     def read_noting(snap: Snapshot) -> T:
         if expect is not None:
@@ -503,10 +526,17 @@ def _read_repairing(
         try:
             return opener(read_noting)
         except PlanMismatch:
+            if not by_daemon:
+                again = reconcile(project, plan, fresh.mode, fresh.reason)
+                expect = again.expect
+                fresh.generation = again.fresh.generation
+                fresh.reconcile_ms = again.fresh.reconcile_ms
+                fresh.notes.append("another writer published meanwhile: reconciled again")
+                continue
             t0 = time.perf_counter()
             why = f"{OUTSIDE}: not the generation the daemon vouched for"
             report = rebuild(project, plan, lock_timeout=QUERY_LOCK_WAIT_S, reason=why)
-            expect = None  # what this process published is what it reads
+            expect, by_daemon = _own(plan, report.generation, report.identity), False
             fresh.mode = FALLBACK
             fresh.reason = fresh.rebuilt = why
             fresh.generation = report.generation
@@ -520,13 +550,19 @@ def _read_repairing(
                 generation = None
             t0 = time.perf_counter()
             report = repair(project, plan, exc, generation, lock_timeout=QUERY_LOCK_WAIT_S)
+            expect, by_daemon = _own(plan, report.generation, report.identity), False
             fresh.mode = FALLBACK
             if report.rebuilt:
                 fresh.reason = fresh.rebuilt = report.reason
             fresh.generation = report.generation
             fresh.reconcile_ms = round((time.perf_counter() - t0) * 1000, 3)
             fresh.notes.extend(report.notes)
-    return opener(read_noting)
+    try:
+        return opener(read_noting)
+    except PlanMismatch as exc:
+        raise IndexBusy(
+            "the index kept changing under this query (other writers): answered from the files"
+        ) from exc
 
 
 def _from_files(

@@ -376,3 +376,35 @@ def test_a_plan_without_scopes_writes_no_index_and_starts_no_daemon(
     )
     assert (got.freshness.mode, got.freshness.reason) == ("direct", freshness.NO_SCOPES_REASON)
     assert got.value == -1 and not (root / ".ct").exists() and spawns == []
+
+
+def test_a_generation_another_plan_published_after_this_reconcile_is_not_read(
+    make_cli_project: Make, spawns: list[bool]
+) -> None:
+    """A concurrent writer that loaded an older config publishes between this
+    query's reconciliation and its read (the soak's concurrent `update` and
+    config swaps): the read finds a generation of another plan, reconciles
+    again and answers under its own plan."""
+    from ctindex import indexer
+    from ctindex.store.snapshot import with_snapshot
+
+    p = make_cli_project(config={"watch": False})
+    project = Project.at(p.root)
+    answer(p)
+    older = load_plan(project)  # what the concurrent writer read
+    p.write_config({"version": 1, "watch": False, "exclude": ["ga4/**"]})
+    current = load_plan(project)
+    assert older.digest() != current.digest()
+    raced: list[int] = []
+
+    def open_generation(work: Callable[[Snapshot], str]) -> str:
+        if not raced:  # the other writer publishes right before this read
+            raced.append(indexer.rebuild(project, older).generation)
+        return with_snapshot(project.index_dir, work)
+
+    def plan_of(snap: Snapshot) -> str:
+        return snap.manifest.plan_digest
+
+    got = freshness.fresh_answer(project, lambda: current, plan_of, open_generation=open_generation)
+    assert raced and got.value == current.digest()
+    assert "another writer published meanwhile" in " ".join(got.freshness.notes)
