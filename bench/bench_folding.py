@@ -28,32 +28,10 @@ import statistics
 import sys
 import time
 
+from bench.bench_index import SYLLABLES
+
 DOCS = 40_000
 RUNS = 3
-SYLLABLES = [
-    "ka",
-    "ri",
-    "to",
-    "men",
-    "sel",
-    "dor",
-    "an",
-    "ve",
-    "lu",
-    "pra",
-    "qui",
-    "zo",
-    "ter",
-    "nal",
-    "bi",
-    "os",
-    "cha",
-    "ment",
-    "ing",
-    "ed",
-    "tion",
-    "er",
-]
 ACCENTS = {"a": "á", "e": "é", "o": "ö", "n": "ñ", "u": "ü", "i": "i\u0301"}
 
 

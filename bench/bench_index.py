@@ -54,33 +54,37 @@ DUMPED_ROOT = Path(tempfile.gettempdir()) / f"ctindex-bench-dumped-{DOCS}"
 TYPES = ["Metric", "Table", "Policy", "Reference", "Skill", "Dataset"]
 
 
+# The syllables generated words are made of (bench/bench_folding.py shares them).
+SYLLABLES = [
+    "ka",
+    "ri",
+    "to",
+    "men",
+    "sel",
+    "dor",
+    "an",
+    "ve",
+    "lu",
+    "pra",
+    "qui",
+    "zo",
+    "ter",
+    "nal",
+    "bi",
+    "os",
+    "cha",
+    "ment",
+    "ing",
+    "ed",
+    "tion",
+    "er",
+    "ly",
+    "ble",
+]
+
+
 def _vocabulary(rng: random.Random) -> list[str]:
-    syllables = [
-        "ka",
-        "ri",
-        "to",
-        "men",
-        "sel",
-        "dor",
-        "an",
-        "ve",
-        "lu",
-        "pra",
-        "qui",
-        "zo",
-        "ter",
-        "nal",
-        "bi",
-        "os",
-        "cha",
-        "ment",
-        "ing",
-        "ed",
-        "tion",
-        "er",
-        "ly",
-        "ble",
-    ]
+    syllables = SYLLABLES
     words: dict[str, None] = {}
     while len(words) < VOCAB:
         words["".join(rng.choices(syllables, k=rng.choice((1, 2, 2, 3, 3, 4))))] = None
