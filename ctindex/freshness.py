@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 if TYPE_CHECKING:
     from ctindex import runtime as rt
     from ctindex.client import BarrierFailed, BarrierResult
+    from ctindex.netfs import Share
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
     from ctindex.search.execute import Vouched
@@ -364,15 +365,11 @@ def prove(project: Project, plan: Plan, prior: Prior | None = None, *, spawn: bo
     Raises IndexBusy / IndexReadOnly (from the indexer) when it cannot."""
     if not plan.settings.watch:
         return reconcile(project, plan, RECONCILE_ON_QUERY, "watch disabled")
-    from ctindex.netfs import freshness_reason, project_share
+    from ctindex.netfs import project_share
 
     share = project_share(project, plan)
     if share is not None:
-        # No daemon on a network filesystem (ctindex/netfs.py): this walk is
-        # the query's one and only freshness, and no spawn is attempted.
-        proof = reconcile(project, plan, FALLBACK, "network filesystem")
-        proof.fresh.reason = freshness_reason(share, proof.fresh.reconcile_ms)
-        return proof
+        return _on_share(project, plan, share)
     from ctindex import client
     from ctindex import runtime as rt
 
@@ -388,6 +385,38 @@ def prove(project: Project, plan: Plan, prior: Prior | None = None, *, spawn: bo
     if verdict.proven is not None:
         return Proof(verdict.proven, _expect(digest, outcome), by_daemon=True)
     return reconcile(project, plan, FALLBACK, verdict.reconcile_reason)
+
+
+def _on_share(project: Project, plan: Plan, share: Share) -> Proof:
+    """A network filesystem: no local daemon can see the server's changes
+    (ctindex/netfs.py), so the share's own host is asked through the share
+    (ctindex/share_client.py). Its answer is judged like a local barrier's
+    and labelled with its name; without one this walk is the query's one
+    and only freshness, and no spawn is attempted."""
+    from ctindex import share_client
+    from ctindex.netfs import cache_note, freshness_reason
+
+    digest = plan.digest()
+    outcome = share_client.ask(project.index_dir, digest, plan.settings.share_barrier_ms)
+    note = cache_note(share)
+    if isinstance(outcome, share_client.Answered):
+        verdict = judge(outcome.result)
+        fresh = verdict.proven
+        if fresh is not None:
+            if fresh.mode == WATCHER_CLEAN:
+                label = f"share host {outcome.host}, barrier {outcome.result.barrier_ms:.0f} ms"
+                fresh.reason = f"{label}; {fresh.reason}" if fresh.reason else label
+            else:  # the host vouched after a full pass of its own (poll lane, ...)
+                fresh.reason = f"share host {outcome.host}: {fresh.reason}"
+            fresh.notes.extend([note] if note else [])
+            return Proof(fresh, _expect(digest, outcome.result), by_daemon=True)
+        why = f"share host {outcome.host}: {verdict.reconcile_reason}"
+    else:
+        why = outcome.reason
+    proof = reconcile(project, plan, FALLBACK, why)
+    proof.fresh.reason = f"{why}; {freshness_reason(share, proof.fresh.reconcile_ms)}"
+    proof.fresh.notes.extend([note] if note else [])
+    return proof
 
 
 def _other_build(outcome: BarrierResult | BarrierFailed) -> bool:

@@ -103,6 +103,51 @@ def walk_threads(root: Path | str) -> int:
     return WALK_THREADS if share_of([os.fspath(root)]) is not None else 0
 
 
+def mount_options(mount_point: str, path: str = "/proc/self/mountinfo") -> set[str]:
+    """The per-mount and filesystem options of `mount_point` (empty when
+    the table cannot say): what the barrier through a share relies on."""
+    from ctindex.backends.mounts import unescape
+
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return set()
+    found: set[str] = set()
+    for line in lines:
+        head, sep, tail = line.partition(b" - ")
+        fields = head.split(b" ")
+        if not sep or len(fields) < 6 or unescape(fields[4]) != mount_point:
+            continue
+        extra = tail.split(b" ")
+        found = set(os.fsdecode(fields[5]).split(","))
+        if len(extra) >= 3:
+            found |= set(os.fsdecode(extra[2]).split(","))
+    return found
+
+
+def cache_note(share: Share) -> str | None:
+    """A note when the mount table shows client caching that delays what a
+    query sees (docs/network-shares.md, "What the barrier needs"); None when
+    it shows none, or cannot show it (FUSE keeps its cache options to itself)."""
+    opts = mount_options(share.mount_point)
+    if share.fstype.startswith("nfs"):
+        if "nocto" in opts:
+            return (
+                f"{share.mount_point} is mounted nocto: re-opening a file may not ask "
+                "the server, so the share host's answer can be missed"
+            )
+        return None
+    if share.fstype in ("cifs", "smb3"):
+        ttl = next((o.split("=", 1)[1] for o in opts if o.startswith("actimeo=")), None)
+        if ttl not in (None, "0"):
+            return (
+                f"{share.mount_point} caches attributes for {ttl} s (actimeo): "
+                "changes made elsewhere can stay unseen that long"
+            )
+    return None
+
+
 def freshness_reason(share: Share, reconcile_ms: float | None) -> str:
     """The honest freshness line: which filesystem, and what the answer cost."""
     spent = f"{reconcile_ms:.0f} ms" if reconcile_ms is not None else "?"

@@ -22,6 +22,7 @@ from ctindex.daemon.dirtyset import DirtySet, Pending
 from ctindex.daemon.layers import PlanView
 from ctindex.daemon.reconcile import BARRIER_LOCK_WAIT_S, Outcome, ReconcileDriver
 from ctindex.daemon.server import Connection, IpcServer
+from ctindex.daemon.share_barrier import ShareRequest
 from ctindex.daemon.singleton import repair_folder, touch
 from ctindex.daemon.status import Stats
 
@@ -32,9 +33,14 @@ BUDGET_MIN_MS, BUDGET_MAX_MS = 10, 10_000  # the client's budget is clamped to t
 RETRY_BEFORE_ANSWER = ("changed-while-read", "new-hard-link")
 
 
+# Who waits: a client on the socket, or one on another host that asked
+# through the share (ctindex/daemon/share_barrier.py); both get the same answer.
+Asker = Connection | ShareRequest
+
+
 @dataclass
 class Waiter:
-    conn: Connection
+    conn: Asker
     started: float
     deadline: float
     seen: bool = False
@@ -52,7 +58,7 @@ class Cookies:
         return bool(self.waiters)
 
     def create(
-        self, conn: Connection, now: float, budget: float, before_retry: Callable[[], object]
+        self, conn: Asker, now: float, budget: float, before_retry: Callable[[], object]
     ) -> Waiter:
         """Write a new cookie and register its waiter; raises OSError.
 
@@ -161,7 +167,7 @@ class BarrierLoop(Protocol):
         """A `search` op's barrier is done: hand its query on."""
 
 
-def is_search(conn: Connection) -> bool:
+def is_search(conn: Asker) -> bool:
     return conn.request is not None and conn.request.get("op") == "search"
 
 
@@ -193,7 +199,7 @@ class Barrier:
         """Some barrier is waiting for its cookie or its answer."""
         return bool(self.cookies)
 
-    def start(self, conn: Connection, timeout_ms: object, now: float) -> None:
+    def start(self, conn: Asker, timeout_ms: object, now: float) -> None:
         """Write the cookie of one request; it is answered once it is seen."""
         loop = self.loop
         assert loop.server is not None
@@ -206,7 +212,8 @@ class Barrier:
         except OSError as exc:
             self.fail(conn, f"cookie: {exc.strerror or exc}")
             return
-        loop.server.extend(conn, now + budget + 0.5)
+        if isinstance(conn, Connection):
+            loop.server.extend(conn, now + budget + 0.5)
         if loop.watcher.fileno() is None:
             loop.drain_watcher()  # poll lane: it notices the cookie by listing
 
@@ -286,14 +293,18 @@ class Barrier:
                 "identity": identity,
                 "outside": outside,
             }
-            loop.server.reply(w.conn, dict(answer))
+            self.reply(w.conn, dict(answer))
 
-    def fail(self, conn: Connection, reason: str) -> None:
+    def fail(self, conn: Asker, reason: str) -> None:
         self.stats.barrier_failures += 1
-        if self.loop.server is not None:
-            self.loop.server.reply(
-                conn, {"ok": False, "error": reason, "instance": self.cookies.instance}
-            )
+        self.reply(conn, {"ok": False, "error": reason, "instance": self.cookies.instance})
+
+    def reply(self, conn: Asker, answer: dict[str, object]) -> None:
+        """Over the socket, or into the share request's own file."""
+        if isinstance(conn, ShareRequest):
+            conn.respond(answer)
+        elif self.loop.server is not None:
+            self.loop.server.reply(conn, answer)
 
     def drain(self, reason: str) -> None:
         """Shutdown: fail every waiter."""

@@ -36,6 +36,12 @@ from ctindex.daemon.reconcile import Outcome, ReconcileDriver
 from ctindex.daemon.schedule import Schedule
 from ctindex.daemon.search_op import SearchOp
 from ctindex.daemon.server import Connection, IpcServer
+from ctindex.daemon.share_barrier import (
+    SHARE_KEY,
+    ShareHost,
+    ShareRequest,
+    open_folder_watcher,
+)
 from ctindex.daemon.signals import SignalWake
 from ctindex.daemon.status import Identity, Stats, StatusRecord, StatusWriter
 from ctindex.daemon.storeguard import StoreGuard
@@ -116,6 +122,16 @@ class Daemon:
             self.dirty,
             self.stats,
             clock,
+        )
+        # The barrier through the share, for clients on other hosts
+        # (ctindex/daemon/share_barrier.py, docs/network-shares.md).
+        self.share = ShareHost(
+            project.root,
+            Path(project.index_dir),
+            self.instance,
+            lambda key: open_folder_watcher(project.root, key),
+            self._share_request,
+            wall,
         )
         self.status = StatusWriter(
             Identity(self.pid, self.instance, wall(), self.build, os.fspath(paths.socket)),
@@ -211,6 +227,7 @@ class Daemon:
         )
         server.start()
         self.server = server
+        self._open_share()
         self.queries = QueryService(self.project.root, self.project.index_dir, self._wake.poke)
         self.search = SearchOp(
             self, self.queries, self.driver, self.stats, self.build, self.instance, self.clock
@@ -236,12 +253,16 @@ class Daemon:
                 self.drain_watcher()
             elif key.data == MOUNTS_KEY:
                 self.check_mounts()
+            elif key.data == SHARE_KEY:
+                self.share.read()
             elif key.data == "wake" and self._wake is not None:
                 self._wake.drain()
             elif self.server is not None:
                 self.server.on_event(key.data, mask)
         if self.stop_reason is not None:
             return
+        if self.share.polled:
+            self.share.read()
         now = self.clock()
         if self.barrier and self.watch.polled():
             self.drain_watcher()
@@ -270,6 +291,8 @@ class Daemon:
             times.append(server_due)
         if self.queries is not None and (query_due := self.queries.deadline()) is not None:
             times.append(query_due)
+        if self.share.polled:
+            times.append(now + POLL_WAIT_S)
         waiting = self.barrier.deadline()
         if waiting is not None:
             times.append(waiting)
@@ -413,6 +436,27 @@ class Daemon:
                 return
         self.barrier.start(conn, request.get("timeout_ms"), now)
 
+    def _open_share(self) -> None:
+        """Serve barriers through the share; a store nobody can write into
+        (read-only) serves none, and says so in the log."""
+        try:
+            self.share.open(self.sel)
+        except OSError as exc:
+            self.share.close(self.sel)
+            self._log("share-barrier-off", error=f"{exc.strerror or exc}")
+
+    def _share_request(self, req: ShareRequest, request: dict[str, Any], _seen: float) -> None:
+        """A client on another host asked through the share: a barrier like
+        any other, answered into its file."""
+        now = self.clock()
+        self.last_activity = now
+        # Its plan digest is not a reason to re-plan here: anyone able to
+        # write into the share could make every request cost a plan load.
+        # The client compares the digest of the answer; the heartbeat
+        # re-checks the config every second anyway.
+        self.stats.barriers += 1
+        self.barrier.start(req, request.get("timeout_ms"), now)
+
     def answer_search(self, waiter: Waiter, outcome: Outcome) -> None:
         assert self.search is not None
         self.search.barrier_done(waiter, outcome)
@@ -462,6 +506,7 @@ class Daemon:
         self.driver.check_store()
         if self.driver.outside is not None:
             self.dirty.request_rescan("store-check", mono)
+        self.share.beat()  # clients on other hosts look for it before they ask
         self.rss = sysinfo.rss()
         if self.rss > self.plan.memory_ceiling:
             self.stop_reason = MEMORY_LIMIT
@@ -527,6 +572,7 @@ class Daemon:
         if self.server is not None:
             self.server.close()
         self.watch.close()
+        self.share.close(self.sel)
         if self.status.owner:  # after losing the lock file these belong to a successor
             with contextlib.suppress(OSError):
                 singleton.clear_folder(self.paths.cookies)

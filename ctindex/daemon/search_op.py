@@ -90,21 +90,23 @@ class SearchOp:
 
     def barrier_done(self, waiter: Waiter, outcome: Outcome) -> None:
         """The barrier of a `search` is done: hand the query to the worker."""
+        conn = waiter.conn
+        assert isinstance(conn, Connection)  # a search comes over the socket only
         why = FAILURE_REASONS[outcome] if outcome is not Outcome.DONE else self._untrusted()
         if why is None and self.queries.busy:
             why = "daemon busy"
         if why is not None:
-            self.decline(waiter.conn, why)
+            self.decline(conn, why)
             return
         server = self.loop.server
-        assert server is not None and isinstance(waiter.conn.request, dict)
+        assert server is not None and isinstance(conn.request, dict)
         now = self.clock()
-        request = waiter.conn.request
+        request = conn.request
         deadline = now + QUERY_BUDGET_S
-        server.extend(waiter.conn, deadline + 0.5)
+        server.extend(conn, deadline + 0.5)
         self.queries.submit(
             Job(
-                waiter.conn,
+                conn,
                 list(request["argv"]),
                 str(request["cwd"]),
                 self.loop.plan.digest,

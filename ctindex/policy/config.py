@@ -2,7 +2,8 @@
 
 Every problem raises ``PolicyError("<file>: <key path>: <problem>")``: the
 CLI prints that one line and exits 2. Only the keys of the spec's example
-(plus ``barrier_timeout_ms``) are accepted; ``bool`` is not an integer here.
+(plus ``barrier_timeout_ms`` and ``share_barrier_ms``) are accepted; ``bool``
+is not an integer here.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ INT_SETTINGS: dict[str, tuple[int | None, int, int]] = {
     "max_file_bytes": (2 * 1024 * 1024, 1, GIB),
     "max_daemon_memory_bytes": (None, 1 << 20, 1 << 40),
     "barrier_timeout_ms": (500, 10, 10_000),
+    # How long a client on a network share waits for the share host's
+    # barrier, before four round trips are added (docs/network-shares.md).
+    "share_barrier_ms": (200, 10, 10_000),
 }
 BOOL_SETTINGS: dict[str, bool] = {
     "watch": True,

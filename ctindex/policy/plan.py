@@ -138,6 +138,7 @@ class Settings:
     idle_seconds: int
     max_file_bytes: int
     barrier_timeout_ms: int
+    share_barrier_ms: int
     configured_max_daemon_memory_bytes: int | None
     gitignore_index: bool = True
     share_index_with_group: bool = False

@@ -287,6 +287,19 @@ def retired_after(base: StoreManifest, m: StoreManifest, now: int) -> list[list[
     return kept + [[n, now] for n in sorted(base.referenced() - referenced)]
 
 
+def _home(index_dir: Path) -> list[int] | None:
+    """The folder's device and inode; None through a network filesystem,
+    where the client numbers them per mount (sshfs, NFS): the share host's
+    daemon would take a client's publish for another folder's store
+    (docs/network-shares.md, "A daemon on the share's host")."""
+    from ctindex.netfs import share_of
+
+    if share_of([os.fspath(index_dir)]) is not None:
+        return None
+    st = os.stat(index_dir)
+    return [st.st_dev, st.st_ino]
+
+
 def publish(index_dir: Path, m: StoreManifest, base: StoreManifest) -> None:
     """The store's one publish point: MANIFEST swapped to name `m`, after
     every file it names was written and fsynced (docs/format.md, "Commit
@@ -296,8 +309,7 @@ def publish(index_dir: Path, m: StoreManifest, base: StoreManifest) -> None:
     identity of the bytes written."""
     m.store_id = base.store_id or secrets.token_hex(16)
     m.lineage = ([base.identity] if base.identity else []) + base.lineage[: LINEAGE - 1]
-    st = os.stat(index_dir)
-    m.home = [st.st_dev, st.st_ino]
+    m.home = _home(index_dir)
     data = m.to_bytes()
     atomic_write(index_dir / MANIFEST_NAME, data, fault_label="manifest")
     m.identity = manifest_identity(data)

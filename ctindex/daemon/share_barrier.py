@@ -1,0 +1,287 @@
+"""The barrier through the share: the share host's side (docs/network-shares.md).
+
+A client on another host cannot reach this daemon's socket, but it can
+write into the store: it renames a request into `.ct/okf/barrier/`
+(ctindex/share_client.py). This daemon watches that folder with a watcher
+of its own; a request it sees was created on the server after every change
+that reached the server before it. The request then becomes an ordinary
+barrier (ctindex/daemon/barrier.py): a local cookie in the runtime folder,
+seen back through the main watcher, proves every event queued before it has
+been read, the dirty set is applied, and the answer — generation, manifest
+identity, plan digest, this host's name and heartbeat — is written into the
+request's own file (a sibling, then renamed over it: a reader never sees
+half an answer).
+
+The heartbeat record `host.json` is rewritten every beat; a client that
+finds it absent or old does not ask. Old request and answer files are
+collected on every beat, and no more than IN_FLIGHT requests are served at
+once (a flood is deleted, oldest first): the folder never grows without
+bound, whoever writes into it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ctindex.backends.base import Watcher
+from ctindex.share_client import FOLDER, HEARTBEAT, REQUEST, hostname, pad, parse, read_slot
+
+SHARE_KEY = "share"  # the selector key of the request folder's watcher
+IN_FLIGHT = 64  # requests served at once; more are deleted unanswered
+KEEP_FILES = 256  # request-like files left in the folder after a beat's collection
+MAX_AGE_S = 10.0  # an older request or answer is nobody's any more
+ANSWER_TMP = ".ans-"  # `<request>.ans-<instance>`: an answer being written
+HEARTBEAT_TMP = HEARTBEAT + ".tmp"
+FIELD_MAX = 160  # characters of a reason kept in an answer (the slot is fixed)
+
+Starter = Callable[["ShareRequest", dict[str, Any], float], None]
+Opener = Callable[[str], Watcher]  # folder key -> a watcher of it (cookies only)
+
+
+class ShareRequest:
+    """One client's request: answered by writing into its file. Stands where
+    the barrier keeps a socket connection (`request` is what it asked)."""
+
+    def __init__(self, host: ShareHost, name: str, token: str, request: dict[str, Any]) -> None:
+        self.host = host
+        self.name = name
+        self.token = token
+        self.request = request
+
+    def respond(self, answer: dict[str, Any]) -> None:
+        self.host.respond(self, answer)
+
+
+class ShareHost:
+    def __init__(
+        self,
+        root: Path,
+        index_dir: Path,
+        instance: str,
+        opener: Opener,
+        start: Starter,
+        wall: Callable[[], float],
+    ) -> None:
+        self.root = root
+        self.folder = index_dir / FOLDER
+        self.index_dir = index_dir
+        self.instance = instance
+        self.opener = opener
+        self.start = start
+        self.wall = wall
+        self.host = hostname()
+        self.pid = os.getpid()
+        self.watcher: Watcher | None = None
+        self.pending: dict[str, ShareRequest] = {}
+        self.file_mode = 0o600
+        self.last_beat: float | None = None
+        self.answered = 0
+        self.dropped = 0
+        self._fd: int | None = None
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def open(self, sel: selectors.BaseSelector) -> None:
+        """Create the folder (modes follow the store's, so every client able
+        to read the index can ask), watch it, and take requests already there.
+        Raises OSError (a read-only store: nobody can ask through it)."""
+        st = os.stat(self.index_dir)
+        self.file_mode = stat.S_IMODE(st.st_mode) & 0o666 | 0o600
+        folder_mode = stat.S_IMODE(st.st_mode) | 0o700
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(self.folder, folder_mode)
+        found = os.lstat(self.folder)
+        if not stat.S_ISDIR(found.st_mode):
+            raise NotADirectoryError(f"{self.folder}: not a folder")
+        if stat.S_IMODE(found.st_mode) != folder_mode:
+            os.chmod(self.folder, folder_mode)
+        key = os.path.relpath(self.folder, self.root).replace(os.sep, "/")
+        self.watcher = self.opener(key)
+        self._fd = self.watcher.fileno()
+        if self._fd is not None:
+            sel.register(self._fd, selectors.EVENT_READ, SHARE_KEY)
+        self.beat()
+        with contextlib.suppress(OSError):
+            self._take(sorted(os.listdir(self.folder)), self.wall())
+
+    def close(self, sel: selectors.BaseSelector) -> None:
+        """Stop serving: unregister, and remove the heartbeat if it is ours
+        (clients then fall back at once, without waiting for it to age)."""
+        if self._fd is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                sel.unregister(self._fd)
+            self._fd = None
+        if self.watcher is not None:
+            with contextlib.suppress(Exception):
+                self.watcher.close()
+            self.watcher = None
+        with contextlib.suppress(OSError):
+            doc = parse(read_slot(self.folder / HEARTBEAT))
+            if doc is not None and doc.get("instance") == self.instance:
+                os.unlink(self.folder / HEARTBEAT)
+
+    @property
+    def polled(self) -> bool:
+        """A watcher without an fd (the poll lane): the loop reads it itself."""
+        return self.watcher is not None and self._fd is None
+
+    # -- requests -----------------------------------------------------------------
+
+    def read(self) -> None:
+        """New names in the folder: start a barrier for each complete request."""
+        if self.watcher is None:
+            return
+        batch = self.watcher.read(0.0)
+        names = sorted(batch.cookies)
+        if batch.rescan:  # the watcher lost track: look at the folder itself
+            with contextlib.suppress(OSError):
+                names = sorted(os.listdir(self.folder))
+        self._take(names, self.wall())
+
+    def _take(self, names: list[str], now: float) -> None:
+        for name in names:
+            if not name.endswith(REQUEST) or name in self.pending:
+                continue  # ours (an answer written, the heartbeat) or one being written
+            if len(self.pending) >= IN_FLIGHT:
+                self._drop(name)
+                continue
+            try:
+                doc = parse(read_slot(self.folder / name))
+            except OSError:
+                continue  # gone already (its client gave up), or not a file
+            if doc is None or "ok" in doc:
+                if doc is None:
+                    self._drop(name)  # not a request of ours: nobody waits for it
+                continue  # an answer (ours, renamed into place): its client reads it
+            token = doc.get("token")
+            if doc.get("op") != "barrier" or not isinstance(token, str) or len(token) > 64:
+                self._drop(name)
+                continue
+            req = ShareRequest(self, name, token, doc)
+            self.pending[name] = req
+            self.start(req, doc, now)
+
+    def respond(self, req: ShareRequest, answer: dict[str, Any]) -> None:
+        """Write `answer` into the request's file: a sibling, then a rename."""
+        self.pending.pop(req.name, None)
+        path = self.folder / req.name
+        if not os.path.lexists(path):
+            return  # its client gave up and removed it: no stray answer
+        doc = {
+            **answer,
+            "token": req.token,
+            "host": self.host,
+            "pid": self.pid,
+            "heartbeat": self.last_beat,
+        }
+        tmp = self.folder / f"{req.name}{ANSWER_TMP}{self.instance}"
+        try:
+            self._write(tmp, _fit(doc))
+            os.replace(tmp, path)
+            self.answered += 1
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def _drop(self, name: str) -> None:
+        self.dropped += 1
+        with contextlib.suppress(OSError):
+            os.unlink(self.folder / name)
+
+    # -- heartbeat and collection -------------------------------------------------
+
+    def beat(self) -> None:
+        """Rewrite the heartbeat record, then collect old files."""
+        now = self.wall()
+        record = {
+            "host": self.host,
+            "pid": self.pid,
+            "instance": self.instance,
+            "wall": now,
+            "version": 1,
+        }
+        tmp = self.folder / HEARTBEAT_TMP
+        try:
+            self._write(tmp, pad(record))
+            os.replace(tmp, self.folder / HEARTBEAT)
+            self.last_beat = now
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        self.collect(now)
+
+    def collect(self, now: float) -> int:
+        """Delete request and answer files older than MAX_AGE_S, then the
+        oldest beyond KEEP_FILES; returns how many were deleted."""
+        try:
+            entries = list(os.scandir(self.folder))
+        except OSError:
+            return 0
+        kept: list[tuple[float, str]] = []
+        removed = 0
+        for entry in entries:
+            if entry.name in (HEARTBEAT, HEARTBEAT_TMP) or entry.name in self.pending:
+                continue
+            try:
+                mtime = entry.stat(follow_symlinks=False).st_mtime
+            except OSError:
+                continue
+            if now - mtime > MAX_AGE_S:
+                removed += self._unlink(entry.name)
+            else:
+                kept.append((mtime, entry.name))
+        if len(kept) > KEEP_FILES:
+            kept.sort()
+            for _mtime, name in kept[: len(kept) - KEEP_FILES]:
+                removed += self._unlink(name)
+        return removed
+
+    def _unlink(self, name: str) -> int:
+        try:
+            os.unlink(self.folder / name)
+        except OSError:
+            return 0
+        return 1
+
+    def _write(self, path: Path, data: bytes) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(path, flags, self.file_mode)
+        try:
+            os.fchmod(fd, self.file_mode)  # the daemon's umask is 077
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def status(self) -> dict[str, int | str | None]:
+        return {
+            "folder": os.fspath(self.folder),
+            "pending": len(self.pending),
+            "answered": self.answered,
+            "dropped": self.dropped,
+        }
+
+
+def open_folder_watcher(root: Path, key: str) -> Watcher:
+    """A watcher of one folder's new names (the request folder), no scopes."""
+    from ctindex.backends import open_watcher
+
+    return open_watcher(root, [], lambda _key: False, key)
+
+
+def _fit(doc: dict[str, Any]) -> bytes:
+    """`doc` in one slot: long reasons shortened, else a plain error."""
+    try:
+        return pad(doc)
+    except ValueError:
+        pass
+    short = {k: v[:FIELD_MAX] if isinstance(v, str) else v for k, v in doc.items()}
+    try:
+        return pad(short)
+    except ValueError:
+        return pad({"ok": False, "error": "answer too large", "token": doc.get("token")})

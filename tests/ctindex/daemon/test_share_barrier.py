@@ -1,0 +1,181 @@
+"""The share host's side of the barrier through a share
+(ctindex/daemon/share_barrier.py): requests seen by a real watcher,
+answered into their own file, the heartbeat, collection and the caps."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctindex import share_client as sc
+from ctindex.daemon import share_barrier as sb
+
+
+class Host:
+    """A ShareHost whose barriers answer at once (or are kept, `hold`)."""
+
+    def __init__(self, root: Path, hold: bool = False) -> None:
+        self.index_dir = root / ".ct" / "okf"
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        self.sel = selectors.DefaultSelector()
+        self.started: list[sb.ShareRequest] = []
+        self.hold = hold
+        self.share = sb.ShareHost(
+            root,
+            self.index_dir,
+            "inst1",
+            lambda key: sb.open_folder_watcher(root, key),
+            self.start,
+            time.time,
+        )
+
+    def start(self, req: sb.ShareRequest, doc: dict[str, Any], _now: float) -> None:
+        self.started.append(req)
+        if not self.hold:
+            req.respond(
+                {
+                    "ok": True,
+                    "generation": 3,
+                    "instance": "inst1",
+                    "lane": "clean",
+                    "backend": "inotify",
+                    "backend_reason": None,
+                    "degraded": None,
+                    "plan": doc.get("plan"),
+                    "reconciled": False,
+                    "reconcile_reason": None,
+                    "reconcile_ms": None,
+                    "barrier_ms": 0.5,
+                    "identity": "id-3",
+                    "outside": None,
+                }
+            )
+
+    def pump(self, until: float) -> None:
+        while time.monotonic() < until:
+            for _key, _mask in self.sel.select(0.01):
+                self.share.read()
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[Host]:
+    h = Host(tmp_path)
+    h.share.open(h.sel)
+    yield h
+    h.share.close(h.sel)
+
+
+def _ask(h: Host, budget_ms: int = 3000) -> sc.Answered | sc.NotAnswered:
+    out: list[sc.Answered | sc.NotAnswered] = []
+    t = threading.Thread(target=lambda: out.append(sc.ask(h.index_dir, "p" * 64, budget_ms)))
+    t.start()
+    deadline = time.monotonic() + budget_ms / 1000 + 2
+    while t.is_alive() and time.monotonic() < deadline:
+        h.pump(time.monotonic() + 0.02)
+    t.join(5)
+    return out[0]
+
+
+def test_a_client_request_is_answered_in_its_own_file(host: Host) -> None:
+    out = _ask(host)
+    assert isinstance(out, sc.Answered), out
+    assert (out.result.generation, out.result.identity) == (3, "id-3")
+    assert out.host == sc.hostname()
+    assert len(host.started) == 1 and host.share.answered == 1
+    assert os.listdir(host.share.folder) == [sc.HEARTBEAT]
+
+
+def test_heartbeat_record_and_modes(host: Host) -> None:
+    doc = sc.parse((host.share.folder / sc.HEARTBEAT).read_bytes())
+    assert doc is not None and doc["instance"] == "inst1" and doc["pid"] == os.getpid()
+    assert abs(doc["wall"] - time.time()) < 60
+    # Modes follow the store's folder (the daemon runs with umask 077).
+    mode = os.stat(host.index_dir).st_mode & 0o777
+    assert os.stat(host.share.folder).st_mode & 0o777 == mode | 0o700
+    assert os.stat(host.share.folder / sc.HEARTBEAT).st_mode & 0o777 == (mode & 0o666) | 0o600
+
+
+def test_close_removes_only_its_own_heartbeat(tmp_path: Path) -> None:
+    h = Host(tmp_path)
+    h.share.open(h.sel)
+    h.share.close(h.sel)
+    assert not (h.share.folder / sc.HEARTBEAT).exists()
+    h.share.open(h.sel)
+    (h.share.folder / sc.HEARTBEAT).write_bytes(sc.pad({"instance": "other", "wall": 1}))
+    h.share.close(h.sel)
+    assert (h.share.folder / sc.HEARTBEAT).exists()  # a successor's, kept
+
+
+def test_junk_and_answers_are_not_taken_as_requests(host: Host) -> None:
+    folder = host.share.folder
+    (folder / "junk.req").write_bytes(b"not json")
+    (folder / "wrong-op.req").write_bytes(sc.pad({"op": "rebuild-everything", "token": "t"}))
+    (folder / "answered.req").write_bytes(sc.pad({"ok": True, "token": "t"}))
+    (folder / "writing.new").write_bytes(b"")
+    host.pump(time.monotonic() + 0.3)
+    assert host.started == []
+    names = set(os.listdir(folder))
+    assert "junk.req" not in names and "wrong-op.req" not in names  # nobody waits: deleted
+    assert {"answered.req", "writing.new"} <= names  # a client's, left to it / collection
+
+
+def test_no_stray_answer_when_the_client_gave_up(tmp_path: Path) -> None:
+    h = Host(tmp_path, hold=True)
+    h.share.open(h.sel)
+    try:
+        (h.share.folder / "c-1-a.req").write_bytes(sc.pad({"op": "barrier", "token": "t"}))
+        h.pump(time.monotonic() + 0.3)
+        [req] = h.started
+        os.unlink(h.share.folder / "c-1-a.req")
+        req.respond({"ok": True})
+        assert os.listdir(h.share.folder) == [sc.HEARTBEAT]
+        assert h.share.pending == {}
+    finally:
+        h.share.close(h.sel)
+
+
+def test_in_flight_cap_and_collection_bound_a_flood(tmp_path: Path) -> None:
+    h = Host(tmp_path, hold=True)
+    h.share.open(h.sel)
+    try:
+        folder = h.share.folder
+        count = sb.KEEP_FILES + sb.IN_FLIGHT * 2
+        for i in range(count):
+            tmp = folder / f"f-{i:05}.new"
+            tmp.write_bytes(sc.pad({"op": "barrier", "token": f"t{i}"}))
+            os.rename(tmp, folder / f"f-{i:05}.req")
+        h.pump(time.monotonic() + 0.5)
+        assert len(h.started) == sb.IN_FLIGHT  # the rest deleted unanswered
+        assert h.share.dropped == count - sb.IN_FLIGHT
+        # Old leftovers (a client that died mid-request) and a crowd beyond KEEP_FILES.
+        old = time.time() - sb.MAX_AGE_S - 5
+        for i in range(sb.KEEP_FILES + 40):
+            path = folder / f"left-{i:05}.new"
+            path.write_bytes(b"")
+            if i < 20:
+                os.utime(path, (old, old))
+        h.share.beat()
+        left = [n for n in os.listdir(folder) if n != sc.HEARTBEAT and n not in h.share.pending]
+        assert len(left) == sb.KEEP_FILES
+        assert not any(n.startswith("left-0000") for n in left)  # the oldest went first
+    finally:
+        h.share.close(h.sel)
+
+
+def test_an_answer_always_fits_its_slot(host: Host) -> None:
+    (host.share.folder / "c-1-b.req").write_bytes(sc.pad({"op": "barrier", "token": "t"}))
+    host.hold = True
+    host.pump(time.monotonic() + 0.3)
+    [req] = host.started
+    req.respond({"ok": False, "error": "x" * 5000, "instance": "inst1"})
+    data = (host.share.folder / "c-1-b.req").read_bytes()
+    assert len(data) == sc.SLOT
+    doc = sc.parse(data)
+    assert doc is not None and doc["ok"] is False and doc["token"] == "t"

@@ -1,0 +1,215 @@
+"""The client's side of the barrier through a share: heartbeat, request,
+bounded poll, answer (ctindex/share_client.py). The host here is a thread
+that renames an answer over the request, as the daemon does."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctindex import share_client as sc
+
+DIGEST = "d" * 64
+
+
+def _beat(index_dir: Path, wall: float | None = None, host: str = "server1") -> None:
+    folder = sc.folder(index_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {
+        "host": host,
+        "pid": 1,
+        "instance": "i",
+        "wall": time.time() if wall is None else wall,
+    }
+    (folder / sc.HEARTBEAT).write_bytes(sc.pad(record))
+
+
+Answerer = Callable[[dict[str, Any]], dict[str, Any] | None]
+
+
+def _good(req: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "ok": True,
+        "token": req["token"],
+        "generation": 7,
+        "instance": "abc",
+        "lane": "clean",
+        "backend": "inotify",
+        "backend_reason": None,
+        "degraded": None,
+        "plan": req["plan"],
+        "reconciled": False,
+        "reconcile_reason": None,
+        "reconcile_ms": None,
+        "barrier_ms": 1.5,
+        "identity": "id-7",
+        "outside": None,
+        "host": "server1",
+    }
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Iterator[Callable[[Answerer], list[str]]]:
+    """Start a host thread answering every request with `answer(request)`
+    (None: no answer); returns the names it saw."""
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def start(answer: Answerer) -> list[str]:
+        seen: list[str] = []
+        folder = sc.folder(tmp_path)
+
+        def run() -> None:
+            while not stop.is_set():
+                for name in os.listdir(folder):
+                    if not name.endswith(sc.REQUEST) or name in seen:
+                        continue
+                    seen.append(name)
+                    doc = sc.parse((folder / name).read_bytes())
+                    assert doc is not None and "ok" not in doc
+                    reply = answer(doc)
+                    if reply is not None:
+                        tmp = folder / (name + ".ans-test")
+                        tmp.write_bytes(sc.pad(reply))
+                        os.replace(tmp, folder / name)
+                time.sleep(0.001)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        threads.append(thread)
+        return seen
+
+    yield start
+    stop.set()
+    for t in threads:
+        t.join(5)
+
+
+def test_no_heartbeat_no_request(tmp_path: Path) -> None:
+    out = sc.ask(tmp_path, DIGEST, 50)
+    assert isinstance(out, sc.NotAnswered) and out.reason.startswith(sc.NO_HOST)
+    assert not sc.folder(tmp_path).exists()  # nothing written
+
+
+def test_stale_heartbeat_no_request(tmp_path: Path) -> None:
+    _beat(tmp_path, wall=time.time() - sc.STALE_S - 5)
+    out = sc.ask(tmp_path, DIGEST, 50)
+    assert isinstance(out, sc.NotAnswered) and out.reason.startswith(sc.STALE), out
+    assert "server1" in out.reason
+    assert os.listdir(sc.folder(tmp_path)) == [sc.HEARTBEAT]
+
+
+def test_garbage_heartbeat_is_no_host(tmp_path: Path) -> None:
+    sc.folder(tmp_path).mkdir(parents=True)
+    (sc.folder(tmp_path) / sc.HEARTBEAT).write_bytes(b"\x00not json")
+    out = sc.ask(tmp_path, DIGEST, 50)
+    assert isinstance(out, sc.NotAnswered) and out.reason.startswith(sc.NO_HOST)
+
+
+def test_answered_request_becomes_a_barrier_result(tmp_path: Path, host: Any) -> None:
+    _beat(tmp_path)
+    seen = host(_good)
+    out = sc.ask(tmp_path, DIGEST, 2000)
+    assert isinstance(out, sc.Answered), out
+    assert out.host == "server1"
+    r = out.result
+    assert (r.generation, r.identity, r.backend, r.instance) == (7, "id-7", "inotify", "abc")
+    assert r.barrier_ms > 0
+    # One request, named <host>-<pid>-<random>.req, removed after reading.
+    assert len(seen) == 1 and seen[0].split("-")[-2] == str(os.getpid())
+    assert os.listdir(sc.folder(tmp_path)) == [sc.HEARTBEAT]
+
+
+@pytest.mark.parametrize(
+    ("change", "expect"),
+    [
+        (lambda a: {**a, "token": "someone else's"}, sc.NO_ANSWER),
+        (lambda a: {**a, "plan": "other"}, "share host has a different plan"),
+        (lambda a: {**a, "identity": ""}, "share host: answer names no manifest identity"),
+        (
+            lambda a: {"ok": False, "error": "cookie not seen in time", "token": a["token"]},
+            "share host: cookie not seen in time",
+        ),
+        (lambda a: {**a, "generation": "seven"}, "share host: malformed answer"),
+        (lambda a: None, sc.NO_ANSWER),
+    ],
+    ids=["wrong-token", "other-plan", "no-identity", "error", "malformed", "silent"],
+)
+def test_a_wrong_or_missing_answer_is_never_taken(
+    tmp_path: Path,
+    host: Any,
+    change: Callable[[dict[str, Any]], dict[str, Any] | None],
+    expect: str,
+) -> None:
+    _beat(tmp_path)
+    host(lambda req: change(_good(req)))
+    out = sc.ask(tmp_path, DIGEST, 100)
+    assert isinstance(out, sc.NotAnswered), out
+    assert out.reason.startswith(expect), out
+    assert os.listdir(sc.folder(tmp_path)) == [sc.HEARTBEAT]  # cleaned up either way
+
+
+def test_unanswered_request_gives_up_after_the_bound(tmp_path: Path) -> None:
+    _beat(tmp_path)
+    t0 = time.monotonic()
+    out = sc.ask(tmp_path, DIGEST, 30)
+    assert isinstance(out, sc.NotAnswered) and out.reason.startswith(sc.NO_ANSWER)
+    ms = float(out.reason.split(" in ")[1].split(" ms")[0])
+    assert ms >= 30  # waited its budget, and said how long
+    assert time.monotonic() - t0 >= 0.03
+
+
+def test_request_folder_not_writable(tmp_path: Path) -> None:
+    _beat(tmp_path)
+    (sc.folder(tmp_path) / sc.HEARTBEAT).rename(tmp_path / "beat")
+    os.rmdir(sc.folder(tmp_path))
+    sc.folder(tmp_path).mkdir()
+    os.replace(tmp_path / "beat", sc.folder(tmp_path) / sc.HEARTBEAT)
+    os.chmod(sc.folder(tmp_path), 0o500)
+    try:
+        if os.access(sc.folder(tmp_path), os.W_OK):
+            pytest.skip("root writes anywhere")
+        out = sc.ask(tmp_path, DIGEST, 30)
+        assert isinstance(out, sc.NotAnswered)
+        assert out.reason.startswith("share host: cannot write a request")
+    finally:
+        os.chmod(sc.folder(tmp_path), 0o700)
+
+
+def test_read_slot_refuses_symlinks_and_fifos(tmp_path: Path) -> None:
+    os.symlink("/dev/zero", tmp_path / "link")
+    with pytest.raises(OSError):
+        sc.read_slot(tmp_path / "link")
+    os.mkfifo(tmp_path / "fifo")
+    assert sc.read_slot(tmp_path / "fifo") == b""  # never blocks
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**9), 10**9) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(st.dictionaries(st.text(max_size=10), JSON, max_size=8))
+def test_pad_is_one_slot_and_parses_back(doc: dict[str, Any]) -> None:
+    try:
+        data = sc.pad(doc)
+    except ValueError:
+        assert len(json.dumps(doc, separators=(",", ":"), ensure_ascii=True)) > sc.SLOT - 1
+        return
+    assert len(data) == sc.SLOT
+    assert sc.parse(data) == doc
+    # A reader that kept a shorter cached size sees a prefix: never a valid answer.
+    assert sc.parse(data[: len(data) // 2]) in (None, doc)

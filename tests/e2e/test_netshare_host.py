@@ -1,0 +1,221 @@
+"""The share host's daemon vouches for queries made through the share
+(docs/network-shares.md, "A daemon on the share's host").
+
+The daemon runs where the project is local (the rig's export folder, outside
+the rig's namespaces: "the server"); clients query through two sshfs mounts
+with ~1 ms added each way (tests/netshare.py). Every answer is compared with
+tests/oracle.py run on the server-side path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctindex.daemon.share_barrier import KEEP_FILES
+from ctindex.share_client import HEARTBEAT, NO_ANSWER, NO_HOST, STALE, pad
+from tests import oracle
+from tests.conftest import CORPUS
+from tests.netshare import Rig, RigUnavailable, unavailable
+
+pytestmark = pytest.mark.skipif(unavailable() is not None, reason=unavailable() or "")
+
+BUNDLE = "acme_retail"
+WALKED = "network filesystem fuse.sshfs: reconciled in "
+ENV = {k: v for k, v in os.environ.items() if k not in ("CI", "CTINDEX_WATCH")}
+
+
+@pytest.fixture
+def net(tmp_path: Path) -> Iterator[Rig]:
+    rig = Rig(tmp_path / "rig")
+    try:
+        rig.start()
+    except RigUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield rig
+    finally:
+        rig.close()
+
+
+@pytest.fixture
+def server(net: Rig) -> Iterator[Path]:
+    """A one-bundle project on the server's disk, with the host's daemon."""
+    root = net.export / "proj"
+    shutil.copytree(CORPUS / BUNDLE, root / "okf" / "bundles" / BUNDLE)
+    (root / ".git").mkdir()
+    started = _host_ctindex(root, "watch", "start")
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        yield root
+    finally:
+        _host_ctindex(root, "watch", "stop")
+        with contextlib.suppress(ValueError, OSError):
+            pid = _daemon_pid(root)
+            if b"ctindex.daemon" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)  # still ours (stopped, or stop failed)
+
+
+def _host_ctindex(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctindex", "-C", str(root), *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+    )
+
+
+def _daemon_pid(root: Path) -> int:
+    return int((root / ".ct" / "okf" / "runtime" / "daemon.lock").read_text().split()[0])
+
+
+def _agrees(rig: Rig, client: Path, server: Path, word: str) -> dict[str, Any]:
+    done = rig.run(
+        [
+            sys.executable,
+            "-m",
+            "ctindex",
+            "-C",
+            str(client),
+            "--json",
+            "search",
+            "--limit",
+            "1000",
+            word,
+        ],
+        env=ENV,
+    )
+    assert done.returncode in (0, 1), done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    doc: dict[str, Any] = json.loads(done.stdout)
+    hits = {r["path"] for r in doc["results"]}
+    assert hits == oracle.containing(server, word), (word, doc["freshness"])
+    assert done.returncode == (0 if hits else 1)
+    return doc["freshness"]  # type: ignore[no-any-return]
+
+
+def _vouched(fresh: dict[str, Any]) -> None:
+    assert fresh["mode"] == "watcher-clean", fresh
+    assert fresh["reason"].startswith("share host "), fresh
+    assert ", barrier " in fresh["reason"] and fresh["barrier_ms"] is not None
+
+
+def _write_through(rig: Rig, client: Path, rel: str, text: str) -> None:
+    """Write a file through a client's mount (as an editor on that host would)."""
+    rig.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; open(sys.argv[1], 'w').write(sys.argv[2])",
+            str(client / rel),
+            text,
+        ],
+        check=True,
+    )
+
+
+def _concept(name: str) -> str:
+    return f"okf/bundles/{BUNDLE}/{name}"
+
+
+def test_share_host_vouches_for_edits_made_through_another_mount_and_on_the_host(
+    net: Rig, server: Path
+) -> None:
+    a, b = net.mount("hostA") / "proj", net.mount("hostB") / "proj"
+    _vouched(_agrees(net, b, server, "zqxv7host"))
+    _write_through(net, a, _concept("zz_a.md"), "# A\n\nzqxv7host written on host A\n")
+    _vouched(_agrees(net, b, server, "zqxv7host"))  # B's very next query sees A's edit
+    (server / _concept("zz_h.md")).write_text("# H\n\nzqxv7host written on the server\n")
+    _vouched(_agrees(net, a, server, "zqxv7host"))
+    _write_through(net, b, _concept("zz_a.md"), "# A\n\nnow zqxv7other, from host B\n")
+    _vouched(_agrees(net, a, server, "zqxv7host"))
+    _vouched(_agrees(net, a, server, "zqxv7other"))
+    net.run(["rm", str(a / _concept("zz_h.md"))], check=True)
+    _vouched(_agrees(net, b, server, "zqxv7host"))
+    # Each client removed its request: only the heartbeat is left.
+    assert sorted(os.listdir(server / ".ct" / "okf" / "barrier")) == [HEARTBEAT]
+
+
+def test_share_host_stopped_or_killed_falls_back_within_the_bound(net: Rig, server: Path) -> None:
+    client = net.mount("hostA") / "proj"
+    _vouched(_agrees(net, client, server, "zqxv7stop"))
+    pid = _daemon_pid(server)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        (server / _concept("zz_s.md")).write_text("# S\n\nzqxv7stop while stopped\n")
+        fresh = _agrees(net, client, server, "zqxv7stop")
+        assert fresh["mode"] == "fallback" and fresh["reason"].startswith(NO_ANSWER), fresh
+        assert WALKED in fresh["reason"]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    (server / _concept("zz_s.md")).write_text("# S\n\nzqxv7stop continued, longer now\n")
+    _vouched(_agrees(net, client, server, "zqxv7stop"))
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (server / _concept("zz_k.md")).write_text("# K\n\nzqxv7stop after the kill\n")
+    # The heartbeat is still recent: the request goes unanswered, then the walk.
+    fresh = _agrees(net, client, server, "zqxv7stop")
+    assert fresh["mode"] == "fallback" and fresh["reason"].startswith(NO_ANSWER), fresh
+    # Aged past the bound (rewritten as it would look a minute later): no request at all.
+    beat = server / ".ct" / "okf" / "barrier" / HEARTBEAT
+    record = json.loads(beat.read_text())
+    beat.write_bytes(pad({**record, "wall": time.time() - 60}))
+    before = set(os.listdir(beat.parent))
+    fresh = _agrees(net, client, server, "zqxv7stop")
+    assert fresh["mode"] == "fallback" and fresh["reason"].startswith(STALE), fresh
+    assert set(os.listdir(beat.parent)) == before
+    beat.unlink()
+    fresh = _agrees(net, client, server, "zqxv7stop")
+    assert fresh["mode"] == "fallback" and fresh["reason"].startswith(NO_HOST), fresh
+    # The next daemon serves again.
+    assert _host_ctindex(server, "watch", "start").returncode == 0
+    (server / _concept("zz_k.md")).write_text("# K\n\nzqxv7stop the next daemon\n")
+    _vouched(_agrees(net, client, server, "zqxv7stop"))
+
+
+def test_share_host_flood_of_requests_is_bounded_and_answers_stay_right(
+    net: Rig, server: Path
+) -> None:
+    client = net.mount("hostA") / "proj"
+    _vouched(_agrees(net, client, server, "zqxv7flood"))
+    folder = server / ".ct" / "okf" / "barrier"
+    for i in range(KEEP_FILES * 3):  # valid requests nobody waits for, and junk
+        body = pad({"op": "barrier", "plan": "x", "token": f"t{i}"}) if i % 2 else b"junk"
+        (folder / f"flood-{os.getpid()}-{i:05}.req").write_bytes(body)
+    (server / _concept("zz_f.md")).write_text("# F\n\nzqxv7flood under a flood\n")
+    fresh = _agrees(net, client, server, "zqxv7flood")
+    # Answered, or unanswered when the flood filled the host's queue first:
+    # right either way, and labelled with what happened.
+    assert fresh["mode"] == "watcher-clean" or fresh["reason"].startswith(NO_ANSWER), fresh
+    beat = (folder / HEARTBEAT).read_bytes()
+    deadline = time.monotonic() + 30
+    while (folder / HEARTBEAT).read_bytes() == beat and time.monotonic() < deadline:
+        time.sleep(0.05)  # the next heartbeat collects
+    time.sleep(0.2)
+    assert len(os.listdir(folder)) <= KEEP_FILES + 2
+    _vouched(_agrees(net, client, server, "zqxv7flood"))
+
+
+def test_share_host_client_with_attribute_caches_on(net: Rig, server: Path) -> None:
+    """sshfs's defaults (its own 20 s cache, the kernel's 1 s attribute
+    cache): the answer has the request's exact size and every open asks the
+    server, so the barrier still works; what a cache hides is a change made
+    through this very mount but not yet on the server (none here)."""
+    client = net.mount("cached", options=()) / "proj"
+    _vouched(_agrees(net, client, server, "zqxv7cache"))
+    (server / _concept("zz_c.md")).write_text("# C\n\nzqxv7cache on the server\n")
+    _vouched(_agrees(net, client, server, "zqxv7cache"))
