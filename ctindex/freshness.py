@@ -40,6 +40,10 @@ if TYPE_CHECKING:
     from ctindex import runtime as rt
     from ctindex.client import BarrierFailed, BarrierResult
     from ctindex.netfs import Share
+    from ctindex.share_client import Answered as ShareAnswered
+    from ctindex.share_client import NotAnswered as ShareNotAnswered
+
+    ShareOutcome = ShareAnswered | ShareNotAnswered
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
     from ctindex.search.execute import Vouched
@@ -250,8 +254,11 @@ def fresh_answer(
     defaults to opening the published generation for this read only."""
     opener: Opener[T] = open_generation or _opener(project)
     prior: Prior | None = None
+    asked: ShareOutcome | None = None
     if options.plan_hint and not options.direct:
         answered, prior = _hinted(project, read, opener)
+        if answered is None and prior is None and _on_a_share(project):
+            answered, asked = _share_hinted(project, read, opener)
         if answered is not None:
             return answered
     plan = load_plan()
@@ -267,7 +274,7 @@ def fresh_answer(
     from ctindex.store.lock import IndexBusy, IndexReadOnly
 
     try:
-        proof = prove(project, plan, prior, spawn=options.spawn)
+        proof = prove(project, plan, prior, spawn=options.spawn, asked=asked)
         fresh = proof.fresh
         value = _read_repairing(project, plan, read, opener, proof)
     except IndexBusy as busy:  # a stopped or slow writer holds the update lock
@@ -330,6 +337,56 @@ def _hinted(
     return Answered(fresh, value), None
 
 
+def _on_a_share(project: Project) -> bool:
+    """The index folder or the root lies on a network filesystem, as the
+    paths are spelt (the mount table only: nothing is asked of the share;
+    a symlink out of a share is found by the slow path's full check)."""
+    import os
+
+    from ctindex.netfs import share_of
+
+    paths = [os.fspath(project.index_dir), os.fspath(project.root)]
+    return share_of(paths, below=False, resolve=False) is not None
+
+
+def _share_hinted(
+    project: Project, read: Reader[T], opener: Opener[T]
+) -> tuple[Answered[T] | None, ShareOutcome | None]:
+    """Step 2 on a network share: the share host's answer without loading
+    the plan. The host checks its plan's stamps before every such answer
+    (ctindex/daemon/lifecycle.py), so the digest it names is the plan of the
+    files as the request found them; a host of another build computes
+    digests with other code, so the slow path compares its own. Returns the
+    answer, or what was learnt for the slow path (None: ask again there)."""
+    from ctindex import share_client
+    from ctindex.runtime import build_id
+
+    outcome = share_client.ask(project.index_dir, None)
+    if not isinstance(outcome, share_client.Answered):
+        return None, outcome  # the slow path walks, without waiting again
+    if outcome.build != build_id():
+        return None, None
+    fresh = judge(outcome.result).proven
+    if fresh is None or not fresh.plain_clean:
+        return None, outcome  # the slow path words it
+    fresh.reason = _share_label(outcome)
+    from ctindex.search.execute import PlanMismatch, Vouched
+    from ctindex.store.durable import IndexCorrupt
+
+    vouched = Vouched(outcome.plan, outcome.result.generation, outcome.result.identity)
+    try:
+        value = opener(_vouched(read, fresh, vouched))
+    except PlanMismatch:
+        return None, None
+    except (IndexCorrupt, OSError):
+        return None, outcome  # the slow path repairs the index
+    return Answered(fresh, value), None
+
+
+def _share_label(outcome: ShareAnswered) -> str:
+    return f"share host {outcome.host}, barrier {outcome.result.barrier_ms:.0f} ms"
+
+
 def _expect(digest: str, outcome: BarrierResult) -> Vouched:
     """What a barrier's answer vouched for (ctindex/search/execute.py)."""
     from ctindex.search.execute import Vouched
@@ -359,7 +416,14 @@ def _barrier(
         return failed
 
 
-def prove(project: Project, plan: Plan, prior: Prior | None = None, *, spawn: bool = True) -> Proof:
+def prove(
+    project: Project,
+    plan: Plan,
+    prior: Prior | None = None,
+    *,
+    spawn: bool = True,
+    asked: ShareOutcome | None = None,
+) -> Proof:
     """Step 3: make the index reflect the files before a read; say how, and
     what the read must find (`Proof`).
     Raises IndexBusy / IndexReadOnly (from the indexer) when it cannot."""
@@ -369,7 +433,7 @@ def prove(project: Project, plan: Plan, prior: Prior | None = None, *, spawn: bo
 
     share = project_share(project, plan)
     if share is not None:
-        return _on_share(project, plan, share)
+        return _on_share(project, plan, share, asked)
     from ctindex import client
     from ctindex import runtime as rt
 
@@ -387,7 +451,9 @@ def prove(project: Project, plan: Plan, prior: Prior | None = None, *, spawn: bo
     return reconcile(project, plan, FALLBACK, verdict.reconcile_reason)
 
 
-def _on_share(project: Project, plan: Plan, share: Share) -> Proof:
+def _on_share(
+    project: Project, plan: Plan, share: Share, asked: ShareOutcome | None = None
+) -> Proof:
     """A network filesystem: no local daemon can see the server's changes
     (ctindex/netfs.py), so the share's own host is asked through the share
     (ctindex/share_client.py). Its answer is judged like a local barrier's
@@ -397,14 +463,16 @@ def _on_share(project: Project, plan: Plan, share: Share) -> Proof:
     from ctindex.netfs import cache_note, freshness_reason
 
     digest = plan.digest()
-    outcome = share_client.ask(project.index_dir, digest, plan.settings.share_barrier_ms)
+    outcome = asked
+    if outcome is None or (isinstance(outcome, share_client.Answered) and outcome.plan != digest):
+        outcome = share_client.ask(project.index_dir, digest, plan.settings.share_barrier_ms)
     note = cache_note(share)
     if isinstance(outcome, share_client.Answered):
         verdict = judge(outcome.result)
         fresh = verdict.proven
         if fresh is not None:
             if fresh.mode == WATCHER_CLEAN:
-                label = f"share host {outcome.host}, barrier {outcome.result.barrier_ms:.0f} ms"
+                label = _share_label(outcome)
                 fresh.reason = f"{label}; {fresh.reason}" if fresh.reason else label
             else:  # the host vouched after a full pass of its own (poll lane, ...)
                 fresh.reason = f"share host {outcome.host}: {fresh.reason}"

@@ -53,11 +53,13 @@ def is_network(fstype: str) -> str | None:
 _cache: dict[tuple[str, ...], Share | None] = {}
 
 
-def share_of(paths: list[str]) -> Share | None:
-    """The first network filesystem holding one of `paths` or mounted below
-    one of them; None when all are local (or the mount table is unreadable:
-    then the usual lanes decide, backends/choose.py)."""
-    key = tuple(paths)
+def share_of(paths: list[str], *, below: bool = True, resolve: bool = True) -> Share | None:
+    """The first network filesystem holding one of `paths` or (`below`)
+    mounted below one of them; None when all are local (or the mount table
+    is unreadable: then the usual lanes decide, backends/choose.py).
+    `resolve` False takes the paths as they are spelt (absolute, no
+    realpath): through a share, realpath costs a round trip per component."""
+    key = (*paths, str(below), str(resolve))
     if key in _cache:
         return _cache[key]
     from ctindex.backends.mounts import mount_of, mounts_below, read_mounts
@@ -68,9 +70,11 @@ def share_of(paths: list[str]) -> Share | None:
     except OSError:
         table = []
     for raw in paths:
-        path = os.path.realpath(raw)
+        path = os.path.realpath(raw) if resolve else os.path.abspath(raw)
         holder = mount_of(path, table)
-        for m in ([holder] if holder is not None else []) + mounts_below(path, table):
+        for m in ([holder] if holder is not None else []) + (
+            mounts_below(path, table) if below else []
+        ):
             kind = is_network(m.fstype)
             if kind is not None:
                 found = Share(m.fstype, m.mount_point, kind)
@@ -82,7 +86,12 @@ def share_of(paths: list[str]) -> Share | None:
 
 
 def project_share(project: Project, plan: Plan | None = None) -> Share | None:
-    """The network filesystem the project's index or scopes live on, if any."""
+    """The network filesystem the project's index or scopes live on, if any.
+    The index folder and the root are looked at first: on a share, one
+    `lexists` per scope root would cost a round trip each."""
+    found = share_of([os.fspath(project.index_dir), os.fspath(project.root)], below=False)
+    if found is not None:
+        return found
     paths = [os.fspath(project.index_dir)]
     if plan is not None:
         paths += [os.fspath(project.path(r)) for r in plan.path_filter().roots()]

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ctindex.client import BarrierResult
+from ctindex.runtime import build_id
 
 FOLDER = "barrier"  # beneath the index folder: .ct/okf/barrier/
 HEARTBEAT = "host.json"
@@ -47,6 +48,7 @@ HEARTBEAT_LIMIT = 4096
 # The host beats every second: three beats and two seconds of clock
 # difference between the hosts (sshfs already needs clocks within 2 s).
 STALE_S = 5.0
+DEFAULT_BUDGET_MS = 200  # share_barrier_ms's default (ctindex/policy/config.py)
 ROUND_TRIPS = 4  # added to share_barrier_ms: the answer's own trip back
 POLL_FIRST_S = 0.001
 POLL_MAX_S = 0.02
@@ -62,10 +64,13 @@ NO_ANSWER = "share host did not answer"
 
 
 class Answered(NamedTuple):
-    """The host's answer, as the daemon's barrier result, and who gave it."""
+    """The host's answer, as the daemon's barrier result, and who gave it:
+    the plan digest it vouches under and the build it runs."""
 
     host: str
     result: BarrierResult
+    plan: str
+    build: str
 
 
 class NotAnswered(NamedTuple):
@@ -135,9 +140,13 @@ def request_name(token: str) -> str:
     return f"{host[:64]}-{os.getpid()}-{token}"
 
 
-def ask(index_dir: Path | str, plan_digest: str, budget_ms: int) -> Answered | NotAnswered:
+def ask(
+    index_dir: Path | str, plan_digest: str | None, budget_ms: int | None = None
+) -> Answered | NotAnswered:
     """One barrier through the share (see the module docstring); never raises
-    for I/O and never waits past the bound."""
+    for I/O and never waits past the bound. `plan_digest` None: whatever
+    plan the host answers under (the caller checks it); `budget_ms` None:
+    the share_barrier_ms the host's heartbeat names."""
     started = time.monotonic()
     beat, why = heartbeat(index_dir, time.time())
     if beat is None:
@@ -145,6 +154,10 @@ def ask(index_dir: Path | str, plan_digest: str, budget_ms: int) -> Answered | N
         return NotAnswered(why)
     trip = time.monotonic() - started  # one open and read through the mount
     host = str(beat.get("host", "?"))
+    if budget_ms is None:
+        told = beat.get("share_barrier_ms")
+        ok = isinstance(told, int) and not isinstance(told, bool) and 10 <= told <= 10_000
+        budget_ms = told if ok and isinstance(told, int) else DEFAULT_BUDGET_MS
     bound = budget_ms / 1000 + ROUND_TRIPS * trip
     token = os.urandom(8).hex()
     base = folder(index_dir) / request_name(token)
@@ -155,6 +168,7 @@ def ask(index_dir: Path | str, plan_digest: str, budget_ms: int) -> Answered | N
         "token": token,
         "timeout_ms": int(bound * 1000),
         "client": hostname(),
+        "build": build_id(),
     }
     try:
         _write_request(base.with_name(base.name + WRITING), req, pad(doc))
@@ -207,14 +221,15 @@ def _poll(req: Path, token: str, deadline: float) -> dict[str, Any] | None:
 
 
 def _result(
-    host: str, answer: dict[str, Any], plan_digest: str, elapsed_ms: float
+    host: str, answer: dict[str, Any], plan_digest: str | None, elapsed_ms: float
 ) -> Answered | NotAnswered:
     named = answer.get("host")
     host = named if isinstance(named, str) else host
     if answer.get("ok") is not True:
         error = answer.get("error")
         return NotAnswered(f"share host: {error if isinstance(error, str) else 'error'} ({host})")
-    if answer.get("plan") != plan_digest:
+    plan = answer.get("plan")
+    if not isinstance(plan, str) or (plan_digest is not None and plan != plan_digest):
         return NotAnswered(f"share host has a different plan ({host})")
     try:
         result = BarrierResult(
@@ -235,7 +250,8 @@ def _result(
         return NotAnswered(f"share host: malformed answer ({host})")
     if not result.identity:
         return NotAnswered(f"share host: answer names no manifest identity ({host})")
-    return Answered(str(host), result)
+    build = answer.get("build")
+    return Answered(str(host), result, plan, build if isinstance(build, str) else "")
 
 
 def _opt_str(value: object) -> str | None:

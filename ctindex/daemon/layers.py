@@ -74,6 +74,7 @@ class PlanView:
     memory_ceiling: int
     barrier_timeout_ms: int
     watch: bool = True
+    share_barrier_ms: int = 200  # told to clients on other hosts (share_barrier.py)
 
 
 class Engine(Protocol):
@@ -126,6 +127,7 @@ class RealEngine:
             s.max_daemon_memory_bytes,
             s.barrier_timeout_ms,
             s.watch,
+            s.share_barrier_ms,
         )
 
     def open_watcher(self, view: PlanView, cookie_key: str) -> Watcher:

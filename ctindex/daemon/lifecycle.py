@@ -132,6 +132,7 @@ class Daemon:
             lambda key: open_folder_watcher(project.root, key),
             self._share_request,
             wall,
+            self.build,
         )
         self.status = StatusWriter(
             Identity(self.pid, self.instance, wall(), self.build, os.fspath(paths.socket)),
@@ -450,10 +451,17 @@ class Daemon:
         any other, answered into its file."""
         now = self.clock()
         self.last_activity = now
-        # Its plan digest is not a reason to re-plan here: anyone able to
-        # write into the share could make every request cost a plan load.
-        # The client compares the digest of the answer; the heartbeat
-        # re-checks the config every second anyway.
+        # The plan is checked by its stamps (local stats), not by the digest
+        # the client sent: a client may trust the digest this answer names
+        # without loading the plan (ctindex/freshness.py), so it must be
+        # current as of the request; and a digest alone must not make every
+        # request cost a plan load (anyone able to write into the share
+        # could send one).
+        if self.plan_outdated():
+            self.replan()
+            if self.stop_reason is not None:
+                self.barrier.fail(req, f"daemon stopping: {self.stop_reason}")
+                return
         self.stats.barriers += 1
         self.barrier.start(req, request.get("timeout_ms"), now)
 
@@ -506,7 +514,7 @@ class Daemon:
         self.driver.check_store()
         if self.driver.outside is not None:
             self.dirty.request_rescan("store-check", mono)
-        self.share.beat()  # clients on other hosts look for it before they ask
+        self.share.beat(self.plan.share_barrier_ms)  # clients on other hosts read it first
         self.rss = sysinfo.rss()
         if self.rss > self.plan.memory_ceiling:
             self.stop_reason = MEMORY_LIMIT

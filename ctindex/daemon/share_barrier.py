@@ -67,8 +67,10 @@ class ShareHost:
         opener: Opener,
         start: Starter,
         wall: Callable[[], float],
+        build: str = "",
     ) -> None:
         self.root = root
+        self.build = build
         self.folder = index_dir / FOLDER
         self.index_dir = index_dir
         self.instance = instance
@@ -81,6 +83,7 @@ class ShareHost:
         self.pending: dict[str, ShareRequest] = {}
         self.file_mode = 0o600
         self.last_beat: float | None = None
+        self.budget_ms: int | None = None
         self.answered = 0
         self.dropped = 0
         self._fd: int | None = None
@@ -179,6 +182,7 @@ class ShareHost:
             "host": self.host,
             "pid": self.pid,
             "heartbeat": self.last_beat,
+            "build": self.build,
         }
         tmp = self.folder / f"{req.name}{ANSWER_TMP}{self.instance}"
         try:
@@ -196,14 +200,18 @@ class ShareHost:
 
     # -- heartbeat and collection -------------------------------------------------
 
-    def beat(self) -> None:
-        """Rewrite the heartbeat record, then collect old files."""
+    def beat(self, budget_ms: int | None = None) -> None:
+        """Rewrite the heartbeat record, then collect old files. `budget_ms`:
+        the plan's share_barrier_ms, for clients that ask before loading it."""
         now = self.wall()
+        if budget_ms is not None:
+            self.budget_ms = budget_ms
         record = {
             "host": self.host,
             "pid": self.pid,
             "instance": self.instance,
             "wall": now,
+            "share_barrier_ms": self.budget_ms,
             "version": 1,
         }
         tmp = self.folder / HEARTBEAT_TMP

@@ -144,6 +144,13 @@ def test_share_host_vouches_for_edits_made_through_another_mount_and_on_the_host
     _vouched(_agrees(net, a, server, "zqxv7other"))
     net.run(["rm", str(a / _concept("zz_h.md"))], check=True)
     _vouched(_agrees(net, b, server, "zqxv7host"))
+    # A config written through A excludes a file; B's next query, which
+    # loads no plan of its own, is answered under the new plan: the host
+    # checks its plan's stamps before every answer through the share.
+    config = '{"version": 1, "exclude": [".git/**", ".ct/okf/**", "**/zz_a.md"]}'
+    _write_through(net, a, ".ct/index.jsonc.tmp", config)  # whole, as an editor saves
+    net.run(["mv", str(a / ".ct/index.jsonc.tmp"), str(a / ".ct/index.jsonc")], check=True)
+    _vouched(_agrees(net, b, server, "zqxv7other"))
     # Each client removed its request: only the heartbeat is left.
     assert sorted(os.listdir(server / ".ct" / "okf" / "barrier")) == [HEARTBEAT]
 
