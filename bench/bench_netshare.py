@@ -4,11 +4,20 @@ The share is the test rig of tests/netshare.py: sshfs over loopback in a
 private namespace, a delaying proxy adding DELAY_MS each way, mounted with
 the client caches off (the configuration docs/network-shares.md recommends
 for freshness: every stat reaches the server). ~600 OKF concepts (the four
-fixture bundles, eight times). Side by side, interleaved, in one run: the
-nothing-changed query with the serial walk (`CTINDEX_WALK_THREADS=0`) and
-with the parallel walk (the default there), `find -type f -printf`, and a
-query after one server-side change. Each figure is a whole process, as a
-user runs it (interpreter start included). Needs root, FUSE, sshfs, sshd.
+fixture bundles, eleven times). Side by side, interleaved, in one run:
+
+* without a daemon on the share's host: the nothing-changed query with the
+  serial walk (`CTINDEX_WALK_THREADS=0`) and with the parallel walk (the
+  default there), and a query after one server-side change;
+* with the host's daemon (`ctindex watch start` on the export folder, where
+  the project is local): the nothing-changed query, and a query right after
+  a change made through a second mount (another host);
+* `find -type f -printf` through the mount, the peer of every row.
+
+Then the scale rows: the same with the host's daemon at ~6,000 concepts
+(the query should not grow with the tree; `find` does). Each figure is a
+whole process, as a user runs it (interpreter start included). Needs root,
+FUSE, sshfs, sshd.
 """
 
 from __future__ import annotations
@@ -17,101 +26,192 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from tests.conftest import BUNDLES, CORPUS
-from tests.netshare import DELAY_MS, RigUnavailable, rig, unavailable
+from tests.netshare import DELAY_MS, Rig, RigUnavailable, rig, unavailable
 
-COPIES = 8
+COPIES = 11  # x 53 concepts
+SCALE_COPIES = 113
 RUNS = 5
+SCALE_RUNS = 3
 WORD = "zqxv7benchnone"
+BASE_ENV = {k: v for k, v in os.environ.items() if k not in ("CI", "CTINDEX_WATCH")}
 
 
-def _timed(r: object, argv: list[str], env: dict[str, str]) -> tuple[float, str]:
+def _timed(r: Rig, argv: list[str], env: dict[str, str]) -> tuple[float, str]:
     t0 = time.perf_counter()
-    done = r.run(argv, env=env)  # type: ignore[attr-defined]
+    done = r.run(argv, env=env)
     return (time.perf_counter() - t0) * 1000, done.stdout
 
 
+def _reason(out: str) -> str:
+    reason = json.loads(out)["freshness"]["reason"] or ""
+    # "share host vm, barrier 12 ms" -> "share host vm"; the walk's cost is per run.
+    return reason.split(", barrier")[0].split(": reconciled")[0]
+
+
+def _project(r: Rig, copies: int) -> tuple[Path, int]:
+    server = r.export / f"proj{copies}"
+    for i in range(copies):
+        for name in BUNDLES:
+            shutil.copytree(CORPUS / name, server / "okf" / "bundles" / f"{name}_{i}")
+    (server / ".git").mkdir()
+    concepts = sum(1 for p in server.rglob("*.md") if p.name not in ("index.md", "log.md"))
+    return server, concepts
+
+
+def _host_daemon(server: Path, action: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ctindex", "-C", str(server), "watch", action],
+        capture_output=True,
+        text=True,
+        env=BASE_ENV,
+        timeout=600,
+    )
+    if action == "start" and done.returncode != 0:
+        raise RuntimeError(f"host daemon did not start: {done.stdout}{done.stderr}")
+
+
+def _with_host(
+    r: Rig, server: Path, runs: int, rows: dict[str, list[float]], reasons: set[str]
+) -> None:
+    """Interleaved: find, the nothing-changed query, a change through the
+    second mount and the query right after it (the host's daemon running)."""
+    c1, c2 = r.mounts["host1"] / server.name, r.mounts["host2"] / server.name
+    query = [sys.executable, "-m", "ctindex", "-C", str(c1), "--json", "search", WORD]
+    find = ["find", str(c1), "-type", "f", "-printf", r"%s %T@ %i\n"]
+    note = c2 / "okf" / "bundles" / f"{BUNDLES[0]}_0" / "zz_bench_remote.md"
+    _host_daemon(server, "start")
+    try:
+        r.run(query, env=BASE_ENV)  # the host's first pass done, this process's caches warm
+        for i in range(runs):
+            rows["find"].append(_timed(r, find, BASE_ENV)[0])
+            ms, out = _timed(r, query, BASE_ENV)
+            rows["host"].append(ms)
+            reasons.add(_reason(out))
+            write = "import sys; open(sys.argv[1], 'w').write(sys.argv[2])"
+            text = f"# Remote\n\nchange {i} {'x' * i}\n"
+            r.run([sys.executable, "-c", write, str(note), text], env=BASE_ENV)
+            ms, out = _timed(r, query, BASE_ENV)
+            rows["host_changed"].append(ms)
+            reasons.add(_reason(out))
+    finally:
+        _host_daemon(server, "stop")
+
+
+def _without_host(
+    r: Rig, server: Path, runs: int, rows: dict[str, list[float]], reasons: set[str]
+) -> None:
+    c1 = r.mounts["host1"] / server.name
+    query = [sys.executable, "-m", "ctindex", "-C", str(c1), "--json", "search", WORD]
+    find = ["find", str(c1), "-type", "f", "-printf", r"%s %T@ %i\n"]
+    serial_env = {**BASE_ENV, "CTINDEX_WALK_THREADS": "0"}
+    r.run(query, env=BASE_ENV)  # a first walk re-reads what the host indexed (inodes per mount)
+    for i in range(runs):
+        rows["find"].append(_timed(r, find, BASE_ENV)[0])
+        rows["serial"].append(_timed(r, query, serial_env)[0])
+        ms, out = _timed(r, query, BASE_ENV)
+        rows["parallel"].append(ms)
+        reasons.add(_reason(out))
+        note = server / "okf" / "bundles" / f"{BUNDLES[0]}_0" / "zz_bench.md"
+        note.write_text(f"# Bench\n\nchange {i} {'x' * i}\n")
+        rows["changed"].append(_timed(r, query, BASE_ENV)[0])
+
+
+def _table(rows: dict[str, list[float]], names: list[tuple[str, str, str]]) -> list[str]:
+    f_ms = statistics.median(rows["find"])
+    out = ["| run | median | vs find | all runs (ms) |", "| --- | --- | --- | --- |"]
+    for key, name, target in [("find", "`find -type f -printf '%s %T@ %i\\n'`", ""), *names]:
+        ms = statistics.median(rows[key])
+        runs = ", ".join(f"{t:.0f}" for t in rows[key])
+        out.append(f"| {name} | {ms:.0f} ms | {ms / f_ms:.3f}x {target} | {runs} |")
+    return out
+
+
 def run() -> str:
-    head = "## Network share: nothing-changed query vs `find -printf` through the same mount"
+    head = "## Network share: queries vs `find -printf` through the same mount"
     why = unavailable()
     if why:
         return f"{head}\n\nskipped: {why}\n"
     work = Path(tempfile.mkdtemp(prefix="ctindex-bench-net-"))
+    rows: dict[str, list[float]] = {
+        k: [] for k in ("find", "serial", "parallel", "changed", "host", "host_changed")
+    }
+    scale: dict[str, list[float]] = {k: [] for k in ("find", "host", "host_changed")}
+    reasons: set[str] = set()
     try:
         with rig(work / "rig") as r:
-            server = r.export / "proj"
-            for i in range(COPIES):
-                for name in BUNDLES:
-                    shutil.copytree(CORPUS / name, server / "okf" / "bundles" / f"{name}_{i}")
-            (server / ".git").mkdir()
-            concepts = sum(1 for p in server.rglob("*.md") if p.name not in ("index.md", "log.md"))
-            client = r.mount("host1") / "proj"
-            base = {k: v for k, v in os.environ.items() if k not in ("CI", "CTINDEX_WATCH")}
-            serial_env = {**base, "CTINDEX_WALK_THREADS": "0"}
-            query = [sys.executable, "-m", "ctindex", "-C", str(client), "--json", "search", WORD]
-            find = ["find", str(client), "-type", "f", "-printf", r"%s %T@ %i\n"]
-            r.run(query, env=base)  # builds the index (not measured)
+            server, concepts = _project(r, COPIES)
+            r.mount("host1")
+            r.mount("host2")
             lstat = [
                 sys.executable,
                 "-c",
                 "import os, sys, time\nt = time.perf_counter()\n"
                 "for _ in range(100): os.lstat(sys.argv[1])\n"
                 "print((time.perf_counter() - t) * 10)",
-                str(client / ".git"),
+                str(r.mounts["host1"] / server.name / ".git"),
             ]
             rtt = float(r.run(lstat).stdout.strip() or "nan")
-            serial: list[float] = []
-            parallel: list[float] = []
-            finds: list[float] = []
-            changed: list[float] = []
-            reasons: set[str] = set()
-            for i in range(RUNS):
-                finds.append(_timed(r, find, base)[0])
-                serial.append(_timed(r, query, serial_env)[0])
-                ms, out = _timed(r, query, base)
-                parallel.append(ms)
-                reasons.add(json.loads(out)["freshness"]["reason"].split(":")[0])
-                note = server / "okf" / "bundles" / f"{BUNDLES[0]}_0" / "zz_bench.md"
-                note.write_text(f"# Bench\n\nchange {i} {'x' * i}\n")
-                changed.append(_timed(r, query, base)[0])
+            # `find` runs beside both halves; its median is over all of them.
+            _with_host(r, server, RUNS, rows, reasons)
+            _without_host(r, server, RUNS, rows, reasons)
+            big, big_concepts = _project(r, SCALE_COPIES)
+            _with_host(r, big, SCALE_RUNS, scale, reasons)
     except RigUnavailable as exc:
         return f"{head}\n\nskipped: {exc}\n"
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    f_ms = statistics.median(finds)
-    s_ms, p_ms, c_ms = (statistics.median(x) for x in (serial, parallel, changed))
-
-    def row(name: str, ms: float, all_ms: list[float], target: str = "") -> str:
-        runs = ", ".join(f"{t:.0f}" for t in all_ms)
-        return f"| {name} | {ms:.0f} ms | {ms / f_ms:.2f}x {target} | {runs} |"
-
     return "\n".join(
         [
             head,
             "",
             f"sshfs over loopback through a proxy adding {DELAY_MS:g} ms each way, caches off",
             f"(`{','.join(('dir_cache=no', 'attr_timeout=0', 'entry_timeout=0'))}`); "
-            f"{concepts} concepts; one `lstat` through the mount costs {rtt:.1f} ms here",
+            f"one `lstat` through the mount costs {rtt:.1f} ms here",
             "(several sftp round trips on a loaded machine, so more than the 2 ms of added delay).",
-            f"Medians of {RUNS} interleaved runs, whole processes; freshness reason: "
-            f"`{', '.join(sorted(reasons))}`.",
+            f"Medians of {RUNS} interleaved runs ({SCALE_RUNS} at scale), whole processes; "
+            f"freshness reasons: `{'`, `'.join(sorted(reasons))}`.",
             "",
-            "| run | median | vs find | all runs (ms) |",
-            "| --- | --- | --- | --- |",
-            row("`find -type f -printf '%s %T@ %i\\n'`", f_ms, finds),
-            row("query, nothing changed, serial walk", s_ms, serial),
-            row(
-                "query, nothing changed, parallel walk (default)",
-                p_ms,
-                parallel,
-                "(target <= 1.0x, moonshot <= 0.25x)",
+            f"{concepts} concepts:",
+            "",
+            *_table(
+                rows,
+                [
+                    ("host", "query, nothing changed, share host's daemon", "(target <= 0.05x)"),
+                    (
+                        "host_changed",
+                        "query right after a change through another mount, share host's daemon",
+                        "(target <= 0.1x)",
+                    ),
+                    ("serial", "query, nothing changed, no host daemon, serial walk", ""),
+                    (
+                        "parallel",
+                        "query, nothing changed, no host daemon, parallel walk (default)",
+                        "(target <= 0.8x)",
+                    ),
+                    ("changed", "query after one server-side change, no host daemon", ""),
+                ],
             ),
-            row("query after one server-side change", c_ms, changed),
+            "",
+            f"{big_concepts} concepts (scale):",
+            "",
+            *_table(
+                scale,
+                [
+                    ("host", "query, nothing changed, share host's daemon", "(target <= 0.05x)"),
+                    (
+                        "host_changed",
+                        "query right after a change through another mount, share host's daemon",
+                        "(target <= 0.1x)",
+                    ),
+                ],
+            ),
             "",
         ]
     )

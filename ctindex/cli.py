@@ -339,6 +339,12 @@ def _watch_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="watch start: start a daemon even when CI is set (it would outlive the job)",
     )
+    p.add_argument(
+        "--foreground",
+        action="store_true",
+        help="start: run the daemon in this process until it is stopped, "
+        "without the idle exit (a service manager keeps it: docs/network-shares.md)",
+    )
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:

@@ -28,6 +28,15 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     from ctindex import client
 
     action = args.action
+    if getattr(args, "foreground", False):
+        if action != "start":
+            from ctindex.errors import UsageError
+
+            raise UsageError("watch: --foreground goes with `watch start`")
+        from ctindex.policy.plan import load_plan
+
+        # Not refused under CI: a daemon in the foreground ends with its job.
+        return _foreground(ctx, load_plan(ctx.project))
     if action == "status":
         return _status(ctx)
     if action == "stop":
@@ -113,6 +122,37 @@ def _start(ctx: Context, plan: Plan) -> dict[str, Any]:
         else:
             doc["error"] = f"the daemon did not answer within {START_WAIT_S:g} s"
     return doc
+
+
+def _foreground(ctx: Context, plan: Plan) -> int:
+    """The daemon in this process, for a service manager (a systemd unit, a
+    launchd agent): it serves until stopped (`watch stop`, SIGTERM) and does
+    not leave after `idle_seconds`; 1 when another daemon already serves the
+    project or this one stopped on an error."""
+    from ctindex import runtime as rt
+    from ctindex.daemon.layers import RealEngine
+    from ctindex.daemon.lifecycle import Daemon
+
+    if not plan.settings.watch:
+        ctx.err.write(f"ctindex: {ctx.project.config_path}: watch: false, no daemon to run\n")
+        return 1
+    disabled = rt.no_peer_check()
+    if disabled is not None:
+        ctx.err.write(f"ctindex: {disabled}\n")
+        return 1
+    paths = rt.RuntimePaths.for_project(ctx.project)
+    daemon = Daemon(ctx.project, paths, RealEngine(ctx.project), stay=True)
+    reason = daemon.run()
+    if reason is None:
+        ctx.err.write("ctindex: a daemon already serves this project\n")
+        return 1
+    ctx.echo(f"daemon stopped ({reason})")
+    return 0 if reason in FOREGROUND_CLEAN_STOPS else 1
+
+
+# Stops of a foreground daemon that are not failures (a service manager
+# restarts on a non-zero exit): asked to stop, or watching turned off.
+FOREGROUND_CLEAN_STOPS = ("stop-request", "signal SIGTERM", "signal SIGINT", "watch-disabled")
 
 
 def busy_filesystem(doc: dict[str, Any]) -> dict[str, str] | None:

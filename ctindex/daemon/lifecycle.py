@@ -67,6 +67,7 @@ class Daemon:
         claim_token: str | None = None,
         *,
         successor: bool = False,
+        stay: bool = False,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -77,6 +78,8 @@ class Daemon:
         # Only a successor waits for the lock: a redundant lazy start (two
         # launchers racing) must leave at once, as before.
         self.successor = successor
+        # Run by a service manager (`watch start --foreground`): no idle exit.
+        self.stay = stay
         self.clock = clock
         self.wall = wall
         self.stop_reason: str | None = None
@@ -518,7 +521,7 @@ class Daemon:
         self.rss = sysinfo.rss()
         if self.rss > self.plan.memory_ceiling:
             self.stop_reason = MEMORY_LIMIT
-        elif mono - self.last_activity > self.plan.idle_seconds:
+        elif not self.stay and mono - self.last_activity > self.plan.idle_seconds:
             self.stop_reason = "idle"
         self._write_status(self.lane())
 
