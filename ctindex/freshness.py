@@ -370,6 +370,11 @@ def _share_hinted(
     if fresh is None or not fresh.plain_clean:
         return None, outcome  # the slow path words it
     fresh.reason = _share_label(outcome)
+    from ctindex.netfs import cache_note, project_share
+
+    share = project_share(project)
+    note = cache_note(share) if share is not None else None
+    fresh.notes.extend([note] if note else [])
     from ctindex.search.execute import PlanMismatch, Vouched
     from ctindex.store.durable import IndexCorrupt
 
