@@ -184,7 +184,7 @@ class ShareHost:
             "heartbeat": self.last_beat,
             "build": self.build,
         }
-        tmp = self.folder / f"{req.name}{ANSWER_TMP}{self.instance}"
+        tmp = self.folder / f"{req.name}{ANSWER_TMP}{self.instance}-{os.urandom(4).hex()}"
         try:
             self._write(tmp, _fit(doc))
             os.replace(tmp, path)
@@ -214,7 +214,7 @@ class ShareHost:
             "share_barrier_ms": self.budget_ms,
             "version": 1,
         }
-        tmp = self.folder / HEARTBEAT_TMP
+        tmp = self.folder / f"{HEARTBEAT_TMP}-{os.urandom(4).hex()}"
         try:
             self._write(tmp, pad(record))
             os.replace(tmp, self.folder / HEARTBEAT)
@@ -234,7 +234,7 @@ class ShareHost:
         kept: list[tuple[float, str]] = []
         removed = 0
         for entry in entries:
-            if entry.name in (HEARTBEAT, HEARTBEAT_TMP) or entry.name in self.pending:
+            if entry.name == HEARTBEAT or entry.name in self.pending:
                 continue
             try:
                 mtime = entry.stat(follow_symlinks=False).st_mtime
@@ -258,7 +258,10 @@ class ShareHost:
         return 1
 
     def _write(self, path: Path, data: bytes) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        """A new file of ours: O_EXCL under a random name, so a name someone
+        placed in the folder beforehand (a link to another file) is never
+        written through."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(path, flags, self.file_mode)
         try:
             os.fchmod(fd, self.file_mode)  # the daemon's umask is 077
