@@ -52,7 +52,8 @@ def _timed(r: Rig, argv: list[str], env: dict[str, str]) -> tuple[float, str]:
 def _reason(out: str) -> str:
     reason = json.loads(out)["freshness"]["reason"] or ""
     # "share host vm, barrier 12 ms" -> "share host vm"; the walk's cost is per run.
-    return reason.split(", barrier")[0].split(": reconciled")[0]
+    reason = reason.split(", barrier")[0].split(": reconciled")[0]
+    return reason.split(" (")[0] + reason[reason.index(");") + 1 :] if " (" in reason else reason
 
 
 def _project(r: Rig, copies: int) -> tuple[Path, int]:

@@ -264,7 +264,8 @@ class ShareHost:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(path, flags, self.file_mode)
         try:
-            os.fchmod(fd, self.file_mode)  # the daemon's umask is 077
+            if hasattr(os, "fchmod"):  # POSIX (the daemon runs nowhere else)
+                os.fchmod(fd, self.file_mode)  # the daemon's umask is 077
             os.write(fd, data)
         finally:
             os.close(fd)
