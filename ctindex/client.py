@@ -95,6 +95,26 @@ class BarrierResult(NamedTuple):
     # Why the daemon rebuilt a store changed outside ctindex (reported once).
     outside: str | None = None
 
+    @classmethod
+    def from_reply(cls, reply: dict[str, Any], barrier_ms: float) -> BarrierResult:
+        """A barrier's answer as the daemon sends it, over its socket or
+        through a share (ctindex/share_client.py); raises KeyError,
+        TypeError or ValueError when it is malformed."""
+        return cls(
+            generation=int(reply["generation"]),
+            instance=str(reply["instance"]),
+            lane=str(reply["lane"]),
+            backend=str(reply["backend"]),
+            backend_reason=_opt_str(reply.get("backend_reason")),
+            degraded=_opt_str(reply.get("degraded")),
+            reconciled=bool(reply.get("reconciled")),
+            reconcile_reason=_opt_str(reply.get("reconcile_reason")),
+            reconcile_ms=_opt_float(reply.get("reconcile_ms")),
+            barrier_ms=barrier_ms,
+            identity=_opt_str(reply.get("identity")) or "",
+            outside=_opt_str(reply.get("outside")),
+        )
+
 
 # -- IPC -------------------------------------------------------------------------
 
@@ -224,20 +244,7 @@ def barrier(
     if reply.get("plan") != plan_digest:
         raise BarrierFailed(PLAN_MISMATCH)
     try:
-        return BarrierResult(
-            generation=int(reply["generation"]),
-            instance=str(reply["instance"]),
-            lane=str(reply["lane"]),
-            backend=str(reply["backend"]),
-            backend_reason=_opt_str(reply.get("backend_reason")),
-            degraded=_opt_str(reply.get("degraded")),
-            reconciled=bool(reply.get("reconciled")),
-            reconcile_reason=_opt_str(reply.get("reconcile_reason")),
-            reconcile_ms=_opt_float(reply.get("reconcile_ms")),
-            barrier_ms=round((time.monotonic() - started) * 1000, 3),
-            identity=_opt_str(reply.get("identity")) or "",
-            outside=_opt_str(reply.get("outside")),
-        )
+        return BarrierResult.from_reply(reply, round((time.monotonic() - started) * 1000, 3))
     except (KeyError, TypeError, ValueError) as exc:
         raise BarrierFailed("daemon error: malformed reply") from exc
 

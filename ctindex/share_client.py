@@ -232,31 +232,10 @@ def _result(
     if not isinstance(plan, str) or (plan_digest is not None and plan != plan_digest):
         return NotAnswered(f"share host has a different plan ({host})")
     try:
-        result = BarrierResult(
-            generation=int(answer["generation"]),
-            instance=str(answer["instance"]),
-            lane=str(answer["lane"]),
-            backend=str(answer["backend"]),
-            backend_reason=_opt_str(answer.get("backend_reason")),
-            degraded=_opt_str(answer.get("degraded")),
-            reconciled=bool(answer.get("reconciled")),
-            reconcile_reason=_opt_str(answer.get("reconcile_reason")),
-            reconcile_ms=_opt_float(answer.get("reconcile_ms")),
-            barrier_ms=elapsed_ms,
-            identity=_opt_str(answer.get("identity")) or "",
-            outside=_opt_str(answer.get("outside")),
-        )
+        result = BarrierResult.from_reply(answer, elapsed_ms)
     except (KeyError, TypeError, ValueError):
         return NotAnswered(f"share host: malformed answer ({host})")
     if not result.identity:
         return NotAnswered(f"share host: answer names no manifest identity ({host})")
     build = answer.get("build")
     return Answered(str(host), result, plan, build if isinstance(build, str) else "")
-
-
-def _opt_str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _opt_float(value: object) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
