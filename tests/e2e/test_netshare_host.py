@@ -27,6 +27,7 @@ from ctindex.daemon.share_barrier import KEEP_FILES
 from ctindex.share_client import HEARTBEAT, NO_ANSWER, NO_HOST, STALE, pad
 from tests import oracle
 from tests.conftest import CORPUS
+from tests.daemon_support import require_daemon
 from tests.netshare import Rig, RigUnavailable, unavailable
 
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=unavailable() or "")
@@ -38,6 +39,7 @@ ENV = {k: v for k, v in os.environ.items() if k not in ("CI", "CTINDEX_WATCH")}
 
 @pytest.fixture
 def net(tmp_path: Path) -> Iterator[Rig]:
+    require_daemon()  # every test here runs the share host's daemon
     rig = Rig(tmp_path / "rig")
     try:
         rig.start()
