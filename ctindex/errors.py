@@ -38,6 +38,12 @@ class CtindexError(Exception):
 
     exit_code = 2
 
+    def __str__(self) -> str:
+        # The message quotes what the user wrote (a query, an ID, a path), which
+        # may hold a newline or a carriage return: it is made one line here, once,
+        # for every reader (the CLI's stderr line, JSON, MCP, the API).
+        return shown(super().__str__())
+
 
 class PolicyError(CtindexError):
     """The indexing policy cannot be honoured: malformed `.ct/index.jsonc`,
