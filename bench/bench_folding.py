@@ -67,7 +67,7 @@ def corpus(accented: bool) -> list[tuple[str, bytes]]:
 
 def measure(pure: bool, files: list[tuple[str, bytes]]) -> dict[str, float]:
     os.environ["CTINDEX_PURE"] = "1" if pure else "0"
-    from ctindex import native_modules
+    from ctindex.base import native_modules
     from ctindex.providers import okf_markdown as okf
 
     native_modules.reset()

@@ -203,7 +203,7 @@ def _rebuild_with(project: Project, plan: Plan, *, pure: bool) -> None:
     """`rebuild` in process, with the native core or forced pure (CTINDEX_PURE)."""
     from ctindex.reconciler import native
 
-    from ctindex import native_modules
+    from ctindex.base import native_modules
     from ctindex.indexer import rebuild
 
     old = os.environ.get("CTINDEX_PURE")
@@ -459,7 +459,7 @@ def _daemon_search(root: Path, query: str) -> float | None:
                 return None
             if mode == "watcher-clean":
                 # Steady state: the search fast path records only a config
-                # stat older than the 2 s racy window (ctindex/fastpath.py).
+                # stat older than the 2 s racy window (ctindex/query/fastpath.py).
                 time.sleep(max(0.0, cfg.stat().st_mtime + 2.2 - time.time()))
                 _ctindex(root, "search", query)
                 return _median_ms(lambda: _ctindex(root, "search", query), SEARCH_RUNS)

@@ -1,5 +1,5 @@
 """Benchmark: the query path, `ctindex search` answered by the daemon
-(ctindex/quick.py, ctindex/daemon/query.py; docs/decisions/perf.md §7).
+(ctindex/fast_entry.py, ctindex/daemon/query.py; docs/decisions/perf.md §7).
 
 Whole processes, timed side by side in one run (each round runs every
 command once, so machine load hits them alike), medians over ROUNDS:
@@ -122,7 +122,7 @@ def _small() -> tuple[list[str], str]:
         (root / ".git").mkdir()
         (root / ".ct").mkdir()
         (root / ".ct" / "index.jsonc").write_text(CONFIG_ON)
-        time.sleep(2.2)  # past the racy window: the plan can be trusted (ctindex/fastpath.py)
+        time.sleep(2.2)  # past the racy window: the plan can be trusted (ctindex/query/fastpath.py)
         _settle(root, "margin")
         docs = json.loads(
             subprocess.run(

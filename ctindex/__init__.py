@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 
 # typing.TYPE_CHECKING without importing `typing` (~2 ms of every `ctindex`
-# process, ctindex/quick.py); type checkers treat the name as true.
+# process, ctindex/fast_entry.py); type checkers treat the name as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

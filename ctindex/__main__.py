@@ -1,5 +1,5 @@
-"""`python -m ctindex` runs the CLI (the daemon's answer first, ctindex/quick.py)."""
+"""`python -m ctindex` runs the CLI (the daemon's answer first, ctindex/fast_entry.py)."""
 
-from ctindex.quick import console
+from ctindex.fast_entry import console
 
 console()

@@ -9,7 +9,7 @@ synchronous reconciliation, then the published generation is read. What a
 long-lived object saves is what a new process pays again each time:
 
 * the plan is kept while everything it was computed from keeps its full
-  stat fingerprint (ctindex.fastpath.plan_current), and computed again
+  stat fingerprint (ctindex.query.fastpath.plan_current), and computed again
   otherwise;
 * the open generation (its segment files and what was read of them) is
   kept while the published MANIFEST is byte-for-byte the one it was opened
@@ -53,10 +53,10 @@ from ctindex.policy.project import (
 if TYPE_CHECKING:
     from ctindex import indexer
     from ctindex.commands import Context
-    from ctindex.freshness import Answered
-    from ctindex.freshness import Freshness as _Freshness
     from ctindex.policy.decide import Decision
     from ctindex.policy.plan import Plan
+    from ctindex.query.freshness import Answered
+    from ctindex.query.freshness import Freshness as _Freshness
     from ctindex.search.execute import Outcome
     from ctindex.search.query import Node
     from ctindex.store.snapshot import Snapshot
@@ -367,8 +367,8 @@ class Index:
     def plan(self) -> Plan:
         """The effective plan, computed again whenever what it depends on
         changed (PolicyError for a malformed `.ct/index.jsonc`)."""
-        from ctindex import fastpath
         from ctindex.policy.plan import load_plan
+        from ctindex.query import fastpath
 
         with self._lock:
             if self._plan is None or not fastpath.plan_current(self.project, self._plan):
@@ -392,11 +392,11 @@ class Index:
         work: Callable[[Snapshot], T],
         from_files: Callable[[Plan], T] | None = None,
     ) -> Answered[T]:
-        """Prove freshness as the CLI's search does (ctindex/freshness.py:
+        """Prove freshness as the CLI's search does (ctindex/query/freshness.py:
         barrier or reconciliation, a damaged index repaired), then run
         `work` on the kept generation; `from_files` answers when the index
         cannot be brought up to date (else IndexBusy / IndexReadOnly)."""
-        from ctindex import freshness
+        from ctindex.query import freshness
 
         return freshness.fresh_answer(
             self.project,
@@ -412,7 +412,7 @@ class Index:
         """The indexed query (docs/search.md); with `direct`, the same query
         answered by reading the files (the built-in oracle). Raises
         QueryError for a malformed query."""
-        from ctindex import freshness
+        from ctindex.query import freshness
         from ctindex.search.execute import search_direct, search_snapshot
         from ctindex.search.query import parse_query
 
@@ -562,8 +562,8 @@ class Index:
     def _suggest(self, plan: Plan, wanted: str, scope: str | None) -> tuple[str, ...]:
         """Close matches among the existing IDs: the IDs ending in the asked
         one's last segment first (`orders` -> `tables/orders`), then
-        difflib's closest (ctindex/suggest.py). Linear in the number of concepts."""
-        from ctindex.suggest import close_matches
+        difflib's closest (ctindex/base/suggest.py). Linear in the number of concepts."""
+        from ctindex.base.suggest import close_matches
 
         want_root = None if scope is None else scope.strip("/")
         ids = sorted(
@@ -757,7 +757,7 @@ def read_concept(plan: Plan, root: str, key: str) -> Concept:
     text = data.decode("utf-8-sig")
     frontmatter, problem = _frontmatter(text)
     warning = doc.warning or (f"{key}: {problem}" if problem else None)
-    from ctindex import freshness
+    from ctindex.query import freshness
 
     fresh = Freshness._of(freshness.read_when_asked(_ms(time.perf_counter() - t0)))
     return Concept(

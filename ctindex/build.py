@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TextIO
 
 from ctindex import providers
-from ctindex.output import Progress
+from ctindex.base.output import Progress
 from ctindex.providers.base import Analysis, Document, Feed, ProviderError
 from ctindex.providers.fields import SEP
 from ctindex.reconciler.capture import Captured, KeyReader, Shipment, ShipmentBuilder

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
+from ctindex.base.output import OutputError, emit, flush, output_failed
 from ctindex.errors import CtindexError
-from ctindex.output import OutputError, emit, flush, output_failed
 
 if TYPE_CHECKING:
     from ctindex.commands import QuickAnswer
@@ -94,7 +94,7 @@ class _Parser(argparse.ArgumentParser):
     errors"): one line, `ctindex COMMAND: what: problem`, the argument named
     as on the command line (`--limit`, `ACTION`), never argparse's internal
     names, and the close matches of a mistyped command or choice
-    (ctindex/suggest.py). Every parser is made with `allow_abbrev=False`:
+    (ctindex/base/suggest.py). Every parser is made with `allow_abbrev=False`:
     `--lim` is an unknown option, not `--limit`, so a script's spelling
     cannot start meaning something else when an option is added."""
 
@@ -109,7 +109,7 @@ class _Parser(argparse.ArgumentParser):
         choices = action.choices
         if choices is None or value in choices:
             return
-        from ctindex.suggest import close_matches, did_you_mean
+        from ctindex.base.suggest import close_matches, did_you_mean
 
         known = [str(c) for c in choices]
         hint = did_you_mean(close_matches(str(value), known, cutoff=NAME_CUTOFF), quote=True)
@@ -457,7 +457,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def _unexpected(token: str, command: argparse.ArgumentParser) -> str:
     if not token.startswith("-") or token == "-":
         return f"unexpected argument {token!r}"
-    from ctindex.suggest import close_matches, did_you_mean
+    from ctindex.base.suggest import close_matches, did_you_mean
 
     known = [o for action in command._actions for o in action.option_strings]
     name = token.partition("=")[0]
@@ -564,7 +564,7 @@ def main(
 def _json_error(out: TextIO, exc: CtindexError) -> int:
     """Write `exc` as the command's JSON document; returns its exit code, or
     74 / 141 when stdout cannot take it (the stderr line is already out)."""
-    from ctindex.output import write_json
+    from ctindex.base.output import write_json
 
     error: dict[str, object] = {
         "message": str(exc),
@@ -602,7 +602,7 @@ def _run(
     except UsageExit as exc:
         _report(err, exc.line, 2)
         if _wants_json(argv):
-            from ctindex.output import write_json
+            from ctindex.base.output import write_json
 
             message = exc.line.removeprefix(f"{PROG}: ").removeprefix(f"{PROG} ")
             write_json(out, {"error": {"message": message, "kind": "UsageError", "exit_code": 2}})
@@ -647,7 +647,7 @@ def _run(
         cwd=here,
     )
     ctx.answer = answer
-    from ctindex.tty import colour_wanted
+    from ctindex.base.tty import colour_wanted
 
     ctx.colour = colour_wanted(getattr(args, "color", None), out)
     name = f"ctindex.commands.{args.command}"

@@ -1,7 +1,7 @@
 """The daemon's messages, as a client sends them: IPC, spawn and control.
 
 What an answer means for a query (watcher-clean, reconcile, fallback) is
-not decided here: ctindex/freshness.py owns that. This module carries the
+not decided here: ctindex/query/freshness.py owns that. This module carries the
 exchanges and reports their outcome as facts (BarrierResult) or as a
 failure with its reason (BarrierFailed).
 
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctindex import runtime as rt
 from ctindex import unanswered
-from ctindex.statefile import open_regular, read_bounded
+from ctindex.base.statefile import open_regular, read_bounded
 
 if TYPE_CHECKING:
     from ctindex.policy.plan import Plan

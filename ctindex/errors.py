@@ -82,7 +82,7 @@ class IndexWriteError(CtindexError):
 
 class IndexBusy(IndexWriteError):
     """Another writer held the update lock longer than the caller would wait
-    (a query then answers from the files instead: see ctindex/freshness.py)."""
+    (a query then answers from the files instead: see ctindex/query/freshness.py)."""
 
 
 class IndexCorrupt(CtindexError):
@@ -102,7 +102,7 @@ class ConceptNotFound(CtindexError):
     exit_code = 1
 
     def __init__(self, concept_id: str, suggestions: tuple[str, ...] = ()) -> None:
-        from ctindex.suggest import did_you_mean
+        from ctindex.base.suggest import did_you_mean
 
         super().__init__(f"{shown(concept_id)}: no such concept{did_you_mean(suggestions)}")
         self.concept_id = concept_id

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ctindex import runtime as rt
-from ctindex.output import Progress, counted_keys
+from ctindex.base.output import Progress, counted_keys
 from ctindex.policy.project import key_under_any
 from ctindex.providers import INDEX_PROVIDER, PROVIDERS
 from ctindex.providers.fields import SEP
@@ -370,7 +370,7 @@ def _apply(
         previous = Manifest(
             {k: e for k, e in previous.raw().items() if not key_under_any(k, stale)}
         )
-    from ctindex.netfs import walk_threads
+    from ctindex.policy.netfs import walk_threads
 
     # The table was built under this plan (a changed one means fresh or
     # stale scopes, whose entries are dropped above): its unchanged keys need

@@ -35,7 +35,7 @@ from pathlib import Path
 from ctindex.reconciler import platform_features as features
 
 # typing.TYPE_CHECKING without importing `typing` (~2 ms of every `ctindex`
-# process, ctindex/quick.py); type checkers treat the name as true.
+# process, ctindex/fast_entry.py); type checkers treat the name as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -310,8 +310,8 @@ def read_json(path: Path, limit: int = 1 << 20) -> dict[str, Any] | None:
     """A JSON object from `path`, or None when missing, unreadable or corrupt
     (runtime files are hints: a bad one is treated as absent, never trusted).
     A FIFO, device or symlink in its place is absent too: it is never opened
-    in a way that could block or follow it (ctindex/statefile.py)."""
-    from ctindex.statefile import read_bounded
+    in a way that could block or follow it (ctindex/base/statefile.py)."""
+    from ctindex.base.statefile import read_bounded
 
     try:
         value = json.loads(read_bounded(path, limit))

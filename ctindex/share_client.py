@@ -16,7 +16,7 @@ This module is the client's side of that exchange, files only:
 4. delete it, answered or not.
 
 The answer is turned into the daemon's own BarrierResult, so
-ctindex/freshness.py judges it like a local barrier and opens the generation
+ctindex/query/freshness.py judges it like a local barrier and opens the generation
 it names only through Vouched (plan digest and manifest identity).
 
 Requests and answers are exactly SLOT bytes: a client whose mount caches

@@ -20,7 +20,7 @@ means the loop runs again (SIGCONT) and the next query asks it. A daemon
 that answers clears the record.
 
 Standard library only, and cheap when there is no record (one failed
-open): the query path (ctindex/quick.py) checks it before every request.
+open): the query path (ctindex/fast_entry.py) checks it before every request.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 # The line a daemon's loop sends the moment it reads a request that asks
 # for it (ctindex/daemon/server.py), before any work: the one definition the
-# daemon and both clients (ctindex/quick.py, ctindex/client.py) share.
+# daemon and both clients (ctindex/fast_entry.py, ctindex/client.py) share.
 ACK_LINE = b'{"ack":true}'
 ACK_WAIT_S = 0.4  # connect, send and the ACK: what a stuck daemon costs (within 0.5 s in all)
 BACKOFF_FIRST_S = 2.0

@@ -71,7 +71,7 @@ _loaded: list[_Module | None] = []
 
 def pure_forced() -> bool:
     """Whether CTINDEX_PURE asks for the pure path (any value but empty or 0):
-    the one rule for every optional C module (ctindex/native_modules.py too)."""
+    the one rule for every optional C module (ctindex/base/native_modules.py too)."""
     return os.environ.get(PURE_ENV, "") not in ("", "0")
 
 

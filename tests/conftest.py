@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from tests.daemon_support import CliProject
 
 # The suite tests lazy daemon starts; run under a CI service (which sets CI)
-# searches would start none (ctindex/cimode.py). tests/ctindex/test_cimode.py sets
+# searches would start none (ctindex/query/cimode.py). tests/ctindex/query/test_cimode.py sets
 # CI explicitly for the processes it runs.
 os.environ.pop("CI", None)
 os.environ.pop("CTINDEX_WATCH", None)

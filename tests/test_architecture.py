@@ -29,7 +29,7 @@ READ_SIDE = (
     "ctindex.search",
     "ctindex.store.snapshot",
     "ctindex.store.segment",
-    "ctindex.quick",
+    "ctindex.fast_entry",
     "ctindex.daemon.query",
 )
 

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ctindex.output import emit, write_json
+from ctindex.base.output import emit, write_json
 from ctindex.policy.project import Project
 
 if TYPE_CHECKING:
-    from ctindex.freshness import Freshness
+    from ctindex.query.freshness import Freshness
     from ctindex.search.execute import Outcome
     from ctindex.search.query import Node
 
@@ -38,7 +38,7 @@ class Context:
         self.err = err
         self.cwd = cwd  # relative PATH arguments are taken from here
         self.answer: QuickAnswer | None = None  # set only by the daemon's query path
-        self.colour = False  # --color: ANSI colour in the text output (ctindex/tty.py)
+        self.colour = False  # --color: ANSI colour in the text output (ctindex/base/tty.py)
 
     def emit_json(self, document: Any) -> None:
         write_json(self.out, document)

@@ -8,9 +8,9 @@ import argparse
 import os
 from typing import Any
 
+from ctindex.base.output import human_bytes
 from ctindex.commands import Context
 from ctindex.errors import CtindexError
-from ctindex.output import human_bytes
 from ctindex.policy.config import CONFIG_VERSION, config_text
 from ctindex.policy.gitignore import write_gitignore
 from ctindex.policy.plan import Plan, default_daemon_memory, load_plan

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ctindex.base.output import human_bytes, show_key, table
 from ctindex.commands import Context
-from ctindex.output import human_bytes, show_key, table
 from ctindex.policy.config import INT_SETTINGS
 from ctindex.policy.plan import HARD_RULES, Plan, load_plan
 from ctindex.providers import PROVIDERS

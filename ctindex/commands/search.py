@@ -6,13 +6,13 @@ import argparse
 import contextlib
 from typing import TYPE_CHECKING
 
+from ctindex.base.output import emit
 from ctindex.commands import Context
-from ctindex.output import emit
 
 if TYPE_CHECKING:
     from ctindex.commands.no_scopes import NoScopes
-    from ctindex.freshness import Freshness
     from ctindex.policy.plan import Plan
+    from ctindex.query.freshness import Freshness
     from ctindex.search.execute import Outcome, Result
 
 
@@ -33,7 +33,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.answer is not None and not args.direct:  # the daemon's query path
         fresh, outcome = ctx.answer(ctx, node, args.limit)
         return _emit(ctx, text, fresh, outcome, listing, markers=args.markers)
-    from ctindex import freshness
+    from ctindex.query import freshness
     from ctindex.search.execute import search_direct, search_snapshot
 
     missing: NoScopes | None = None
@@ -48,7 +48,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         from ctindex.policy.plan import load_plan
 
         plan = load_plan(ctx.project)
-        # Nothing can be indexed: ctindex/freshness.py then answers from the
+        # Nothing can be indexed: ctindex/query/freshness.py then answers from the
         # empty plan, writing no `.ct/okf/` and starting no daemon
         # (docs/cli.md, "No scopes").
         missing = report(ctx, plan)

@@ -41,7 +41,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.json:
         ctx.emit_json(concept.to_json())
     else:
-        from ctindex.output import emit
+        from ctindex.base.output import emit
 
         emit(
             ctx.out,

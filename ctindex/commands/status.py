@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctindex.base.output import human_bytes, human_count, human_ms, path_messages
 from ctindex.commands import Context
 from ctindex.errors import IndexCorrupt
-from ctindex.output import human_bytes, human_count, human_ms, path_messages
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -161,7 +161,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     code = 2 if doc["config_error"] else (1 if doc["problem"] else 0)
     metrics = getattr(args, "metrics_file", None)
     if metrics:
-        from ctindex.metrics import status_metrics, write_textfile
+        from ctindex.audit.metrics import status_metrics, write_textfile
 
         write_textfile(metrics, status_metrics(ctx.project, doc, code == 0))
     if ctx.json:

@@ -15,11 +15,11 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ctindex.base.output import human_ms, path_messages
 from ctindex.commands import Context
 from ctindex.commands.no_scopes import NoScopes
 from ctindex.commands.no_scopes import report as no_scopes_report
 from ctindex.errors import UsageError
-from ctindex.output import human_ms, path_messages
 
 if TYPE_CHECKING:
     from ctindex.indexer import UpdateReport
@@ -100,7 +100,7 @@ def finish(
     code = 2 if failing else 0
     metrics = getattr(args, "metrics_file", None)
     if metrics:
-        from ctindex.metrics import update_metrics, write_textfile
+        from ctindex.audit.metrics import update_metrics, write_textfile
 
         write_textfile(
             metrics, update_metrics(ctx.project, verb, report, len(report.missing_roots), code == 0)

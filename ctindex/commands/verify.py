@@ -1,4 +1,4 @@
-"""`ctindex verify [--repair]`: the cron-style audit (ctindex/audit.py).
+"""`ctindex verify [--repair]`: the cron-style audit (ctindex/audit/verify.py).
 
 Exit 0: the published generation is intact and matches the files; 1: damage
 or drift found (each listed); 2: the audit cannot run (no index, malformed
@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ctindex.audit import Audit
+from ctindex.audit.verify import Audit
+from ctindex.base.output import human_bytes, human_count, human_ms
 from ctindex.commands import Context
 from ctindex.errors import CtindexError
-from ctindex.output import human_bytes, human_count, human_ms
 
 
 class CannotVerify(CtindexError):
@@ -24,7 +24,7 @@ class CannotVerify(CtindexError):
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    from ctindex.audit import audit
+    from ctindex.audit.verify import audit
     from ctindex.policy.plan import load_plan
     from ctindex.store.lock import IndexBusy
 
@@ -49,7 +49,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     code = 0 if after.clean else 1
     metrics = getattr(args, "metrics_file", None)
     if metrics:
-        from ctindex.metrics import verify_metrics, write_textfile
+        from ctindex.audit.metrics import verify_metrics, write_textfile
 
         write_textfile(metrics, verify_metrics(ctx.project, found, after, repaired))
     if ctx.json:

@@ -81,9 +81,9 @@ def _status(ctx: Context) -> int:
 
 
 def _refuse_in_ci(force: bool) -> None:
-    """Under CI a daemon outlives the job by `idle_seconds` (ctindex/cimode.py):
+    """Under CI a daemon outlives the job by `idle_seconds` (ctindex/query/cimode.py):
     starting one takes --force (or CTINDEX_WATCH=1, as for searches)."""
-    from ctindex.cimode import spawn_blocked
+    from ctindex.query.cimode import spawn_blocked
 
     if not force and spawn_blocked() is not None:
         from ctindex.errors import UsageError

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ctindex.output import human_bytes, human_count, human_ms
+from ctindex.base.output import human_bytes, human_count, human_ms
 
 
 def watcher_json(doc: dict[str, Any]) -> dict[str, Any]:

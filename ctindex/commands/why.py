@@ -6,9 +6,9 @@ import argparse
 from dataclasses import replace
 from typing import Any
 
+from ctindex.base.output import show_key
 from ctindex.commands import Context
 from ctindex.commands.no_scopes import ADD_HINT
-from ctindex.output import show_key
 from ctindex.policy.decide import OUTSIDE_SCOPE, Decision
 from ctindex.policy.plan import Plan, load_plan
 

@@ -49,7 +49,7 @@ class Applied:
 class ConfigStamp(NamedTuple):
     """What tells one config file from another (docs/reliability.md, "What
     vouches for unchanged"): its full stat fingerprint, the form clients send
-    with a barrier (ctindex.fastpath.config_stamp), and the digest of its
+    with a barrier (ctindex.query.fastpath.config_stamp), and the digest of its
     bytes, which also catches a rewrite inside one timestamp tick. The config
     is tiny and this is read once per heartbeat, so the read is cheap."""
 
@@ -112,8 +112,8 @@ class RealEngine:
         self._held: dict[str, bool] = {}
 
     def load_plan(self) -> PlanView:
-        from ctindex import fastpath
         from ctindex.policy.plan import load_plan
+        from ctindex.query import fastpath
 
         plan = load_plan(self.project)
         fastpath.remember(self.project, plan)  # lets searches skip loading it
@@ -156,7 +156,7 @@ class RealEngine:
         )
 
     def config_stamp(self) -> ConfigStamp | None:
-        from ctindex import fastpath
+        from ctindex.query import fastpath
 
         path = self.project.config_path
         stat = fastpath.config_stamp(path)
@@ -169,7 +169,7 @@ class RealEngine:
         longer has the fingerprint it had, or detection met a racily clean
         folder (its result was not trusted). The daemon watches only scope
         roots, so a new root beside them (okf/bundles/<new>) is found here,
-        on the heartbeat, and by every query's own check (ctindex.fastpath)."""
+        on the heartbeat, and by every query's own check (ctindex.query.fastpath)."""
         from ctindex.reconciler.fingerprint import fingerprint_of
 
         folders = view.plan.detected_from

@@ -456,7 +456,7 @@ class Daemon:
         self.last_activity = now
         # The plan is checked by its stamps (local stats), not by the digest
         # the client sent: a client may trust the digest this answer names
-        # without loading the plan (ctindex/freshness.py), so it must be
+        # without loading the plan (ctindex/query/freshness.py), so it must be
         # current as of the request; and a digest alone must not make every
         # request cost a plan load (anyone able to write into the share
         # could send one).

@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from ctindex.statefile import UnsafeFile, open_regular
+from ctindex.base.statefile import UnsafeFile, open_regular
 
 MAX_BYTES = 32 * 1024
 BACKUPS = 2

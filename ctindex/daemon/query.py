@@ -1,7 +1,7 @@
 """The daemon's half of the query path (docs/daemon.md "Query path").
 
 A `search` request carries the client's command-line words, working folder
-and build id (ctindex/quick.py). The loop (ctindex/daemon/lifecycle.py)
+and build id (ctindex/fast_entry.py). The loop (ctindex/daemon/lifecycle.py)
 checks build, plan and watcher trust, runs the barrier for it as for any
 client, and then hands the query to the one worker thread here, which runs
 the CLI's own `main()` with `answer=` set: the same argument parsing, query
@@ -46,12 +46,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ctindex.commands import Context
     from ctindex.daemon.server import Connection
-    from ctindex.freshness import Freshness
+    from ctindex.query.freshness import Freshness
     from ctindex.search.execute import Outcome
     from ctindex.search.query import Node
     from ctindex.store.snapshot import Snapshot
 
-QUERY_BUDGET_S = 2.0  # ctindex/quick.py waits this long beyond the barrier budget
+QUERY_BUDGET_S = 2.0  # ctindex/fast_entry.py waits this long beyond the barrier budget
 SLICE_S = 0.005  # sys.setswitchinterval: the longest the worker keeps the loop waiting
 MAX_OUTPUT = 8 << 20  # characters of stdout + stderr; the client takes 64 MiB of JSON
 CACHE_BLOCKS = 2048  # dictionary blocks (64 terms each) kept open between queries
@@ -239,9 +239,9 @@ class QueryService:
         return out.getvalue(), err.getvalue(), code
 
     def _answer(self, job: Job, ctx: Context, node: Node, limit: int) -> tuple[Freshness, Outcome]:
-        """The fresh answer of the plan-less fast path (ctindex/freshness.py,
+        """The fresh answer of the plan-less fast path (ctindex/query/freshness.py,
         the same Vouched check), from the generation held open."""
-        from ctindex.freshness import Freshness
+        from ctindex.query.freshness import Freshness
         from ctindex.search.execute import Vouched
         from ctindex.store.durable import IndexCorrupt, fault
 

@@ -60,7 +60,7 @@ class SearchOp:
         self.clock = clock
 
     def start(self, conn: Connection, request: dict[str, Any], now: float) -> None:
-        """A `search` from ctindex/quick.py: only for a client of this build
+        """A `search` from ctindex/fast_entry.py: only for a client of this build
         (another build's is declined without retiring: its own barrier then
         retires this daemon and starts the successor, docs/daemon.md "Build
         identity"), only under a plan still current, then the usual barrier."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO
 
 from ctindex import runtime as rt
-from ctindex.statefile import open_regular
+from ctindex.base.statefile import open_regular
 
 LOCK_ATTEMPTS = 5  # a `watch status` probe can hold the lock for an instant
 LOCK_RETRY_S = 0.02

@@ -85,8 +85,8 @@ class Config:
 def load_config(path: Path) -> Config:
     """Parse `path` if it exists; raise PolicyError on any problem. A FIFO,
     device, symlink or oversized file is refused before anything is read
-    (ctindex/statefile.py; a symlink is not followed, spec §11)."""
-    from ctindex.statefile import UnsafeFile, read_bounded
+    (ctindex/base/statefile.py; a symlink is not followed, spec §11)."""
+    from ctindex.base.statefile import UnsafeFile, read_bounded
 
     try:
         raw = read_bounded(path, MAX_CONFIG_BYTES)
@@ -245,7 +245,7 @@ def _scopes(value: Any, fail: Fail) -> tuple[ScopeSpec, ...]:
             raise fail(f"{where}.provider", f"must be a string, not {_kind(provider_id)}")
         provider = PROVIDERS.get(provider_id)
         if provider is None:
-            from ctindex.suggest import close_matches, did_you_mean
+            from ctindex.base.suggest import close_matches, did_you_mean
 
             hint = did_you_mean(close_matches(provider_id, PROVIDERS), quote=True)
             known = ", ".join(sorted(PROVIDERS))
@@ -265,8 +265,8 @@ def _scopes(value: Any, fail: Fail) -> tuple[ScopeSpec, ...]:
 
 
 def _unknown_key(key: object, allowed: tuple[str, ...]) -> str:
-    """'unknown key; did you mean 'watch'? (allowed: ...)' (ctindex/suggest.py)."""
-    from ctindex.suggest import close_matches, did_you_mean
+    """'unknown key; did you mean 'watch'? (allowed: ...)' (ctindex/base/suggest.py)."""
+    from ctindex.base.suggest import close_matches, did_you_mean
 
     close = close_matches(key, allowed) if isinstance(key, str) else []
     return f"unknown key{did_you_mean(close, quote=True)} (allowed: {', '.join(allowed)})"

@@ -398,7 +398,7 @@ def _fingerprint(path: Path) -> Fingerprint | None:
 def read_store(path: Path) -> tuple[str, Fingerprint | None]:
     """The store's text and the full fingerprint it was read at. The same
     checks as the loader (no symlink, no FIFO, bounded); refusals exit 2."""
-    from ctindex.statefile import UnsafeFile, read_bounded
+    from ctindex.base.statefile import UnsafeFile, read_bounded
 
     before = _fingerprint(path)
     try:

@@ -88,7 +88,7 @@ def _kind(mode: int) -> str:
 
 
 def _human(size: int) -> str:
-    from ctindex.output import human_bytes
+    from ctindex.base.output import human_bytes
 
     return human_bytes(size)
 

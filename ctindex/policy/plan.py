@@ -21,6 +21,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctindex.base.statefile import read_text_bounded
 from ctindex.policy.config import (
     BOOL_SETTINGS,
     DEFAULT_EXCLUDE,
@@ -33,7 +34,6 @@ from ctindex.policy.config import (
 from ctindex.policy.project import INDEX_KEY, Project, StrPath, key_under
 from ctindex.providers import INDEX_PROVIDER, PROVIDERS, ProviderInfo
 from ctindex.reconciler.fingerprint import Fingerprint, fingerprint_of, from_json, racily_clean
-from ctindex.statefile import read_text_bounded
 
 if TYPE_CHECKING:
     from ctindex.policy.decide import Decision, PlanPathFilter
@@ -198,7 +198,7 @@ class Plan:
     # the folders root detection listed ({} with explicit scopes; None when a
     # folder was racily clean). The query fast path and the daemon re-check them.
     detected_from: dict[str, Fingerprint] | None = None
-    # The config file's stat (ctindex.fastpath.config_stamp) taken *before* it
+    # The config file's stat (ctindex.query.fastpath.config_stamp) taken *before* it
     # was read, and the clock just before that: a record made from this plan
     # vouches for the config it was computed from, never for a later one.
     config_stamp: list[int] | str | None = None
@@ -303,7 +303,7 @@ def _sha256(value: Any) -> str:
 
 def load_plan(project: Project) -> Plan:
     """The effective plan; raises PolicyError for a malformed project store."""
-    from ctindex.fastpath import config_stamp
+    from ctindex.query.fastpath import config_stamp
 
     refuse_unsafe_store(project)
     # Stamp first, read second: a change in between makes the stamp older than

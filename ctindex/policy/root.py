@@ -1,6 +1,6 @@
 """Where a project's root is: the nearest folder holding `.ct/` or `.git`.
 
-Standard library only: ctindex/quick.py finds the root with this rule before
+Standard library only: ctindex/fast_entry.py finds the root with this rule before
 anything else of ctindex is imported (docs/decisions/perf.md, "Query path"),
 and ctindex/policy/project.py builds `Project.discover` on it, so the fast
 console path and the full CLI can never disagree about which project a

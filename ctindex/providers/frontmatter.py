@@ -50,7 +50,7 @@ class _Reader(Protocol):
 
 
 def _native_reader() -> _Reader | None:
-    from ctindex import native_modules
+    from ctindex.base import native_modules
 
     words = native_modules.load("ctindex.providers._words")
     return None if words is None else cast("_Reader", words.frontmatter)

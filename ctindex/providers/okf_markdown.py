@@ -321,7 +321,7 @@ class _WordsModule(Protocol):
 
 
 def _native() -> _WordsModule | None:
-    from ctindex import native_modules
+    from ctindex.base import native_modules
 
     return cast("_WordsModule | None", native_modules.load("ctindex.providers._words"))
 

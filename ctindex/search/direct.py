@@ -14,7 +14,7 @@ from array import array
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ctindex.output import counted_keys
+from ctindex.base.output import counted_keys
 from ctindex.providers import INDEX_PROVIDER, load
 from ctindex.providers.base import Analysis, Document
 from ctindex.providers.fields import SEP

@@ -149,7 +149,7 @@ class Vouched(NamedTuple):
 
     def matches(self, snap: Snapshot) -> bool:
         """`snap` is such a generation: the last check before a barrier's
-        answer is read (ctindex/freshness.py, ctindex/daemon/query.py)."""
+        answer is read (ctindex/query/freshness.py, ctindex/daemon/query.py)."""
         m = snap.manifest
         return m.plan_digest == self.plan_digest and m.descends_from(self.identity)
 

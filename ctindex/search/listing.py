@@ -78,7 +78,7 @@ def list_direct(
     root: str, plan: Plan, node: Node | None, prefix: str, offset: int, limit: int
 ) -> Listing:
     """The same page read from the files (when the index cannot be brought
-    up to date: ctindex/freshness.py's fallback)."""
+    up to date: ctindex/query/freshness.py's fallback)."""
     from ctindex.reconciler.report import Bucket
     from ctindex.search.direct import MemoryPartition, read_documents, unread_note
 

@@ -170,9 +170,9 @@ def atomic_write(
 
 def read_all(path: Path) -> bytes:
     """An index file, refused (OSError) unless it is a regular file: a FIFO
-    or device put in its place must not hang a reader (ctindex/statefile.py).
+    or device put in its place must not hang a reader (ctindex/base/statefile.py).
     Index files are as large as the corpus needs, so the bound is generous;
     a regular file's read ends at its size anyway."""
-    from ctindex.statefile import read_bounded
+    from ctindex.base.statefile import read_bounded
 
     return read_bounded(path, INDEX_FILE_LIMIT)

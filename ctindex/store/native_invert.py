@@ -1,7 +1,7 @@
 """The segment builder's optional C twin (ctindex/store/_invert.c), typed.
 
 ``module()`` is None when it is not built or ``CTINDEX_PURE=1``
-(ctindex/native_modules.py); ctindex/store/segment.py then runs
+(ctindex/base/native_modules.py); ctindex/store/segment.py then runs
 `_PyInverter`, which the C `Inverter` matches byte for byte.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol, cast
 
-from ctindex import native_modules
+from ctindex.base import native_modules
 
 
 class Inverter(Protocol):

@@ -24,7 +24,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ctindex.statefile import open_regular
+from ctindex.base.statefile import open_regular
 from ctindex.store.durable import IndexCorrupt, crc, write_new
 
 if TYPE_CHECKING:

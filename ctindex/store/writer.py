@@ -292,7 +292,7 @@ def _home(index_dir: Path) -> list[int] | None:
     where the client numbers them per mount (sshfs, NFS): the share host's
     daemon would take a client's publish for another folder's store
     (docs/network-shares.md, "A daemon on the share's host")."""
-    from ctindex.netfs import share_of
+    from ctindex.policy.netfs import share_of
 
     if share_of([os.fspath(index_dir)]) is not None:
         return None

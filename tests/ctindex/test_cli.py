@@ -190,7 +190,7 @@ def test_readme_sample_project(run_cli: Callable[..., CliResult]) -> None:
 
 
 def test_human_units() -> None:
-    from ctindex.output import human_bytes, human_count, human_ms, table
+    from ctindex.base.output import human_bytes, human_count, human_ms, table
 
     assert [human_bytes(n) for n in (0, 1023, 1536, 2 * 1024 * 1024, 3 << 40)] == [
         "0 B",

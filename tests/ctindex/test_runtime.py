@@ -113,7 +113,7 @@ def test_spawn_failure_is_cached_outside_an_unusable_runtime_folder(tmp_path: Pa
 
 
 def test_store_link_sees_a_link_at_each_store_folder(tmp_path: Path) -> None:
-    """The query client's check before it asks a daemon (ctindex/quick.py)."""
+    """The query client's check before it asks a daemon (ctindex/fast_entry.py)."""
     assert rt.store_link(str(tmp_path)) is False
     (tmp_path / ".ct" / "okf" / "runtime").mkdir(parents=True)
     assert rt.store_link(str(tmp_path)) is False

@@ -75,7 +75,7 @@ def test_every_command_into_a_full_stdout_exits_74_with_one_line(
 
 
 def test_a_daemon_answered_json_search_into_a_full_stdout(make_cli_project: Make) -> None:
-    """The fast path (ctindex/quick.py) prints the daemon's answer itself."""
+    """The fast path (ctindex/fast_entry.py) prints the daemon's answer itself."""
     project = make_cli_project()
     project.cli("search", "margin")  # starts the daemon
     project.wait_daemon()

@@ -363,7 +363,7 @@ def test_robust_storage_update_lock_held_by_a_stopped_writer(
     every search wait 60 s and exit 2. A query now waits a bounded time and
     answers from the files (fallback, `index busy`); `update` still exits 2
     naming the lock."""
-    from ctindex import freshness
+    from ctindex.query import freshness
     from ctindex.store import lock
     from ctindex.store.lock import update_lock
 

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctindex import native_modules, providers
+from ctindex import providers
+from ctindex.base import native_modules
 from ctindex.indexer import update
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project

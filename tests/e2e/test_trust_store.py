@@ -5,7 +5,7 @@ running, the next answer must still equal the independent oracle's
 (tests/oracle.py) and `--direct`'s, and say `fallback (index changed outside
 ctindex: ...)`, never `watcher-clean`; the answers after it are watcher-clean
 again and still right. Without a daemon (`"watch": false`) every answer
-equals the oracle's. (ctindex/daemon/storeguard.py, ctindex/freshness.py,
+equals the oracle's. (ctindex/daemon/storeguard.py, ctindex/query/freshness.py,
 docs/daemon.md "Index changed outside ctindex".)"""
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def _roots(project: Path) -> list[str]:
 def test_scopes_add_creates_the_store_with_the_scope(
     plain: Path, run_cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CI", "1")  # the search below starts no daemon (ctindex/cimode.py)
+    monkeypatch.setenv("CI", "1")  # the search below starts no daemon (ctindex/query/cimode.py)
     result = run_cli("-C", str(plain), "scopes", "add", "notes")
     assert result.code == 0, result.err
     assert "added scope notes" in result.out

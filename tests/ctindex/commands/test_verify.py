@@ -1,4 +1,5 @@
-"""`ctindex verify`: deep integrity and drift, exit 0/1/2, --repair, -q (ctindex/audit.py)."""
+"""`ctindex verify`: deep integrity and drift, exit 0/1/2, --repair, -q
+(ctindex/audit/verify.py)."""
 
 from __future__ import annotations
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import client, freshness
+from ctindex import client
 from ctindex import runtime as rt
+from ctindex.query import freshness
 from tests.daemon_support import (
     FakeEngine,
     fork_daemon,
@@ -86,7 +87,7 @@ def test_poll_lane_reconciles_on_every_barrier(tmp_path: Path) -> None:
         for _ in range(2):
             result = client.barrier(paths, "plan-1", 2000)
             assert result.backend == "poll" and result.backend_reason == "test: poll lane"
-            # Worded as a fallback by the one trust test (ctindex/freshness.py).
+            # Worded as a fallback by the one trust test (ctindex/query/freshness.py).
             assert freshness.judge(result).proven is not None
             assert freshness.judge(result).proven.mode == freshness.FALLBACK
             assert result.lane == "reconcile"

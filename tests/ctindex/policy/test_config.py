@@ -49,7 +49,7 @@ SCOPE = '{root: "okf", provider: "okf-markdown"}'
 # (config text, key path the message must name, words of the problem)
 BAD = [
     ("{colour: 1}", "colour", "unknown key (allowed: version, watch,"),
-    # a close key is named (ctindex/suggest.py); an unrelated one is not (above)
+    # a close key is named (ctindex/base/suggest.py); an unrelated one is not (above)
     ("{wach: true}", "wach", "unknown key; did you mean 'watch'? (allowed: "),
     ("{debounce: 10}", "debounce", "did you mean 'debounce_ms'?"),
     (

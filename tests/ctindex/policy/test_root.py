@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ctindex import quick
+from ctindex import fast_entry
 from ctindex.policy import project, root
 
 
@@ -32,7 +32,7 @@ def test_a_ct_file_is_not_a_project(tmp_path: Path) -> None:
 
 def test_quick_and_project_discovery_share_the_rule() -> None:
     # The same function object, not a copy that could drift.
-    assert quick.find_root is root.find_root
+    assert fast_entry.find_root is root.find_root
     assert project.find_root is root.find_root
 
 

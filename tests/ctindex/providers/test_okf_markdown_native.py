@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctindex import native_modules
+from ctindex.base import native_modules
 from ctindex.providers import frontmatter as fm
 from ctindex.providers import okf_markdown as okf
 from ctindex.providers.folding import fold

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctindex import native_modules
+from ctindex.base import native_modules
 from ctindex.store import segment
 from ctindex.store.native_invert import Inverter
 from ctindex.store.segment import BuildInput, StoredDoc, build_segment

@@ -91,7 +91,7 @@ def _search_words(argv: list[str]) -> str | None:
 
 def _budget_s(runtime: str) -> float:
     """How long to wait for the daemon: the barrier budget the last plan
-    recorded (ctindex/fastpath.py's record; a hint, never trusted for more
+    recorded (ctindex/query/fastpath.py's record; a hint, never trusted for more
     than a wait), plus the daemon's query budget."""
     record = rt.read_json(Path(runtime, "query-plan.json"), 4096)
     budget = record.get("barrier_timeout_ms") if record else None
@@ -120,7 +120,7 @@ def answer(argv: list[str]) -> int | None:
         return None
     if unanswered.skipped(paths) is not None:
         return None  # it did not answer lately: the fallback says so
-    from ctindex.tty import decided  # the daemon's stdout is no terminal: decide colour here
+    from ctindex.base.tty import decided  # the daemon's stdout is no terminal: decide colour here
 
     reply = _ask(
         paths,

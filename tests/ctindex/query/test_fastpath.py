@@ -1,4 +1,4 @@
-"""The search fast path (ctindex/fastpath.py): a healthy daemon's answer
+"""The search fast path (ctindex/query/fastpath.py): a healthy daemon's answer
 without loading the plan, and every doubt sending the query down the slow
 path with the same answer (real CLI processes, real daemon)."""
 
@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from ctindex import fastpath, indexer
+from ctindex import indexer
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
+from ctindex.query import fastpath
 from ctindex.search.execute import PlanMismatch, Vouched, search_index
 from ctindex.search.query import parse_query
 from tests.daemon_support import CliProject, wait_for
@@ -174,11 +175,14 @@ def test_the_code_stamp_finds_every_module_it_names() -> None:
 
 def test_the_code_stamp_covers_the_policy_and_every_provider() -> None:
     """A module added to ctindex/policy/ or ctindex/providers/ can change what
-    the plan decides; the record must be invalidated when its code changes."""
-    package = Path(fastpath.__file__).parent
+    the plan decides; the record must be invalidated when its code changes.
+    And every listed module must exist: one that does not makes every record
+    fail to be written, silently (the fast path then never answers)."""
+    package = Path(fastpath.__file__).parents[1]  # ctindex/, as _CODE is written
     found = {
         f"{folder}/{p.name}"
         for folder in ("policy", "providers")
         for p in (package / folder).glob("*.py")
     }
     assert found == set(fastpath._CODE)
+    assert fastpath._code_stamp() is not None

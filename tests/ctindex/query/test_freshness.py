@@ -1,4 +1,4 @@
-"""ctindex/freshness.py: the one entry point's decisions (spec §7).
+"""ctindex/query/freshness.py: the one entry point's decisions (spec §7).
 
 Real projects and real sockets: a real daemon for the healthy case, and for
 the failures small Unix-socket listeners of our own that never answer,
@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import client, freshness, unanswered
+from ctindex import client, unanswered
 from ctindex import runtime as rt
-from ctindex.cimode import CI_REASON
 from ctindex.client import BarrierResult
 from ctindex.policy.plan import Plan, load_plan
 from ctindex.policy.project import Project
+from ctindex.query import freshness
+from ctindex.query.cimode import CI_REASON
 from ctindex.store.snapshot import Snapshot
 from tests.daemon_support import CliProject
 
@@ -327,7 +328,7 @@ def test_a_recorded_plan_lets_a_healthy_daemon_answer_without_loading_it(
     import os
     import time
 
-    from ctindex import fastpath
+    from ctindex.query import fastpath
 
     p = cli_project
     old = time.time() - 30  # older than the racy window: the record may be written

@@ -1,5 +1,5 @@
 """`--metrics-file`: the node_exporter textfile format, parsed with the
-Prometheus client library's own text-format parser (ctindex/metrics.py)."""
+Prometheus client library's own text-format parser (ctindex/audit/metrics.py)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 `--color=always|never` decides; `auto` (the default) colours only a
 terminal, never when `NO_COLOR` is set to anything but the empty string
 (https://no-color.org) or `TERM=dumb`. Standard library only: the query
-path (ctindex/quick.py) decides here too and sends the daemon the outcome,
+path (ctindex/fast_entry.py) decides here too and sends the daemon the outcome,
 so a daemon's answer is coloured exactly as the process's own would be.
 """
 

@@ -9,13 +9,13 @@ statement, the JSON `freshness` object of docs/cli.md:
 1. `--direct` (`Options.direct`): the files are read, no index, no daemon;
    so is a plan without scopes (nothing to index), once it is loaded.
 2. A process without a plan (`Options.plan_hint`) first asks the daemon
-   with the plan digest recorded by ctindex/fastpath.py; a plain
+   with the plan digest recorded by ctindex/query/fastpath.py; a plain
    watcher-clean barrier answers from the generation it vouched for, without
    compiling the plan.
 3. Otherwise the plan is loaded and proven: watching off ->
    reconcile-on-query; a network share -> fallback, reconciled here; a
    barrier -> `judge` (the trust test, written only here); no daemon -> at
-   most one guarded spawn (never in CI: ctindex/cimode.py), then
+   most one guarded spawn (never in CI: ctindex/query/cimode.py), then
    reconciliation; a daemon of another build -> reconcile, then its
    successor.
 4. The published generation is read; a damaged one is repaired and read
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 if TYPE_CHECKING:
     from ctindex import runtime as rt
     from ctindex.client import BarrierFailed, BarrierResult
-    from ctindex.netfs import Share
+    from ctindex.policy.netfs import Share
     from ctindex.share_client import Answered as ShareAnswered
     from ctindex.share_client import NotAnswered as ShareNotAnswered
 
@@ -131,10 +131,10 @@ class Options(NamedTuple):
 
     direct: bool = False  # --direct: answer from the files, no index, no daemon
     # A short-lived process without a plan (the CLI): try the plan recorded
-    # by ctindex/fastpath.py first, and record the plan it has to load. A
+    # by ctindex/query/fastpath.py first, and record the plan it has to load. A
     # long-lived one (ctindex/api.py) keeps its plan and records it itself.
     plan_hint: bool = False
-    spawn: bool = True  # may start a daemon (CI mode still forbids it: ctindex/cimode.py)
+    spawn: bool = True  # may start a daemon (CI mode still forbids it: ctindex/query/cimode.py)
 
 
 DEFAULT_OPTIONS = Options()
@@ -286,7 +286,7 @@ def fresh_answer(
             raise
         fresh, value = _from_files(from_files, plan, denied, "read-only index")
     if options.plan_hint:
-        from ctindex import fastpath
+        from ctindex.query import fastpath
 
         fastpath.remember(project, plan)
     return Answered(fresh, value)
@@ -306,7 +306,7 @@ def _hinted(
 ) -> tuple[Answered[T] | None, Prior | None]:
     """Step 2: a healthy daemon's answer without loading the plan. Returns
     the answer, or the barrier the slow path may reuse (None: ask again)."""
-    from ctindex import fastpath
+    from ctindex.query import fastpath
 
     hint = fastpath.recall(project)
     if hint is None:
@@ -343,7 +343,7 @@ def _on_a_share(project: Project) -> bool:
     a symlink out of a share is found by the slow path's full check)."""
     import os
 
-    from ctindex.netfs import share_of
+    from ctindex.policy.netfs import share_of
 
     paths = [os.fspath(project.index_dir), os.fspath(project.root)]
     return share_of(paths, below=False, resolve=False) is not None
@@ -370,7 +370,7 @@ def _share_hinted(
     if fresh is None or not fresh.plain_clean:
         return None, outcome  # the slow path words it
     fresh.reason = _share_label(outcome)
-    from ctindex.netfs import cache_note, project_share
+    from ctindex.policy.netfs import cache_note, project_share
 
     share = project_share(project)
     note = cache_note(share) if share is not None else None
@@ -434,7 +434,7 @@ def prove(
     Raises IndexBusy / IndexReadOnly (from the indexer) when it cannot."""
     if not plan.settings.watch:
         return reconcile(project, plan, RECONCILE_ON_QUERY, "watch disabled")
-    from ctindex.netfs import project_share
+    from ctindex.policy.netfs import project_share
 
     share = project_share(project, plan)
     if share is not None:
@@ -460,12 +460,12 @@ def _on_share(
     project: Project, plan: Plan, share: Share, asked: ShareOutcome | None = None
 ) -> Proof:
     """A network filesystem: no local daemon can see the server's changes
-    (ctindex/netfs.py), so the share's own host is asked through the share
+    (ctindex/policy/netfs.py), so the share's own host is asked through the share
     (ctindex/share_client.py). Its answer is judged like a local barrier's
     and labelled with its name; without one this walk is the query's one
     and only freshness, and no spawn is attempted."""
     from ctindex import share_client
-    from ctindex.netfs import cache_note, freshness_reason
+    from ctindex.policy.netfs import cache_note, freshness_reason
 
     digest = plan.digest()
     outcome = asked
@@ -516,7 +516,7 @@ def _without_daemon(
         return proof
     reason = failed.reason
     if failed.spawnable:
-        from ctindex.cimode import spawn_blocked
+        from ctindex.query.cimode import spawn_blocked
 
         why_not = spawn_blocked() if spawn else NO_SPAWN_REASON  # CI: no daemon outliving the job
         if why_not is None:
@@ -539,7 +539,7 @@ def reconcile(project: Project, plan: Plan, mode: str, reason: str | None) -> Pr
 
     from ctindex.errors import CtindexError
     from ctindex.indexer import rebuild_reason, update
-    from ctindex.netfs import walk_threads
+    from ctindex.policy.netfs import walk_threads
     from ctindex.reconciler import reconcile as compare
     from ctindex.store.durable import IndexCorrupt
     from ctindex.store.filetable import load_file_table, newly_trusted

@@ -1,4 +1,4 @@
-"""CI mode (ctindex/cimode.py): with `CI` set, a search starts no daemon
+"""CI mode (ctindex/query/cimode.py): with `CI` set, a search starts no daemon
 unless `CTINDEX_WATCH=1` forces it; the answer is still fresh (reconciled)."""
 
 from __future__ import annotations

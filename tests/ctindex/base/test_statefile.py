@@ -1,4 +1,4 @@
-"""read_bounded (ctindex/statefile.py): the whole file, in one read when it
+"""read_bounded (ctindex/base/statefile.py): the whole file, in one read when it
 did not grow, and never more than the bound."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import statefile
-from ctindex.statefile import MIB, UnsafeFile, read_bounded
+from ctindex.base import statefile
+from ctindex.base.statefile import MIB, UnsafeFile, read_bounded
 
 
 @pytest.mark.parametrize("size", [0, 1, MIB - 1, MIB, MIB + 1, 3 * MIB + 5])

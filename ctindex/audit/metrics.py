@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ctindex.errors import CtindexError
 
 if TYPE_CHECKING:
-    from ctindex.audit import Audit
+    from ctindex.audit.verify import Audit
     from ctindex.indexer import UpdateReport
     from ctindex.policy.project import Project
 

@@ -1,4 +1,4 @@
-"""ctindex/netfs.py: the mount options the barrier through a share relies
+"""ctindex/policy/netfs.py: the mount options the barrier through a share relies
 on, read from a mount table (proc(5) mountinfo format)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import netfs
+from ctindex.policy import netfs
 
 TABLE = (
     "36 25 0:32 / /mnt/nfs rw,relatime shared:1 - nfs4 srv:/e rw,vers=4.2,nocto,addr=10.0.0.1\n"

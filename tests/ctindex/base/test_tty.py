@@ -1,4 +1,4 @@
-"""Colour decisions (ctindex/tty.py): --color, NO_COLOR, TERM=dumb, a terminal."""
+"""Colour decisions (ctindex/base/tty.py): --color, NO_COLOR, TERM=dumb, a terminal."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ctindex.tty import choice_in, colour_wanted, decided
+from ctindex.base.tty import choice_in, colour_wanted, decided
 
 
 @pytest.fixture

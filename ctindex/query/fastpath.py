@@ -45,6 +45,7 @@ _CODE = (
     "policy/decide.py",
     "policy/gitignore.py",
     "policy/glob.py",
+    "policy/netfs.py",
     "policy/plan.py",
     "policy/project.py",
     "policy/root.py",
@@ -56,7 +57,8 @@ _CODE = (
     "providers/frontmatter.py",
     "providers/okf_markdown.py",
 )
-_HERE = os.path.dirname(os.path.abspath(__file__))
+# The package folder (ctindex/), which the paths above are relative to.
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Hint(NamedTuple):
@@ -94,10 +96,10 @@ def remember(project: Project, plan: Plan) -> None:
     folders = plan.detected_from
     if not plan.settings.watch or folders is None or not project.runtime_dir.is_dir():
         return
-    from ctindex.netfs import project_share
+    from ctindex.policy.netfs import project_share
 
     if project_share(project, plan) is not None:
-        return  # no daemon to ask there (ctindex/netfs.py): a record only costs stats
+        return  # no daemon to ask there (ctindex/policy/netfs.py): a record only costs stats
     # The stamp the plan was read under, and only while it is still current:
     # a config changed since would otherwise be recorded with the old digest.
     stamp = plan.config_stamp

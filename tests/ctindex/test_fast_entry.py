@@ -1,4 +1,4 @@
-"""The query path: `ctindex search` answered by the daemon (ctindex/quick.py,
+"""The query path: `ctindex search` answered by the daemon (ctindex/fast_entry.py,
 ctindex/daemon/query.py, docs/daemon.md "Query path").
 
 Required: the daemon's answer is byte for byte the in-process answer (text
@@ -140,7 +140,7 @@ def test_daemon_answer_is_byte_for_byte_the_in_process_answer(make_cli_project: 
 
 def test_a_daemon_answer_on_a_terminal_is_coloured_as_in_process(make_cli_project: Make) -> None:
     """The daemon writes into a buffer, not the terminal: the client decides
-    the colour (ctindex/tty.py) and the daemon's answer is the in-process
+    the colour (ctindex/base/tty.py) and the daemon's answer is the in-process
     answer with that decision."""
     project = _clean_daemon(make_cli_project)
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
@@ -328,7 +328,7 @@ HEAVY = (
     "ctindex.client",
     "ctindex.search",
     "ctindex.store",
-    "ctindex.fastpath",
+    "ctindex.query.fastpath",
     "ctindex.policy.project",
     "typing",
     "pathspec",
@@ -363,11 +363,11 @@ def test_a_daemon_answered_search_imports_nothing_heavy(make_cli_project: Make) 
 
 
 def test_the_client_waits_as_long_as_the_daemon_may_work() -> None:
-    from ctindex import quick
+    from ctindex import fast_entry
     from ctindex.daemon import query
 
-    assert quick.QUERY_BUDGET_S == query.QUERY_BUDGET_S
-    assert quick.MAX_REPLY > 6 * query.MAX_OUTPUT  # \udcXX escapes: 6 bytes a character
+    assert fast_entry.QUERY_BUDGET_S == query.QUERY_BUDGET_S
+    assert fast_entry.MAX_REPLY > 6 * query.MAX_OUTPUT  # \udcXX escapes: 6 bytes a character
 
 
 def test_no_daemon_means_todays_path(make_cli_project: Make) -> None:
