@@ -62,7 +62,7 @@ def test_no_scopes_note_names_why_and_how(
     notes = [line for line in result.err.splitlines() if NOTE in line]
     assert len(notes) == 1, result.err
     assert "index.md" in notes[0] and "depth 0-3" in notes[0] and HINT in notes[0]
-    assert "spec §4" in notes[0]
+    assert 'docs/cli.md, "No scopes"' in notes[0]
 
 
 def test_no_scopes_note_is_silenced_by_quiet(plain: Path, run_cli: Cli) -> None:
