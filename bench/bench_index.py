@@ -459,7 +459,7 @@ def _daemon_search(root: Path, query: str) -> float | None:
                 return None
             if mode == "watcher-clean":
                 # Steady state: the search fast path records only a config
-                # stat older than the 2 s racy window (ctindex/query/fastpath.py).
+                # stat older than the 2 s racy window (ctindex/policy/plan_record.py).
                 time.sleep(max(0.0, cfg.stat().st_mtime + 2.2 - time.time()))
                 _ctindex(root, "search", query)
                 return _median_ms(lambda: _ctindex(root, "search", query), SEARCH_RUNS)

@@ -122,7 +122,9 @@ def _small() -> tuple[list[str], str]:
         (root / ".git").mkdir()
         (root / ".ct").mkdir()
         (root / ".ct" / "index.jsonc").write_text(CONFIG_ON)
-        time.sleep(2.2)  # past the racy window: the plan can be trusted (ctindex/query/fastpath.py)
+        time.sleep(
+            2.2
+        )  # past the racy window: the plan can be trusted (ctindex/policy/plan_record.py)
         _settle(root, "margin")
         docs = json.loads(
             subprocess.run(

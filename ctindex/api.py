@@ -9,7 +9,7 @@ synchronous reconciliation, then the published generation is read. What a
 long-lived object saves is what a new process pays again each time:
 
 * the plan is kept while everything it was computed from keeps its full
-  stat fingerprint (ctindex.query.fastpath.plan_current), and computed again
+  stat fingerprint (ctindex.policy.plan_record.plan_current), and computed again
   otherwise;
 * the open generation (its segment files and what was read of them) is
   kept while the published MANIFEST is byte-for-byte the one it was opened
@@ -367,13 +367,13 @@ class Index:
     def plan(self) -> Plan:
         """The effective plan, computed again whenever what it depends on
         changed (PolicyError for a malformed `.ct/index.jsonc`)."""
+        from ctindex.policy import plan_record
         from ctindex.policy.plan import load_plan
-        from ctindex.query import fastpath
 
         with self._lock:
-            if self._plan is None or not fastpath.plan_current(self.project, self._plan):
+            if self._plan is None or not plan_record.plan_current(self.project, self._plan):
                 self._plan = load_plan(self.project)
-                fastpath.remember(self.project, self._plan)  # for the CLI's fast path
+                plan_record.remember(self.project, self._plan)  # for the CLI's fast path
             return self._plan
 
     def _generation(self) -> Snapshot:

@@ -91,7 +91,7 @@ def _search_words(argv: list[str]) -> str | None:
 
 def _budget_s(runtime: str) -> float:
     """How long to wait for the daemon: the barrier budget the last plan
-    recorded (ctindex/query/fastpath.py's record; a hint, never trusted for more
+    recorded (ctindex/policy/plan_record.py's record; a hint, never trusted for more
     than a wait), plus the daemon's query budget."""
     record = rt.read_json(Path(runtime, "query-plan.json"), 4096)
     budget = record.get("barrier_timeout_ms") if record else None

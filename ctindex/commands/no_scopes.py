@@ -27,7 +27,7 @@ def detection_rule() -> str:
     return (
         f"root detection looks for a folder at depth 0-{provider.root_depth} holding a "
         f"regular {provider.root_marker}, hidden and excluded folders skipped; "
-        "docs/cli.md, \"No scopes\""
+        'docs/cli.md, "No scopes"'
     )
 
 
@@ -50,9 +50,7 @@ def no_scopes(plan: Plan) -> NoScopes | None:
         return None
     if plan.derived_roots is None:  # explicit `scopes: []`: detection is off
         config = plan.config.path or plan.project.config_path
-        message = (
-            f"no scopes: {config} lists none, and explicit scopes replace root detection"
-        )
+        message = f"no scopes: {config} lists none, and explicit scopes replace root detection"
     else:
         message = f"no scopes: no OKF root found under {plan.project.root} ({detection_rule()})"
     return NoScopes(message, ADD_HINT)

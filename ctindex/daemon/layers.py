@@ -49,7 +49,7 @@ class Applied:
 class ConfigStamp(NamedTuple):
     """What tells one config file from another (docs/reliability.md, "What
     vouches for unchanged"): its full stat fingerprint, the form clients send
-    with a barrier (ctindex.query.fastpath.config_stamp), and the digest of its
+    with a barrier (ctindex.policy.plan_record.config_stamp), and the digest of its
     bytes, which also catches a rewrite inside one timestamp tick. The config
     is tiny and this is read once per heartbeat, so the read is cheap."""
 
@@ -112,11 +112,11 @@ class RealEngine:
         self._held: dict[str, bool] = {}
 
     def load_plan(self) -> PlanView:
+        from ctindex.policy import plan_record
         from ctindex.policy.plan import load_plan
-        from ctindex.query import fastpath
 
         plan = load_plan(self.project)
-        fastpath.remember(self.project, plan)  # lets searches skip loading it
+        plan_record.remember(self.project, plan)  # lets searches skip loading it
         s = plan.settings
         return PlanView(
             plan,
@@ -156,10 +156,10 @@ class RealEngine:
         )
 
     def config_stamp(self) -> ConfigStamp | None:
-        from ctindex.query import fastpath
+        from ctindex.policy import plan_record
 
         path = self.project.config_path
-        stat = fastpath.config_stamp(path)
+        stat = plan_record.config_stamp(path)
         if stat is None:
             return None
         return ConfigStamp(stat, None if stat == "absent" else _digest_of(path))
@@ -169,7 +169,7 @@ class RealEngine:
         longer has the fingerprint it had, or detection met a racily clean
         folder (its result was not trusted). The daemon watches only scope
         roots, so a new root beside them (okf/bundles/<new>) is found here,
-        on the heartbeat, and by every query's own check (ctindex.query.fastpath)."""
+        on the heartbeat, and by every query's own check (ctindex.policy.plan_record)."""
         from ctindex.reconciler.fingerprint import fingerprint_of
 
         folders = view.plan.detected_from

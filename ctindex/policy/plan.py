@@ -198,7 +198,7 @@ class Plan:
     # the folders root detection listed ({} with explicit scopes; None when a
     # folder was racily clean). The query fast path and the daemon re-check them.
     detected_from: dict[str, Fingerprint] | None = None
-    # The config file's stat (ctindex.query.fastpath.config_stamp) taken *before* it
+    # The config file's stat (ctindex.policy.plan_record.config_stamp) taken *before* it
     # was read, and the clock just before that: a record made from this plan
     # vouches for the config it was computed from, never for a later one.
     config_stamp: list[int] | str | None = None
@@ -303,7 +303,7 @@ def _sha256(value: Any) -> str:
 
 def load_plan(project: Project) -> Plan:
     """The effective plan; raises PolicyError for a malformed project store."""
-    from ctindex.query.fastpath import config_stamp
+    from ctindex.policy.plan_record import config_stamp
 
     refuse_unsafe_store(project)
     # Stamp first, read second: a change in between makes the stamp older than

@@ -9,7 +9,7 @@ statement, the JSON `freshness` object of docs/cli.md:
 1. `--direct` (`Options.direct`): the files are read, no index, no daemon;
    so is a plan without scopes (nothing to index), once it is loaded.
 2. A process without a plan (`Options.plan_hint`) first asks the daemon
-   with the plan digest recorded by ctindex/query/fastpath.py; a plain
+   with the plan digest recorded by ctindex/policy/plan_record.py; a plain
    watcher-clean barrier answers from the generation it vouched for, without
    compiling the plan.
 3. Otherwise the plan is loaded and proven: watching off ->
@@ -131,7 +131,7 @@ class Options(NamedTuple):
 
     direct: bool = False  # --direct: answer from the files, no index, no daemon
     # A short-lived process without a plan (the CLI): try the plan recorded
-    # by ctindex/query/fastpath.py first, and record the plan it has to load. A
+    # by ctindex/policy/plan_record.py first, and record the plan it has to load. A
     # long-lived one (ctindex/api.py) keeps its plan and records it itself.
     plan_hint: bool = False
     spawn: bool = True  # may start a daemon (CI mode still forbids it: ctindex/query/cimode.py)
@@ -286,9 +286,9 @@ def fresh_answer(
             raise
         fresh, value = _from_files(from_files, plan, denied, "read-only index")
     if options.plan_hint:
-        from ctindex.query import fastpath
+        from ctindex.policy import plan_record
 
-        fastpath.remember(project, plan)
+        plan_record.remember(project, plan)
     return Answered(fresh, value)
 
 
@@ -306,9 +306,9 @@ def _hinted(
 ) -> tuple[Answered[T] | None, Prior | None]:
     """Step 2: a healthy daemon's answer without loading the plan. Returns
     the answer, or the barrier the slow path may reuse (None: ask again)."""
-    from ctindex.query import fastpath
+    from ctindex.policy import plan_record
 
-    hint = fastpath.recall(project)
+    hint = plan_record.recall(project)
     if hint is None:
         return None, None
     from ctindex import client

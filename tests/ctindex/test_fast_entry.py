@@ -328,7 +328,7 @@ HEAVY = (
     "ctindex.client",
     "ctindex.search",
     "ctindex.store",
-    "ctindex.query.fastpath",
+    "ctindex.policy.plan_record",
     "ctindex.policy.project",
     "typing",
     "pathspec",

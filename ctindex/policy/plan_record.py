@@ -47,6 +47,7 @@ _CODE = (
     "policy/glob.py",
     "policy/netfs.py",
     "policy/plan.py",
+    "policy/plan_record.py",
     "policy/project.py",
     "policy/root.py",
     "policy/store_path.py",

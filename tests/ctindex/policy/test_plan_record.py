@@ -1,4 +1,4 @@
-"""The search fast path (ctindex/query/fastpath.py): a healthy daemon's answer
+"""The search fast path (ctindex/policy/plan_record.py): a healthy daemon's answer
 without loading the plan, and every doubt sending the query down the slow
 path with the same answer (real CLI processes, real daemon)."""
 
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from ctindex import indexer
+from ctindex.policy import plan_record
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
-from ctindex.query import fastpath
 from ctindex.search.execute import PlanMismatch, Vouched, search_index
 from ctindex.search.query import parse_query
 from tests.daemon_support import CliProject, wait_for
@@ -72,7 +72,7 @@ def probe(p: CliProject, query: str) -> tuple[dict[str, Any], bool]:
 
 
 def record(p: CliProject) -> Path:
-    return p.root / ".ct" / "okf" / "runtime" / fastpath.RECORD_NAME
+    return p.root / ".ct" / "okf" / "runtime" / plan_record.RECORD_NAME
 
 
 @pytest.mark.needs("peercred")  # the fast path is the daemon's record
@@ -170,7 +170,7 @@ def test_the_code_stamp_finds_every_module_it_names() -> None:
     """The record is stamped with the modules that compute the plan digest;
     one missing (a module moved, ctindex/policy/) means no record is ever
     written and every search silently takes the slow path."""
-    assert fastpath._code_stamp() is not None
+    assert plan_record._code_stamp() is not None
 
 
 def test_the_code_stamp_covers_the_policy_and_every_provider() -> None:
@@ -178,11 +178,11 @@ def test_the_code_stamp_covers_the_policy_and_every_provider() -> None:
     the plan decides; the record must be invalidated when its code changes.
     And every listed module must exist: one that does not makes every record
     fail to be written, silently (the fast path then never answers)."""
-    package = Path(fastpath.__file__).parents[1]  # ctindex/, as _CODE is written
+    package = Path(plan_record.__file__).parents[1]  # ctindex/, as _CODE is written
     found = {
         f"{folder}/{p.name}"
         for folder in ("policy", "providers")
         for p in (package / folder).glob("*.py")
     }
-    assert found == set(fastpath._CODE)
-    assert fastpath._code_stamp() is not None
+    assert found == set(plan_record._CODE)
+    assert plan_record._code_stamp() is not None
