@@ -24,8 +24,9 @@ from ctindex.daemon.layers import Applied, Engine, PlanView
 from ctindex.daemon.links import LinkTracker
 from ctindex.daemon.schedule import HEARTBEAT_S, Schedule
 from ctindex.daemon.status import BatchRecord, ReconcileRecord, Stats
-from ctindex.daemon.storeguard import OUTSIDE, StoreGuard
+from ctindex.daemon.storeguard import StoreGuard
 from ctindex.errors import IndexBusy, PolicyError
+from ctindex.store.generation import OUTSIDE
 
 ERROR_RETRY_S = 5.0  # after an indexing error, wait before trying again
 # After a held index lock: the other writer's build may end any moment, and
@@ -120,15 +121,15 @@ class ReconcileDriver:
         put it back and wait before the next try (never a busy loop).
         A store changed outside ctindex turns any pass into a rebuild."""
         self.check_store()
-        if self.outside is not None:  # whatever was pending, the rebuild covers it
-            pending = Pending([], True, f"{OUTSIDE}: {self.outside}", pending.first_event)
+        rebuild_why = None if self.outside is None else f"{OUTSIDE}: {self.outside}"
+        if rebuild_why is not None:  # whatever was pending, the rebuild covers it
+            pending = Pending([], True, rebuild_why, pending.first_event)
         if not pending.rescan and not pending.paths:
             return Outcome.DONE
         started = self.clock()
         try:
-            if self.outside is not None:
-                assert pending.reason is not None
-                applied = self.engine.rebuild(view, pending.reason, lock_timeout=lock_wait)
+            if rebuild_why is not None:
+                applied = self.engine.rebuild(view, rebuild_why, lock_timeout=lock_wait)
             elif pending.rescan:
                 applied = self.engine.reconcile(view, lock_timeout=lock_wait)
             else:

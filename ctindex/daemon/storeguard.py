@@ -21,9 +21,7 @@ import os
 from pathlib import Path
 
 from ctindex.store.durable import IndexCorrupt
-from ctindex.store.generation import OUTSIDE, StoreManifest, read_manifest
-
-__all__ = ["OUTSIDE", "StoreGuard"]
+from ctindex.store.generation import StoreManifest, read_manifest
 
 
 class StoreGuard:
