@@ -199,6 +199,19 @@ def _ask(
     return reply
 
 
+def _error_document(out: str) -> bool:
+    """Whether `out` is a `--json` error document (ctindex/schemas/error.json),
+    which the CLI writes after the error's line on stderr (only read when
+    stdout could not be written, so the import costs nothing otherwise)."""
+    import json
+
+    try:
+        document = json.loads(out)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and set(document) == {"error"}
+
+
 def _print(reply: dict[str, object]) -> int:
     """Write the answer as ctindex.cli.console would: stdout with
     surrogateescape (undecodable names print their bytes), 141 on a closed
@@ -207,14 +220,16 @@ def _print(reply: dict[str, object]) -> int:
     assert isinstance(code, int)
     stdout = sys.stdout
     try:
-        stdout.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
-        stdout.write(out)
-        stdout.flush()
+        if out:  # even an empty write fails on a full device: a text error writes none
+            stdout.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
+            stdout.write(out)
+            stdout.flush()
     except BrokenPipeError:
         _silence_stdout()
         code = 141
     except OSError as exc:
-        err += f"ctindex: cannot write the output: {exc.strerror or exc}\n"
+        if not _error_document(out):  # as in process: an error's own line is already in err
+            err += f"ctindex: cannot write the output: {exc.strerror or exc}\n"
         code = 74
     try:
         sys.stderr.write(err)

@@ -260,24 +260,6 @@ def test_every_command_with_hostile_patterns_answers(tmp_path: Path) -> None:
         assert {hit["path"] for hit in json.loads(got.stdout)["results"]} == want, extra
 
 
-@pytest.mark.parametrize("daemon", [False, True])
-def test_every_command_into_a_full_stdout(tmp_path: Path, daemon: bool) -> None:
-    project = _odd_project(tmp_path, "full-stdout")
-    write_config(project, "docs", watch=daemon)
-    try:
-        for command in COMMANDS:
-            with open("/dev/full", "w") as full:
-                got = ctindex("-C", str(project), *command, stdout=full.fileno())
-            assert got.returncode in EXIT_CODES and "Traceback" not in got.stderr, (command, got)
-            if command[0] == "search":
-                assert got.returncode == 74, got.stderr
-                assert got.stderr.strip().splitlines()[-1] == (
-                    "ctindex: cannot write the output: No space left on device"
-                )
-    finally:
-        ctindex("-C", str(project), "watch", "stop")
-
-
 def test_broken_pipe_is_quiet(tmp_path: Path) -> None:
     project = _odd_project(tmp_path, "pipe")
     for _ in range(300):

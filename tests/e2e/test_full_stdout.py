@@ -13,7 +13,7 @@ import pytest
 
 from ctindex import client
 from tests.conftest import write_config
-from tests.daemon_support import CliProject, wait_for
+from tests.daemon_support import CliProject, require_daemon, wait_for
 
 Make = Callable[..., CliProject]
 HANG_GUARD_S = 120  # a hang, not a speed limit
@@ -52,26 +52,37 @@ def _into_full(*args: str, cwd: Path | None = None) -> subprocess.CompletedProce
         )
 
 
+@pytest.mark.parametrize("watch", [False, True], ids=["no-daemon", "daemon"])
 @pytest.mark.parametrize("json_flag", [(), ("--json",)], ids=["text", "json"])
 def test_every_command_into_a_full_stdout_exits_74_with_one_line(
-    tmp_path: Path, json_flag: tuple[str, ...]
+    tmp_path: Path, json_flag: tuple[str, ...], watch: bool
 ) -> None:
+    if watch:
+        require_daemon()
     project = tmp_path / "p"
     (project / "docs").mkdir(parents=True)
     (project / "docs" / "a.md").write_text("# A\n\nzqxv7marker here\n")
     (project / "docs" / "index.md").write_text("# Docs\n")
-    write_config(project, "docs", watch=False)
-    for command in COMMANDS:
-        got = _into_full("-C", str(project), *json_flag, *command)
-        assert got.returncode == 74, (command, got.returncode, got.stderr)
-        assert got.stderr.splitlines() == [FULL_LINE], (command, got.stderr)
-    for command, code in ERRORS.items():
-        got = _into_full("-C", str(project), *json_flag, *command)
-        assert got.returncode == (74 if json_flag else code), (command, got.stderr)
-        # The error's own line, once; no second line for the lost document.
-        lines = got.stderr.splitlines()
-        assert len(lines) == 1 and lines[0].startswith("ctindex: "), (command, got.stderr)
-        assert "Traceback" not in got.stderr and lines[0] != FULL_LINE, (command, got.stderr)
+    write_config(project, "docs", watch=watch)
+    try:
+        for command in COMMANDS:
+            got = _into_full("-C", str(project), *json_flag, *command)
+            assert got.returncode == 74, (command, got.returncode, got.stderr)
+            assert got.stderr.splitlines() == [FULL_LINE], (command, got.stderr)
+        for command, code in ERRORS.items():
+            got = _into_full("-C", str(project), *json_flag, *command)
+            assert got.returncode == (74 if json_flag else code), (command, got.stderr)
+            # The error's own line, once; no second line for the lost document.
+            lines = got.stderr.splitlines()
+            assert len(lines) == 1 and lines[0].startswith("ctindex: "), (command, got.stderr)
+            assert "Traceback" not in got.stderr and lines[0] != FULL_LINE, (command, got.stderr)
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "ctindex", "-C", str(project), "watch", "stop"],
+            capture_output=True,
+            timeout=HANG_GUARD_S,
+            check=False,
+        )
 
 
 def test_a_daemon_answered_json_search_into_a_full_stdout(make_cli_project: Make) -> None:
