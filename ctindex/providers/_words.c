@@ -162,8 +162,8 @@ static void memo_put(MemoSlot *slot, const unsigned char *s, size_t n, uint64_t 
  * character by character: ASCII is copied, any other character replaced by
  * its fold, which folding.fold_run computes once per process (a table for
  * the BMP; beyond it, asked each time). Calling the Python `fold` per text
- * instead made analysing accented text 2.8x slower (docs/benchmarks.md,
- * "Folding"). */
+ * instead made analysing accented text 2.8x slower (docs/decisions/native.md,
+ * "Accent folding in the tokenizer"). */
 
 static PyObject *fold_func;   /* ctindex.providers.folding.fold_run (strong), on first use */
 static PyObject **fold_table; /* BMP code point -> its fold (strong), NULL until asked */

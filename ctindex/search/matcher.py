@@ -53,7 +53,7 @@ FIELDS = (
     ("body", 1.0, 0.75),
 )
 # How per-field counts become a score (docs/search.md, "Ranking"; measured
-# in docs/benchmarks.md): "perfield" saturates each field on its own and sums
+# in docs/decisions/ranking.md): "perfield" saturates each field on its own and sums
 # them with PER_FIELD's weights, so a title hit keeps its worth however often
 # the body repeats the word; "bm25f" (the bench's --saturation experiment)
 # saturates the weighted sum of the fields' normalised counts once, so a
@@ -437,7 +437,7 @@ def _bm25f_scores(
     return out
 
 
-# Proximity (docs/search.md, "Proximity"; measured in docs/benchmarks.md):
+# Proximity (docs/search.md, "Proximity"; measured in docs/decisions/ranking.md):
 # a match holding every scoring word of the query inside one field gets
 # PROXIMITY_WEIGHT * k * k / span on top of its score, span being the
 # shortest run of tokens holding all k words (k / span = 1 when they stand
@@ -448,7 +448,7 @@ def _bm25f_scores(
 # match, and the work is at most that many token streams whatever the query
 # matches. 0 turns it off. 3.0: with per-field saturation, the sentence
 # queries of bench/relevance.py need it to stay where the old ranking had
-# them; partial titles stay at Tantivy's from 0 up to 4 (docs/benchmarks.md).
+# them; partial titles stay at Tantivy's from 0 up to 4 (docs/decisions/ranking.md).
 PROXIMITY_WEIGHT = 3.0
 PROXIMITY_POOL = 100
 
