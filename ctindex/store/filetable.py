@@ -26,7 +26,7 @@ import struct
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ctindex.policy.project import key_under_any, key_within
 from ctindex.store.durable import IndexCorrupt, read_all
@@ -50,6 +50,9 @@ _TRAILER = 16
 # stat fingerprint, entry[6] the clock reading taken just before the content
 # was read); `RecordedFile` is the named view the daemon is handed.
 Delta = dict[str, "RawEntry | None"]
+# The delta as MANIFEST carries it: key -> [size, mtime_ns, ctime_ns, ino,
+# dev, digest hex, recorded_ns], or None for a key removed since the base.
+DeltaJSON = dict[str, "list[int | str] | None"]
 
 
 class RecordedFile(NamedTuple):
@@ -177,33 +180,35 @@ class _FullTable:
             raise IndexCorrupt(f"file table keys and records disagree ({exc})") from exc
 
 
-def delta_from_json(raw: Mapping[str, Any]) -> Delta:
+def delta_from_json(raw: Mapping[str, list[int | str] | None]) -> Delta:
     out: Delta = {}
     for key, v in raw.items():
+        if v is None:
+            out[key] = None
+            continue
+        digest = v[5]
+        if not isinstance(digest, str):
+            raise TypeError(f"digest of {key!r} is not a hex string")
         out[key] = (
-            None
-            if v is None
-            else (
-                int(v[0]),
-                int(v[1]),
-                int(v[2]),
-                int(v[3]),
-                int(v[4]),
-                bytes.fromhex(v[5]),
-                int(v[6]),
-            )
+            int(v[0]),
+            int(v[1]),
+            int(v[2]),
+            int(v[3]),
+            int(v[4]),
+            bytes.fromhex(digest),
+            int(v[6]),
         )
     return out
 
 
-def delta_to_json(delta: Mapping[str, RawEntry | None]) -> dict[str, Any]:
+def delta_to_json(delta: Mapping[str, RawEntry | None]) -> DeltaJSON:
     return {k: None if e is None else [*e[:5], e[5].hex(), e[6]] for k, e in sorted(delta.items())}
 
 
 def load(
     index_dir: Path,
     files: str | None,
-    delta_json: Mapping[str, Any],
+    delta_json: Mapping[str, list[int | str] | None],
     scopes: list[str] | None = None,
 ) -> Manifest:
     """The table of a generation (base + delta) as a reconciler Manifest:
@@ -324,7 +329,7 @@ class TableUpdate(NamedTuple):
     """How a generation records a pass's file table (docs/format.md)."""
 
     base: bytes | None  # a new base file, or None: keep the base
-    delta: dict[str, Any] | None  # the new inline delta (JSON form), or None: none
+    delta: DeltaJSON | None  # the new inline delta (JSON form), or None: none
     source_bytes: int  # total size of the files the table records
 
 

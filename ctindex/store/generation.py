@@ -11,12 +11,16 @@ import json
 import struct
 from array import array
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import xxhash
 
 from ctindex.errors import IndexFormatChanged
 from ctindex.store.durable import IndexCorrupt, crc, read_all, write_new
+
+if TYPE_CHECKING:
+    from ctindex.base.jsontypes import JSONObject
+    from ctindex.store.filetable import DeltaJSON
 
 MANIFEST_NAME = "MANIFEST"
 # 2: sorted file-table base + inline delta; 3: segment format 3, token streams
@@ -29,6 +33,9 @@ _DEL_MAGIC = b"CTDEL\x00\x01\x00"
 # generation it knew among them knows every publish since was a writer's
 # pass on top of it, not a copy or a restore (docs/format.md, "Lineage").
 LINEAGE = 8
+# A file a generation stopped naming, and when (ns): the garbage collector
+# removes it once the grace period has passed (store/writer.py).
+RetiredFile = tuple[str, int]
 # Why an answer or a pass could not trust the published generation: it is
 # not the one vouched for, nor one published on top of it.
 OUTSIDE = "index changed outside ctindex"
@@ -82,18 +89,18 @@ class StoreManifest:
         self,
         generation: int = 0,
         created_ns: int = 0,
-        provider: dict[str, Any] | None = None,
+        provider: dict[str, int | str] | None = None,
         scopes: dict[str, str] | None = None,
         plan_digest: str = "",
         segments: list[SegmentRef] | None = None,
         files: str | None = None,
-        files_delta: dict[str, Any] | None = None,
+        files_delta: DeltaJSON | None = None,
         diag: str | None = None,
         errors: int = 0,
         warnings: int = 0,
         source_bytes: int = 0,
-        reconcile: dict[str, Any] | None = None,
-        retired: list[list[Any]] | None = None,
+        reconcile: JSONObject | None = None,
+        retired: list[RetiredFile] | None = None,
         store_id: str = "",
         lineage: list[str] | None = None,
         home: list[int] | None = None,
@@ -129,7 +136,7 @@ class StoreManifest:
     def __repr__(self) -> str:
         return f"StoreManifest(generation={self.generation}, segments={self.segments})"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         fields = {k: v for k, v in vars(self).items() if k != "identity"}
         return {**fields, "segments": [dict(vars(s)) for s in self.segments]}
 
@@ -175,6 +182,8 @@ class StoreManifest:
             # dropped, never a reason to call the index corrupt and rebuild it
             # (two builds would then rebuild against each other, docs/format.md).
             raw["segments"] = [SegmentRef(**_known(s, _REF_KEYS)) for s in raw["segments"]]
+            if "retired" in raw:  # JSON has no pairs: each [name, at] list becomes one
+                raw["retired"] = [(name, at) for name, at in raw["retired"]]
             m = cls(**_known(raw, _MANIFEST_KEYS))
         except (ValueError, TypeError, KeyError) as exc:
             raise IndexCorrupt(f"{origin}: manifest unreadable ({exc})") from exc
@@ -186,6 +195,9 @@ _MANIFEST_KEYS = frozenset(vars(StoreManifest())) - {"identity"}
 _REF_KEYS = frozenset(vars(SegmentRef("", 0)))
 
 
+# The manifest's fields go to the constructors as read: the checksum vouches
+# that a writer of this format wrote them, and a search reads a manifest
+# every time, so their types are trusted, not checked one by one.
 def _known(raw: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
     return {k: v for k, v in raw.items() if k in keys}
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ctindex.errors import IndexWriteError
 from ctindex.store.durable import atomic_write, read_all
 
 if TYPE_CHECKING:
+    from ctindex.base.jsontypes import JSONObject
     from ctindex.store.generation import StoreManifest
 
 STATUS_NAME = "last-reconcile.json"  # best-effort record of passes that published nothing
@@ -24,7 +25,7 @@ STATUS_NAME = "last-reconcile.json"  # best-effort record of passes that publish
 FULL_STATUS_NAME = "last-full-reconcile.json"
 
 
-def record_pass(index_dir: Path, info: dict[str, Any]) -> None:
+def record_pass(index_dir: Path, info: JSONObject) -> None:
     """Remember the last pass (and the last full one)."""
     names = [STATUS_NAME] if info.get("kind") == "narrowed" else [STATUS_NAME, FULL_STATUS_NAME]
     data = json.dumps(info).encode()
@@ -33,16 +34,23 @@ def record_pass(index_dir: Path, info: dict[str, Any]) -> None:
             atomic_write(index_dir / name, data, sync=False)
 
 
-def last_pass(index_dir: Path, m: StoreManifest | None, *, full: bool = False) -> dict[str, Any]:
+def last_pass(index_dir: Path, m: StoreManifest | None, *, full: bool = False) -> JSONObject:
     """The most recent reconciliation recorded (manifest or status file);
     with `full`, the most recent full one (narrowed passes skipped)."""
-    best: dict[str, Any] = dict(m.reconcile) if m is not None else {}
+    best: JSONObject = dict(m.reconcile) if m is not None else {}
     if full and best.get("kind") == "narrowed":
         best = {}
     try:
         got = json.loads(read_all(index_dir / (FULL_STATUS_NAME if full else STATUS_NAME)))
-        if isinstance(got, dict) and got.get("at_ns", 0) > best.get("at_ns", 0):
+        if isinstance(got, dict) and _at_ns(got) > _at_ns(best):
             best = got
     except (OSError, ValueError):
         pass
     return best
+
+
+def _at_ns(info: JSONObject) -> int | float:
+    """When a recorded pass ran; 0 when it does not say (a record damaged
+    by hand loses to any other instead of failing `status`)."""
+    at = info.get("at_ns", 0)
+    return at if isinstance(at, (int, float)) else 0

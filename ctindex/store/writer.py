@@ -9,12 +9,13 @@ generations older than the grace period retired.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import secrets
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctindex.store.durable import atomic_write, fault, fsync_dir, unique_name, write_new
 from ctindex.store.generation import (
@@ -28,6 +29,11 @@ from ctindex.store.generation import (
     write_diag,
 )
 from ctindex.store.segment import BuildInput, Segment, SegmentInfo, StoredDoc, build_segment
+
+if TYPE_CHECKING:
+    from ctindex.base.jsontypes import JSONObject
+    from ctindex.store.filetable import DeltaJSON
+    from ctindex.store.generation import RetiredFile
 
 # Merge policy: at most MAX_SEGMENTS segments (merging the smallest down to
 # half that), and a segment with more than MAX_DELETED_RATIO of its documents
@@ -168,7 +174,7 @@ class StoreWriter:
         meta: dict[str, Any],
         diag: tuple[dict[str, str], dict[str, str]] | None,
         progress: Callable[[int, int], None] | None = None,
-        files_delta: dict[str, Any] | None = None,
+        files_delta: DeltaJSON | None = None,
     ) -> StoreManifest:
         """Write the new generation and publish it. `meta` fills the manifest
         fields provider/scopes/plan_digest/source_bytes/reconcile.
@@ -245,21 +251,18 @@ def republish(
     base: StoreManifest,
     *,
     files_table: bytes | None,
-    files_delta: dict[str, Any],
-    reconcile: dict[str, Any],
+    files_delta: DeltaJSON,
+    reconcile: JSONObject,
 ) -> StoreManifest:
     """Record a new file table for the same documents: MANIFEST is replaced
     under the same generation number (the generation names content; a
     metadata-only change or a racily-clean re-check changes none). Same
     protocol as commit: a new base file is fsynced before MANIFEST names it."""
-    m = StoreManifest(
-        **{
-            **base.as_dict(),
-            "segments": [SegmentRef(**vars(r)) for r in base.segments],
-            "retired": [list(r) for r in base.retired],
-            "lineage": list(base.lineage),
-        }
-    )
+    m = copy.copy(base)  # the fields as they are, lists of its own where it changes them
+    m.segments = [SegmentRef(**vars(r)) for r in base.segments]
+    m.retired = list(base.retired)
+    m.lineage = list(base.lineage)
+    m.identity = ""  # until publish writes it
     m.reconcile = dict(reconcile)
     m.files_delta = files_delta
     if files_table is not None:
@@ -273,7 +276,7 @@ def republish(
     return m
 
 
-def retired_after(base: StoreManifest, m: StoreManifest, now: int) -> list[list[Any]]:
+def retired_after(base: StoreManifest, m: StoreManifest, now: int) -> list[RetiredFile]:
     """The retired list `m` publishes: what `base` named and `m` does not
     (retired `now`), and `base`'s own retired files still inside the grace
     period. Names past it are left out: collect_garbage removes them right
@@ -284,7 +287,7 @@ def retired_after(base: StoreManifest, m: StoreManifest, now: int) -> list[list[
     a daemon's passes."""
     referenced = m.referenced()
     kept = [r for r in base.retired if r[0] not in referenced and now - r[1] < GRACE_NS]
-    return kept + [[n, now] for n in sorted(base.referenced() - referenced)]
+    return kept + [(n, now) for n in sorted(base.referenced() - referenced)]
 
 
 def _home(index_dir: Path) -> list[int] | None:
@@ -321,17 +324,17 @@ def _ref(name: str, info: SegmentInfo) -> SegmentRef:
     )
 
 
-def collect_garbage(index_dir: Path, m: StoreManifest, now: int) -> list[list[Any]]:
+def collect_garbage(index_dir: Path, m: StoreManifest, now: int) -> list[RetiredFile]:
     """Remove retired files past the grace period and stray leftovers of
     writers that died before publishing. Returns the retired list still kept
     (it is written with the next generation; a stale list only delays removal)."""
-    keep: list[list[Any]] = []
+    keep: list[RetiredFile] = []
     retired_names = set()
     for name, at in m.retired:
         if now - at >= GRACE_NS:
             _unlink(index_dir / name)
         else:
-            keep.append([name, at])
+            keep.append((name, at))
             retired_names.add(name)
     referenced = m.referenced()
     for name in _listdir(index_dir):

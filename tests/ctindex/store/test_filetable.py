@@ -70,6 +70,23 @@ def test_load_applies_the_delta(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        [1, 2, 3, 4, 5, 17, 7],  # the digest is not a hex string
+        [1, 2, 3, 4, 5, "zz", 7],  # nor hex
+        [1, 2, 3],  # fields missing
+        ["big", 2, 3, 4, 5, "00" * 16, 7],  # a size that is no number
+        [None, 2, 3, 4, 5, "00" * 16, 7],
+    ],
+)
+def test_a_damaged_delta_entry_is_reported(tmp_path: Path, damaged: list[object]) -> None:
+    """MANIFEST's inline delta holding an entry of the wrong shape is the
+    store's damage, said as such: never a bare TypeError."""
+    with pytest.raises(IndexCorrupt, match="file table delta unreadable"):
+        filetable.load(tmp_path, None, {"a.md": damaged})
+
+
 def test_native_lookup_searches_a_base_in_byte_order_and_hashes_any_other(
     tmp_path: Path,
 ) -> None:

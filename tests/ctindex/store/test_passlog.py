@@ -29,3 +29,14 @@ def test_an_unwritable_folder_is_skipped_silently(tmp_path: Path) -> None:
     missing = tmp_path / "gone"
     record_pass(missing, {"kind": "full", "at_ns": 1})  # best effort: no error
     assert last_pass(missing, None) == {}
+
+
+def test_a_record_with_a_garbled_time_loses_instead_of_failing(tmp_path: Path) -> None:
+    """A status file edited by hand (`at_ns` not a number) counts as one
+    that does not say when it ran, like one without `at_ns`: the manifest's
+    pass outranks it, and alone it is no record. `status` never fails on it."""
+    (tmp_path / STATUS_NAME).write_text('{"kind": "full", "at_ns": "yesterday"}')
+    m = StoreManifest(generation=1)
+    m.reconcile = {"kind": "rebuild", "at_ns": 5}
+    assert last_pass(tmp_path, m) == {"kind": "rebuild", "at_ns": 5}
+    assert last_pass(tmp_path, None) == {}
