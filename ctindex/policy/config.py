@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeGuard
 
 from ctindex.errors import PolicyError
 from ctindex.policy.project import INDEX_KEY, Project, is_index_key, is_normal_key
@@ -177,7 +177,7 @@ def _json5_message(message: str) -> str:
     return f"invalid JSON5: {message.replace('<string>', 'input')}"
 
 
-def validate(data: Any, path: Path) -> Config:
+def validate(data: object, path: Path) -> Config:
     def fail(key: str, problem: str) -> PolicyError:
         return PolicyError(f"{path}: {key}: {problem}")
 
@@ -221,7 +221,7 @@ def validate(data: Any, path: Path) -> Config:
     return Config(path, settings, scopes, exclude)
 
 
-def _scopes(value: Any, fail: Fail) -> tuple[ScopeSpec, ...]:
+def _scopes(value: object, fail: Fail) -> tuple[ScopeSpec, ...]:
     if not isinstance(value, list):
         raise fail("scopes", f"must be a list, not {_kind(value)}")
     specs: list[ScopeSpec] = []
@@ -272,7 +272,7 @@ def _unknown_key(key: object, allowed: tuple[str, ...]) -> str:
     return f"unknown key{did_you_mean(close, quote=True)} (allowed: {', '.join(allowed)})"
 
 
-def _root(value: Any, where: str, fail: Fail) -> str:
+def _root(value: object, where: str, fail: Fail) -> str:
     if not isinstance(value, str):
         raise fail(where, f"must be a string, not {_kind(value)}")
     if "\\" in value or "\0" in value:
@@ -290,7 +290,7 @@ def _root(value: Any, where: str, fail: Fail) -> str:
     return key
 
 
-def _patterns(value: Any, where: str, fail: Fail) -> tuple[str, ...]:
+def _patterns(value: object, where: str, fail: Fail) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise fail(where, f"must be a list of patterns, not {_kind(value)}")
     out: list[str] = []
@@ -348,11 +348,11 @@ def display_root(root: str) -> str:
     return root or "."
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -370,7 +370,7 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def config_text(values: dict[str, Any], comments: list[str]) -> str:
+def config_text(values: dict[str, object], comments: list[str]) -> str:
     """Render a config as JSONC: leading `//` comments, then pretty JSON (keys
     in the spec's order). JSON escapes keep undecodable names lossless."""
     import json
