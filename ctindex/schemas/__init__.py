@@ -21,11 +21,13 @@ from __future__ import annotations
 import json
 from functools import cache
 from importlib.resources import files
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from referencing import Registry
     from referencing._core import Resolver
+
+    from ctindex.base.jsontypes import JSON, JSONObject
 
 # Every shipped schema, by name (the file is `<name>.json`).
 NAMES = (
@@ -70,41 +72,48 @@ def _text(name: str) -> str:
     return (files(__name__) / f"{name}.json").read_text(encoding="utf-8")
 
 
-def load(name: str) -> dict[str, Any]:
+def load(name: str) -> JSONObject:
     """The schema `name` (`status`, `search`, ...) as shipped, references
     included (a new dict on each call: the caller may change it)."""
-    schema: dict[str, Any] = json.loads(_text(name))
+    schema: JSONObject = json.loads(_text(name))  # every shipped schema is an object
     return schema
 
 
-def registry() -> Registry:
+def registry() -> Registry[JSON]:
     """A `referencing.Registry` of every shipped schema, under its `$id`."""
     from referencing import Registry, Resource
 
-    return Registry().with_resources(
+    empty: Registry[JSON] = Registry()
+    shipped: list[tuple[str, Resource[JSON]]] = [
         (f"{name}.json", Resource.from_contents(load(name))) for name in NAMES
-    )
+    ]
+    return empty.with_resources(shipped)
 
 
-def bundled(name: str) -> dict[str, Any]:
+def bundled(name: str) -> JSONObject:
     """The schema `name` with each `$ref` to another shipped schema replaced
     by what it names: one document with no reference to resolve. `referencing`
     resolves each reference (a file, or a JSON pointer into one); only the
     substitution is done here (docs/decisions/json-contract.md)."""
     resolver = registry().resolver(base_uri=f"{name}.json")
-    written: dict[str, Any] = _inline(load(name), resolver)
-    return written
+    return _inline_object(load(name), resolver)
 
 
-def _inline(node: Any, resolver: Resolver[Any]) -> Any:
+def _inline(node: JSON, resolver: Resolver[JSON]) -> JSON:
     if isinstance(node, list):
         return [_inline(item, resolver) for item in node]
     if not isinstance(node, dict):
         return node
+    return _inline_object(node, resolver)
+
+
+def _inline_object(node: JSONObject, resolver: Resolver[JSON]) -> JSONObject:
     ref = node.get("$ref")
     if isinstance(ref, str) and not ref.startswith("#"):
         found = resolver.lookup(ref)
+        if not isinstance(found.contents, dict):
+            raise TypeError(f"{ref}: names no schema object")
         body = {k: v for k, v in found.contents.items() if k not in ("$schema", "$id")}
         siblings = {k: v for k, v in node.items() if k != "$ref"}
-        return _inline({**body, **siblings}, found.resolver)
+        return _inline_object({**body, **siblings}, found.resolver)
     return {key: _inline(value, resolver) for key, value in node.items()}
