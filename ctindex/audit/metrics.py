@@ -16,8 +16,8 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ctindex.errors import CtindexError
 
@@ -144,11 +144,12 @@ def _base(project: Project, command: str) -> dict[str, str]:
     return {"project": os.fspath(project.root), "command": command}
 
 
-def _index_samples(index: dict[str, Any]) -> list[Sample]:
+def _index_samples(index: Mapping[str, object]) -> list[Sample]:
     """Samples from a `status` document's index part."""
     out: list[Sample] = []
-    if index.get("generation") is not None:
-        out.append(("generation", {}, index["generation"]))
+    generation = index.get("generation")
+    if isinstance(generation, (int, float)):  # None: no index yet
+        out.append(("generation", {}, generation))
     for name in (
         "documents",
         "segments",
@@ -157,8 +158,9 @@ def _index_samples(index: dict[str, Any]) -> list[Sample]:
         "provider_errors",
         "frontmatter_warnings",
     ):
-        if isinstance(index.get(name), int):
-            out.append((name, {}, index[name]))
+        value = index.get(name)
+        if isinstance(value, int):
+            out.append((name, {}, value))
     for kind in ("live", "retired"):
         value = index.get(f"index_{kind}_bytes")
         if isinstance(value, int):
@@ -167,7 +169,7 @@ def _index_samples(index: dict[str, Any]) -> list[Sample]:
 
 
 def status_metrics(
-    project: Project, doc: dict[str, Any], ok: bool
+    project: Project, doc: Mapping[str, object], ok: bool
 ) -> tuple[list[Sample], dict[str, str], bool]:
     return _index_samples(doc), _base(project, "status"), ok
 
@@ -213,7 +215,7 @@ def _sizes(project: Project) -> list[Sample]:
 
 
 def verify_metrics(
-    project: Project, found: Audit, after: Audit, repaired: dict[str, Any] | None
+    project: Project, found: Audit, after: Audit, repaired: Mapping[str, object] | None
 ) -> tuple[list[Sample], dict[str, str], bool]:
     final = after if repaired is not None else found
     samples: list[Sample] = [

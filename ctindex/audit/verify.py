@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ctindex.policy.store_path import wider_than_files
 from ctindex.store.durable import IndexCorrupt
@@ -61,7 +61,7 @@ class Audit:
     def clean(self) -> bool:
         return self.exists and not (self.damage or self.drift or self.stale)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "index": str(self.index_dir),
             "exists": self.exists,

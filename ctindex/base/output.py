@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
 from ctindex.errors import CtindexError
 
@@ -94,7 +94,7 @@ def flush(stream: TextIO) -> None:
         raise output_failed(exc) from None
 
 
-def write_json(stream: TextIO, document: Any) -> None:
+def write_json(stream: TextIO, document: object) -> None:
     """The command's single JSON document, newline-terminated."""
     emit(stream, json.dumps(document, indent=2, ensure_ascii=True) + "\n")
 

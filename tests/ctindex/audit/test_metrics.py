@@ -3,6 +3,7 @@ Prometheus client library's own text-format parser (ctindex/audit/metrics.py).""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -89,3 +90,26 @@ def test_metrics_file_in_a_missing_folder_is_one_line_exit_2(
     r = run_cli("-C", str(project), "status", "--metrics-file", str(tmp_path / "no" / "x.prom"))
     assert r.code == 2 and r.err.count("\n") == 1
     assert r.err.startswith(f"ctindex: {tmp_path / 'no' / 'x.prom'}: cannot write the metrics file")
+
+
+def test_status_samples_the_index_it_reports(
+    make_project: Callable[..., Path], run_cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    """`status --metrics-file` samples the status document: no generation
+    before the first update, then the published one and its sizes."""
+    project = make_project("ga4")
+    write_config(project, "okf/bundles/ga4", watch=False)
+    prom = tmp_path / "status.prom"
+    r = run_cli("-C", str(project), "status", "--metrics-file", str(prom))
+    assert r.code == 0, r.err
+    before = _samples(prom)
+    assert ("ctindex_generation", ()) not in before and before[("ctindex_documents", ())] == 0
+    assert before[("ctindex_success", ())] == 1
+    assert run_cli("-C", str(project), "-q", "update").code == 0
+    r = run_cli("-C", str(project), "--json", "status", "--metrics-file", str(prom))
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    after = _samples(prom)
+    assert after[("ctindex_generation", ())] == doc["generation"] > 0
+    assert after[("ctindex_documents", ())] == doc["documents"] > 0
+    assert after[("ctindex_index_bytes", (("kind", "live"),))] == doc["index_live_bytes"]
