@@ -29,7 +29,6 @@ open only until every child folder it announced has been opened.
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,6 +41,7 @@ from ctindex.reconciler.walk import (
     FilesFn,
     FsOps,
     KeepFn,
+    ListedEntry,
     PathFilter,
     StatFn,
     Unchanged,
@@ -64,7 +64,7 @@ class _Listed:
         self.key = key
         self.depth = depth
         self.fd: int | None = None
-        self.entries: list[os.DirEntry[str]] | None = None
+        self.entries: list[ListedEntry] | None = None
         self.open_error: OSError | None = None  # opening failed: the folder is not walked
         self.error: OSError | None = None  # listing failed: reported like the serial walk
 
@@ -85,7 +85,7 @@ class _Open:
             self.close(self.fd)
 
 
-def _prefetch(ops: FsOps, fd: int) -> list[os.DirEntry[str]]:
+def _prefetch(ops: FsOps, fd: int) -> list[ListedEntry]:
     """List one folder and stat every entry (DirEntry keeps the result)."""
     with ops.scandir(fd) as it:
         entries = list(it)
@@ -128,7 +128,7 @@ class ParallelWalker(Walker):
         )
 
     @contextmanager
-    def _prefetched(self, fd: int) -> Iterator[Iterator[os.DirEntry[str]]]:
+    def _prefetched(self, fd: int) -> Iterator[Iterator[ListedEntry]]:
         listed = self._ready.pop(fd, None)
         if listed is None:  # not one of ours (a narrowed walk's folder): list it now
             with self._real_ops.scandir(fd) as it:

@@ -18,9 +18,10 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_mod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from ctindex.reconciler import path_folders
 from ctindex.reconciler.manifest import RawEntry
@@ -93,8 +94,28 @@ def _lstat_at(name: str, *, dir_fd: int) -> os.stat_result:
     return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
 
 
-def _pick(with_dir_fd: Callable[..., Any], without: Callable[..., Any]) -> Any:
+class ListedEntry(Protocol):
+    """What a folder listing yields: os.DirEntry, or path_folders.Entry
+    where there is no dir_fd."""
+
+    @property
+    def name(self) -> str: ...
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result: ...
+    def is_dir(self, *, follow_symlinks: bool = True) -> bool: ...
+
+
+# Lists the folder a handle names: entered, it yields the entries.
+Scandir = Callable[[int], AbstractContextManager[Iterator[ListedEntry]]]
+_Op = TypeVar("_Op", bound=Callable[..., object])
+
+
+def _pick(with_dir_fd: _Op, without: _Op) -> _Op:
     return with_dir_fd if has_dir_fd() else without
+
+
+def _listing() -> Scandir:
+    # Not _pick: the two listings share no type but Scandir.
+    return os.scandir if has_dir_fd() else path_folders.scandir
 
 
 @dataclass
@@ -104,9 +125,7 @@ class FsOps:
     The defaults are the dir_fd primitives, or path_folders' where there is
     no dir_fd (chosen when the FsOps is made, so the simulation applies)."""
 
-    scandir: Callable[[int], Any] = field(
-        default_factory=lambda: _pick(os.scandir, path_folders.scandir)
-    )
+    scandir: Scandir = field(default_factory=_listing)
     open: Callable[..., int] = field(default_factory=lambda: _pick(os.open, path_folders.open_at))
     close: Callable[[int], None] = field(
         default_factory=lambda: _pick(os.close, path_folders.close)
