@@ -21,7 +21,7 @@ import select
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ctindex.backends.base import (
     Batch,
@@ -32,6 +32,9 @@ from ctindex.backends.base import (
     root_of,
     under,
 )
+
+if TYPE_CHECKING:
+    from ctypes import _Pointer
 
 # FSEventStreamEventFlags (FSEvents.h).
 MUST_SCAN_SUBDIRS = 0x00000001
@@ -178,7 +181,7 @@ _Callback = ctypes.CFUNCTYPE(
 )
 
 
-def _library(name: str) -> Any:
+def _library(name: str) -> ctypes.CDLL:
     path = ctypes.util.find_library(name)
     if path is None:
         raise OSError(0, f"{name} framework not found")
@@ -275,8 +278,16 @@ class FSEventsWatcher:
             raise OSError(0, "FSEventStreamStart failed")
 
     def _on_events(
-        self, _stream: Any, _info: Any, n: int, paths: Any, flags: Any, _ids: Any
+        self,
+        _stream: int | None,
+        _info: int | None,
+        n: int,
+        paths: _Pointer[ctypes.c_char_p],
+        flags: _Pointer[ctypes.c_uint32],
+        _ids: _Pointer[ctypes.c_uint64],
     ) -> None:
+        # What _Callback passes: the void pointers as ints (None for NULL),
+        # the arrays as pointers, whose items read as bytes and ints.
         # Runs on the dispatch queue's thread: copy out, then wake the reader.
         batch = [(os.fsdecode(paths[i]), int(flags[i])) for i in range(n)]
         with self._lock:

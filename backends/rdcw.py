@@ -20,7 +20,6 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ctindex.backends.base import Batch, BatchBuilder, Descend, excluded, join_key, normalize_roots
 
@@ -169,7 +168,7 @@ class RdcwWatcher:
         win_dll = getattr(ctypes, "WinDLL", None)
         if win_dll is None:
             raise OSError(0, "ReadDirectoryChangesW needs Windows")
-        self._k32: Any = win_dll("kernel32", use_last_error=True)
+        self._k32: ctypes.CDLL = win_dll("kernel32", use_last_error=True)
         self._last_error = getattr(ctypes, "get_last_error")  # noqa: B009
         self._k32.CreateFileW.restype = ctypes.c_void_p
         self._k32.CreateEventW.restype = ctypes.c_void_p
