@@ -9,7 +9,7 @@ its passes saw with st_nlink > 1, with the fingerprint the index recorded
 for them, and re-checks them at every barrier with the reconciler's rule
 (docs/architecture.md, spec §7): unchanged only if size, mtime_ns,
 ctime_ns, inode and device all match and the entry was not racily clean.
-Any other outcome makes the key dirty, so the barrier's narrowed pass
+Every other outcome makes the key dirty, so the barrier's narrowed pass
 decides from the file itself.
 
 Cost: one lstat per tracked file per barrier, reported in status. Above
