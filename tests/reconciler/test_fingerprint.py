@@ -116,7 +116,8 @@ def test_racily_clean_boundaries(mtime_ns: int, ctime_ns: int, racy: bool) -> No
 
 
 def test_racily_clean_takes_any_sequence_laid_out_like_a_fingerprint() -> None:
-    entry = [10, RECORDED - SECOND, RECORDED - 10 * SECOND, 1, 1, "digest", "kind"]
+    # a longer record (the stamps followed by more fields) is read by position
+    entry = (10, RECORDED - SECOND, RECORDED - 10 * SECOND, 1, 1, 0xD1, 0xD2)
     assert racily_clean(entry, RECORDED)
     assert not racily_clean(entry, RECORDED, granularity_ns=SECOND)
 

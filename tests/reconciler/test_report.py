@@ -69,6 +69,8 @@ def test_pass_metrics_bump_per_kind_and_as_dict() -> None:
         "duration_ms": 0.0,
         "counts": {"added": 5, "removed": 0},
     }
-    got["counts"]["added"] = 99  # a copy: the report is not changed through it
+    counts = got["counts"]
+    assert isinstance(counts, dict)
+    counts["added"] = 99  # a copy: the report is not changed through it
     assert metrics.counts["added"] == 5
     assert PassMetrics().counts == {}  # no shared default

@@ -223,7 +223,7 @@ def test_another_format_is_index_format_changed(tmp_path: Path) -> None:
 
 def test_unknown_keys_from_a_newer_build_are_dropped_not_corrupt(tmp_path: Path) -> None:
     document = {"format": FORMAT, **_manifest().as_dict(), "later_key": {"x": 1}}
-    document["segments"][0]["later_ref_key"] = 5  # type: ignore[index]
+    document["segments"][0]["later_ref_key"] = 5
     data = _publish_raw(tmp_path, document)
     got = read_manifest(tmp_path)
     assert got is not None
