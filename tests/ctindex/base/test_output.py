@@ -9,6 +9,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,7 @@ def test_human_bytes_reads_back_within_its_rounding(count: int) -> None:
     match = re.fullmatch(r"(\d+(?:\.\d)?) (B|KiB|MiB|GiB|TiB|PiB)", human_bytes(count))
     assert match, human_bytes(count)
     scale = 1024 ** _UNIT_POWER[match[2]]
-    assert abs(float(match[1]) * scale - count) <= 0.05 * scale
+    assert abs(Fraction(match[1]) * scale - count) <= Fraction(scale, 20)  # ±0.05 unit
     if match[2] == "B":
         assert int(match[1]) == count < 1024
 
