@@ -223,7 +223,9 @@ def test_another_format_is_index_format_changed(tmp_path: Path) -> None:
 
 def test_unknown_keys_from_a_newer_build_are_dropped_not_corrupt(tmp_path: Path) -> None:
     document = {"format": FORMAT, **_manifest().as_dict(), "later_key": {"x": 1}}
-    document["segments"][0]["later_ref_key"] = 5
+    segments = document["segments"]
+    assert isinstance(segments, list)
+    segments[0]["later_ref_key"] = 5
     data = _publish_raw(tmp_path, document)
     got = read_manifest(tmp_path)
     assert got is not None
@@ -310,11 +312,6 @@ def test_a_manifest_that_is_not_a_regular_file_is_index_corrupt(tmp_path: Path, 
 # -- retired files --------------------------------------------------------------------
 
 
-def _write(folder: Path, body: dict[str, object]) -> None:
-    data = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    (folder / "MANIFEST").write_bytes(data + b"\ncrc32:%08x\n" % crc(data))
-
-
 def test_retired_files_read_back_as_pairs_and_write_the_same_bytes(tmp_path: Path) -> None:
     m = StoreManifest(generation=3, retired=[("seg-2-ab.seg", 11), ("del-2-cd.del", 12)])
     (tmp_path / "MANIFEST").write_bytes(m.to_bytes())
@@ -333,7 +330,7 @@ def test_a_retired_entry_of_the_wrong_shape_is_damage(tmp_path: Path) -> None:
     instead of failing the garbage collector after the next publish."""
     body = json.loads(StoreManifest(generation=3).to_bytes().rpartition(b"\ncrc32")[0])
     body["retired"] = [["seg-1-ab.seg"]]
-    _write(tmp_path, body)
+    _publish_raw(tmp_path, body)
     with pytest.raises(IndexCorrupt, match="manifest unreadable"):
         read_manifest(tmp_path)
 
@@ -341,6 +338,6 @@ def test_a_retired_entry_of_the_wrong_shape_is_damage(tmp_path: Path) -> None:
 def test_a_manifest_without_a_retired_list_reads(tmp_path: Path) -> None:
     body = json.loads(StoreManifest(generation=3).to_bytes().rpartition(b"\ncrc32")[0])
     del body["retired"]
-    _write(tmp_path, body)
+    _publish_raw(tmp_path, body)
     got = read_manifest(tmp_path)
     assert got is not None and got.retired == [] and got.generation == 3
