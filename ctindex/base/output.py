@@ -24,7 +24,8 @@ def human_bytes(count: int | float) -> str:
     value = float(count)
     for unit in _UNITS:
         value /= 1024
-        if abs(value) < 1024 or unit == _UNITS[-1]:
+        # Compared as shown: 1,048,575 B is '1.0 MiB', not '1024.0 KiB'.
+        if abs(round(value, 1)) < 1024 or unit == _UNITS[-1]:
             return f"{value:.1f} {unit}"
     raise AssertionError("unreachable")
 
@@ -33,14 +34,16 @@ def human_ms(ms: int | float | None) -> str:
     """Milliseconds for people: '0.4 ms', '12 ms', '3.2 s', '5 min 3 s', '2 h 5 min'."""
     if ms is None:
         return "-"
-    if ms < 10:
+    # Each unit is compared as it would be shown, so a value just below a
+    # boundary moves to the next unit ('1.0 s', not '1000 ms').
+    if round(ms, 1) < 10:
         return f"{ms:.1f} ms"
-    if ms < 1000:
+    if round(ms) < 1000:
         return f"{ms:.0f} ms"
     seconds = ms / 1000
-    if seconds < 60:
+    if round(seconds, 1) < 60:
         return f"{seconds:.1f} s"
-    minutes, secs = divmod(int(seconds), 60)
+    minutes, secs = divmod(round(seconds), 60)
     if minutes < 60:
         return f"{minutes} min {secs} s"
     hours, minutes = divmod(minutes, 60)

@@ -28,7 +28,12 @@ class LifecycleLog:
         self._logger.propagate = False
         self._logger.setLevel(logging.INFO)
         self._handler = _RegularFileHandler(
-            path, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8", delay=True
+            path,
+            maxBytes=MAX_BYTES,
+            backupCount=BACKUPS,
+            encoding="utf-8",
+            errors="backslashreplace",  # an undecodable byte in a path must not drop the line
+            delay=True,
         )
         self._handler.setFormatter(logging.Formatter("%(message)s"))
         self._logger.addHandler(self._handler)

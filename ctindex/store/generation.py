@@ -171,7 +171,7 @@ class StoreManifest:
         if not tail.startswith(b"crc32:") or tail[6:] != b"%08x" % crc(body):
             raise IndexCorrupt(f"{origin}: manifest checksum mismatch (damaged or truncated)")
         try:
-            raw = json.loads(body)
+            raw = _known(json.loads(body), _MANIFEST_KEYS | {"format"})
             fmt = raw.pop("format")
             if fmt != FORMAT:
                 raise IndexFormatChanged(
@@ -198,7 +198,11 @@ _REF_KEYS = frozenset(vars(SegmentRef("", 0)))
 # The manifest's fields go to the constructors as read: the checksum vouches
 # that a writer of this format wrote them, and a search reads a manifest
 # every time, so their types are trusted, not checked one by one.
-def _known(raw: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
+# Their shape is checked (an object where one is expected), as a checksum
+# cannot tell a writer's body from any other bytes followed by their CRC.
+def _known(raw: object, keys: frozenset[str]) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise TypeError(f"a JSON object expected, not {type(raw).__name__}")
     return {k: v for k, v in raw.items() if k in keys}
 
 

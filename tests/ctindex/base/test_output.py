@@ -89,11 +89,6 @@ def test_human_ms(ms: float | None, text: str) -> None:
     assert human_ms(ms) == text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a value just below a unit boundary rounds up in the smaller unit "
-    "('1024.0 KiB', '1000 ms', '60.0 s') instead of moving to the next one",
-)
 @pytest.mark.parametrize(
     ("shown", "boundary"),
     [

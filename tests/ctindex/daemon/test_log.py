@@ -75,12 +75,6 @@ def test_any_field_value_is_one_bounded_line(
         assert field.endswith("...")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the handler encodes strictly as UTF-8: a field holding a lone surrogate (a "
-    "project path or exception text with an undecodable byte) makes logging drop the "
-    "whole lifecycle line (its error report goes to the daemon's stderr, /dev/null)",
-)
 def test_a_path_with_an_undecodable_byte_still_logs_its_line(
     log: LifecycleLog, log_path: Path
 ) -> None:

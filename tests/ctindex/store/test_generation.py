@@ -255,13 +255,6 @@ def test_a_checksummed_but_malformed_manifest_is_index_corrupt(
         read_manifest(tmp_path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="StoreManifest.from_bytes catches ValueError/TypeError/KeyError only: a "
-    "checksummed body whose top level or a segment is not a JSON object raises "
-    "AttributeError (a traceback) instead of IndexCorrupt",
-)
 @pytest.mark.parametrize(
     "body",
     [
