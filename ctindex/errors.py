@@ -8,16 +8,25 @@ can name them without loading the modules that raise them.
 
     CtindexError                 exit 2 unless a subclass says otherwise
     ├── PolicyError              malformed .ct/index.jsonc, unknown provider (spec §11)
+    │   └── UneditableConfig     `scopes add/remove` cannot edit this config (policy/config_edit.py)
     ├── UsageError               an unusable argument (-C not a folder, no project)
     │   ├── QueryError           a malformed query
     │   │   └── UnknownField     a field name the query language does not have
     │   ├── AmbiguousConcept     an ID that names concepts in several scopes
     │   └── UnsafeStorePath      a store folder is a symbolic link or another user's
     ├── IndexWriteError          writing the index failed (spec §11)
-    │   └── IndexBusy            another writer held the update lock too long
+    │   ├── IndexBusy            another writer held the update lock too long
+    │   └── IndexReadOnly        the index folder cannot be written (store/lock.py)
     ├── IndexCorrupt             the published index cannot be read consistently
+    │   └── IndexFormatChanged   written in another storage format: rebuilt, not repaired
     ├── ConceptNotFound          exit 1: no concept has that ID (with close matches)
-    └── ConceptUnreadable        the concept's file is not a readable document
+    ├── ConceptUnreadable        the concept's file is not a readable document
+    ├── OutputError              exit 74: stdout cannot be written (base/output.py)
+    ├── MetricsWriteError        the --metrics-file cannot be written (audit/metrics.py)
+    └── CannotVerify             `verify` has nothing it can check (commands/verify.py)
+
+The subclasses defined elsewhere are defined where they are raised; this
+tree is their one list.
 """
 
 from __future__ import annotations

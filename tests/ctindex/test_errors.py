@@ -3,6 +3,8 @@ and the exit codes the module docstring's tree promises."""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import re
 
 import pytest
@@ -52,7 +54,17 @@ def test_shown_spells_what_it_escapes_as_python_does() -> None:
     assert shown("caf\u00e9 \u6587") == "caf\u00e9 \u6587"  # printable non-ASCII kept
 
 
+@functools.cache
 def _all_error_types() -> list[type[CtindexError]]:
+    """Every CtindexError subclass of the package: each module of ctindex is
+    imported first, so the ones defined where they are raised are found."""
+    import pkgutil
+
+    import ctindex
+
+    for module in pkgutil.walk_packages(ctindex.__path__, "ctindex."):
+        if not module.name.endswith("__main__"):
+            importlib.import_module(module.name)
     found: list[type[CtindexError]] = []
     pending: list[type[CtindexError]] = [CtindexError]
     while pending:
@@ -112,17 +124,25 @@ def _documented_tree() -> list[tuple[str, str | None, int]]:
 def test_the_docstring_tree_is_parsed_whole() -> None:
     names = [name for name, _parent, _code in _documented_tree()]
     assert names[0] == "CtindexError"
-    assert len(names) == 12, names
+    assert len(names) == 18, names
+
+
+def test_the_docstring_tree_lists_every_error_type_of_the_package() -> None:
+    documented = {name for name, _parent, _code in _documented_tree()}
+    assert {cls.__name__ for cls in _all_error_types()} == documented
+
+
+def _error_class(name: str) -> type[CtindexError]:
+    return next(cls for cls in _all_error_types() if cls.__name__ == name)
 
 
 @pytest.mark.parametrize(("name", "parent", "code"), _documented_tree())
 def test_each_error_has_the_parent_and_exit_code_its_docstring_says(
     name: str, parent: str | None, code: int
 ) -> None:
-    cls = getattr(errors, name)
-    assert issubclass(cls, CtindexError)
+    cls = _error_class(name)
     if parent is not None:
-        assert cls.__bases__ == (getattr(errors, parent),)
+        assert cls.__bases__ == (_error_class(parent),)
     assert cls.exit_code == code
     assert _instance(cls, "x").exit_code == code
 
