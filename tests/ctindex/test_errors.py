@@ -8,7 +8,7 @@ import importlib
 import re
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import ctindex.errors as errors
@@ -84,6 +84,7 @@ def _instance(cls: type[CtindexError], message: str) -> CtindexError:
     return cls(message)
 
 
+@settings(deadline=None)  # the first example imports the whole package
 @given(st.text())
 @example(HOSTILE)
 def test_every_error_reads_as_one_line_whatever_its_message_holds(message: str) -> None:
