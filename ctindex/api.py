@@ -26,50 +26,36 @@ An ``Index`` may be shared between threads: its calls are serialised.
 from __future__ import annotations
 
 import os
-import re
-import stat as stat_mod
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from ctindex.errors import (
-    AmbiguousConcept,
-    ConceptNotFound,
-    ConceptUnreadable,
-    UsageError,
-)
-from ctindex.policy.project import (
-    Project,
-    StrPath,
-    find_root,
-    is_normal_key,
-    start_folder,
-    unrepresentable,
+from ctindex.errors import AmbiguousConcept, ConceptNotFound, UsageError
+from ctindex.policy.project import Project, StrPath, find_root, start_folder
+from ctindex.service.types import (
+    Concept,
+    ConceptPage,
+    ConceptSummary,
+    Freshness,
+    Hit,
+    Link,
+    SearchResult,
+    Status,
+    Timings,
+    UpdateReport,
+    freshness_of,
 )
 
 if TYPE_CHECKING:
     from ctindex import indexer
-    from ctindex.commands import Context
     from ctindex.policy.decide import Decision
     from ctindex.policy.plan import Plan
     from ctindex.query.freshness import Answered
-    from ctindex.query.freshness import Freshness as _Freshness
     from ctindex.search.execute import Outcome
     from ctindex.search.query import Node
     from ctindex.store.snapshot import Snapshot
-
-# Opening a concept file: no symlink, no blocking on a special file, not
-# inherited (POSIX flags, 0 where absent), bytes as they are (Windows' O_BINARY).
-_CONCEPT_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-    | getattr(os, "O_BINARY", 0)
-)
 
 T = TypeVar("T")
 MAX_PAGE = 1000  # the largest page `Index.concepts` returns at once
@@ -87,235 +73,6 @@ __all__ = [
     "Timings",
     "UpdateReport",
 ]
-
-
-# -- results ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Freshness:
-    """How fresh an answer is (spec §7; the JSON `freshness` object of docs/cli.md).
-
-    `mode`: ``watcher-clean`` (a daemon barrier), ``fallback`` (with the
-    `reason`), ``reconcile-on-query`` (watching disabled) or ``direct``
-    (answered from the files). `generation` is the index generation the
-    answer was read from (None for answers from the files)."""
-
-    mode: str
-    reason: str | None
-    generation: int | None
-    barrier_ms: float | None = None
-    reconcile_ms: float | None = None
-    rebuilt: str | None = None
-    notes: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
-        doc["notes"] = list(self.notes)
-        return doc
-
-    @classmethod
-    def _of(cls, fresh: _Freshness) -> Freshness:
-        return cls(
-            fresh.mode,
-            fresh.reason,
-            fresh.generation,
-            fresh.barrier_ms,
-            fresh.reconcile_ms,
-            fresh.rebuilt,
-            tuple(fresh.notes),
-        )
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One search result: the fields of a JSON `results` item."""
-
-    id: str
-    scope: str
-    path: str  # project-relative, '/'-separated
-    title: str
-    type: str
-    tags: tuple[str, ...]
-    score: float
-    snippet: str  # snippet_text with each match wrapped in « and »
-    match: str = ""  # "exact" / "near-exact" when a tier above the score decided
-    snippet_text: str = ""  # the snippet without markers
-    # [start, end) of every matched word in snippet_text, in code points
-    snippet_matches: tuple[tuple[int, int], ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
-        doc["tags"] = list(self.tags)
-        doc["snippet_matches"] = [list(span) for span in self.snippet_matches]
-        return doc
-
-
-@dataclass(frozen=True)
-class Timings:
-    """Where the time of one call went, in milliseconds."""
-
-    fresh_ms: float  # proving freshness: barrier, or reconciliation (and any update)
-    query_ms: float  # opening (or reusing) the generation and running the query
-    total_ms: float
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """The answer to `Index.search`; `to_json()` is `ctindex --json search`'s document."""
-
-    query: str
-    hits: tuple[Hit, ...]
-    total: int  # all matches, not only the `hits` shown
-    freshness: Freshness
-    notes: tuple[str, ...]  # about the ranking (e.g. a prefix's expansion cap)
-    timings: Timings
-
-    @property
-    def generation(self) -> int | None:
-        return self.freshness.generation
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "query": self.query,
-            "results": [h.to_json() for h in self.hits],
-            "total": self.total,
-            "freshness": self.freshness.to_json(),
-            "notes": list(self.notes),
-        }
-
-
-@dataclass(frozen=True)
-class Link:
-    """A Markdown link of a concept: `concept_id` is the linked concept's ID
-    when the target is a relative `.md` path inside the same scope."""
-
-    text: str
-    target: str
-    concept_id: str | None
-
-
-@dataclass(frozen=True)
-class Concept:
-    """One concept document, read from its file when asked for (never stale)."""
-
-    id: str
-    scope: str
-    path: str  # project-relative
-    title: str
-    type: str
-    description: str
-    tags: tuple[str, ...]
-    frontmatter: dict[str, Any]  # the whole YAML mapping, as JSON-compatible values
-    body: str  # the text after the frontmatter
-    text: str  # the whole file
-    links: tuple[Link, ...]
-    warning: str | None  # a frontmatter problem (the document is still a concept)
-    freshness: Freshness
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "scope": self.scope,
-            "path": self.path,
-            "title": self.title,
-            "type": self.type,
-            "description": self.description,
-            "tags": list(self.tags),
-            "frontmatter": self.frontmatter,
-            "body": self.body,
-            "links": [asdict(link) for link in self.links],
-            "warning": self.warning,
-            "freshness": self.freshness.to_json(),
-        }
-
-
-@dataclass(frozen=True)
-class ConceptSummary:
-    """One concept of a `ConceptPage`: what the index holds of it."""
-
-    id: str
-    scope: str
-    path: str  # project-relative
-    title: str
-    type: str
-    tags: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
-        doc["tags"] = list(self.tags)
-        return doc
-
-
-@dataclass(frozen=True)
-class ConceptPage:
-    """One page of `Index.concepts`; `to_json()` is the MCP `list_concepts`
-    tool's document (ctindex/schemas/concepts.json)."""
-
-    concepts: tuple[ConceptSummary, ...]  # ordered by ID, then path
-    total: int  # every concept matching the filters, not only this page
-    offset: int
-    next_offset: int | None  # the `offset` of the next page, None after the last
-    freshness: Freshness
-    notes: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "concepts": [c.to_json() for c in self.concepts],
-            "total": self.total,
-            "offset": self.offset,
-            "next_offset": self.next_offset,
-            "freshness": self.freshness.to_json(),
-            "notes": list(self.notes),
-        }
-
-
-@dataclass(frozen=True)
-class Status:
-    """`ctindex status`: the main figures, and `document`, the whole JSON
-    document of `ctindex --json status` (docs/cli.md)."""
-
-    generation: int | None
-    documents: int
-    segments: int
-    tombstones: int
-    source_bytes: int
-    index_bytes: int
-    stale: str | None  # why the next query rebuilds, if it must
-    problem: str | None
-    config_error: str | None
-    watcher_lane: str
-    watcher_running: bool
-    exit_code: int  # what `ctindex status` exits with
-    document: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class UpdateReport:
-    """`Index.update()` / `Index.rebuild()`: the fields of `ctindex --json update`."""
-
-    generation: int = 0
-    published: bool = False
-    refreshed: bool = False
-    rebuilt: bool = False
-    reason: str | None = None
-    added: int = 0
-    changed: int = 0
-    removed: int = 0
-    renamed: int = 0
-    metadata_only: int = 0
-    dirty: int = 0
-    documents: int = 0
-    errors: int = 0
-    warnings: int = 0
-    merged_segments: int = 0
-    missing_roots: tuple[str, ...] = ()
-    entries_visited: int = 0
-    reconcile_ms: float = 0.0
-    duration_ms: float = 0.0
-    notes: tuple[str, ...] = ()
-    # kind (errors, warnings, missing_roots) -> [{path, message}]
-    problems: dict[str, list[dict[str, str]]] = field(default_factory=dict)
 
 
 # -- the index ---------------------------------------------------------------------
@@ -467,7 +224,7 @@ class Index:
             query,
             hits,
             outcome.total,
-            Freshness._of(fresh),
+            freshness_of(fresh),
             tuple(outcome.notes),
             Timings(_ms(t1 - t0), _ms(t2 - t1), _ms(t2 - t0)),
         )
@@ -480,11 +237,14 @@ class Index:
 
         Raises ConceptNotFound (with close matches), AmbiguousConcept, or
         ConceptUnreadable."""
+        from ctindex.service.concepts import read_concept, resolve, suggestions
+
         with self._lock:
             plan = self.plan()
             found = resolve(plan, concept_id, scope)
             if not found:
-                raise ConceptNotFound(concept_id, self._suggest(plan, concept_id, scope))
+                known = self._fresh_ids(plan)
+                raise ConceptNotFound(concept_id, suggestions(plan, known, concept_id, scope))
             if len(found) > 1:
                 raise AmbiguousConcept(concept_id, tuple(key for _root, key in found))
             root, key = found[0]
@@ -533,7 +293,7 @@ class Index:
             listing.total,
             offset,
             end if end < listing.total else None,
-            Freshness._of(fresh),
+            freshness_of(fresh),
             listing.notes,
         )
 
@@ -559,30 +319,6 @@ class Index:
         except (IndexBusy, IndexReadOnly):
             return []  # only suggestions depend on it: none rather than a wait or a failure
 
-    def _suggest(self, plan: Plan, wanted: str, scope: str | None) -> tuple[str, ...]:
-        """Close matches among the existing IDs: the IDs ending in the asked
-        one's last segment first (`orders` -> `tables/orders`), then
-        difflib's closest (ctindex/base/suggest.py). Linear in the number of concepts."""
-        from ctindex.base.suggest import close_matches
-
-        want_root = None if scope is None else scope.strip("/")
-        ids = sorted(
-            {
-                cid
-                for cid, key in self._fresh_ids(plan)
-                if want_root is None or _root_of(plan, key) == want_root
-            }
-        )
-        wanted = wanted.strip().removesuffix(".md")
-        last = wanted.rsplit("/", 1)[-1].casefold()
-        same_end = [i for i in ids if i.rsplit("/", 1)[-1].casefold() == last]
-        close = close_matches(wanted, ids, n=SUGGESTIONS)
-        out: list[str] = []
-        for cid in (*same_end, *close):
-            if cid not in out:
-                out.append(cid)
-        return tuple(out[:SUGGESTIONS])
-
     def why(self, path: StrPath, cwd: StrPath | None = None) -> Decision:
         """The decision for one path (spec §5): a relative `path` is taken
         from `cwd`, by default the project root."""
@@ -592,29 +328,10 @@ class Index:
     def status(self, verbose: bool = False) -> Status:
         """The metrics of spec §10, as `ctindex status` reports them. Never
         starts a daemon."""
-        from ctindex.commands.status import collect
-        from ctindex.commands.watcher_report import watcher_json
+        from ctindex.service.status import collect, status_of
 
         with self._lock:
-            doc = collect(self._context(), verbose)
-        code = 2 if doc["config_error"] else (1 if doc["problem"] else 0)
-        document = {**doc, "watcher": watcher_json(doc["watcher"]), "exit_code": code}
-        watcher = doc["watcher"]
-        return Status(
-            doc["generation"],
-            doc["documents"],
-            doc["segments"],
-            doc["tombstones"],
-            doc["source_bytes"],
-            doc["index_bytes"],
-            doc["stale"],
-            doc["problem"],
-            doc["config_error"],
-            str(watcher.get("lane")),
-            bool(watcher.get("running")),
-            code,
-            document,
-        )
+            return status_of(collect(self.project, verbose))
 
     def update(self) -> UpdateReport:
         """A full reconciliation (`ctindex update`); publishes a generation
@@ -632,217 +349,11 @@ class Index:
             return self._report(rebuild(self.project, self.plan()))
 
     def _report(self, report: indexer.UpdateReport) -> UpdateReport:
-        from ctindex.commands.update import problems
+        from ctindex.service.types import update_report_of
+        from ctindex.service.update_problems import problems
 
-        doc = report.as_dict()
-        known = {f.name for f in fields(UpdateReport)}
-        values = {k: v for k, v in doc.items() if k in known}
-        values["missing_roots"] = tuple(values.get("missing_roots", ()))
-        values["notes"] = tuple(values.get("notes", ()))
-        values["problems"] = {
-            k.replace("-", "_"): v for k, v in problems(self._context(), report).items()
-        }
-        return UpdateReport(**values)
-
-    def _context(self) -> Context:
-        import io
-
-        from ctindex.commands import Context
-
-        return Context(
-            self.project,
-            json=True,
-            quiet=True,
-            out=io.StringIO(),
-            err=io.StringIO(),
-            cwd=self.project.root,
-        )
-
-
-SUGGESTIONS = 5
-
-
-def _root_of(plan: Plan, key: str) -> str | None:
-    found = plan.find_scope(key)
-    return None if found is None else found[0].root
+        return update_report_of(report, problems(self.project, report.missing_roots))
 
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
-
-
-# -- concepts by ID ------------------------------------------------------------------
-
-
-def resolve(plan: Plan, wanted: str, scope: str | None = None) -> list[tuple[str, str]]:
-    """(scope root, key) of each included concept `wanted` names: as a
-    concept ID in each scope (the first scope containing a path decides it,
-    as for indexing), or as a project-relative path. Costs one decision per
-    scope; never lists a folder."""
-    text = wanted.strip().replace("\\", "/") if isinstance(wanted, str) else ""
-    text = text.removesuffix(".md").strip("/")
-    if not text or not is_normal_key(text) or unrepresentable(text) is not None:
-        return []  # no file can have this name: no concept either
-    want_root = scope.strip("/") if scope is not None else None
-    keys = [f"{s.root}/{text}.md" if s.root else f"{text}.md" for s in plan.scopes]
-    keys.append(f"{text}.md")  # a project-relative path
-    out: list[tuple[str, str]] = []
-    for key in keys:
-        if any(key == k for _r, k in out):
-            continue
-        found = plan.find_scope(key)
-        if found is None or (want_root is not None and found[0].root != want_root):
-            continue
-        try:  # a decision describes absent paths too: only an existing file is a concept
-            st = os.lstat(plan.project.path(key))
-        except OSError:
-            continue
-        if plan.project.symlinked_parent(key) is None and plan.decide_key(key, st).included:
-            out.append((found[0].root, key))
-    return out
-
-
-MAX_LINK_TEXT = 500
-MAX_LINK_TARGET = 2000
-# Inline Markdown links. Both parts are bounded, so a text full of '[' costs
-# linear time, not a scan to the end from every bracket.
-_LINK_RE = re.compile(
-    rf"\[([^\]\n]{{0,{MAX_LINK_TEXT}}})\]\(<?([^)\s<>]{{1,{MAX_LINK_TARGET}}})>?"
-    r"(?:\s+\"[^\"\n]*\")?\)"
-)
-_SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-
-
-def read_concept(plan: Plan, root: str, key: str) -> Concept:
-    """Read and parse one included concept file, opening nothing a symlink
-    points to (spec §11) and never blocking on a special file."""
-    from ctindex.providers import INDEX_PROVIDER, load
-    from ctindex.providers.base import ProviderError
-
-    found = plan.find_scope(key)
-    provider = load(found[0].provider if found else INDEX_PROVIDER)
-    t0 = time.perf_counter()
-    path = plan.project.path(key)
-    limit = plan.settings.max_file_bytes
-    try:
-        before = os.lstat(path)
-        fd = os.open(path, _CONCEPT_FLAGS)
-    except FileNotFoundError:
-        raise ConceptNotFound(provider.concept_id(key, root)) from None
-    except OSError as exc:
-        raise ConceptUnreadable(f"{key}: cannot open ({exc.strerror or exc})") from exc
-    try:
-        st = os.fstat(fd)
-        if not stat_mod.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (
-            before.st_dev,
-            before.st_ino,
-        ):
-            raise ConceptUnreadable(f"{key}: changed while it was opened; ask again")
-        chunks = []
-        left = limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise ConceptUnreadable(f"{key}: larger than max_file_bytes ({limit}); not a concept")
-    doc = provider.parse(key, data, root)
-    if isinstance(doc, ProviderError):
-        raise ConceptUnreadable(doc.message)
-    text = data.decode("utf-8-sig")
-    frontmatter, problem = _frontmatter(text)
-    warning = doc.warning or (f"{key}: {problem}" if problem else None)
-    from ctindex.query import freshness
-
-    fresh = Freshness._of(freshness.read_when_asked(_ms(time.perf_counter() - t0)))
-    return Concept(
-        doc.concept_id,
-        doc.scope,
-        key,
-        doc.title,
-        doc.type,
-        doc.description,
-        tuple(doc.tags),
-        frontmatter,
-        doc.body,
-        text,
-        tuple(_links(plan, root, key, doc.body)),
-        warning,
-        fresh,
-    )
-
-
-def _frontmatter(text: str) -> tuple[dict[str, Any], str | None]:
-    """The whole frontmatter mapping as JSON-compatible values, or ({}, why)
-    (the provider has already warned about malformed frontmatter). Aliases
-    are refused: one alias can stand for a structure exponentially larger
-    than the text, which JSON output would have to spell out."""
-    from ctindex.providers.frontmatter import MAX_FRONTMATTER_BYTES
-
-    if not (text.startswith("---\n") or text.startswith("---\r\n")):
-        return {}, None
-    lines = text.split("\n")
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip("\r") in ("---", "...")), None)
-    if end is None:
-        return {}, None
-    block = "\n".join(lines[1:end])
-    if len(block.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
-        return {}, None
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        for event in yaml.parse(block, Loader=loader):
-            if isinstance(event, yaml.AliasEvent):
-                return {}, "frontmatter uses a YAML alias; not shown"
-        value = yaml.load(block, Loader=loader)
-        plain = _plain(value, 0)
-    except (yaml.YAMLError, RecursionError, ValueError):
-        return {}, None
-    return (plain, None) if isinstance(plain, dict) else ({}, None)
-
-
-MAX_DEPTH = 32
-
-
-def _plain(value: Any, depth: int) -> Any:
-    """JSON-compatible values: dates as ISO text, keys as text."""
-    if depth > MAX_DEPTH:
-        raise ValueError("frontmatter nested too deeply")
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, dict):
-        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, depth + 1) for v in value]
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
-
-
-def _links(plan: Plan, root: str, key: str, body: str) -> Iterable[Link]:
-    """Inline links in order; a relative `.md` target inside the same scope
-    gets the concept ID it names (whether or not that file exists)."""
-    import posixpath
-
-    from ctindex.providers import load
-
-    folder = posixpath.dirname(key)
-    for m in _LINK_RE.finditer(body):
-        text, target = m.group(1), m.group(2)
-        cid = None
-        path = target.split("#", 1)[0].split("?", 1)[0]
-        if path.endswith(".md") and not _SCHEME_RE.match(path) and not path.startswith("/"):
-            linked = posixpath.normpath(posixpath.join(folder, path))
-            name = posixpath.basename(linked)
-            found = plan.find_scope(linked) if is_normal_key(linked) else None
-            if found is not None and found[0].root == root and name not in ("index.md", "log.md"):
-                cid = load(found[0].provider).concept_id(linked, root)
-        yield Link(text, target, cid)

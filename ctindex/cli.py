@@ -26,7 +26,7 @@ from ctindex.base.output import OutputError, emit, flush, output_failed
 from ctindex.errors import CtindexError
 
 if TYPE_CHECKING:
-    from ctindex.commands import QuickAnswer
+    from ctindex.daemon.query import FreshAnswer, SearchCommand
 
 PROG = "ctindex"
 COMMANDS = (
@@ -482,13 +482,15 @@ def command_of(argv: list[str]) -> str | None:
     return None
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+def daemon_search() -> SearchCommand:
+    """This CLI's `search` for a daemon to answer with (ctindex/daemon/query.py):
+    its parser, and `main` with the fresh answer the daemon made."""
+    from ctindex.daemon.query import SearchCommand
 
-    try:
-        return version("ctindex")
-    except PackageNotFoundError:
-        return "unknown"
+    def run(argv: list[str], out: TextIO, err: TextIO, cwd: str, answer: FreshAnswer) -> int:
+        return main(argv, stdout=out, stderr=err, cwd=cwd, answer=answer)
+
+    return SearchCommand(lambda argv: parser_for(argv).parse_args(argv), run)
 
 
 def console() -> None:
@@ -532,7 +534,7 @@ def main(
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     cwd: str | os.PathLike[str] | None = None,
-    answer: QuickAnswer | None = None,
+    answer: FreshAnswer | None = None,
 ) -> int:
     """Run one command; returns the exit code (the console script exits with it).
     `answer`: how `search` gets its fresh answer instead of its own barrier
@@ -593,7 +595,7 @@ def _run(
     out: TextIO,
     err: TextIO,
     cwd: str | os.PathLike[str] | None,
-    answer: QuickAnswer | None = None,
+    answer: FreshAnswer | None = None,
 ) -> int:
     parser = parser_for(argv)
     try:
@@ -614,7 +616,9 @@ def _run(
     except OSError as exc:  # --help into a full stdout
         raise output_failed(exc) from None
     if args.version:
-        emit(out, f"{PROG} {_version()}\n")
+        from ctindex.service.version import version
+
+        emit(out, f"{PROG} {version()}\n")
         return 0
     from ctindex.errors import UsageError
 
@@ -647,6 +651,7 @@ def _run(
         cwd=here,
     )
     ctx.answer = answer
+    ctx.daemon_search = daemon_search
     from ctindex.base.tty import colour_wanted
 
     ctx.colour = colour_wanted(getattr(args, "color", None), out)

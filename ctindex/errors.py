@@ -116,7 +116,7 @@ class ConceptNotFound(CtindexError):
         super().__init__(f"{shown(concept_id)}: no such concept{did_you_mean(suggestions)}")
         self.concept_id = concept_id
         self.suggestions = suggestions
-        # Set when the project has no scope at all (ctindex/commands/no_scopes.py).
+        # Set when the project has no scope at all (ctindex/service/no_scopes.py).
         self.no_scopes: dict[str, str] | None = None
 
 

@@ -24,7 +24,7 @@ server keeps running.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -165,7 +165,7 @@ def _tool(fn: Callable[..., Any], title: str, schema: str) -> Tool:
 
 def build(root: str | Path) -> tuple[MCPServer, Index]:
     """The server and the Index it answers from (tests call the tools in process too)."""
-    from ctindex.cli import _version
+    from ctindex.service.version import version
 
     index = Index(root)
 
@@ -213,39 +213,35 @@ def build(root: str | Path) -> tuple[MCPServer, Index]:
         _tool(status, "Index status", "status"),
     ]
     server: MCPServer = MCPServer(
-        "ctindex", instructions=INSTRUCTIONS, version=_version(), tools=tools
+        "ctindex", instructions=INSTRUCTIONS, version=version(), tools=tools
     )
     return server, index
 
 
-def why_answer(index: Index, path: str) -> dict[str, Any]:
+def why_answer(index: Index, path: str) -> dict[str, object]:
     """The `why` tool's document: `ctindex why --json PATH`'s, hint included
     (the command that would bring a path beneath no scope into one)."""
-    from ctindex.commands.why import document, explained
+    from ctindex.service.why import why_document
 
-    [(decision, hint)] = explained(index.plan(), [index.why(path)])
-    return {
-        "project": str(index.root),
-        "all_included": decision.included,
-        "decisions": [document(path, decision, hint)],
-    }
+    return why_document(index.plan(), [path], [index.why(path)])
 
 
-def _wire_safe(document: dict[str, Any]) -> dict[str, Any]:
+def _wire_safe(document: Mapping[str, object]) -> dict[str, Any]:
     """`document` with every string encodable as UTF-8: a surrogate (an
     undecodable byte of a file name, or one an argument carried in and the
     document echoes, like the query) becomes its escape text `\\udcff`, the
     spelling `ctindex --json` gives it. The MCP wire is UTF-8 JSON and
     refuses lone surrogates outright."""
-    safe: dict[str, Any] = _safe_value(document)
-    return safe
+    return {_safe_text(k): _safe_value(v) for k, v in document.items()}
 
 
-def _safe_value(value: Any) -> Any:
+def _safe_text(text: str) -> str:
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _safe_value(value: object) -> object:
     if isinstance(value, str):
-        if value.isascii():
-            return value
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return _safe_text(value)
     if isinstance(value, dict):
         return {_safe_value(k): _safe_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

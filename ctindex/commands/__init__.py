@@ -8,20 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ctindex.base.output import emit, write_json
 from ctindex.policy.project import Project
 
 if TYPE_CHECKING:
-    from ctindex.query.freshness import Freshness
-    from ctindex.search.execute import Outcome
-    from ctindex.search.query import Node
-
-# A search's fresh answer made elsewhere (the daemon's query path,
-# ctindex/daemon/query.py): (context, parsed query, limit) -> (freshness,
-# outcome), printed by the command's own code so the bytes are the same.
-QuickAnswer = Callable[["Context", "Node", int], "tuple[Freshness, Outcome]"]
+    from ctindex.daemon.query import FreshAnswer, SearchCommand
+    from ctindex.policy.plan import Plan
+    from ctindex.service.no_scopes import NoScopes
 
 
 class Context:
@@ -37,10 +32,15 @@ class Context:
         self.out = out
         self.err = err
         self.cwd = cwd  # relative PATH arguments are taken from here
-        self.answer: QuickAnswer | None = None  # set only by the daemon's query path
+        # A search's fresh answer made elsewhere, printed by the command's own
+        # code so the bytes are the same: set only by the daemon's query path.
+        self.answer: FreshAnswer | None = None
+        # The CLI's search as a daemon run in this process answers with it
+        # (`watch start --foreground`; ctindex/daemon/query.py SearchCommand).
+        self.daemon_search: Callable[[], SearchCommand] | None = None
         self.colour = False  # --color: ANSI colour in the text output (ctindex/base/tty.py)
 
-    def emit_json(self, document: Any) -> None:
+    def emit_json(self, document: object) -> None:
         write_json(self.out, document)
 
     def echo(self, text: str = "") -> None:
@@ -60,3 +60,14 @@ class Context:
         """An informational line on stderr, silenced by -q."""
         if not self.quiet:
             self.err.write(f"ctindex: {text}\n")
+
+    def no_scopes_note(self, plan: Plan) -> NoScopes | None:
+        """The no-scopes note (ctindex/service/no_scopes.py) on stderr, not
+        under --json (where it is a field) nor with -q; returned for the
+        JSON document."""
+        from ctindex.service.no_scopes import no_scopes
+
+        found = no_scopes(plan)
+        if found is not None and not self.json:
+            self.note(found.line())
+        return found

@@ -9,13 +9,12 @@ from ctindex.commands import Context
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    from ctindex.commands.no_scopes import report as no_scopes_report
     from ctindex.commands.update import finish, strict_kinds
     from ctindex.indexer import rebuild
     from ctindex.policy.plan import load_plan
 
     kinds = strict_kinds(getattr(args, "strict", None))
     plan = load_plan(ctx.project)
-    missing = no_scopes_report(ctx, plan)
+    missing = ctx.no_scopes_note(plan)
     report = rebuild(ctx.project, plan, progress=None if ctx.quiet or ctx.json else ctx.err)
     return finish(ctx, args, report, "rebuild", kinds, missing)

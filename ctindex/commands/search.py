@@ -10,10 +10,10 @@ from ctindex.base.output import emit
 from ctindex.commands import Context
 
 if TYPE_CHECKING:
-    from ctindex.commands.no_scopes import NoScopes
     from ctindex.policy.plan import Plan
     from ctindex.query.freshness import Freshness
     from ctindex.search.execute import Outcome, Result
+    from ctindex.service.no_scopes import NoScopes
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
@@ -31,7 +31,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if args.limit is None:  # like `rg -l`, a listing names every match
         args.limit = ALL if listing else DEFAULT_LIMIT
     if ctx.answer is not None and not args.direct:  # the daemon's query path
-        fresh, outcome = ctx.answer(ctx, node, args.limit)
+        fresh, outcome = ctx.answer(ctx.project, node, args.limit)
         return _emit(ctx, text, fresh, outcome, listing, markers=args.markers)
     from ctindex.query import freshness
     from ctindex.search.execute import search_direct, search_snapshot
@@ -44,14 +44,13 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         import gc
 
         gc.enable()  # the slow path may reconcile or index: collect as usual
-        from ctindex.commands.no_scopes import report
         from ctindex.policy.plan import load_plan
 
         plan = load_plan(ctx.project)
         # Nothing can be indexed: ctindex/query/freshness.py then answers from the
         # empty plan, writing no `.ct/okf/` and starting no daemon
         # (docs/cli.md, "No scopes").
-        missing = report(ctx, plan)
+        missing = ctx.no_scopes_note(plan)
         if missing is None and not args.direct:
             _first_build(ctx, plan)
         return plan

@@ -21,10 +21,9 @@ from ctindex.commands import Context
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    from ctindex.commands.no_scopes import report
     from ctindex.policy.plan import load_plan
 
-    missing = report(ctx, load_plan(ctx.project))
+    missing = ctx.no_scopes_note(load_plan(ctx.project))
     if missing is not None:  # no concept can exist: build no index to say so
         from ctindex.errors import ConceptNotFound
 

@@ -12,19 +12,18 @@ and published: strictness judges the result, it does not veto it. Without
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ctindex.base.output import human_ms, path_messages
+from ctindex.base.output import human_ms
 from ctindex.commands import Context
-from ctindex.commands.no_scopes import NoScopes
-from ctindex.commands.no_scopes import report as no_scopes_report
 from ctindex.errors import UsageError
+from ctindex.service.update_problems import PROBLEM_KINDS, json_problems, problems
 
 if TYPE_CHECKING:
     from ctindex.indexer import UpdateReport
+    from ctindex.service.no_scopes import NoScopes
 
-STRICT_KINDS = ("errors", "warnings", "missing-roots")
+STRICT_KINDS = PROBLEM_KINDS
 SHOWN = 5  # files named per kind in the text output without --strict
 
 
@@ -50,34 +49,9 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 
     kinds = strict_kinds(getattr(args, "strict", None))
     plan = load_plan(ctx.project)
-    missing = no_scopes_report(ctx, plan)
+    missing = ctx.no_scopes_note(plan)
     report = update(ctx.project, plan, progress=None if ctx.quiet or ctx.json else ctx.err)
     return finish(ctx, args, report, "update", kinds, missing)
-
-
-def problems(ctx: Context, report: UpdateReport) -> dict[str, list[dict[str, str]]]:
-    """What the published generation could not take in, by kind, each a
-    list of {path, message}, sorted by path."""
-    from ctindex.store.durable import IndexCorrupt
-    from ctindex.store.generation import read_diag, read_manifest
-
-    errors: dict[str, str] = {}
-    warnings: dict[str, str] = {}
-    index_dir = Path(ctx.project.index_dir)
-    try:
-        m = read_manifest(index_dir)
-        if m is not None and m.diag and (m.errors or m.warnings):
-            errors, warnings = read_diag(index_dir / m.diag)
-    except (IndexCorrupt, OSError, ValueError, KeyError):
-        pass  # counted in the report all the same; `verify` names the damage
-    return {
-        "errors": path_messages(errors),
-        "warnings": path_messages(warnings),
-        "missing-roots": [
-            {"path": r, "message": "scope root missing, a symlink or not a folder"}
-            for r in sorted(report.missing_roots)
-        ],
-    }
 
 
 _LABEL = {
@@ -95,7 +69,7 @@ def finish(
     kinds: frozenset[str],
     missing: NoScopes | None = None,
 ) -> int:
-    found = problems(ctx, report)
+    found = problems(ctx.project, report.missing_roots)
     failing = {k: v for k, v in found.items() if k in kinds and v}
     code = 2 if failing else 0
     metrics = getattr(args, "metrics_file", None)
@@ -107,7 +81,7 @@ def finish(
         )
     if ctx.json:
         doc = report.as_dict()
-        doc["problems"] = {k.replace("-", "_"): v for k, v in found.items()}
+        doc["problems"] = json_problems(found)
         doc["strict"] = sorted(kinds)
         doc["exit_code"] = code
         if missing is not None:  # only then, as in search's document

@@ -55,9 +55,9 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 
 def _status(ctx: Context) -> int:
     from ctindex import client
-    from ctindex.commands.watcher_report import watcher_json, watcher_lines
     from ctindex.errors import PolicyError
     from ctindex.policy.plan import load_plan
+    from ctindex.service.watcher_report import watcher_json, watcher_lines
 
     plan: Plan | None = None
     problem: PolicyError | None = None
@@ -141,7 +141,8 @@ def _foreground(ctx: Context, plan: Plan) -> int:
         ctx.err.write(f"ctindex: {disabled}\n")
         return 1
     paths = rt.RuntimePaths.for_project(ctx.project)
-    daemon = Daemon(ctx.project, paths, RealEngine(ctx.project), stay=True)
+    search = ctx.daemon_search() if ctx.daemon_search is not None else None
+    daemon = Daemon(ctx.project, paths, RealEngine(ctx.project), stay=True, search=search)
     reason = daemon.run()
     if reason is None:
         ctx.err.write("ctindex: a daemon already serves this project\n")

@@ -1,102 +1,29 @@
-"""`ctindex why PATH...`: the decision trace of each path (spec §5)."""
+"""`ctindex why PATH...`: the decision trace of each path (spec §5), computed
+by ctindex/service/why.py."""
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
-from typing import Any
 
 from ctindex.base.output import show_key
 from ctindex.commands import Context
-from ctindex.commands.no_scopes import ADD_HINT
-from ctindex.policy.decide import OUTSIDE_SCOPE, Decision
-from ctindex.policy.plan import Plan, load_plan
+from ctindex.policy.decide import Decision
+from ctindex.policy.plan import load_plan
+from ctindex.service.why import explained, why_document
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     plan = load_plan(ctx.project)
-    decisions = explained(plan, [plan.decide(raw, cwd=ctx.cwd) for raw in args.paths])
-    every = all(decision.included for decision, _hint in decisions)
+    decisions = [plan.decide(raw, cwd=ctx.cwd) for raw in args.paths]
     if ctx.json:
-        ctx.emit_json(
-            {
-                "project": str(ctx.project.root),
-                "all_included": every,
-                "decisions": [
-                    document(raw, d, hint)
-                    for raw, (d, hint) in zip(args.paths, decisions, strict=True)
-                ],
-            }
-        )
-    elif not ctx.quiet:
-        for decision, hint in decisions:
+        document = why_document(plan, args.paths, decisions)
+        ctx.emit_json(document)
+        return 0 if document["all_included"] else 1
+    found = explained(plan, decisions)
+    if not ctx.quiet:
+        for decision, hint in found:
             ctx.echo(describe(decision) + (f"\n  hint: {hint}" if hint else ""))
-    return 0 if every else 1
-
-
-_NO_SCOPE_ROOT = "not beneath any scope root"
-
-
-def explained(plan: Plan, decisions: list[Decision]) -> list[tuple[Decision, str | None]]:
-    """Each decision with what more there is to say about it, and the
-    command that would change it (or None): `why` and the MCP `why` tool."""
-    explain = _Unscoped(plan)
-    return [explain(d) for d in decisions]
-
-
-class _Unscoped:
-    """Says more about a path beneath no scope root: with explicit scopes,
-    that they replace root detection (spec §4) and, when detection would
-    have found an OKF root holding the path, that root and the command
-    adding it; with no scope at all, how to add one. Detection runs once,
-    only when such a path is asked about (it lists folders, writes nothing
-    unless the runtime folder already exists: ctindex/policy/plan.py)."""
-
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-        self._detected: tuple[str, ...] | None = None
-
-    def __call__(self, decision: Decision) -> tuple[Decision, str | None]:
-        if decision.reason != OUTSIDE_SCOPE or decision.scope is not None:
-            return decision, None
-        if not decision.detail.startswith(_NO_SCOPE_ROOT):
-            return decision, None
-        key = decision.path if self.plan.project.key(decision.path) == decision.path else None
-        rest = decision.detail[len(_NO_SCOPE_ROOT) :]
-        if self.plan.derived_roots is None:
-            config = self.plan.config.path or self.plan.project.config_path
-            extra = f"; the explicit scopes of {config} replace OKF root detection"
-            root = self._detected_root(key) if key is not None else None
-            if root is None:
-                hint = None
-            else:
-                extra += f", which would have found the OKF root {show_key(root)}"
-                hint = f"ctindex scopes add {show_key(root)}"
-        elif not self.plan.scopes:
-            extra, hint = "; no OKF root was found, so there is no scope", ADD_HINT
-        else:
-            return decision, None
-        return replace(decision, detail=_NO_SCOPE_ROOT + extra + rest), hint
-
-    def _detected_root(self, key: str) -> str | None:
-        if self._detected is None:
-            from ctindex.policy.plan import detect_roots
-
-            self._detected = detect_roots(self.plan.project, self.plan.exclude_set)
-        for root in self._detected:
-            if not root or key == root or key.startswith(root + "/"):
-                return root
-        return None
-
-
-def document(raw: str, decision: Decision, hint: str | None = None) -> dict[str, Any]:
-    document: dict[str, Any] = {"input": raw}
-    document.update(decision.as_dict())
-    document["path"] = show_key(decision.path)
-    if decision.scope is not None:
-        document["scope"] = show_key(decision.scope)
-    document["hint"] = hint
-    return document
+    return 0 if all(decision.included for decision, _hint in found) else 1
 
 
 def describe(decision: Decision) -> str:

@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     from ctindex import runtime as rt
 
     rt.build_id()  # before the rest of the daemon's code is imported: what it runs
+    from ctindex.cli import daemon_search
     from ctindex.daemon.layers import RealEngine
     from ctindex.daemon.lifecycle import Daemon
     from ctindex.policy.project import Project
@@ -37,7 +38,14 @@ def main(argv: list[str] | None = None) -> int:
         rt.record_spawn_failure(paths, disabled)
         return EXIT_REFUSED
     try:
-        Daemon(project, paths, RealEngine(project), args.claim, successor=args.successor).run()
+        Daemon(
+            project,
+            paths,
+            RealEngine(project),
+            args.claim,
+            successor=args.successor,
+            search=daemon_search(),
+        ).run()
     except Exception as exc:  # before the lock/log exist: all we can do is back clients off
         rt.record_spawn_failure(paths, f"daemon start: {type(exc).__name__}: {exc}")
         return 1

@@ -31,7 +31,7 @@ from ctindex.daemon.filewatch import FileWatches
 from ctindex.daemon.layers import ConfigStamp, Engine, PlanView
 from ctindex.daemon.links import LinkTracker
 from ctindex.daemon.log import LifecycleLog
-from ctindex.daemon.query import QueryService
+from ctindex.daemon.query import QueryService, SearchCommand
 from ctindex.daemon.reconcile import Outcome, ReconcileDriver
 from ctindex.daemon.schedule import Schedule
 from ctindex.daemon.search_op import SearchOp
@@ -68,6 +68,7 @@ class Daemon:
         *,
         successor: bool = False,
         stay: bool = False,
+        search: SearchCommand | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -80,6 +81,9 @@ class Daemon:
         self.successor = successor
         # Run by a service manager (`watch start --foreground`): no idle exit.
         self.stay = stay
+        # The CLI's `search` the query worker answers with (ctindex/daemon/query.py);
+        # None: every search is declined and its client answers it itself.
+        self._search_command = search
         self.clock = clock
         self.wall = wall
         self.stop_reason: str | None = None
@@ -232,7 +236,9 @@ class Daemon:
         server.start()
         self.server = server
         self._open_share()
-        self.queries = QueryService(self.project.root, self.project.index_dir, self._wake.poke)
+        self.queries = QueryService(
+            self.project.root, self.project.index_dir, self._wake.poke, self._search_command
+        )
         self.search = SearchOp(
             self, self.queries, self.driver, self.stats, self.build, self.instance, self.clock
         )

@@ -41,11 +41,13 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, TextIO
 
 if TYPE_CHECKING:
-    from ctindex.commands import Context
+    import argparse
+
     from ctindex.daemon.server import Connection
+    from ctindex.policy.project import Project
     from ctindex.query.freshness import Freshness
     from ctindex.search.execute import Outcome
     from ctindex.search.query import Node
@@ -60,6 +62,25 @@ CACHE_BLOCKS = 2048  # dictionary blocks (64 terms each) kept open between queri
 # (a --paths listing of every match is not kept).
 OUTCOMES = 64
 OUTCOME_RESULTS = 100
+
+
+# A search's fresh answer made here, for the CLI's `search` to print with its
+# own code so the bytes are the same: (the project its words named, the
+# parsed query, the limit) -> (freshness, outcome).
+FreshAnswer = Callable[["Project", "Node", int], "tuple[Freshness, Outcome]"]
+
+
+class SearchCommand(NamedTuple):
+    """The CLI's `search`, handed in by whoever starts the daemon
+    (ctindex/daemon/__main__.py, `watch start --foreground`: ctindex/cli.py
+    `daemon_search`), so that the daemon's answer is the in-process one byte
+    for byte without the daemon importing the CLI above it."""
+
+    # The CLI's parser on the client's words; SystemExit for words it refuses.
+    parse: Callable[[list[str]], argparse.Namespace]
+    # The CLI's main: (words, stdout, stderr, working folder, the fresh
+    # answer to print) -> exit code.
+    run: Callable[[list[str], TextIO, TextIO, str, FreshAnswer], int]
 
 
 class Declined(Exception):
@@ -114,10 +135,17 @@ class Job:
 class QueryService:
     """The worker thread and what it keeps between queries."""
 
-    def __init__(self, root: Path, index_dir: Path, wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        index_dir: Path,
+        wake: Callable[[], None],
+        command: SearchCommand | None = None,
+    ) -> None:
         from ctindex.store.snapshot import OpenGeneration
 
         self.root = os.fspath(root)
+        self._command = command  # None: every search is declined, the client answers it
         self._open = OpenGeneration(index_dir)  # used by the worker thread only
         self._outcomes: dict[tuple[Node, int], Outcome] = {}  # of self._open.snap
         self._outcomes_of = 0  # the `opened` count they belong to
@@ -218,34 +246,37 @@ class QueryService:
         return out, err, code, None
 
     def _search(self, job: Job) -> tuple[str, str, int]:
-        from ctindex import cli
-
+        command = self._command
+        if command is None:
+            raise Declined("no search command")
         # The CLI's parser decides what the words mean; help, usage errors
         # (their text depends on the terminal) and --direct are the client's.
         sink = io.StringIO()
         try:
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-                args = cli.parser_for(job.argv).parse_args(job.argv)
+                args = command.parse(job.argv)
         except SystemExit:
             raise Declined("usage") from None
         if args.command != "search" or args.direct or args.version:
             raise Declined("not an indexed search")
         out, err = io.StringIO(), io.StringIO()
 
-        def answer(ctx: Context, node: Node, limit: int) -> tuple[Freshness, Outcome]:
-            return self._answer(job, ctx, node, limit)
+        def answer(project: Project, node: Node, limit: int) -> tuple[Freshness, Outcome]:
+            return self._answer(job, project, node, limit)
 
-        code = cli.main(job.argv, stdout=out, stderr=err, cwd=job.cwd, answer=answer)
+        code = command.run(job.argv, out, err, job.cwd, answer)
         return out.getvalue(), err.getvalue(), code
 
-    def _answer(self, job: Job, ctx: Context, node: Node, limit: int) -> tuple[Freshness, Outcome]:
+    def _answer(
+        self, job: Job, project: Project, node: Node, limit: int
+    ) -> tuple[Freshness, Outcome]:
         """The fresh answer of the plan-less fast path (ctindex/query/freshness.py,
         the same Vouched check), from the generation held open."""
         from ctindex.query.freshness import Freshness
         from ctindex.search.execute import Vouched
         from ctindex.store.durable import IndexCorrupt, fault
 
-        if os.fspath(ctx.project.root) != self.root:
+        if os.fspath(project.root) != self.root:
             raise Declined("another project")  # the words named another folder (-C)
         try:
             snap = self._open.current()

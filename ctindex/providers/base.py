@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from ctindex.providers import ProviderInfo
+    from ctindex.providers.frontmatter import Plain
 
 
 class ProviderError(NamedTuple):
@@ -41,6 +42,28 @@ class Document(NamedTuple):
     body: str
     warning: str | None = None  # frontmatter problem (the document is still indexed)
     size: int = 0  # source bytes
+
+
+class ConceptLink(NamedTuple):
+    """A link in a concept's text, in order of appearance."""
+
+    text: str
+    target: str  # as written
+    # The project-relative path of the concept file the target names (a
+    # relative path to a file the provider would read as a concept), else
+    # None; whether that file exists or is in the same scope is not judged.
+    key: str | None
+
+
+class ConceptText(NamedTuple):
+    """One concept file as `show` and `Index.get` give it: the document the
+    index holds, and what only a reader of the file is shown."""
+
+    document: Document
+    text: str  # the whole file, decoded
+    frontmatter: dict[str, Plain]  # the whole metadata mapping, JSON-compatible
+    links: tuple[ConceptLink, ...]
+    warning: str | None  # the document's warning, or why the metadata is not shown
 
 
 class Analysis(NamedTuple):
@@ -112,6 +135,17 @@ class Provider(Protocol):
 
     def concept_id(self, key: str, scope_root: str) -> str:
         """The ID a file of this scope is shown and looked up under."""
+        ...
+
+    def concept_key(self, concept_id: str, scope_root: str) -> str:
+        """The path of the file a scope's concept ID names: ``concept_id``'s
+        inverse (the file may not exist)."""
+        ...
+
+    # -- reading one concept for a person or an agent (`show`, `Index.get`)
+    def read_concept(self, key: str, data: bytes, scope_root: str) -> ConceptText | ProviderError:
+        """One file's exact bytes as a concept to show: ``parse``'s document
+        with the whole text, metadata and links."""
         ...
 
     # -- querying: text -> terms of the same fields

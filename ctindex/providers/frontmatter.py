@@ -23,7 +23,7 @@ whole document plain text (a warning), whatever its kept fields say.
 from __future__ import annotations
 
 import re
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeAlias, cast
 
 # Frontmatter bigger than this is not handed to YAML at all (a warning, the
 # whole text is indexed as body): concept frontmatter is a few hundred bytes.
@@ -56,16 +56,26 @@ def _native_reader() -> _Reader | None:
     return None if words is None else cast("_Reader", words.frontmatter)
 
 
-def split(text: str) -> tuple[dict[str, Any], str, str | None]:
-    """(frontmatter fields, body, warning). Any problem: ({}, whole text, why)."""
+def _cut(text: str) -> tuple[str, int] | None:
+    """(the YAML block, where its closing line ends), None when the text has
+    no frontmatter; ("", -1) when the opening line is never closed."""
     if not (text.startswith("---\n") or text.startswith("---\r\n")):
-        return {}, text, None
+        return None
     start = text.index("\n") + 1
     closing = CLOSING.search(text, start)
     if closing is None:
+        return "", -1
+    return text[start : closing.start()], closing.end()
+
+
+def split(text: str) -> tuple[dict[str, Any], str, str | None]:
+    """(frontmatter fields, body, warning). Any problem: ({}, whole text, why)."""
+    cut = _cut(text)
+    if cut is None:
+        return {}, text, None
+    block, line_end = cut
+    if line_end < 0:
         return {}, text, "frontmatter has no closing '---' line; indexed as plain text"
-    end, line_end = closing.start(), closing.end()
-    block = text[start:end]
     body = text[line_end + 1 :] if line_end < len(text) else ""
     if len(block.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
         return (
@@ -88,6 +98,54 @@ def split(text: str) -> tuple[dict[str, Any], str, str | None]:
     if not isinstance(meta, dict):
         return {}, text, "frontmatter is not a mapping; indexed as plain text"
     return meta, body, None
+
+
+# A YAML value as JSON holds it (`whole_mapping`'s values).
+Plain: TypeAlias = "bool | int | float | str | list[Plain] | dict[str, Plain] | None"
+MAX_DEPTH = 32  # nesting levels `whole_mapping` converts
+
+
+def whole_mapping(text: str) -> tuple[dict[str, Plain], str | None]:
+    """The whole frontmatter mapping as JSON-compatible values (what `show
+    --json` gives), or ({}, why not) -- why is None where `split` has
+    already warned (malformed, too large, not a mapping). Aliases are
+    refused: one alias can stand for a structure exponentially larger than
+    the text, which JSON output would have to spell out."""
+    cut = _cut(text)
+    if cut is None or cut[1] < 0:
+        return {}, None
+    block = cut[0]
+    if len(block.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
+        return {}, None
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        for event in yaml.parse(block, Loader=loader):
+            if isinstance(event, yaml.AliasEvent):
+                return {}, "frontmatter uses a YAML alias; not shown"
+        plain = _plain(yaml.load(block, Loader=loader), 0)
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return {}, None
+    return (plain, None) if isinstance(plain, dict) else ({}, None)
+
+
+def _plain(value: object, depth: int) -> Plain:
+    """JSON-compatible values: dates as ISO text, keys as text."""
+    if depth > MAX_DEPTH:
+        raise ValueError("frontmatter nested too deeply")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, depth + 1) for v in value]
+    isoformat = getattr(value, "isoformat", None)
+    if callable(isoformat):
+        return str(isoformat())
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
 
 
 def yaml_problem(exc: Exception) -> str:

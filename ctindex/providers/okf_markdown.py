@@ -16,6 +16,7 @@ tokenizing time would otherwise go.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -25,6 +26,8 @@ from typing import Any, Protocol, cast
 from ctindex.providers import OKF_MARKDOWN, ProviderInfo, frontmatter
 from ctindex.providers.base import (
     Analysis,
+    ConceptLink,
+    ConceptText,
     Document,
     Feed,
     Lengths,
@@ -92,6 +95,10 @@ def concept_id(key: str, scope_root: str) -> str:
     return rel[:-3] if rel.endswith(".md") else rel
 
 
+def concept_key(cid: str, scope_root: str) -> str:
+    return f"{scope_root}/{cid}.md" if scope_root else f"{cid}.md"
+
+
 def parse(key: str, data: bytes, scope_root: str = "") -> Document | ProviderError:
     """Parse one file's exact bytes. Never raises for bad content."""
     native = _native()
@@ -135,6 +142,48 @@ def _parse(key: str, data: bytes, scope_root: str) -> Document | ProviderError:
         warning=warning,
         size=len(data),
     )
+
+
+def read_concept(key: str, data: bytes, scope_root: str = "") -> ConceptText | ProviderError:
+    """`parse`, with the whole text, the whole frontmatter mapping and the
+    inline links (`show`, `Index.get`)."""
+    doc = parse(key, data, scope_root)
+    if isinstance(doc, ProviderError):
+        return doc
+    text = data.decode("utf-8-sig")
+    meta, problem = frontmatter.whole_mapping(text)
+    warning = doc.warning or (f"{key}: {problem}" if problem else None)
+    return ConceptText(doc, text, meta, tuple(_links(key, doc.body)), warning)
+
+
+MAX_LINK_TEXT = 500
+MAX_LINK_TARGET = 2000
+# Inline Markdown links. Both parts are bounded, so a text full of '[' costs
+# linear time, not a scan to the end from every bracket.
+_LINK_RE = re.compile(
+    rf"\[([^\]\n]{{0,{MAX_LINK_TEXT}}})\]\(<?([^)\s<>]{{1,{MAX_LINK_TARGET}}})>?"
+    r"(?:\s+\"[^\"\n]*\")?\)"
+)
+_SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _links(key: str, body: str) -> Iterator[ConceptLink]:
+    """Inline links in order; a relative `.md` target that is not a reserved
+    name (index.md, log.md) names the concept file at that path."""
+    folder = posixpath.dirname(key)
+    for m in _LINK_RE.finditer(body):
+        text, target = m.group(1), m.group(2)
+        path = target.split("#", 1)[0].split("?", 1)[0]
+        linked = None
+        if (
+            OKF_MARKDOWN.claims_extension(path)
+            and not _SCHEME_RE.match(path)
+            and not path.startswith("/")
+        ):
+            linked = posixpath.normpath(posixpath.join(folder, path))
+            if OKF_MARKDOWN.refuses_name(posixpath.basename(linked)):
+                linked = None
+        yield ConceptLink(text, target, linked)
 
 
 def _scalar(meta: dict[str, Any], name: str, problems: list[str]) -> str:
@@ -486,6 +535,8 @@ class OkfMarkdown:
     analyze_many = staticmethod(analyze_many)
     feed_many = staticmethod(feed_many)
     concept_id = staticmethod(concept_id)
+    concept_key = staticmethod(concept_key)
+    read_concept = staticmethod(read_concept)
     fold = staticmethod(fold)
     words = staticmethod(words)
     terms = staticmethod(terms)

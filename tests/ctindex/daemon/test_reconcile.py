@@ -60,7 +60,7 @@ def test_startup_during_a_clients_build_reports_no_error(
             assert during["build_in_progress"] and during["reconciles"] == 0
             assert during["lane"] == "reconcile"  # the startup pass is still owed
             # ... and what `status` / `watch status` show says so.
-            from ctindex.commands.watcher_report import watcher_lines
+            from ctindex.service.watcher_report import watcher_lines
 
             shown = client.watcher_status(project)
             assert shown["build_in_progress"] is True

@@ -3,8 +3,9 @@ there is nothing to index and how to add a scope (docs/cli.md, "No scopes").
 
 A newcomer's first `ctindex search` in a folder of plain Markdown would
 otherwise answer `0 of 0 matches` as if the search had looked and found
-nothing. Text output puts the note on stderr (silenced by -q); `--json`
-carries it as the `no_scopes` field instead, never as stderr noise.
+nothing. Text output puts the note on stderr (silenced by -q; the commands'
+`Context.no_scopes_note`); `--json` carries it as the `no_scopes` field
+instead, never as stderr noise.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from ctindex.commands import Context
     from ctindex.policy.plan import Plan
 
 ADD_HINT = "ctindex scopes add DIR"
@@ -54,12 +54,3 @@ def no_scopes(plan: Plan) -> NoScopes | None:
     else:
         message = f"no scopes: no OKF root found under {plan.project.root} ({detection_rule()})"
     return NoScopes(message, ADD_HINT)
-
-
-def report(ctx: Context, plan: Plan) -> NoScopes | None:
-    """Print the note on stderr (not under --json, where it is a field, nor
-    with -q); returns it for the JSON document."""
-    found = no_scopes(plan)
-    if found is not None and not ctx.json:
-        ctx.note(found.line())
-    return found

@@ -1,0 +1,193 @@
+"""Concepts by ID, read from their files when asked (`ctindex show`,
+`Index.get`, the MCP `get_concept` tool): which file an ID names, the file
+read safely and handed to its scope's provider (ctindex/providers/base.py
+`read_concept`: what the format is, only the provider knows), and the
+closest IDs when none matches."""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ctindex.errors import ConceptNotFound, ConceptUnreadable
+from ctindex.policy.project import is_normal_key, unrepresentable
+from ctindex.service.types import Concept, Link, freshness_of
+
+if TYPE_CHECKING:
+    from ctindex.policy.plan import Plan
+    from ctindex.providers.base import ConceptLink, Provider
+
+# Opening a concept file: no symlink, no blocking on a special file, not
+# inherited (POSIX flags, 0 where absent), bytes as they are (Windows' O_BINARY).
+_CONCEPT_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+SUGGESTIONS = 5  # close matches named when no concept has the ID
+
+
+def _index_provider() -> Provider:
+    from ctindex.providers import INDEX_PROVIDER, load
+
+    return load(INDEX_PROVIDER)
+
+
+def _bare(text: str, provider: Provider) -> str:
+    """`text` without the provider's file-name suffix (an ID given as a path)."""
+    for suffix in provider.info.extensions:
+        if text.endswith(suffix):
+            return text[: -len(suffix)]
+    return text
+
+
+def resolve(plan: Plan, wanted: str, scope: str | None = None) -> list[tuple[str, str]]:
+    """(scope root, key) of each included concept `wanted` names: as a
+    concept ID in each scope (the first scope containing a path decides it,
+    as for indexing), or as a project-relative path. Costs one decision per
+    scope; never lists a folder."""
+    from ctindex.providers import load
+
+    index = _index_provider()
+    text = wanted.strip().replace("\\", "/") if isinstance(wanted, str) else ""
+    text = _bare(text, index).strip("/")
+    if not text or not is_normal_key(text) or unrepresentable(text) is not None:
+        return []  # no file can have this name: no concept either
+    want_root = scope.strip("/") if scope is not None else None
+    keys = [load(s.provider).concept_key(text, s.root) for s in plan.scopes]
+    keys.append(index.concept_key(text, ""))  # a project-relative path
+    out: list[tuple[str, str]] = []
+    for key in keys:
+        if any(key == k for _r, k in out):
+            continue
+        found = plan.find_scope(key)
+        if found is None or (want_root is not None and found[0].root != want_root):
+            continue
+        try:  # a decision describes absent paths too: only an existing file is a concept
+            st = os.lstat(plan.project.path(key))
+        except OSError:
+            continue
+        if plan.project.symlinked_parent(key) is None and plan.decide_key(key, st).included:
+            out.append((found[0].root, key))
+    return out
+
+
+def read_concept(plan: Plan, root: str, key: str) -> Concept:
+    """Read and parse one included concept file, opening nothing a symlink
+    points to (spec §11) and never blocking on a special file."""
+    from ctindex.providers import INDEX_PROVIDER, load
+    from ctindex.providers.base import ProviderError
+    from ctindex.query import freshness
+
+    found = plan.find_scope(key)
+    provider = load(found[0].provider if found else INDEX_PROVIDER)
+    t0 = time.perf_counter()
+    data = _read_bounded(plan, key, provider, root)
+    read = provider.read_concept(key, data, root)
+    if isinstance(read, ProviderError):
+        raise ConceptUnreadable(read.message)
+    doc = read.document
+    fresh = freshness_of(freshness.read_when_asked(_ms(time.perf_counter() - t0)))
+    return Concept(
+        doc.concept_id,
+        doc.scope,
+        key,
+        doc.title,
+        doc.type,
+        doc.description,
+        tuple(doc.tags),
+        read.frontmatter,
+        doc.body,
+        read.text,
+        tuple(_links(plan, root, read.links)),
+        read.warning,
+        fresh,
+    )
+
+
+def _read_bounded(plan: Plan, key: str, provider: Provider, root: str) -> bytes:
+    """The file's bytes, at most max_file_bytes of them: ConceptNotFound when
+    it is gone, ConceptUnreadable when it cannot be opened, is not a regular
+    file, was replaced while opened, or is larger."""
+    path = plan.project.path(key)
+    limit = plan.settings.max_file_bytes
+    try:
+        before = os.lstat(path)
+        fd = os.open(path, _CONCEPT_FLAGS)
+    except FileNotFoundError:
+        raise ConceptNotFound(provider.concept_id(key, root)) from None
+    except OSError as exc:
+        raise ConceptUnreadable(f"{key}: cannot open ({exc.strerror or exc})") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat_mod.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (
+            before.st_dev,
+            before.st_ino,
+        ):
+            raise ConceptUnreadable(f"{key}: changed while it was opened; ask again")
+        chunks = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ConceptUnreadable(f"{key}: larger than max_file_bytes ({limit}); not a concept")
+    return data
+
+
+def _links(plan: Plan, root: str, links: Iterable[ConceptLink]) -> Iterable[Link]:
+    """The provider's links; one naming a file inside the same scope gets
+    that file's concept ID (whether or not the file exists)."""
+    from ctindex.providers import load
+
+    for link in links:
+        cid = None
+        if link.key is not None and is_normal_key(link.key):
+            found = plan.find_scope(link.key)
+            if found is not None and found[0].root == root:
+                cid = load(found[0].provider).concept_id(link.key, root)
+        yield Link(link.text, link.target, cid)
+
+
+def suggestions(
+    plan: Plan, known: Iterable[tuple[str, str]], wanted: str, scope: str | None
+) -> tuple[str, ...]:
+    """Close matches among the `known` (concept ID, key) pairs: the IDs
+    ending in the asked one's last segment first (`orders` ->
+    `tables/orders`), then difflib's closest (ctindex/base/suggest.py).
+    Linear in the number of concepts."""
+    from ctindex.base.suggest import close_matches
+
+    want_root = None if scope is None else scope.strip("/")
+    ids = sorted(
+        {cid for cid, key in known if want_root is None or _root_of(plan, key) == want_root}
+    )
+    wanted = _bare(wanted.strip(), _index_provider())
+    last = wanted.rsplit("/", 1)[-1].casefold()
+    same_end = [i for i in ids if i.rsplit("/", 1)[-1].casefold() == last]
+    close = close_matches(wanted, ids, n=SUGGESTIONS)
+    out: list[str] = []
+    for cid in (*same_end, *close):
+        if cid not in out:
+            out.append(cid)
+    return tuple(out[:SUGGESTIONS])
+
+
+def _root_of(plan: Plan, key: str) -> str | None:
+    found = plan.find_scope(key)
+    return None if found is None else found[0].root
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
