@@ -53,14 +53,23 @@ def resolve(plan: Plan, wanted: str, scope: str | None = None) -> list[tuple[str
     scope; never lists a folder."""
     from ctindex.providers import load
 
-    index = _index_provider()
-    text = wanted.strip().replace("\\", "/") if isinstance(wanted, str) else ""
-    text = _bare(text, index).strip("/")
-    if not text or not is_normal_key(text) or unrepresentable(text) is not None:
-        return []  # no file can have this name: no concept either
+    raw = wanted.strip().replace("\\", "/") if isinstance(wanted, str) else ""
     want_root = scope.strip("/") if scope is not None else None
-    keys = [load(s.provider).concept_key(text, s.root) for s in plan.scopes]
-    keys.append(index.concept_key(text, ""))  # a project-relative path
+    named = [(load(s.provider), s.root) for s in plan.scopes]
+    named.append((_index_provider(), ""))  # a project-relative path
+    keys = []
+    for provider, root in named:
+        text = _bare(raw, provider).strip("/")
+        if text and is_normal_key(text) and unrepresentable(text) is None:
+            keys.append(provider.concept_key(text, root))
+    path = raw.strip("/")
+    if (
+        path not in keys
+        and is_normal_key(path)
+        and unrepresentable(path) is None
+        and any(p.info.claims_extension(path) for p, _r in named)
+    ):
+        keys.append(path)  # a project-relative path with another provider's suffix
     out: list[tuple[str, str]] = []
     for key in keys:
         if any(key == k for _r, k in out):

@@ -14,7 +14,16 @@ import pytest
 from ctindex import indexer, providers
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
-from ctindex.providers.base import Analysis, Document, Feed, Provider, ProviderError, feeds
+from ctindex.providers.base import (
+    Analysis,
+    ConceptLink,
+    ConceptText,
+    Document,
+    Feed,
+    Provider,
+    ProviderError,
+    feeds,
+)
 from tests.conftest import CliResult, cli_main
 
 PLAIN = providers.ProviderInfo(
@@ -71,6 +80,22 @@ class PlainText:
         rel = key[len(scope_root) + 1 :] if scope_root else key
         return rel.removesuffix(".txt")
 
+    def concept_key(self, concept_id: str, scope_root: str) -> str:
+        return f"{scope_root}/{concept_id}.txt" if scope_root else f"{concept_id}.txt"
+
+    def read_concept(self, key: str, data: bytes, scope_root: str) -> ConceptText | ProviderError:
+        doc = self.parse(key, data, scope_root)
+        if isinstance(doc, ProviderError):
+            return doc
+        # A line `see: NAME` links the concept NAME.txt beside this one.
+        folder = key.rpartition("/")[0]
+        links = tuple(
+            ConceptLink(line, line[5:], f"{folder}/{line[5:]}.txt")
+            for line in doc.body.splitlines()
+            if line.startswith("see: ")
+        )
+        return ConceptText(doc, data.decode("utf-8"), {}, links, None)
+
     def fold(self, text: str) -> str:
         return self._words.fold(text)
 
@@ -107,7 +132,10 @@ def mixed(make_project: Callable[..., Path], plain_text: Provider) -> Path:
     notes = root / "notes"
     (notes / "deep").mkdir(parents=True)
     (notes / "zebra.txt").write_text("Zebra crossing\nStriped zebras cross the road here.\n")
-    (notes / "deep" / "quagga.txt").write_text("Quagga\nAn extinct zebra, also striped.\n")
+    (notes / "deep" / "quagga.txt").write_text(
+        "Quagga\nAn extinct zebra, also striped.\nsee: okapi\n"
+    )
+    (notes / "deep" / "okapi.txt").write_text("Okapi\nBanded legs, a forest giraffe.\n")
     (notes / "LICENSE.txt").write_text("License\nzebra terms\n")
     (notes / "readme.md").write_text("# Readme\n\nzebra in markdown\n")
     (notes / "broken.txt").write_bytes(b"\xff\xfe zebra")
@@ -154,6 +182,31 @@ def test_search_finds_a_second_providers_documents(mixed: Path) -> None:
     assert direct["results"] == results
     typed = _json(cli_main("-C", str(mixed), "--json", "search", "type:text striped"))
     assert {r["path"] for r in typed["results"]} == set(by_path)
+
+
+def test_a_second_providers_concept_is_read_through_it(mixed: Path) -> None:
+    """`Index.get` / `show` find a concept by ID with the provider's own
+    suffix, read it with the provider's `read_concept`, and give its links
+    the IDs of the concepts they name: no format is assumed outside the
+    provider (ctindex/service/concepts.py)."""
+    from ctindex.api import Index
+
+    with Index(mixed) as index:
+        concept = index.get("deep/quagga")
+        assert (concept.path, concept.title, concept.scope) == (
+            "notes/deep/quagga.txt",
+            "Quagga",
+            "notes",
+        )
+        assert concept.text.startswith("Quagga\n")
+        assert [(link.target, link.concept_id) for link in concept.links] == [
+            ("okapi", "deep/okapi")
+        ]
+        by_path = index.get("notes/deep/okapi.txt")  # the project-relative path
+        assert by_path.id == "deep/okapi"
+        assert index.get("tables/events_").path.endswith(".md")  # okf-markdown's scope
+    shown = cli_main("-C", str(mixed), "show", "zebra")
+    assert (shown.code, shown.out) == (0, "Zebra crossing\nStriped zebras cross the road here.\n")
 
 
 def test_why_names_the_second_provider(mixed: Path) -> None:
