@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from ctindex.errors import AmbiguousConcept, ConceptNotFound, UsageError
+from ctindex.errors import UsageError
 from ctindex.policy.project import Project, StrPath, find_root, start_folder
 from ctindex.service.types import (
     Concept,
@@ -160,7 +160,7 @@ class Index:
             lambda: plan,
             work,
             from_files=from_files,
-            open_generation=lambda read: read(self._generation()),
+            open_generation=self._kept,
         )
 
     # -- queries --------------------------------------------------------------------
@@ -237,25 +237,18 @@ class Index:
 
         Raises ConceptNotFound (with close matches), AmbiguousConcept, or
         ConceptUnreadable."""
-        from ctindex.service.concepts import read_concept, resolve, suggestions
+        from ctindex.service.concepts import get_concept
 
         with self._lock:
-            plan = self.plan()
-            found = resolve(plan, concept_id, scope)
-            if not found:
-                known = self._fresh_ids(plan)
-                raise ConceptNotFound(concept_id, suggestions(plan, known, concept_id, scope))
-            if len(found) > 1:
-                raise AmbiguousConcept(concept_id, tuple(key for _root, key in found))
-            root, key = found[0]
-            return read_concept(plan, root, key)
+            return get_concept(self.plan(), concept_id, scope, self._kept)
 
     def ids(self) -> list[str]:
         """Every concept ID of a fresh index, sorted (with duplicates when
         two scopes hold the same ID)."""
+        from ctindex.service.concepts import fresh_ids
+
         with self._lock:
-            plan = self.plan()
-            return sorted(cid for cid, _key in self._fresh_ids(plan))
+            return sorted(cid for cid, _key in fresh_ids(self.plan(), self._kept))
 
     def concepts(
         self,
@@ -297,27 +290,9 @@ class Index:
             listing.notes,
         )
 
-    def _fresh_ids(self, plan: Plan) -> list[tuple[str, str]]:
-        from ctindex.providers import load
-        from ctindex.store.lock import IndexBusy, IndexReadOnly
-
-        def listing(snap: Snapshot) -> list[tuple[str, str]]:
-            out = []
-            for view in snap.views:
-                for d, key in enumerate(view.segment.keys()):
-                    if d in view.deleted:
-                        continue
-                    found = plan.find_scope(key)
-                    if found is not None:
-                        scope = found[0]
-                        out.append((load(scope.provider).concept_id(key, scope.root), key))
-            return out
-
-        try:
-            found: list[tuple[str, str]] = self._indexed(plan, listing).value
-            return found
-        except (IndexBusy, IndexReadOnly):
-            return []  # only suggestions depend on it: none rather than a wait or a failure
+    def _kept(self, read: Callable[[Snapshot], T]) -> T:
+        """`read` the kept generation (the freshness step's opener)."""
+        return read(self._generation())
 
     def why(self, path: StrPath, cwd: StrPath | None = None) -> Decision:
         """The decision for one path (spec §5): a relative `path` is taken

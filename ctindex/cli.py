@@ -26,6 +26,7 @@ from ctindex.base.output import OutputError, emit, flush, output_failed
 from ctindex.errors import CtindexError
 
 if TYPE_CHECKING:
+    from ctindex.commands import Context
     from ctindex.daemon.query import FreshAnswer, SearchCommand
 
 PROG = "ctindex"
@@ -655,6 +656,9 @@ def _run(
     from ctindex.base.tty import colour_wanted
 
     ctx.colour = colour_wanted(getattr(args, "color", None), out)
+    if args.command == "mcp":  # the MCP server is an entry point of its own, not a command
+        gc.enable()
+        return _serve_mcp(ctx)
     name = f"ctindex.commands.{args.command}"
     try:
         module = importlib.import_module(name)
@@ -668,6 +672,23 @@ def _run(
     code: int = module.run(ctx, args)
     flush(out)
     return code
+
+
+def _serve_mcp(ctx: Context) -> int:
+    """`ctindex mcp`: the Model Context Protocol server over stdio
+    (ctindex/mcp_server.py, docs/mcp.md). Needs the optional extra `ctindex[mcp]`."""
+    from ctindex.errors import UsageError
+
+    if ctx.json:  # stdout is the JSON-RPC stream: there is no document to print
+        raise UsageError("mcp: --json does not apply (the server speaks JSON-RPC on stdout)")
+    try:
+        from ctindex import mcp_server
+    except ImportError as exc:  # only the SDK's absence; our own modules always import
+        raise UsageError(
+            "`ctindex mcp` needs the MCP SDK: pip install 'ctindex[mcp]' "
+            f"({exc.name or exc} is missing)"
+        ) from exc
+    return mcp_server.serve(ctx.project.root)
 
 
 def _writes(args: argparse.Namespace) -> bool:

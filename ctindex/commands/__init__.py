@@ -1,7 +1,8 @@
 """Subcommands. Each module ``ctindex.commands.<name>`` exposes
 ``run(ctx: Context, args: argparse.Namespace) -> int`` (the exit code); the
 CLI imports only the module of the command being run, so a command's
-imports are its own cost.
+imports are its own cost. (`ctindex mcp` starts another entry point, the
+MCP server: ctindex/cli.py runs it itself.)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`ctindex show ID`: one concept by its ID (docs/cli.md, "show").
 
-Built on the Python API (ctindex/api.py, `Index.get`): the ID is resolved
+What `Index.get` answers (ctindex/service/concepts.py): the ID is resolved
 as OKF does, the path relative to its scope (bundle) root without `.md`, in
 every scope, or taken as a project-relative path. The concept is read from
 its file when asked, so it is never stale.
@@ -23,20 +23,17 @@ from ctindex.commands import Context
 def run(ctx: Context, args: argparse.Namespace) -> int:
     from ctindex.policy.plan import load_plan
 
-    missing = ctx.no_scopes_note(load_plan(ctx.project))
+    plan = load_plan(ctx.project)
+    missing = ctx.no_scopes_note(plan)
     if missing is not None:  # no concept can exist: build no index to say so
         from ctindex.errors import ConceptNotFound
 
         error = ConceptNotFound(args.concept)
         error.no_scopes = missing.to_json()  # the JSON error's field (cli.main)
         raise error
-    from ctindex.api import Index
+    from ctindex.service.concepts import get_concept
 
-    index = Index(ctx.project.root)
-    try:
-        concept = index.get(args.concept, scope=args.scope)
-    finally:
-        index.close()
+    concept = get_concept(plan, args.concept, args.scope)
     if ctx.json:
         ctx.emit_json(concept.to_json())
     else:

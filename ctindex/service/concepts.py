@@ -12,13 +12,18 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ctindex.errors import ConceptNotFound, ConceptUnreadable
+from ctindex.errors import AmbiguousConcept, ConceptNotFound, ConceptUnreadable
 from ctindex.policy.project import is_normal_key, unrepresentable
 from ctindex.service.types import Concept, Link, freshness_of
 
 if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
     from ctindex.providers.base import ConceptLink, Provider
+    from ctindex.query.freshness import Opener
+    from ctindex.store.snapshot import Snapshot
+
+# (concept ID, key) of every concept of the index
+KnownIds = list[tuple[str, str]]
 
 # Opening a concept file: no symlink, no blocking on a special file, not
 # inherited (POSIX flags, 0 where absent), bytes as they are (Windows' O_BINARY).
@@ -30,6 +35,59 @@ _CONCEPT_FLAGS = (
     | getattr(os, "O_BINARY", 0)
 )
 SUGGESTIONS = 5  # close matches named when no concept has the ID
+
+
+def get_concept(
+    plan: Plan,
+    wanted: str,
+    scope: str | None = None,
+    open_generation: Opener[KnownIds] | None = None,
+) -> Concept:
+    """The concept `wanted` names (`Index.get`, `ctindex show`), read from
+    its file. ConceptNotFound names the closest IDs of a fresh index (read
+    through `open_generation` when given); AmbiguousConcept the candidates."""
+    found = resolve(plan, wanted, scope)
+    if not found:
+        known = fresh_ids(plan, open_generation)
+        raise ConceptNotFound(wanted, suggestions(plan, known, wanted, scope))
+    if len(found) > 1:
+        raise AmbiguousConcept(wanted, tuple(key for _root, key in found))
+    root, key = found[0]
+    return read_concept(plan, root, key)
+
+
+def fresh_ids(plan: Plan, open_generation: Opener[KnownIds] | None = None) -> KnownIds:
+    """(concept ID, key) of every concept of a fresh index, in index order;
+    none when the index is busy or read-only (only suggestions depend on
+    it: none rather than a wait or a failure)."""
+    from ctindex.query import freshness
+    from ctindex.store.lock import IndexBusy, IndexReadOnly
+
+    try:
+        return freshness.fresh_answer(
+            plan.project,
+            lambda: plan,
+            lambda snap: ids_in(plan, snap),
+            open_generation=open_generation,
+        ).value
+    except (IndexBusy, IndexReadOnly):
+        return []
+
+
+def ids_in(plan: Plan, snap: Snapshot) -> KnownIds:
+    """(concept ID, key) of every live document of a generation."""
+    from ctindex.providers import load
+
+    out = []
+    for view in snap.views:
+        for d, key in enumerate(view.segment.keys()):
+            if d in view.deleted:
+                continue
+            found = plan.find_scope(key)
+            if found is not None:
+                scope = found[0]
+                out.append((load(scope.provider).concept_id(key, scope.root), key))
+    return out
 
 
 def _index_provider() -> Provider:
