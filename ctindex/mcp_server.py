@@ -142,13 +142,13 @@ def _short(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _described(fn: Callable[..., Any]) -> str:
+def _described(fn: Callable[..., object]) -> str:
     """A docstring as the model reads it: no indentation, each paragraph one line."""
     paragraphs = inspect.cleandoc(fn.__doc__ or "").split("\n\n")
     return "\n\n".join(" ".join(p.split()) for p in paragraphs)
 
 
-def _tool(fn: Callable[..., Any], title: str, schema: str) -> Tool:
+def _tool(fn: Callable[..., object], title: str, schema: str) -> Tool:
     tool = _Tool.from_function(
         fn,
         title=title,

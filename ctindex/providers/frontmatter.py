@@ -23,7 +23,11 @@ whole document plain text (a warning), whatever its kept fields say.
 from __future__ import annotations
 
 import re
-from typing import Any, Protocol, TypeAlias, cast
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol, TypeAlias, cast
+
+if TYPE_CHECKING:
+    import yaml
 
 # Frontmatter bigger than this is not handed to YAML at all (a warning, the
 # whole text is indexed as body): concept frontmatter is a few hundred bytes.
@@ -44,9 +48,15 @@ class NotScalar:
 
 NOT_SCALAR = NotScalar()  # the one instance, so that read values compare with ==
 
+# What a kept field holds: a scalar's text (None for null) or NOT_SCALAR for
+# a mapping, or a list of those (a list in a list is NOT_SCALAR too).
+Scalar: TypeAlias = "str | NotScalar | None"
+FieldValue: TypeAlias = "Scalar | list[Scalar]"
+Fields = dict[str, FieldValue]  # the kept fields by name (WANTED)
+
 
 class _Reader(Protocol):
-    def __call__(self, block: str, not_scalar: NotScalar) -> dict[str, Any] | None: ...
+    def __call__(self, block: str, not_scalar: NotScalar) -> Fields | None: ...
 
 
 def _native_reader() -> _Reader | None:
@@ -68,7 +78,7 @@ def _cut(text: str) -> tuple[str, int] | None:
     return text[start : closing.start()], closing.end()
 
 
-def split(text: str) -> tuple[dict[str, Any], str, str | None]:
+def split(text: str) -> tuple[Fields, str, str | None]:
     """(frontmatter fields, body, warning). Any problem: ({}, whole text, why)."""
     cut = _cut(text)
     if cut is None:
@@ -87,6 +97,7 @@ def split(text: str) -> tuple[dict[str, Any], str, str | None]:
             ),
         )
     native = _native_reader()
+    meta: Fields | list[Scalar] | None
     meta = native(block, NOT_SCALAR) if native is not None else read_without_yaml(block)
     try:
         if meta is None:
@@ -164,7 +175,7 @@ def yaml_problem(exc: Exception) -> str:
 # -- with libyaml -------------------------------------------------------------
 
 
-def load_yaml(block: str) -> Any:
+def load_yaml(block: str) -> Fields | list[Scalar] | None:
     """The frontmatter's top-level fields ctindex uses, as plain values.
 
     PyYAML composes the node graph (in C with libyaml); only the four fields
@@ -181,18 +192,22 @@ def load_yaml(block: str) -> Any:
         return None
     if not isinstance(node, yaml.MappingNode):
         return []  # "not a mapping"
-    meta: dict[str, Any] = {}
+    meta: Fields = {}
     for key, value in node.value:
         if isinstance(key, yaml.ScalarNode) and key.value in WANTED:
             meta[key.value] = _node_value(value, yaml, nested=False)
     return meta
 
 
-def _node_value(node: Any, yaml: Any, nested: bool) -> Any:
-    if isinstance(node, yaml.ScalarNode):
-        return None if node.tag.endswith(":null") else node.value
+def _node_value(node: yaml.Node, yaml: ModuleType, nested: bool) -> FieldValue:
     if isinstance(node, yaml.SequenceNode) and not nested:
-        return [_node_value(item, yaml, nested=True) for item in node.value]
+        return [_node_scalar(item, yaml) for item in node.value]
+    return _node_scalar(node, yaml)
+
+
+def _node_scalar(node: yaml.Node, yaml: ModuleType) -> Scalar:
+    if isinstance(node, yaml.ScalarNode):
+        return None if node.tag.endswith(":null") else str(node.value)
     return NOT_SCALAR
 
 
@@ -225,7 +240,7 @@ class _Decline(Exception):
     """The block is not of the shape read here: ask YAML."""
 
 
-def read_without_yaml(block: str) -> dict[str, Any] | None:
+def read_without_yaml(block: str) -> Fields | None:
     """`load_yaml(block)` for the block YAML shape described above, else None."""
     if _UNSAFE.search(block) is not None:
         return None
@@ -234,10 +249,9 @@ def read_without_yaml(block: str) -> dict[str, Any] | None:
     if first is None or first[0] != 0 or _KEY.match(first[1]) is None:
         return None  # empty, indented, or not a mapping: YAML says what it is
     try:
-        meta = lines.mapping(0, 0, top=True)  # keys at column 0: it reads every line
+        return lines.mapping(0, 0, top=True)  # keys at column 0: it reads every line
     except _Decline:
         return None
-    return meta if isinstance(meta, dict) else None
 
 
 class _Lines:
@@ -260,12 +274,13 @@ class _Lines:
             self.at += 1
         return None
 
-    def mapping(self, col: int, depth: int, top: bool = False) -> dict[str, Any] | NotScalar:
+    def mapping(self, col: int, depth: int, top: bool = False) -> Fields:
         """The block mapping whose keys sit at column `col`: at the top, its
-        wanted fields; below it, only checked."""
+        wanted fields; below it, only checked (none kept: to its parent it is
+        NOT_SCALAR)."""
         if depth > _MAX_DEPTH:
             raise _Decline
-        meta: dict[str, Any] = {}
+        meta: Fields = {}
         while (line := self.peek()) is not None and line[0] >= col:
             m = _KEY.match(line[1]) if line[0] == col else None
             if m is None:
@@ -278,13 +293,13 @@ class _Lines:
                 value = self.block_value(col, depth, indentless=True)
             if top and m.group(1) in WANTED:
                 meta[m.group(1)] = value
-        return meta if top else NOT_SCALAR
+        return meta
 
-    def sequence(self, col: int, depth: int) -> list[Any]:
+    def sequence(self, col: int, depth: int) -> list[Scalar]:
         """The block sequence whose `-` sit at column `col`."""
         if depth > _MAX_DEPTH:
             raise _Decline
-        items: list[Any] = []
+        items: list[Scalar] = []
         while (line := self.peek()) is not None and line[0] >= col:
             text = line[1]
             if line[0] > col:
@@ -299,14 +314,15 @@ class _Lines:
                 # `- key: value`: a mapping whose keys sit where this one does
                 self.at -= 1
                 self.lines[self.at] = (col + len(text) - len(rest), rest)
-                item = self.mapping(col + len(text) - len(rest), depth + 1)
+                self.mapping(col + len(text) - len(rest), depth + 1)
+                item = NOT_SCALAR
             else:
                 item = self.inline(rest, col)
             # A list in a list is not a scalar either (`_node_value`, nested).
             items.append(NOT_SCALAR if isinstance(item, list) else item)
         return items
 
-    def block_value(self, col: int, depth: int, *, indentless: bool) -> Any:
+    def block_value(self, col: int, depth: int, *, indentless: bool) -> FieldValue:
         """The value of a `key:` or `-` that ends its line: what the next
         lines hold, more indented (or a `-` list at the key's own column,
         `indentless`), else null."""
@@ -321,11 +337,12 @@ class _Lines:
         if text == "-" or text.startswith("- "):
             return self.sequence(line[0], depth + 1)
         if _KEY.match(text) is not None:
-            return self.mapping(line[0], depth + 1)
+            self.mapping(line[0], depth + 1)
+            return NOT_SCALAR
         self.at += 1
         return self.inline(text, col)
 
-    def inline(self, text: str, parent: int) -> Any:
+    def inline(self, text: str, parent: int) -> FieldValue:
         """A scalar, `[...]` or `{...}` starting within a line (already
         consumed); a plain scalar goes on over the lines indented past
         `parent`."""
@@ -405,8 +422,8 @@ def _flow_parts(text: str, close: str) -> list[str]:
     return [raw.strip(" ") for raw in inner.split(",")] if inner.strip(" ") else []
 
 
-def _flow_list(text: str) -> list[str | None]:
-    items: list[str | None] = []
+def _flow_list(text: str) -> list[Scalar]:
+    items: list[Scalar] = []
     for item in _flow_parts(text, "]"):
         _check_flow(item)
         items.append(None if item in _NULLS else item)

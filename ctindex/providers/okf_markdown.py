@@ -53,7 +53,7 @@ from ctindex.providers.fields import (
     WEIGHTS,
 )
 from ctindex.providers.folding import FoldedText, fold
-from ctindex.providers.frontmatter import NOT_SCALAR, NotScalar
+from ctindex.providers.frontmatter import NOT_SCALAR, Fields, NotScalar, Scalar
 
 __all__ = [
     "EXACT_ID",
@@ -186,7 +186,7 @@ def _links(key: str, body: str) -> Iterator[ConceptLink]:
         yield ConceptLink(text, target, linked)
 
 
-def _scalar(meta: dict[str, Any], name: str, problems: list[str]) -> str:
+def _scalar(meta: Fields, name: str, problems: list[str]) -> str:
     value = meta.get(name)
     if value is None:
         return ""
@@ -196,12 +196,12 @@ def _scalar(meta: dict[str, Any], name: str, problems: list[str]) -> str:
     return " ".join(str(value).split())
 
 
-def _tags(meta: dict[str, Any], problems: list[str]) -> tuple[str, ...]:
+def _tags(meta: Fields, problems: list[str]) -> tuple[str, ...]:
     value = meta.get("tags")
     if value is None:
         return ()
     if isinstance(value, str):
-        items: Iterable[Any] = value.split(",")
+        items: Iterable[Scalar] = value.split(",")
     elif isinstance(value, list):
         items = value
     else:

@@ -37,7 +37,7 @@ def watcher_json(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _unix_ms(seconds: Any) -> int | None:
+def _unix_ms(seconds: object) -> int | None:
     if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
         return int(seconds * 1000)
     return None
