@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ctindex.base.output import human_ms
 from ctindex.commands import Context
 from ctindex.errors import UsageError
-from ctindex.service.update_problems import PROBLEM_KINDS, json_problems, problems
+from ctindex.service.update_problems import PROBLEM_KINDS, problems
 
 if TYPE_CHECKING:
     from ctindex.indexer import UpdateReport
@@ -80,8 +80,9 @@ def finish(
             metrics, update_metrics(ctx.project, verb, report, len(report.missing_roots), code == 0)
         )
     if ctx.json:
-        doc = report.as_dict()
-        doc["problems"] = json_problems(found)
+        from ctindex.service.types import update_report_of
+
+        doc = update_report_of(report, found).to_json()
         doc["strict"] = sorted(kinds)
         doc["exit_code"] = code
         if missing is not None:  # only then, as in search's document

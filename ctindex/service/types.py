@@ -222,7 +222,9 @@ class Status:
 
 @dataclass(frozen=True)
 class UpdateReport:
-    """`Index.update()` / `Index.rebuild()`: the fields of `ctindex --json update`."""
+    """One update or rebuild as `Index.update()` / `Index.rebuild()` and
+    `ctindex --json update` report it: the public view of the indexer's
+    report (`update_report_of`)."""
 
     generation: int = 0
     published: bool = False
@@ -246,6 +248,14 @@ class UpdateReport:
     notes: tuple[str, ...] = ()
     # kind (errors, warnings, missing_roots) -> [{path, message}]
     problems: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+
+    def to_json(self) -> JsonObject:
+        """`ctindex --json update`'s fields, in its order (the command adds
+        `strict`, `exit_code` and, without scopes, `no_scopes`)."""
+        doc = asdict(self)
+        doc["missing_roots"] = list(self.missing_roots)
+        doc["notes"] = list(self.notes)
+        return doc
 
 
 def update_report_of(report: indexer.UpdateReport, problems: Problems) -> UpdateReport:
