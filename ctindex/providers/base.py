@@ -20,8 +20,8 @@ from functools import partial
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
+    from ctindex.base.jsontypes import JSONObject
     from ctindex.providers import ProviderInfo
-    from ctindex.providers.frontmatter import Plain
 
 
 class ProviderError(NamedTuple):
@@ -61,7 +61,7 @@ class ConceptText(NamedTuple):
 
     document: Document
     text: str  # the whole file, decoded
-    frontmatter: dict[str, Plain]  # the whole metadata mapping, JSON-compatible
+    frontmatter: JSONObject  # the whole metadata mapping
     links: tuple[ConceptLink, ...]
     warning: str | None  # the document's warning, or why the metadata is not shown
 

@@ -26,6 +26,8 @@ import re
 from types import ModuleType
 from typing import TYPE_CHECKING, Protocol, TypeAlias, cast
 
+from ctindex.base.jsontypes import JSON, JSONObject
+
 if TYPE_CHECKING:
     import yaml
 
@@ -111,12 +113,10 @@ def split(text: str) -> tuple[Fields, str, str | None]:
     return meta, body, None
 
 
-# A YAML value as JSON holds it (`whole_mapping`'s values).
-Plain: TypeAlias = "bool | int | float | str | list[Plain] | dict[str, Plain] | None"
 MAX_DEPTH = 32  # nesting levels `whole_mapping` converts
 
 
-def whole_mapping(text: str) -> tuple[dict[str, Plain], str | None]:
+def whole_mapping(text: str) -> tuple[JSONObject, str | None]:
     """The whole frontmatter mapping as JSON-compatible values (what `show
     --json` gives), or ({}, why not) -- why is None where `split` has
     already warned (malformed, too large, not a mapping). Aliases are
@@ -141,7 +141,7 @@ def whole_mapping(text: str) -> tuple[dict[str, Plain], str | None]:
     return (plain, None) if isinstance(plain, dict) else ({}, None)
 
 
-def _plain(value: object, depth: int) -> Plain:
+def _plain(value: object, depth: int) -> JSON:
     """JSON-compatible values: dates as ISO text, keys as text."""
     if depth > MAX_DEPTH:
         raise ValueError("frontmatter nested too deeply")

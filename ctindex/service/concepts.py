@@ -146,7 +146,7 @@ def resolve(plan: Plan, wanted: str, scope: str | None = None) -> list[tuple[str
 
 def read_concept(plan: Plan, root: str, key: str) -> Concept:
     """Read and parse one included concept file, opening nothing a symlink
-    points to (spec §11) and never blocking on a special file."""
+    points to and never blocking on a special file."""
     from ctindex.providers import INDEX_PROVIDER, load
     from ctindex.providers.base import ProviderError
     from ctindex.query import freshness

@@ -1,4 +1,4 @@
-"""The status document (spec §10): the index's metrics, read here, and the
+"""The status document: the index's metrics, read here, and the
 watcher's (``ctindex.client.watcher_status``), as `ctindex status`, the
 Python API's `Index.status` and the MCP `status` tool give them."""
 
@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctindex.base.jsontypes import JSONObject
 from ctindex.base.output import path_messages
 from ctindex.errors import IndexCorrupt
 from ctindex.policy.project import Project
@@ -143,7 +144,7 @@ def _store_mode_warning(project: Project, m: StoreManifest | None) -> str | None
     return wider_than_files(project.root, indexed)
 
 
-def pass_json(info: dict[str, object]) -> dict[str, object] | None:
+def pass_json(info: JSONObject) -> JSONObject | None:
     """A recorded pass in the JSON convention (docs/cli.md): durations
     `*_ms`, points in time `*_unix_ms`; None when no pass is recorded."""
     if not info:
@@ -158,7 +159,7 @@ def pass_json(info: dict[str, object]) -> dict[str, object] | None:
 
 def exit_code(doc: StatusDocument) -> int:
     """What `ctindex status` exits with: 2 when the configuration cannot be
-    honoured (spec §11), 1 when a problem with the index is reported, else 0
+    honoured, 1 when a problem with the index is reported, else 0
     (no index yet is not a problem)."""
     return 2 if doc["config_error"] else (1 if doc["problem"] else 0)
 

@@ -11,7 +11,7 @@ from ctindex.service.update_problems import Problems, json_problems
 
 if TYPE_CHECKING:
     from ctindex import indexer
-    from ctindex.providers.frontmatter import Plain
+    from ctindex.base.jsontypes import JSONObject
     from ctindex.query.freshness import Freshness as _Freshness
 
 # A JSON document (an object), as `to_json()` returns it.
@@ -136,7 +136,7 @@ class Concept:
     type: str
     description: str
     tags: tuple[str, ...]
-    frontmatter: dict[str, Plain]  # the whole YAML mapping, as JSON-compatible values
+    frontmatter: JSONObject  # the whole YAML mapping, as JSON values
     body: str  # the text after the frontmatter
     text: str  # the whole file
     links: tuple[Link, ...]
