@@ -157,7 +157,7 @@ def _tool(fn: Callable[..., object], title: str, schema: str) -> Tool:
         structured_output=True,
     )
     # The SDK derives `{"type": "object", "additionalProperties": true}` from
-    # `dict[str, Any]`; the shipped schema says what the document holds (the
+    # `dict[str, object]`; the shipped schema says what the document holds (the
     # client checks each result against it).
     tool.fn_metadata.output_schema = schemas.bundled(schema)
     return tool
@@ -169,13 +169,13 @@ def build(root: str | Path) -> tuple[MCPServer, Index]:
 
     index = Index(root)
 
-    def search(query: Query, limit: Limit = 10, direct: Direct = False) -> dict[str, Any]:
+    def search(query: Query, limit: Limit = 10, direct: Direct = False) -> dict[str, object]:
         """Search the concepts: up to `limit` ranked results (id, scope, path, title,
         type, tags, score, snippet), the total number of matches, and the freshness
         statement."""
         return _wire_safe(index.search(query, limit=limit, direct=direct).to_json())
 
-    def get_concept(id: ConceptId, scope: Scope = None) -> dict[str, Any]:
+    def get_concept(id: ConceptId, scope: Scope = None) -> dict[str, object]:
         """Read one concept from its file: frontmatter, title, body, links. An unknown
         ID fails with the closest IDs; an ID held by several scopes fails with their
         paths (pass `scope`, or the path)."""
@@ -187,20 +187,20 @@ def build(root: str | Path) -> tuple[MCPServer, Index]:
         prefix: Prefix = "",
         offset: Offset = 0,
         limit: PageSize = 50,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """Browse the concepts, ordered by ID then path, a page at a time: id, scope,
         path, title, type and tags of each, the total matching the filters, and
         `next_offset` (null after the last page) to pass as `offset` for the next."""
         page = index.concepts(type=type, tag=tag, prefix=prefix, offset=offset, limit=limit)
         return _wire_safe(page.to_json())
 
-    def why(path: ProjectPath) -> dict[str, Any]:
+    def why(path: ProjectPath) -> dict[str, object]:
         """Why a path is or is not indexed: the reason (included, excluded,
         outside-scope, ...), the scope, pattern and origin that decided, and a hint (the
         command that would bring a path beneath no scope into one)."""
         return _wire_safe(why_answer(index, path))
 
-    def status() -> dict[str, Any]:
+    def status() -> dict[str, object]:
         """Index and watcher metrics: generation, documents, segments, bytes, the
         watcher's lane and backend, the last reconciliation."""
         return _wire_safe(index.status().document)
@@ -226,7 +226,7 @@ def why_answer(index: Index, path: str) -> dict[str, object]:
     return why_document(index.plan(), [path], [index.why(path)])
 
 
-def _wire_safe(document: Mapping[str, object]) -> dict[str, Any]:
+def _wire_safe(document: Mapping[str, object]) -> dict[str, object]:
     """`document` with every string encodable as UTF-8: a surrogate (an
     undecodable byte of a file name, or one an argument carried in and the
     document echoes, like the query) becomes its escape text `\\udcff`, the
