@@ -26,8 +26,12 @@ from ctindex.base.output import OutputError, emit, flush, output_failed
 from ctindex.errors import CtindexError
 
 if TYPE_CHECKING:
-    from ctindex.commands import Context
-    from ctindex.daemon.query import FreshAnswer, SearchCommand
+    from ctindex.commands import Context, QuickAnswer
+    from ctindex.daemon.query import DaemonAnswer, SearchCommand
+    from ctindex.policy.project import Project
+    from ctindex.query.freshness import Freshness
+    from ctindex.search.execute import Outcome
+    from ctindex.search.query import Node
 
 PROG = "ctindex"
 COMMANDS = (
@@ -485,11 +489,18 @@ def command_of(argv: list[str]) -> str | None:
 
 def daemon_search() -> SearchCommand:
     """This CLI's `search` for a daemon to answer with (ctindex/daemon/query.py):
-    its parser, and `main` with the fresh answer the daemon made."""
+    its parser, and `main` with the answer the daemon made, stated as a plain
+    watcher-clean answer from the generation its barrier vouched for."""
     from ctindex.daemon.query import SearchCommand
 
-    def run(argv: list[str], out: TextIO, err: TextIO, cwd: str, answer: FreshAnswer) -> int:
-        return main(argv, stdout=out, stderr=err, cwd=cwd, answer=answer)
+    def run(argv: list[str], out: TextIO, err: TextIO, cwd: str, answer: DaemonAnswer) -> int:
+        def fresh(project: Project, node: Node, limit: int) -> tuple[Freshness, Outcome]:
+            from ctindex.query.freshness import Freshness
+
+            got = answer(project, node, limit)
+            return Freshness.watcher_clean(got.generation, got.barrier_ms), got.outcome
+
+        return main(argv, stdout=out, stderr=err, cwd=cwd, answer=fresh)
 
     return SearchCommand(lambda argv: parser_for(argv).parse_args(argv), run)
 
@@ -535,7 +546,7 @@ def main(
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     cwd: str | os.PathLike[str] | None = None,
-    answer: FreshAnswer | None = None,
+    answer: QuickAnswer | None = None,
 ) -> int:
     """Run one command; returns the exit code (the console script exits with it).
     `answer`: how `search` gets its fresh answer instead of its own barrier
@@ -596,7 +607,7 @@ def _run(
     out: TextIO,
     err: TextIO,
     cwd: str | os.PathLike[str] | None,
-    answer: FreshAnswer | None = None,
+    answer: QuickAnswer | None = None,
 ) -> int:
     parser = parser_for(argv)
     try:

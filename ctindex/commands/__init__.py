@@ -15,9 +15,18 @@ from ctindex.base.output import emit, write_json
 from ctindex.policy.project import Project
 
 if TYPE_CHECKING:
-    from ctindex.daemon.query import FreshAnswer, SearchCommand
+    from ctindex.daemon.query import SearchCommand
     from ctindex.policy.plan import Plan
+    from ctindex.query.freshness import Freshness
+    from ctindex.search.execute import Outcome
+    from ctindex.search.query import Node
     from ctindex.service.no_scopes import NoScopes
+
+
+# A search's fresh answer made elsewhere (the daemon's query path: ctindex/cli.py
+# daemon_search): (the project, parsed query, limit) -> (freshness, outcome),
+# printed by the command's own code so the bytes are the same.
+QuickAnswer = Callable[[Project, "Node", int], "tuple[Freshness, Outcome]"]
 
 
 class Context:
@@ -35,7 +44,7 @@ class Context:
         self.cwd = cwd  # relative PATH arguments are taken from here
         # A search's fresh answer made elsewhere, printed by the command's own
         # code so the bytes are the same: set only by the daemon's query path.
-        self.answer: FreshAnswer | None = None
+        self.answer: QuickAnswer | None = None
         # The CLI's search as a daemon run in this process answers with it
         # (`watch start --foreground`; ctindex/daemon/query.py SearchCommand).
         self.daemon_search: Callable[[], SearchCommand] | None = None

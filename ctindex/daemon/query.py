@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
     from ctindex.daemon.server import Connection
     from ctindex.policy.project import Project
-    from ctindex.query.freshness import Freshness
     from ctindex.search.execute import Outcome
     from ctindex.search.query import Node
     from ctindex.store.snapshot import Snapshot
@@ -64,10 +63,20 @@ OUTCOMES = 64
 OUTCOME_RESULTS = 100
 
 
-# A search's fresh answer made here, for the CLI's `search` to print with its
-# own code so the bytes are the same: (the project its words named, the
-# parsed query, the limit) -> (freshness, outcome).
-FreshAnswer = Callable[["Project", "Node", int], "tuple[Freshness, Outcome]"]
+class Answer(NamedTuple):
+    """A search answered here: the outcome read from the generation the
+    barrier vouched for, which the CLI states as a plain watcher-clean
+    answer (ctindex/cli.py `daemon_search`)."""
+
+    generation: int  # the barrier's
+    barrier_ms: float
+    outcome: Outcome
+
+
+# A search's answer made here, for the CLI's `search` to print with its own
+# code so the bytes are the same: (the project its words named, the parsed
+# query, the limit) -> the answer.
+DaemonAnswer = Callable[["Project", "Node", int], Answer]
 
 
 class SearchCommand(NamedTuple):
@@ -80,7 +89,7 @@ class SearchCommand(NamedTuple):
     parse: Callable[[list[str]], argparse.Namespace]
     # The CLI's main: (words, stdout, stderr, working folder, the fresh
     # answer to print) -> exit code.
-    run: Callable[[list[str], TextIO, TextIO, str, FreshAnswer], int]
+    run: Callable[[list[str], TextIO, TextIO, str, DaemonAnswer], int]
 
 
 class Declined(Exception):
@@ -261,18 +270,15 @@ class QueryService:
             raise Declined("not an indexed search")
         out, err = io.StringIO(), io.StringIO()
 
-        def answer(project: Project, node: Node, limit: int) -> tuple[Freshness, Outcome]:
+        def answer(project: Project, node: Node, limit: int) -> Answer:
             return self._answer(job, project, node, limit)
 
         code = command.run(job.argv, out, err, job.cwd, answer)
         return out.getvalue(), err.getvalue(), code
 
-    def _answer(
-        self, job: Job, project: Project, node: Node, limit: int
-    ) -> tuple[Freshness, Outcome]:
+    def _answer(self, job: Job, project: Project, node: Node, limit: int) -> Answer:
         """The fresh answer of the plan-less fast path (ctindex/query/freshness.py,
         the same Vouched check), from the generation held open."""
-        from ctindex.query.freshness import Freshness
         from ctindex.search.execute import Vouched
         from ctindex.store.durable import IndexCorrupt, fault
 
@@ -288,7 +294,7 @@ class QueryService:
             self._open.close()
             raise Declined(f"index unreadable: {exc}") from None  # the client repairs it
         # The generation printed is the one read (ctindex/commands/search.py _emit).
-        return Freshness.watcher_clean(job.generation, job.barrier_ms), outcome
+        return Answer(job.generation, job.barrier_ms, outcome)
 
     def _outcome(self, snap: Snapshot, node: Node, limit: int) -> Outcome:
         from ctindex.search.execute import search_snapshot

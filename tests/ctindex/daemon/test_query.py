@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ctindex.daemon.query import Declined, FreshAnswer, Job, QueryService, SearchCommand
+from ctindex.daemon.query import DaemonAnswer, Declined, Job, QueryService, SearchCommand
 
 
 def _job(argv: list[str], cwd: Path) -> Job:
@@ -43,7 +43,7 @@ def test_the_handed_command_parses_and_runs_the_words(tmp_path: Path) -> None:
             raise SystemExit(2)
         return argparse.Namespace(command="search", direct="--direct" in argv, version=False)
 
-    def run(argv: list[str], out: object, err: object, cwd: str, answer: FreshAnswer) -> int:
+    def run(argv: list[str], out: object, err: object, cwd: str, answer: DaemonAnswer) -> int:
         ran.append((argv, cwd))
         out.write("answered\n")  # type: ignore[attr-defined]
         return 3
