@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ctindex.errors import AmbiguousConcept, ConceptNotFound, ConceptUnreadable
 from ctindex.policy.project import is_normal_key, unrepresentable
+from ctindex.reconciler.hashing import FILE_FLAGS
 from ctindex.service.types import Concept, Link, freshness_of
 
 if TYPE_CHECKING:
@@ -25,15 +26,6 @@ if TYPE_CHECKING:
 # (concept ID, key) of every concept of the index
 KnownIds = list[tuple[str, str]]
 
-# Opening a concept file: no symlink, no blocking on a special file, not
-# inherited (POSIX flags, 0 where absent), bytes as they are (Windows' O_BINARY).
-_CONCEPT_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-    | getattr(os, "O_BINARY", 0)
-)
 SUGGESTIONS = 5  # close matches named when no concept has the ID
 
 
@@ -185,7 +177,9 @@ def _read_bounded(plan: Plan, key: str, provider: Provider, root: str) -> bytes:
     limit = plan.settings.max_file_bytes
     try:
         before = os.lstat(path)
-        fd = os.open(path, _CONCEPT_FLAGS)
+        # As the reconciler opens a file to hash it: no symlink, no blocking
+        # on a special file, not inherited, bytes as they are.
+        fd = os.open(path, FILE_FLAGS)
     except FileNotFoundError:
         raise ConceptNotFound(provider.concept_id(key, root)) from None
     except OSError as exc:
