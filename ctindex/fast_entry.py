@@ -34,7 +34,7 @@ OP = "search"
 # fire in this process).
 _NOT_HERE = ("-h", "--help", "--version", "--direct")
 _WITH_VALUE = ("-C", "--project")
-FAULT_ENV = "CTINDEX_FAULT"  # ctindex/store/durable.py: the crash-test hook
+FAULT_ENV = "CTINDEX_FAULT"  # ctindex/base/durable.py: the crash-test hook
 CONNECT_TIMEOUT_S = 0.1
 DEFAULT_BARRIER_MS = 500  # ctindex/policy/config.py's default, when no query-plan record says
 # Beyond the daemon's own bounds (barrier budget + QUERY_BUDGET_S of

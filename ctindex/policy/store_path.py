@@ -17,7 +17,7 @@ Modes (docs/format.md, "Modes"): ``.ct/okf`` is ``0700`` and every file in
 it ``0600`` unless the project shares its index with a group deliberately
 (``"share_index_with_group": true``: ``2770`` and ``0660``). A file's mode
 is derived from its folder's (``file_mode``), so the store's writers apply
-it in one place (ctindex/store/durable.py) and a store made readable by an
+it in one place (ctindex/base/durable.py) and a store made readable by an
 older version is tightened by the next writing pass (``conform_files``).
 
 Only the standard library and ctindex.errors are imported: the query fast
@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 
+from ctindex.base.durable import file_mode as file_mode  # the store's file mode
 from ctindex.errors import UnsafeStorePath
 from ctindex.reconciler.platform_features import has_dir_fd, has_getuid
 
@@ -206,16 +207,6 @@ def prepare_index(root: str | os.PathLike[str], shared: bool) -> bool:
     )
     conform_files(index)
     return first
-
-
-def file_mode(folder: str | os.PathLike[str]) -> int:
-    """The mode of a file made in the store folder `folder`: its read and
-    write bits (0600 in a 0700 folder, 0660 in a group-shared one)."""
-    try:
-        bits = stat.S_IMODE(os.stat(folder).st_mode)
-    except OSError:
-        return 0o600
-    return bits & 0o666
 
 
 def conform_files(folder: Path) -> int:
