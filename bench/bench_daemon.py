@@ -5,7 +5,7 @@ On the generated corpus of bench/bench_index.py (~40k documents):
 * a `ctindex search` process with a clean daemon versus `rg -l -i` over the
   same files (wall time of whole processes, median of SEARCH_RUNS); target
   ≤ 0.25x;
-* the barrier alone, in process (client.barrier), with nothing changed versus
+* the barrier alone, in process (barrier), with nothing changed versus
   right after one file changed (the daemon applies the change before it
   answers); target ≤ +15 ms; and the same pair as whole search processes;
 * daemon RSS per indexed file (psutil): total RSS / documents, and the
@@ -78,10 +78,10 @@ def _wait_clean(root: Path, query: str, timeout: float = 120.0) -> None:
 
 
 def _status(root: Path) -> dict[str, Any]:
-    from ctindex import client
+    from ctindex.client.control import watcher_status
     from ctindex.policy.project import Project
 
-    return client.watcher_status(Project.at(root))
+    return watcher_status(Project.at(root))
 
 
 def _tiny_daemon_rss() -> int:
@@ -123,8 +123,8 @@ def _own_copy(name: str = "daemon") -> Path:
 
 def run() -> str:
     from bench.bench_index import MARKER
-    from ctindex import client
-    from ctindex import runtime as rt
+    from ctindex.client.daemon_requests import barrier
+    from ctindex.ipc.runtime_dir import RuntimePaths
     from ctindex.policy.plan import load_plan
     from ctindex.policy.project import Project
 
@@ -144,7 +144,7 @@ def run() -> str:
         _steady(root, query)
         project = Project.at(root)
         plan = load_plan(project)
-        paths = rt.RuntimePaths.for_project(project)
+        paths = RuntimePaths.for_project(project)
         digest, budget = plan.digest(), plan.settings.barrier_timeout_ms
 
         # Side by side: each round times every query and its rg counterpart
@@ -182,11 +182,11 @@ def run() -> str:
             with open(victim, "a", encoding="utf-8") as fh:
                 fh.write(f"\n{top[7]}\n")
 
-        clean_barrier = _median_ms(lambda: client.barrier(paths, digest, budget), BARRIER_RUNS)
+        clean_barrier = _median_ms(lambda: barrier(paths, digest, budget), BARRIER_RUNS)
         dirty_samples = []
         for _ in range(BARRIER_RUNS):
             changed()
-            dirty_samples.append(_timed_ms(lambda: client.barrier(paths, digest, budget)))
+            dirty_samples.append(_timed_ms(lambda: barrier(paths, digest, budget)))
         dirty_barrier = statistics.median(dirty_samples)
         dirty_search = []
         for _ in range(SEARCH_RUNS):
@@ -209,7 +209,7 @@ def run() -> str:
         "## Watcher daemon (`bench/bench_daemon.py`)",
         "",
         f"Corpus of `bench_index.py`: {docs:,} indexed documents. Whole processes are "
-        f"medians of {SEARCH_RUNS}; barriers (in process, `client.barrier`) medians of "
+        f"medians of {SEARCH_RUNS}; barriers (in process, `barrier`) medians of "
         f"{BARRIER_RUNS}.",
         "",
         "| figure | ctindex | peer | ratio / delta | target |",

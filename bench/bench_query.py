@@ -54,11 +54,11 @@ def _timed_ms(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> float:
 
 
 def _status(root: Path) -> dict[str, Any]:
-    from ctindex import client
-    from ctindex import runtime as rt
+    from ctindex.client.daemon_requests import request
+    from ctindex.ipc.runtime_dir import RuntimePaths
     from ctindex.policy.project import Project
 
-    reply = client.request(rt.RuntimePaths.for_project(Project.at(root)), {"op": "status"}, 2.0)
+    reply = request(RuntimePaths.for_project(Project.at(root)), {"op": "status"}, 2.0)
     status: dict[str, Any] = reply["status"]
     return status
 

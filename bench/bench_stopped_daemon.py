@@ -3,7 +3,7 @@
 On a watched copy of bench/bench_index.py's corpus (~40k documents), each
 round stops the daemon, clears the back-off record, and times three whole
 `ctindex search` processes: the first (it waits up to 0.5 s for the
-daemon's ACK, then records the back-off, ctindex/unanswered.py) and the
+daemon's ACK, then records the back-off, ctindex/client/unanswered.py) and the
 next two (they skip the daemon). Beside them, in the same round, the plain
 fallback: the same search on a second watched copy where no daemon runs and
 none may start (`CI=true`, docs/daemon.md "CI mode"): the same code path,
@@ -68,15 +68,15 @@ def _children_cpu_s() -> float:
 
 def run() -> str:
     from bench.bench_index import MARKER
-    from ctindex import runtime as rt
-    from ctindex import unanswered
+    from ctindex.client import unanswered
+    from ctindex.ipc.runtime_dir import RuntimePaths
     from ctindex.policy.project import Project
 
     root = _own_copy("stopped")
     peer = _own_copy("stopped-peer")
     (peer / ".ct" / "index.jsonc").write_text(CONFIG_ON)
     query = json.loads(MARKER.read_text())["vocab_top"][40]
-    paths = rt.RuntimePaths.for_project(Project.at(root))
+    paths = RuntimePaths.for_project(Project.at(root))
     record = unanswered.record_path(paths)
     first: list[tuple[float, float]] = []
     later: list[tuple[float, float]] = []

@@ -19,14 +19,21 @@ docs/decisions/perf.md §"Query path").
 
 from __future__ import annotations
 
-import _socket
 import os
 import sys
-from pathlib import Path  # already imported by ctindex.runtime
+from pathlib import Path  # already imported by ctindex.ipc.runtime_dir
 
-from ctindex import runtime as rt
-from ctindex import unanswered
+from ctindex.client import unanswered
+from ctindex.ipc import protocol
+from ctindex.ipc.build_id import build_id
+from ctindex.ipc.peer import no_peer_check
+from ctindex.ipc.records import read_record
+from ctindex.ipc.runtime_dir import RuntimePaths, store_link
 from ctindex.policy.root import find_root
+
+TYPE_CHECKING = False  # not `typing`'s: a search does not import typing
+if TYPE_CHECKING:
+    from ctindex.ipc.protocol import SearchAnswer
 
 OP = "search"
 # What this module can send: a `search` with none of these (help and version
@@ -35,7 +42,6 @@ OP = "search"
 _NOT_HERE = ("-h", "--help", "--version", "--direct")
 _WITH_VALUE = ("-C", "--project")
 FAULT_ENV = "CTINDEX_FAULT"  # ctindex/base/durable.py: the crash-test hook
-CONNECT_TIMEOUT_S = 0.1
 DEFAULT_BARRIER_MS = 500  # ctindex/policy/config.py's default, when no query-plan record says
 # Beyond the daemon's own bounds (barrier budget + QUERY_BUDGET_S of
 # ctindex/daemon/query.py): only a stopped or wedged daemon gets here.
@@ -93,7 +99,7 @@ def _budget_s(runtime: str) -> float:
     """How long to wait for the daemon: the barrier budget the last plan
     recorded (ctindex/policy/plan_record.py's record; a hint, never trusted for more
     than a wait), plus the daemon's query budget."""
-    record = rt.read_json(Path(runtime, "query-plan.json"), 4096)
+    record = read_record(Path(runtime, "query-plan.json"), 4096)
     budget = record.get("barrier_timeout_ms") if record else None
     if not isinstance(budget, int) or isinstance(budget, bool) or not 10 <= budget <= 10_000:
         budget = DEFAULT_BARRIER_MS
@@ -113,90 +119,40 @@ def answer(argv: list[str]) -> int | None:
     except OSError:
         return None
     root = find_root(os.path.abspath(os.path.join(cwd, project)))
-    if root is None or rt.store_link(root):
+    if root is None or store_link(root):
         return None  # a linked store folder: the full CLI refuses it (ctindex/policy/store_path.py)
-    paths = rt.RuntimePaths(Path(root), Path(root, ".ct", "okf", "runtime"))
-    if rt.no_peer_check() is not None:  # no daemon is trusted here (ctindex/runtime.py)
+    paths = RuntimePaths(Path(root), Path(root, ".ct", "okf", "runtime"))
+    if no_peer_check() is not None:  # no daemon is trusted here (ctindex/ipc/peer.py)
         return None
     if unanswered.skipped(paths) is not None:
         return None  # it did not answer lately: the fallback says so
     from ctindex.base.tty import decided  # the daemon's stdout is no terminal: decide colour here
 
-    reply = _ask(
-        paths,
-        {
-            "op": OP,
-            "argv": decided(argv, sys.stdout),
-            "cwd": cwd,
-            "build": rt.build_id(),
-            "ack": True,
-        },
-        _budget_s(os.fspath(paths.dir)),
-    )
-    if reply is None:
+    request: protocol.Message = {
+        "op": OP,
+        "argv": decided(argv, sys.stdout),
+        "cwd": cwd,
+        "build": build_id(),
+    }
+    answered = _ask(paths, request, _budget_s(os.fspath(paths.dir)))
+    if answered is None:
         return None
-    return _print(reply)
+    return _print(answered)
 
 
-def _ask(
-    paths: rt.RuntimePaths, payload: dict[str, object], timeout: float
-) -> dict[str, object] | None:
-    """One bounded exchange (ctindex/client.py's `request`, without its
-    error vocabulary: any failure is just "not answered"). The daemon's ACK
-    line must come within ACK_WAIT_S; without it the daemon is stopped or
-    wedged, and that is remembered (ctindex/unanswered.py)."""
-    import json
-    import time
-
-    started = time.monotonic()
-    deadline = started + timeout
-    acked = False
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    buf = bytearray()
+def _ask(paths: RuntimePaths, request: protocol.Message, timeout: float) -> SearchAnswer | None:
+    """The one bounded exchange (ctindex/ipc/protocol.py), with any failure
+    just "not answered". The daemon's ACK line must come within ACK_WAIT_S;
+    without it the daemon is stopped or wedged, and that is remembered
+    (ctindex/client/unanswered.py)."""
     try:
-        sock.settimeout(CONNECT_TIMEOUT_S)
-        sock.connect(os.fspath(paths.socket))
-        if not rt.peer_is_owner(sock):
-            return None  # only the owner's daemon may answer (docs/daemon.md)
-        sock.sendall((json.dumps(payload, separators=(",", ":")) + "\n").encode())
-        while True:
-            line, newline, rest = buf.partition(b"\n")
-            if newline and line != unanswered.ACK_LINE:
-                break  # the answer (a daemon without ACKs answers at once)
-            if newline:
-                acked, buf = True, bytearray(rest)
-                continue
-            left = (deadline if acked else started + unanswered.ACK_WAIT_S) - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            sock.settimeout(left)
-            chunk = sock.recv(1 << 16)
-            if not chunk or len(buf) + len(chunk) > MAX_REPLY:
-                return None  # the daemon died or misbehaved mid-answer
-            buf += chunk
-    except (TimeoutError, BlockingIOError):  # BlockingIOError: its backlog is full
-        if not acked:
+        reply = protocol.exchange(paths.socket, request, timeout, ack=True, max_reply=MAX_REPLY)
+    except protocol.ExchangeFailed as failed:
+        if failed.unacknowledged:
             unanswered.strike(paths)
         return None
-    except (OSError, ValueError):
-        return None
-    finally:
-        sock.close()
     unanswered.clear(paths)
-    try:
-        reply = json.loads(buf.partition(b"\n")[0])
-    except ValueError:
-        return None
-    if (
-        not isinstance(reply, dict)
-        or reply.get("ok") is not True
-        or reply.get("build") != rt.build_id()
-    ):
-        return None  # declined, or not our build: never printed
-    out, err, code = reply.get("stdout"), reply.get("stderr"), reply.get("code")
-    if not isinstance(out, str) or not isinstance(err, str) or type(code) is not int:
-        return None
-    return reply
+    return protocol.search_answer(reply, build_id())  # declined or another build: None
 
 
 def _error_document(out: str) -> bool:
@@ -212,12 +168,11 @@ def _error_document(out: str) -> bool:
     return isinstance(document, dict) and set(document) == {"error"}
 
 
-def _print(reply: dict[str, object]) -> int:
+def _print(answer: SearchAnswer) -> int:
     """Write the answer as ctindex.cli.console would: stdout with
     surrogateescape (undecodable names print their bytes), 141 on a closed
     pipe, 74 when stdout cannot be written."""
-    out, err, code = str(reply["stdout"]), str(reply["stderr"]), reply["code"]
-    assert isinstance(code, int)
+    out, err, code = answer["stdout"], answer["stderr"], answer["code"]
     stdout = sys.stdout
     try:
         if out:  # even an empty write fails on a full device: a text error writes none

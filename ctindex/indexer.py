@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ctindex import runtime as rt
 from ctindex.base.output import Progress, counted_keys
+from ctindex.ipc.build_id import build_id
 from ctindex.policy.project import key_under_any
 from ctindex.providers import INDEX_PROVIDER, PROVIDERS
 from ctindex.providers.fields import SEP
@@ -436,7 +436,7 @@ def _apply(
         "entries_visited": report.entries_visited,
         "files_hashed": res.metrics.files_hashed,
         "at_ns": time.time_ns(),
-        "writer": rt.build_id(),
+        "writer": build_id(),
     }  # which build wrote it: not the format version
     if reason:
         pass_info["reason"] = reason

@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ctindex.client import BarrierResult
-from ctindex.runtime import build_id
+from ctindex.ipc.build_id import build_id
+from ctindex.ipc.protocol import BarrierResult
 
 FOLDER = "barrier"  # beneath the index folder: .ct/okf/barrier/
 HEARTBEAT = "host.json"

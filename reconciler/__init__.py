@@ -11,7 +11,7 @@ import importlib
 
 # typing.TYPE_CHECKING without importing `typing`: a daemon-answered search
 # loads this package for reconciler/platform_features.py alone
-# (ctindex/runtime.py) and must stay light (tests/ctindex/test_fast_entry.py).
+# (ctindex/ipc/peer.py) and must stay light (tests/ctindex/test_fast_entry.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ctindex.reconciler.diff import ReconcileResult, reconcile

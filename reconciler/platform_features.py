@@ -63,7 +63,7 @@ def can_open_folders() -> bool:
 
 def has_peercred() -> bool:
     """The kernel reports a Unix socket peer's uid (Linux SO_PEERCRED)."""
-    import _socket  # the C module: `socket` costs the query path ~3 ms (ctindex/runtime.py)
+    import _socket  # the C module: `socket` costs the query path ~3 ms (ctindex/ipc/protocol.py)
 
     return "no-peercred" not in hidden() and hasattr(_socket, "SO_PEERCRED")
 

@@ -273,13 +273,13 @@ def _dir_fd_absent() -> str | None:
 
 
 def _peercred_absent() -> str | None:
-    from ctindex import runtime
+    from ctindex.ipc.peer import no_peer_check
 
-    return runtime.no_peer_check()
+    return no_peer_check()
 
 
 # What each `needs` name asks of: the same switches production code reads
-# (reconciler/platform_features.py, ctindex/runtime.py), so a skip here
+# (reconciler/platform_features.py, ctindex/ipc/peer.py), so a skip here
 # means exactly "this process would take the fallback".
 NEEDS: dict[str, Callable[[], str | None]] = {
     "dir_fd": _dir_fd_absent,

@@ -17,8 +17,11 @@ import pytest
 from ctindex.backends import open_watcher
 from ctindex.reconciler.fingerprint import fingerprint_of
 
-from ctindex import runtime as rt
+from ctindex.client.control import watcher_status
 from ctindex.daemon.layers import Applied, ConfigStamp, PlanView
+from ctindex.ipc.peer import no_peer_check
+from ctindex.ipc.runtime_dir import RuntimePaths
+from ctindex.ipc.spawn_failure import clear_spawn_failure
 from ctindex.policy.project import Project
 
 
@@ -101,8 +104,8 @@ def journal(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
-def runtime_paths(root: Path) -> rt.RuntimePaths:
-    return rt.RuntimePaths.for_project(Project.at(root))
+def runtime_paths(root: Path) -> RuntimePaths:
+    return RuntimePaths.for_project(Project.at(root))
 
 
 def require_daemon() -> None:
@@ -111,7 +114,7 @@ def require_daemon() -> None:
     SO_PEERCRED and getpeereid; docs/decisions/portability.md). Called by
     every helper here that starts or waits for a daemon, so a test that needs
     one is skipped there without having to carry a marker."""
-    reason = rt.no_peer_check()
+    reason = no_peer_check()
     if reason is not None:
         pytest.skip(f"needs peercred: {reason}")
 
@@ -126,9 +129,7 @@ def fork_daemon(root: Path, make_engine: Callable[[], Any], **daemon_kwargs: Any
             from ctindex.daemon.lifecycle import Daemon
 
             project = Project.at(root)
-            Daemon(
-                project, rt.RuntimePaths.for_project(project), make_engine(), **daemon_kwargs
-            ).run()
+            Daemon(project, RuntimePaths.for_project(project), make_engine(), **daemon_kwargs).run()
         except BaseException:
             code = 1
         finally:
@@ -209,7 +210,7 @@ class CliProject:
         for name in bundles:
             shutil.copytree(CORPUS / name, root / name)
         self.write_config({**TEST_CONFIG, **(config or {})})
-        self.paths = rt.RuntimePaths.for_project(Project.at(root))
+        self.paths = RuntimePaths.for_project(Project.at(root))
 
     def write_config(self, config: dict[str, Any]) -> None:
         (self.root / ".ct").mkdir(exist_ok=True)
@@ -248,9 +249,8 @@ class CliProject:
         return fresh
 
     def status(self) -> dict[str, Any]:
-        from ctindex import client
 
-        return client.watcher_status(Project.at(self.root))
+        return watcher_status(Project.at(self.root))
 
     def daemon_pids(self) -> list[int]:
         """Live daemon processes for this project (zombies excluded)."""
@@ -287,4 +287,4 @@ class CliProject:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
                 os.kill(pid, signal.SIGKILL)
-        rt.clear_spawn_failure(self.paths)
+        clear_spawn_failure(self.paths)

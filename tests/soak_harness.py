@@ -828,7 +828,7 @@ class Soak:
         return None
 
     def _last_reconcile_reason(self) -> str:
-        from ctindex.client import watcher_status
+        from ctindex.client.control import watcher_status
         from ctindex.policy.project import Project
 
         last = watcher_status(Project.at(self.root)).get("last_reconcile") or {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 # typing.TYPE_CHECKING without importing `typing` (the query path imports
-# this module: ctindex/runtime.py says what `typing` costs there).
+# this module: ctindex/ipc/peer.py says what `typing` costs there).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -25,7 +25,7 @@ RUNNING, NOT_ANSWERING, NOT_RUNNING = 0, 1, 3  # `watch status`, as systemctl's
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    from ctindex import client
+    from ctindex.client import control
 
     action = args.action
     if getattr(args, "foreground", False):
@@ -40,7 +40,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if action == "status":
         return _status(ctx)
     if action == "stop":
-        doc = client.stop(ctx.project)
+        doc = control.stop(ctx.project)
     else:
         from ctindex.policy.plan import load_plan
 
@@ -54,7 +54,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _status(ctx: Context) -> int:
-    from ctindex import client
+    from ctindex.client.control import watcher_status
     from ctindex.errors import PolicyError
     from ctindex.policy.plan import load_plan
     from ctindex.service.watcher_report import watcher_json, watcher_lines
@@ -65,7 +65,7 @@ def _status(ctx: Context) -> int:
         plan = load_plan(ctx.project)
     except PolicyError as exc:  # shown after what can be shown without it
         problem = exc
-    doc = client.watcher_status(ctx.project, plan)
+    doc = watcher_status(ctx.project, plan)
     doc["holds_busy"] = busy_filesystem(doc) if doc.get("running") else None
     if ctx.json:
         ctx.emit_json(watcher_json(doc))
@@ -95,10 +95,12 @@ def _refuse_in_ci(force: bool) -> None:
 
 
 def _start(ctx: Context, plan: Plan) -> dict[str, Any]:
-    from ctindex import client
-    from ctindex import runtime as rt
+    from ctindex.client.daemon_requests import ping
+    from ctindex.client.spawn import STARTING, spawn
+    from ctindex.ipc.runtime_dir import RuntimePaths
+    from ctindex.ipc.spawn_failure import clear_spawn_failure
 
-    paths = rt.RuntimePaths.for_project(ctx.project)
+    paths = RuntimePaths.for_project(ctx.project)
     doc: dict[str, Any] = {"ok": False, "already_running": False, "watch": plan.settings.watch}
     if not plan.settings.watch:
         doc["error"] = (
@@ -106,19 +108,19 @@ def _start(ctx: Context, plan: Plan) -> dict[str, Any]:
             "on query and would not use a daemon"
         )
         return doc
-    if client.ping(paths):
+    if ping(paths):
         doc.update(ok=True, already_running=True)
     else:
-        why_not = client.spawn(ctx.project.root, paths, ignore_cache=True)
-        if why_not is not None and why_not != client.STARTING:
+        why_not = spawn(ctx.project.root, paths, ignore_cache=True)
+        if why_not is not None and why_not != STARTING:
             doc["error"] = why_not
             return doc
         deadline = time.monotonic() + START_WAIT_S
-        while time.monotonic() < deadline and not client.ping(paths):
+        while time.monotonic() < deadline and not ping(paths):
             time.sleep(0.05)
-        doc["ok"] = client.ping(paths)
+        doc["ok"] = ping(paths)
         if doc["ok"]:
-            rt.clear_spawn_failure(paths)
+            clear_spawn_failure(paths)
         else:
             doc["error"] = f"the daemon did not answer within {START_WAIT_S:g} s"
     return doc
@@ -129,18 +131,19 @@ def _foreground(ctx: Context, plan: Plan) -> int:
     launchd agent): it serves until stopped (`watch stop`, SIGTERM) and does
     not leave after `idle_seconds`; 1 when another daemon already serves the
     project or this one stopped on an error."""
-    from ctindex import runtime as rt
     from ctindex.daemon.layers import RealEngine
     from ctindex.daemon.lifecycle import Daemon
+    from ctindex.ipc.peer import no_peer_check
+    from ctindex.ipc.runtime_dir import RuntimePaths
 
     if not plan.settings.watch:
         ctx.err.write(f"ctindex: {ctx.project.config_path}: watch: false, no daemon to run\n")
         return 1
-    disabled = rt.no_peer_check()
+    disabled = no_peer_check()
     if disabled is not None:
         ctx.err.write(f"ctindex: {disabled}\n")
         return 1
-    paths = rt.RuntimePaths.for_project(ctx.project)
+    paths = RuntimePaths.for_project(ctx.project)
     search = ctx.daemon_search() if ctx.daemon_search is not None else None
     daemon = Daemon(ctx.project, paths, RealEngine(ctx.project), stay=True, search=search)
     reason = daemon.run()

@@ -1,4 +1,4 @@
-"""Entry point of the daemon process, started by ctindex.client without a shell,
+"""Entry point of the daemon process, started by ctindex.client.spawn without a shell,
 with no inherited standard streams, in its own session."""
 
 from __future__ import annotations
@@ -20,22 +20,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from ctindex import runtime as rt
+    from ctindex.ipc.build_id import build_id
+    from ctindex.ipc.peer import no_peer_check
+    from ctindex.ipc.runtime_dir import RuntimePaths
+    from ctindex.ipc.spawn_failure import record_spawn_failure
 
-    rt.build_id()  # before the rest of the daemon's code is imported: what it runs
+    build_id()  # before the rest of the daemon's code is imported: what it runs
     from ctindex.cli import daemon_search
     from ctindex.daemon.layers import RealEngine
     from ctindex.daemon.lifecycle import Daemon
     from ctindex.policy.project import Project
 
     project = Project.at(args.project)
-    paths = rt.RuntimePaths.for_project(project)
-    disabled = rt.no_peer_check()
+    paths = RuntimePaths.for_project(project)
+    disabled = no_peer_check()
     if disabled is not None:
         # Serving peers nobody can identify would hand the index to any local
         # user: refuse, in one line, and back clients off (docs/daemon.md).
         print(f"ctindex daemon: {disabled}", file=sys.stderr)
-        rt.record_spawn_failure(paths, disabled)
+        record_spawn_failure(paths, disabled)
         return EXIT_REFUSED
     try:
         Daemon(
@@ -47,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             search=daemon_search(),
         ).run()
     except Exception as exc:  # before the lock/log exist: all we can do is back clients off
-        rt.record_spawn_failure(paths, f"daemon start: {type(exc).__name__}: {exc}")
+        record_spawn_failure(paths, f"daemon start: {type(exc).__name__}: {exc}")
         return 1
     return 0
 

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypedDict
+from typing import Protocol
 
 from ctindex.backends.base import Watcher
 from ctindex.daemon.dirtyset import DirtySet, Pending
@@ -25,6 +25,7 @@ from ctindex.daemon.server import Connection, IpcServer
 from ctindex.daemon.share_barrier import ShareRequest
 from ctindex.daemon.singleton import repair_folder, touch
 from ctindex.daemon.status import Stats
+from ctindex.ipc.protocol import BarrierResult
 
 BARRIER_SHARE = 0.8  # answer within this share of the client's budget
 BUDGET_MIN_MS, BUDGET_MAX_MS = 10, 10_000  # the client's budget is clamped to this
@@ -116,28 +117,6 @@ class Cookies:
     def _remove(self, name: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(self.folder / name)
-
-
-class BarrierAnswer(TypedDict):
-    """A barrier's successful reply (docs/daemon.md "Barrier protocol")."""
-
-    ok: bool
-    generation: int
-    instance: str
-    lane: str
-    backend: str
-    backend_reason: str | None
-    degraded: str | None
-    plan: str
-    reconciled: bool
-    reconcile_reason: str | None
-    reconcile_ms: float | None
-    barrier_ms: float
-    # The manifest identity of the generation vouched for (a reader checks
-    # it after opening: store/generation.py manifest_identity) and, once,
-    # why the daemon rebuilt a store changed outside ctindex.
-    identity: str
-    outside: str | None
 
 
 class BarrierLoop(Protocol):
@@ -277,23 +256,22 @@ class Barrier:
         guard = self.driver.guard
         identity = (guard.known if guard is not None else None) or ""
         for w in waiters:
-            answer: BarrierAnswer = {
-                "ok": True,
-                "generation": self.stats.generation,
-                "instance": self.cookies.instance,
-                "lane": lane,
-                "backend": watcher.name,
-                "backend_reason": watcher.reason,
-                "degraded": watcher.degraded,
-                "plan": loop.plan.digest,
-                "reconciled": full is not None,
-                "reconcile_reason": full["reason"] if full else None,
-                "reconcile_ms": full["duration_ms"] if full else None,
-                "barrier_ms": round((self.clock() - w.started) * 1000, 3),
-                "identity": identity,
-                "outside": outside,
-            }
-            self.reply(w.conn, dict(answer))
+            answer = BarrierResult(
+                generation=self.stats.generation,
+                instance=self.cookies.instance,
+                lane=lane,
+                backend=watcher.name,
+                backend_reason=watcher.reason,
+                degraded=watcher.degraded,
+                plan=loop.plan.digest,
+                reconciled=full is not None,
+                reconcile_reason=full["reason"] if full else None,
+                reconcile_ms=full["duration_ms"] if full else None,
+                barrier_ms=round((self.clock() - w.started) * 1000, 3),
+                identity=identity,
+                outside=outside,
+            )
+            self.reply(w.conn, answer.to_wire())
 
     def fail(self, conn: Asker, reason: str) -> None:
         self.stats.barrier_failures += 1

@@ -19,9 +19,8 @@ import selectors
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
-from ctindex import runtime as rt
 from ctindex.backends.base import Watcher
 from ctindex.daemon import singleton, sysinfo
 from ctindex.daemon.barrier import Barrier, Cookies, Waiter
@@ -47,6 +46,13 @@ from ctindex.daemon.status import Identity, Stats, StatusRecord, StatusWriter
 from ctindex.daemon.storeguard import StoreGuard
 from ctindex.daemon.watching import MOUNTS_KEY, WATCHER_KEY, WatchSlot
 from ctindex.errors import PolicyError
+from ctindex.ipc.build_id import build_id
+from ctindex.ipc.records import read_record
+from ctindex.ipc.runtime_dir import RuntimePaths, ensure_fallback_dir, ensure_runtime_dir
+from ctindex.ipc.spawn_failure import STOPPED_PREFIX, record_spawn_failure
+
+if TYPE_CHECKING:
+    from ctindex.ipc.protocol import Message
 from ctindex.policy.project import Project, is_index_key
 
 POLL_WAIT_S = 0.05  # poll-lane watcher has no fd: how often to look for cookies
@@ -62,7 +68,7 @@ class Daemon:
     def __init__(
         self,
         project: Project,
-        paths: rt.RuntimePaths,
+        paths: RuntimePaths,
         engine: Engine,
         claim_token: str | None = None,
         *,
@@ -88,7 +94,7 @@ class Daemon:
         self.wall = wall
         self.stop_reason: str | None = None
         self.instance = secrets.token_hex(8)  # identity: a PID alone is not
-        self.build = rt.build_id()  # the code this process runs (computed at start)
+        self.build = build_id()  # the code this process runs (computed at start)
         self.pid = os.getpid()
         self.log: LifecycleLog | None = None
         self.sel = selectors.DefaultSelector()
@@ -173,7 +179,7 @@ class Daemon:
         """Serve until a stop condition; return the stop reason, or None when
         another process holds the lock (then nothing was touched)."""
         os.umask(0o077)
-        rt.ensure_runtime_dir(self.paths)
+        ensure_runtime_dir(self.paths)
         lock = singleton.acquire_lock(
             self.paths.lock,
             singleton.SUCCESSOR_ATTEMPTS if self.successor else singleton.LOCK_ATTEMPTS,
@@ -191,14 +197,14 @@ class Daemon:
                 # The next query would start a daemon that walks everything and
                 # crosses the ceiling again: back off like a failed spawn (spec
                 # §10 allows a later query to start a fresh one; not every one).
-                rt.record_spawn_failure(self.paths, rt.STOPPED_PREFIX + MEMORY_LIMIT)
+                record_spawn_failure(self.paths, STOPPED_PREFIX + MEMORY_LIMIT)
         except BaseException as exc:  # exceptional exit: log detail, never content
             self.stop_reason = self.stop_reason or "error"
             self._log("exit", error=f"{type(exc).__name__}: {exc}", where=sysinfo.where(exc))
             # Make clients back off: a daemon that crashes on every start (or soon
             # after) must not be relaunched by every query.
             stage = "daemon start" if self.server is None else "daemon crashed"
-            rt.record_spawn_failure(self.paths, f"{stage}: {type(exc).__name__}: {exc}")
+            record_spawn_failure(self.paths, f"{stage}: {type(exc).__name__}: {exc}")
         finally:
             self._shutdown()
             lock.close()  # releases the OS lock last: status is final by now
@@ -229,7 +235,7 @@ class Daemon:
         singleton.clear_folder(self.paths.cookies)
         self.watch.open(cookies.replace(os.sep, "/"))
         if self.paths.socket_is_fallback:
-            rt.ensure_fallback_dir(self.paths)
+            ensure_fallback_dir(self.paths)
         server = IpcServer(
             self.paths.socket, self.sel, self._on_request, self.clock, {"build": self.build}
         )
@@ -392,7 +398,7 @@ class Daemon:
 
     # -- requests and barriers -------------------------------------------------
 
-    def _on_request(self, conn: Connection, request: dict[str, Any]) -> None:
+    def _on_request(self, conn: Connection, request: Message) -> None:
         assert self.server is not None
         op = request["op"]
         now = self.clock()
@@ -432,7 +438,7 @@ class Daemon:
         )
         self.stop_reason = "build-mismatch"
 
-    def start_barrier(self, conn: Connection, request: dict[str, Any], now: float) -> None:
+    def start_barrier(self, conn: Connection, request: Message, now: float) -> None:
         self.stats.barriers += 1
         digest = request.get("plan")
         config = request.get("config")  # the config file's stat as the client saw it
@@ -455,7 +461,7 @@ class Daemon:
             self.share.close(self.sel)
             self._log("share-barrier-off", error=f"{exc.strerror or exc}")
 
-    def _share_request(self, req: ShareRequest, request: dict[str, Any], _seen: float) -> None:
+    def _share_request(self, req: ShareRequest, request: Message, _seen: float) -> None:
         """A client on another host asked through the share: a barrier like
         any other, answered into its file."""
         now = self.clock()
@@ -493,9 +499,9 @@ class Daemon:
             self.server.close()
             try:
                 if self.paths.socket_is_fallback:
-                    rt.ensure_fallback_dir(self.paths)
+                    ensure_fallback_dir(self.paths)
                 else:
-                    rt.ensure_runtime_dir(self.paths)
+                    ensure_runtime_dir(self.paths)
                 self.server.start()
             except OSError as exc:
                 self.stop_reason = "socket-lost"
@@ -575,7 +581,7 @@ class Daemon:
         """Remove the launcher's claim, but only the one naming our token."""
         if self.claim_token is None:
             return
-        record = rt.read_json(self.paths.claim)
+        record = read_record(self.paths.claim)
         if record is not None and record.get("token") == self.claim_token:
             with contextlib.suppress(OSError):
                 os.unlink(self.paths.claim)

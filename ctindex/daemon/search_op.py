@@ -10,7 +10,7 @@ trusts and no full pass left to report (spec §7).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ctindex.backends.base import Watcher
 from ctindex.daemon.barrier import FAILURE_REASONS, Waiter
@@ -19,6 +19,10 @@ from ctindex.daemon.query import QUERY_BUDGET_S, Job, QueryService
 from ctindex.daemon.reconcile import Outcome, ReconcileDriver
 from ctindex.daemon.server import Connection, IpcServer
 from ctindex.daemon.status import Stats
+from ctindex.ipc.protocol import events_trusted, search_request
+
+if TYPE_CHECKING:
+    from ctindex.ipc.protocol import Message
 
 
 class SearchLoop(Protocol):
@@ -37,7 +41,7 @@ class SearchLoop(Protocol):
 
     def replan(self) -> None: ...
 
-    def start_barrier(self, conn: Connection, request: dict[str, Any], now: float) -> None: ...
+    def start_barrier(self, conn: Connection, request: Message, now: float) -> None: ...
 
 
 class SearchOp:
@@ -59,20 +63,15 @@ class SearchOp:
         self.instance = instance
         self.clock = clock
 
-    def start(self, conn: Connection, request: dict[str, Any], now: float) -> None:
+    def start(self, conn: Connection, request: Message, now: float) -> None:
         """A `search` from ctindex/fast_entry.py: only for a client of this build
         (another build's is declined without retiring: its own barrier then
         retires this daemon and starts the successor, docs/daemon.md "Build
         identity"), only under a plan still current, then the usual barrier."""
-        argv, cwd = request.get("argv"), request.get("cwd")
         if request.get("build") != self.build:
             self.decline(conn, "build mismatch")
             return
-        if (
-            not isinstance(argv, list)
-            or not all(isinstance(a, str) for a in argv)
-            or not isinstance(cwd, str)
-        ):
+        if search_request(request) is None:
             self.decline(conn, "malformed search")
             return
         if self.queries.busy:
@@ -99,16 +98,17 @@ class SearchOp:
             self.decline(conn, why)
             return
         server = self.loop.server
-        assert server is not None and isinstance(conn.request, dict)
+        assert server is not None and conn.request is not None
+        search = search_request(conn.request)
+        assert search is not None  # checked when it arrived (start)
         now = self.clock()
-        request = conn.request
         deadline = now + QUERY_BUDGET_S
         server.extend(conn, deadline + 0.5)
         self.queries.submit(
             Job(
                 conn,
-                list(request["argv"]),
-                str(request["cwd"]),
+                search["argv"],
+                search["cwd"],
                 self.loop.plan.digest,
                 self.stats.generation,
                 self._identity(),
@@ -148,7 +148,7 @@ class SearchOp:
         """Why this daemon cannot vouch for an answer by itself now (then the
         client's own barrier words it: unreliable filesystem, reconciled)."""
         watcher = self.loop.watcher
-        if watcher.name == "poll" or watcher.degraded:
+        if not events_trusted(watcher.name, watcher.degraded):
             return "events not trusted"
         if self.driver.unreported is not None or self.driver.outside_unreported is not None:
             return "a full pass to report"

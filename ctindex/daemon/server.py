@@ -1,34 +1,35 @@
 """The daemon's IPC endpoint: a Unix socket served from the selector loop.
 
 One request per connection: a single JSON line of at most MAX_REQUEST bytes,
-answered with a single JSON line. A request with `"ack": true` first gets
-the line ACK the moment it is read, before any work: the proof, within a
-fraction of a second, that the loop is alive, which lets a client tell a
-stopped or wedged daemon from one still working on its answer
-(ctindex/unanswered.py). Sockets are non-blocking with a buffer and
+answered with a single JSON line (the messages: ctindex/ipc/protocol.py). A
+request with `"ack": true` first gets the line ACK the moment it is read,
+before any work: the proof, within a fraction of a second, that the loop
+is alive, which lets a client tell a stopped or wedged daemon from one still working on its answer
+(ctindex/client/unanswered.py). Sockets are non-blocking with a buffer and
 a deadline per connection, so a half-written, oversized or malformed request
 or a client that never reads only costs its own connection. Only the owning
 user is served: the folder is 0700 and every peer's uid is checked as the
 kernel recorded it at connect time (SO_PEERCRED, or getpeereid where that is
-the mechanism: ctindex/runtime.py `peer_uid`).
+the mechanism: ctindex/ipc/peer.py `peer_uid`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import selectors
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ctindex import runtime as rt
-from ctindex.unanswered import ACK_LINE
+from ctindex.ipc.peer import peer_is_owner
+from ctindex.ipc.protocol import ACK_LINE, MAX_REQUEST, ProtocolError, decode, encode
 
-MAX_REQUEST = 4096
+if TYPE_CHECKING:
+    from ctindex.ipc.protocol import Message
+
 # Connections taken per wakeup of the listener: a client that keeps connecting
 # must not keep the one loop (events, barriers, heartbeat) in accept() forever;
 # the rest wait in the backlog for the next turn (docs/reliability.md).
@@ -44,7 +45,7 @@ class Connection:
     deadline: float
     inbuf: bytearray = field(default_factory=bytearray)
     outbuf: bytes = b""
-    request: dict[str, Any] | None = None  # set once a full line parsed
+    request: Message | None = None  # set once a full line parsed
     answered: bool = False  # the answer is queued: close once it is sent
     closed: bool = False
 
@@ -52,7 +53,7 @@ class Connection:
         return self.sock.fileno()
 
 
-Handler = Callable[[Connection, dict[str, Any]], None]
+Handler = Callable[[Connection, "Message"], None]
 
 
 class IpcServer:
@@ -141,12 +142,11 @@ class IpcServer:
     def next_deadline(self) -> float | None:
         return min((c.deadline for c in self._conns), default=None)
 
-    def reply(self, conn: Connection, answer: dict[str, Any]) -> None:
+    def reply(self, conn: Connection, answer: Message) -> None:
         """Queue one answer line; the connection closes once it is sent."""
         if conn.closed:
             return
-        line = {**answer, **self._stamp}
-        conn.outbuf += (json.dumps(line, separators=(",", ":")) + "\n").encode()
+        conn.outbuf += encode({**answer, **self._stamp})
         conn.answered = True
         conn.deadline = self._clock() + WRITE_DEADLINE_S
         self._flush(conn)
@@ -170,7 +170,7 @@ class IpcServer:
                 return
             except OSError:  # EMFILE and friends: try again on the next wakeup
                 return
-            if not rt.peer_is_owner(sock):
+            if not peer_is_owner(sock):
                 self.refused += 1
                 sock.close()
                 continue
@@ -199,10 +199,10 @@ class IpcServer:
                 self.reply(conn, {"ok": False, "error": "request too large"})
             return
         try:
-            request = json.loads(line)
-        except ValueError:
+            request = decode(line)
+        except ProtocolError:
             request = None
-        if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+        if request is None or not isinstance(request.get("op"), str):
             self.reply(conn, {"ok": False, "error": "malformed request"})
             return
         conn.request = request

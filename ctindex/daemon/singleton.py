@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import IO
 
-from ctindex import runtime as rt
 from ctindex.base.statefile import open_regular
+from ctindex.ipc.runtime_dir import ensure_private_dir
 
 LOCK_ATTEMPTS = 5  # a `watch status` probe can hold the lock for an instant
 LOCK_RETRY_S = 0.02
@@ -62,7 +62,7 @@ def repair_folder(folder: Path, within: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             if not stat.S_ISDIR(os.lstat(level).st_mode):
                 os.unlink(level)
-    rt.ensure_private_dir(folder, within=within)
+    ensure_private_dir(folder, within=within)
 
 
 def touch(path: Path) -> None:

@@ -1,7 +1,7 @@
 """The daemon's status record (`runtime/status.json` and the `status` op).
 
 The record is what `ctindex status` and `watch status` read
-(ctindex/client.py STATUS_FIELDS, docs/daemon.md "Lanes and
+(ctindex/client/control.py STATUS_FIELDS, docs/daemon.md "Lanes and
 `watcher_status`"); its keys are a stable interface, so they are spelled out
 once here as TypedDicts instead of being built ad hoc where they are used.
 """
@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypedDict
 
-from ctindex import runtime as rt
 from ctindex.backends.base import Watcher
 from ctindex.backends.mounts import MountTable
 from ctindex.daemon import sysinfo
@@ -22,6 +21,8 @@ from ctindex.daemon.dirtyset import DirtySet
 from ctindex.daemon.filewatch import FileWatches, FileWatchStatus
 from ctindex.daemon.layers import PlanView
 from ctindex.daemon.links import LinkStatus, LinkTracker
+from ctindex.errors import IndexWriteError
+from ctindex.ipc.records import write_record
 
 
 class ReconcileRecord(TypedDict):
@@ -121,7 +122,7 @@ class Identity:
     pid: int
     instance: str  # a PID alone is not an identity
     started: float  # wall clock
-    build: str  # the code this process runs (ctindex/runtime.py build_id)
+    build: str  # the code this process runs (ctindex/ipc/build_id.py)
     socket: str
 
 
@@ -223,5 +224,5 @@ class StatusWriter:
         the daemon (the `status` op answers the same record)."""
         if not self.owner:
             return
-        with contextlib.suppress(OSError):
-            rt.write_json(self.path, dict(record))
+        with contextlib.suppress(OSError, IndexWriteError):
+            write_record(self.path, dict(record))

@@ -24,7 +24,8 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
-from ctindex import runtime as rt
+from ctindex.errors import IndexWriteError
+from ctindex.ipc.records import read_record, write_record
 from ctindex.reconciler.fingerprint import fingerprint_of, from_json, racily_clean
 
 if TYPE_CHECKING:
@@ -118,8 +119,8 @@ def remember(project: Project, plan: Plan) -> None:
         "watch": True,
         "barrier_timeout_ms": int(plan.settings.barrier_timeout_ms),
     }
-    with contextlib.suppress(OSError):
-        rt.write_json(project.runtime_dir / RECORD_NAME, record)
+    with contextlib.suppress(OSError, IndexWriteError):
+        write_record(project.runtime_dir / RECORD_NAME, record)
 
 
 def recall(project: Project) -> Hint | None:
@@ -130,7 +131,7 @@ def recall(project: Project) -> Hint | None:
     # Before the record is read through `.ct/okf/runtime` (the configuration
     # is read only for a folder of another user).
     check_store(project.root, lambda: _shares_index(project))
-    record = rt.read_json(project.runtime_dir / RECORD_NAME)
+    record = read_record(project.runtime_dir / RECORD_NAME)
     if record is None or record.get("version") != VERSION or record.get("watch") is not True:
         return None
     stamp = config_stamp(project.config_path)

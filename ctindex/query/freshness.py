@@ -22,7 +22,7 @@ statement, the JSON `freshness` object of docs/cli.md:
    again; an index that cannot be brought up to date (busy writer, read-only)
    is answered from the files as a fallback.
 
-ctindex/client.py only carries the messages (barrier, spawn); the indexer
+ctindex/client/ only carries the messages (barrier, spawn); the indexer
 does the reconciling (`rebuild_reason`, `update`, `repair`; the file table's
 `load_file_table` and `newly_trusted` are ctindex/store/filetable.py's).
 Imports are lazy: the fast path of step 2 must not pay for the plan, the
@@ -37,8 +37,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
-    from ctindex import runtime as rt
-    from ctindex.client import BarrierFailed, BarrierResult
+    from ctindex.client.daemon_requests import BarrierFailed
+    from ctindex.ipc.protocol import BarrierResult
+    from ctindex.ipc.runtime_dir import RuntimePaths
     from ctindex.policy.netfs import Share
     from ctindex.share_client import Answered as ShareAnswered
     from ctindex.share_client import NotAnswered as ShareNotAnswered
@@ -192,7 +193,11 @@ def judge(result: BarrierResult) -> Verdict:
     query reconciles itself. A full pass the daemon reports (overflow,
     audit) is watcher-clean with its reason. A store the daemon found
     changed outside ctindex, and rebuilt from the files, is a fallback that
-    says so (ctindex/daemon/storeguard.py)."""
+    says so (ctindex/daemon/storeguard.py). The trust rule itself is the
+    protocol's (ctindex/ipc/protocol.py `events_trusted`), shared with the
+    daemon."""
+    from ctindex.ipc.protocol import events_trusted
+
     if result.outside is not None and result.reconciled:
         from ctindex.store.generation import OUTSIDE
 
@@ -206,7 +211,7 @@ def judge(result: BarrierResult) -> Verdict:
             ),
             None,
         )
-    if result.backend == "poll" or result.degraded:
+    if not events_trusted(result.backend, result.degraded):
         why = result.degraded or result.backend_reason or f"{result.backend} lane"
         reason = f"unreliable filesystem: {why}"
         if not result.reconciled:
@@ -311,14 +316,14 @@ def _hinted(
     hint = plan_record.recall(project)
     if hint is None:
         return None, None
-    from ctindex import client
-    from ctindex import runtime as rt
+    from ctindex.client.daemon_requests import PLAN_MISMATCH, BarrierFailed
+    from ctindex.ipc.runtime_dir import RuntimePaths
 
-    paths = rt.RuntimePaths.for_project(project)
+    paths = RuntimePaths.for_project(project)
     outcome = _barrier(paths, hint.digest, hint.barrier_timeout_ms, hint.config)
-    if isinstance(outcome, client.BarrierFailed):
+    if isinstance(outcome, BarrierFailed):
         # Another plan: the slow path asks again with the plan it computes.
-        return None, None if outcome.reason == client.PLAN_MISMATCH else Prior(hint.digest, outcome)
+        return None, None if outcome.reason == PLAN_MISMATCH else Prior(hint.digest, outcome)
     verdict = judge(outcome)
     fresh = verdict.proven
     if fresh is None or not fresh.plain_clean:
@@ -359,7 +364,7 @@ def _share_hinted(
     digests with other code, so the slow path compares its own. Returns the
     answer, or what was learnt for the slow path (None: ask again there)."""
     from ctindex import share_client
-    from ctindex.runtime import build_id
+    from ctindex.ipc.build_id import build_id
 
     outcome = share_client.ask(project.index_dir, None)
     if not isinstance(outcome, share_client.Answered):
@@ -411,13 +416,13 @@ def _vouched(read: Reader[T], fresh: Freshness, vouched: Vouched) -> Reader[T]:
 
 
 def _barrier(
-    paths: rt.RuntimePaths, digest: str, budget_ms: int, config: list[int] | str | None = None
+    paths: RuntimePaths, digest: str, budget_ms: int, config: list[int] | str | None = None
 ) -> BarrierResult | BarrierFailed:
-    from ctindex import client
+    from ctindex.client.daemon_requests import BarrierFailed, barrier
 
     try:
-        return client.barrier(paths, digest, budget_ms, config=config)
-    except client.BarrierFailed as failed:
+        return barrier(paths, digest, budget_ms, config=config)
+    except BarrierFailed as failed:
         return failed
 
 
@@ -439,16 +444,16 @@ def prove(
     share = project_share(project, plan)
     if share is not None:
         return _on_share(project, plan, share, asked)
-    from ctindex import client
-    from ctindex import runtime as rt
+    from ctindex.client.daemon_requests import BarrierFailed
+    from ctindex.ipc.runtime_dir import RuntimePaths
 
-    paths = rt.RuntimePaths.for_project(project)
+    paths = RuntimePaths.for_project(project)
     digest = plan.digest()
     if prior is not None and (prior.digest == digest or _other_build(prior.outcome)):
         outcome = prior.outcome  # (a daemon of another build leaves whatever plan was asked)
     else:
         outcome = _barrier(paths, digest, plan.settings.barrier_timeout_ms)
-    if isinstance(outcome, client.BarrierFailed):
+    if isinstance(outcome, BarrierFailed):
         return _without_daemon(project, plan, paths, outcome, spawn)
     verdict = judge(outcome)
     if verdict.proven is not None:
@@ -493,26 +498,28 @@ def _on_share(
 
 
 def _other_build(outcome: BarrierResult | BarrierFailed) -> bool:
-    from ctindex import client
+    from ctindex.client.daemon_requests import BarrierFailed
 
-    return isinstance(outcome, client.BarrierFailed) and outcome.other_build
+    return isinstance(outcome, BarrierFailed) and outcome.other_build
 
 
 def _without_daemon(
-    project: Project, plan: Plan, paths: rt.RuntimePaths, failed: BarrierFailed, spawn: bool
+    project: Project, plan: Plan, paths: RuntimePaths, failed: BarrierFailed, spawn: bool
 ) -> Proof:
     """No trustworthy barrier: reconcile here, and start a daemon for the
     next query when nothing is listening (never waited for)."""
-    from ctindex import client
+    from ctindex.client.daemon_requests import BUILD_MISMATCH
+    from ctindex.client.spawn import STARTING
+    from ctindex.client.spawn import spawn as start_daemon
 
     if failed.other_build:
         # Reconcile first (the one rebuild a new provider needs happens
         # here, not raced by the successor's startup pass), then start the
         # successor: it finds the index current.
         proof = reconcile(project, plan, FALLBACK, failed.reason)
-        why_not = client.spawn(project.root, paths, successor=True)
-        started = why_not in (None, client.STARTING)
-        proof.fresh.reason = f"{client.BUILD_MISMATCH}; {'restarted' if started else why_not}"
+        why_not = start_daemon(project.root, paths, successor=True)
+        started = why_not in (None, STARTING)
+        proof.fresh.reason = f"{BUILD_MISMATCH}; {'restarted' if started else why_not}"
         return proof
     reason = failed.reason
     if failed.spawnable:
@@ -520,8 +527,8 @@ def _without_daemon(
 
         why_not = spawn_blocked() if spawn else NO_SPAWN_REASON  # CI: no daemon outliving the job
         if why_not is None:
-            why_not = client.spawn(project.root, paths)  # the next query uses it
-        if why_not is not None and why_not != client.STARTING:
+            why_not = start_daemon(project.root, paths)  # the next query uses it
+        if why_not is not None and why_not != STARTING:
             reason = why_not
     return reconcile(project, plan, FALLBACK, reason)
 

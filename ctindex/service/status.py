@@ -1,5 +1,5 @@
 """The status document: the index's metrics, read here, and the
-watcher's (``ctindex.client.watcher_status``), as `ctindex status`, the
+watcher's (``ctindex.client.control.watcher_status``), as `ctindex status`, the
 Python API's `Index.status` and the MCP `status` tool give them."""
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def collect(project: Project, verbose: bool) -> StatusDocument:
     missing = no_scopes(plan) if plan is not None else None
     if missing is not None:  # only then, as in search's document
         doc["no_scopes"] = missing.to_json()
-    from ctindex.client import watcher_status
+    from ctindex.client.control import watcher_status
 
     doc["watcher"] = watcher_status(project, plan)  # queries only: never starts a daemon
     if verbose and m is not None and m.diag:

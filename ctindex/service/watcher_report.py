@@ -1,5 +1,5 @@
 """The watcher's state as `status` and `watch status` show it: one home for
-both renderings of a client.watcher_status() document (human lines and the
+both renderings of a client.control.watcher_status() document (human lines and the
 JSON convention), so neither command imports the other."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from ctindex.base.output import human_bytes, human_count, human_ms
 
 
 def watcher_json(doc: dict[str, Any]) -> dict[str, Any]:
-    """client.watcher_status() in the JSON convention: its float-second
+    """client.control.watcher_status() in the JSON convention: its float-second
     times become integer `*_unix_ms` (the daemon's records keep seconds)."""
     out = dict(doc)
     for old, new in (
@@ -44,7 +44,7 @@ def _unix_ms(seconds: object) -> int | None:
 
 
 def watcher_lines(doc: dict[str, Any]) -> list[str]:
-    """Human text for a client.watcher_status() document (also used by `status`)."""
+    """Human text for a client.control.watcher_status() document (also used by `status`)."""
     backend = doc.get("backend") or "-"
     if doc.get("backend_reason"):
         backend += f": {doc['backend_reason']}"

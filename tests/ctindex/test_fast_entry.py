@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from ctindex import client
+from ctindex.client.daemon_requests import BUILD_MISMATCH, request
 from tests import oracle
 from tests.conftest import cli_main, copy_installed_tree
 from tests.daemon_support import CliProject, wait_for
@@ -51,7 +51,7 @@ def _ctindex(
 
 
 def _queries(project: CliProject) -> dict[str, Any]:
-    reply = client.request(project.paths, {"op": "status"}, 2.0)
+    reply = request(project.paths, {"op": "status"}, 2.0)
     got: dict[str, Any] = reply["status"]["queries"]
     return got
 
@@ -218,7 +218,7 @@ def test_a_daemon_of_other_code_never_answers(make_cli_project: Make, tmp_path: 
     assert b"POISON" not in done.stdout
     doc = json.loads(done.stdout)
     assert doc["freshness"]["mode"] == "fallback"
-    assert doc["freshness"]["reason"].startswith(client.BUILD_MISMATCH)
+    assert doc["freshness"]["reason"].startswith(BUILD_MISMATCH)
     assert {r["path"] for r in doc["results"]} == oracle.containing(project.root, MARKER)
 
 
@@ -325,7 +325,10 @@ HEAVY = (
     "ctindex.cli",
     "ctindex.policy.plan",
     "ctindex.policy.config",
-    "ctindex.client",
+    # the in-process client (its ctindex.client.unanswered is the fast path's too)
+    "ctindex.client.daemon_requests",
+    "ctindex.client.spawn",
+    "ctindex.client.control",
     "ctindex.search",
     "ctindex.store",
     "ctindex.policy.plan_record",

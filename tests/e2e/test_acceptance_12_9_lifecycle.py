@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import runtime as rt
 from ctindex.daemon.log import MAX_BYTES
+from ctindex.ipc.records import read_record
+from ctindex.ipc.runtime_dir import ensure_private_dir
 from tests.daemon_support import CliProject, wait_for
 
 NOBODY = 65534
@@ -25,7 +26,7 @@ Make = Callable[..., CliProject]  # the make_cli_project fixture
 def stopped_with(project: CliProject, reason: str) -> dict:
     """Wait until the daemon is gone and its last record names `reason`."""
     wait_for(lambda: not project.daemon_pids(), timeout=30)
-    record = rt.read_json(project.paths.status)
+    record = read_record(project.paths.status)
     assert record is not None and record["stop_reason"] == reason, record
     assert record["lane"] == "unavailable"
     assert project.log_lines()[-1].endswith(f"stop reason={reason}")
@@ -67,7 +68,7 @@ def test_signals_stop_gracefully(make_cli_project: Make, signum: signal.Signals)
 def test_watch_start_stop_and_log_rotation(make_cli_project: Make) -> None:
     project = make_cli_project()
     log = project.paths.log
-    rt.ensure_private_dir(project.paths.dir)
+    ensure_private_dir(project.paths.dir)
     for round_ in range(3):
         # A long history: the next lifecycle line crosses 32 KiB and rotates.
         log.write_text(f"filler-{round_}\n" * (MAX_BYTES // 9))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import runtime as rt
+from ctindex.ipc.build_id import compute_build_id
 from tests import oracle
 from tests.conftest import copy_installed_tree
 from tests.daemon_support import CliProject, require_daemon, wait_for
@@ -95,7 +95,7 @@ def live_daemon(project: CliProject, build: Path) -> int:
 
 def build_of(build: Path) -> str:
     done = subprocess.run(
-        [sys.executable, "-c", "from ctindex import runtime as rt; print(rt.build_id())"],
+        [sys.executable, "-c", "from ctindex.ipc.build_id import build_id; print(build_id())"],
         cwd=build,
         env=env_for(build),
         capture_output=True,
@@ -173,14 +173,14 @@ def test_build_id_follows_code_content(tmp_path: Path) -> None:
     same for identical copies."""
     one = make_build(tmp_path / "one")
     two = make_build(tmp_path / "two")
-    assert rt.compute_build_id(one) == rt.compute_build_id(two)
+    assert compute_build_id(one) == compute_build_id(two)
     target = two / "ctindex" / "reconciler" / "diff.py"
     st = os.stat(target)
     data = bytearray(target.read_bytes())
     data[-2:-1] = b"#" if data[-2:-1] != b"#" else b" "  # same size, other content
     target.write_bytes(bytes(data))
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert rt.compute_build_id(one) != rt.compute_build_id(two)
+    assert compute_build_id(one) != compute_build_id(two)
 
 
 def test_manifest_key_of_a_newer_build_is_not_damage(tmp_path: Path) -> None:

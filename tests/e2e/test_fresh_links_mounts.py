@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from ctindex import client
+from ctindex.client.daemon_requests import barrier, ping
 from tests import oracle
 from tests.daemon_support import (
     TEST_CONFIG,
@@ -546,21 +546,21 @@ def test_mounts_missed_notification_is_caught_at_the_barrier(
     monkeypatch.setattr(schedule, "HEARTBEAT_S", 3600.0)
     paths = runtime_paths(tmp_path)
     with forked_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j")):
-        wait_for(lambda: client.ping(paths))
-        first = client.barrier(paths, "plan-1", 5000)
+        wait_for(lambda: ping(paths))
+        first = barrier(paths, "plan-1", 5000)
         assert not first.reconciled
         with mounted("-t", "tmpfs", "none", str(tmp_path / "docs" / "sub")):
-            result = client.barrier(paths, "plan-1", 5000)
+            result = barrier(paths, "plan-1", 5000)
             assert result.reconciled and result.reconcile_reason == "mount-changed"
             assert [r["full"] for r in journal(tmp_path / "j")] == [True, True]
-            again = client.barrier(paths, "plan-1", 5000)
+            again = barrier(paths, "plan-1", 5000)
             assert not again.reconciled
-        assert client.barrier(paths, "plan-1", 5000).reconciled  # the unmount
+        assert barrier(paths, "plan-1", 5000).reconciled  # the unmount
         # A mount elsewhere on the machine is no reason for a full pass.
         other = tmp_path / "elsewhere"
         other.mkdir()
         with mounted("-t", "tmpfs", "none", str(other)):
-            assert not client.barrier(paths, "plan-1", 5000).reconciled
+            assert not barrier(paths, "plan-1", 5000).reconciled
 
 
 def test_mounts_watch_status_names_the_filesystem_held_busy(

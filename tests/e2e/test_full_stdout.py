@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import client
+from ctindex.client.daemon_requests import request
 from tests.conftest import write_config
 from tests.daemon_support import CliProject, require_daemon, wait_for
 
@@ -92,9 +92,9 @@ def test_a_daemon_answered_json_search_into_a_full_stdout(make_cli_project: Make
     project.wait_daemon()
 
     def answered() -> subprocess.CompletedProcess[str] | None:
-        before = client.request(project.paths, {"op": "status"}, 2.0)["status"]["queries"]
+        before = request(project.paths, {"op": "status"}, 2.0)["status"]["queries"]
         got = _into_full("--json", "search", "margin", cwd=project.root)
-        after = client.request(project.paths, {"op": "status"}, 2.0)["status"]["queries"]
+        after = request(project.paths, {"op": "status"}, 2.0)["status"]["queries"]
         return got if after["answered"] == before["answered"] + 1 else None
 
     got = wait_for(answered, HANG_GUARD_S, 0.1)

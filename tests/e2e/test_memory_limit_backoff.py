@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ctindex import runtime as rt
+from ctindex.ipc.spawn_failure import BACKOFF_FIRST_S, spawn_failure
 from tests import oracle
 from tests.daemon_support import CliProject, wait_for
 
@@ -32,7 +32,7 @@ def test_a_1_mib_ceiling_starts_one_daemon_per_backoff_period(
     assert first["freshness"]["mode"] == "fallback"
     wait_for(lambda: _starts(project) == 1 and not project.daemon_pids(), 30)
     assert project.status()["stop_reason"] == "memory-limit"
-    failure = rt.spawn_failure(project.paths)
+    failure = spawn_failure(project.paths)
     assert failure is not None and failure["error"] == "daemon stopped: memory-limit"
 
     for _ in range(5):  # within the back-off window: no start, reason says why
@@ -50,8 +50,8 @@ def test_a_1_mib_ceiling_starts_one_daemon_per_backoff_period(
     project.paths.failed.write_text(json.dumps(record))
     project.search(MARK)
     wait_for(lambda: _starts(project) == 2 and not project.daemon_pids(), 30)
-    again = rt.spawn_failure(project.paths)
+    again = spawn_failure(project.paths)
     assert again is not None and again["count"] == 2
-    assert again["retry_after"] - again["time"] == 2 * rt.BACKOFF_FIRST_S
+    assert again["retry_after"] - again["time"] == 2 * BACKOFF_FIRST_S
     project.search(MARK)
     assert _starts(project) == 2

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ctindex import client
+from ctindex.client.daemon_requests import barrier
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from tests.daemon_support import CliProject
@@ -53,7 +53,7 @@ def test_robust_resources_fds_rss_and_idle_cpu_are_bounded(project: CliProject) 
                     f.unlink()
                     events += 1
         while barriers < BARRIERS * (r + 1) // ROUNDS:
-            client.barrier(project.paths, digest, 10_000)
+            barrier(project.paths, digest, 10_000)
             barriers += 1
         samples.append((proc.num_fds(), proc.memory_info().rss))
     print(f"fds/rss samples: {samples}")

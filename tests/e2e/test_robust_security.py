@@ -26,7 +26,7 @@ import pytest
 from ctindex.backends import inotify_c as ic
 from ctindex.reconciler.platform_features import has_dir_fd
 
-from ctindex import client
+from ctindex.client.daemon_requests import barrier, request
 from tests.conftest import cli_main, write_config
 from tests.daemon_support import CliProject
 
@@ -247,9 +247,9 @@ def test_robust_security_slow_clients_do_not_block_others(cli_project: CliProjec
             for s in slow:
                 with contextlib.suppress(OSError):
                     s.send(b'{"op":"barrier"'[i : i + 1])
-            result = client.barrier(p.paths, digest, 5000)
+            result = barrier(p.paths, digest, 5000)
             assert result.generation is not None
-        answered = client.request(p.paths, {"op": "status"}, 5)
+        answered = request(p.paths, {"op": "status"}, 5)
         assert answered.get("ok", True)
     finally:
         for s in slow:

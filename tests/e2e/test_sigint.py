@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import client
+from ctindex.client.daemon_requests import request
 from tests import oracle
 from tests.conftest import write_config
 from tests.daemon_support import CliProject, wait_for
@@ -185,9 +185,7 @@ def test_ctrl_c_while_a_daemon_answered_search_prints(make_cli_project: Make) ->
     project.wait_daemon()
 
     def answered() -> int:
-        got: int = client.request(project.paths, {"op": "status"}, 2.0)["status"]["queries"][
-            "answered"
-        ]
+        got: int = request(project.paths, {"op": "status"}, 2.0)["status"]["queries"]["answered"]
         return got
 
     def by_daemon() -> bool:  # the query path is live (its plan record settled)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from ctindex.reconciler import platform_features
 
-from ctindex import runtime as rt
+from ctindex.ipc.spawn_failure import spawn_failure
 from tests.daemon_support import CliProject
 
 # Removes SO_PEERCRED from the socket modules before ctindex runs: what a
@@ -99,7 +99,7 @@ def test_a_daemon_that_cannot_authenticate_peers_refuses_in_one_line(
         "ctindex daemon: daemon disabled: no peer credential check on this platform"
         " (SO_PEERCRED, getpeereid)"
     ]
-    failure = rt.spawn_failure(cli_project.paths)
+    failure = spawn_failure(cli_project.paths)
     assert failure is not None and "no peer credential check" in str(failure.get("error"))
 
 

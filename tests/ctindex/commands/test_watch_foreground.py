@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import client
-from ctindex import runtime as rt
+from ctindex.client.daemon_requests import ping
+from ctindex.ipc.runtime_dir import RuntimePaths
 from ctindex.policy.project import Project
 
 
@@ -51,13 +51,13 @@ def test_foreground_daemon_outlives_idle_seconds_and_stops_cleanly(bundles_proje
         stderr=subprocess.PIPE,
         text=True,
     )
-    paths = rt.RuntimePaths.for_project(Project.at(bundles_project))
+    paths = RuntimePaths.for_project(Project.at(bundles_project))
     try:
-        assert _wait(lambda: client.ping(paths)), "the foreground daemon never answered"
+        assert _wait(lambda: ping(paths)), "the foreground daemon never answered"
         heartbeat = bundles_project / ".ct" / "okf" / "barrier" / "host.json"
         assert heartbeat.exists()  # it serves the barrier through the share too
         time.sleep(3.5)  # past idle_seconds (1) and two heartbeats: an ordinary daemon leaves
-        assert proc.poll() is None and client.ping(paths)
+        assert proc.poll() is None and ping(paths)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
     finally:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import client
-from ctindex import runtime as rt
+from ctindex.client.daemon_requests import ping
 from ctindex.daemon import console_events
 from ctindex.daemon.console_events import ConsoleEvents
 from ctindex.daemon.lifecycle import Daemon
+from ctindex.ipc.records import read_record
 from ctindex.policy.project import Project
 from tests.daemon_support import FakeEngine, runtime_paths, wait_for
 
@@ -66,9 +66,9 @@ def test_close_logoff_shutdown_return_only_after_the_daemons_shutdown(
     seen: dict[str, object] = {}
 
     def windows_event_thread() -> None:  # the thread Windows would create
-        wait_for(lambda: client.ping(paths))
+        wait_for(lambda: ping(paths))
         seen["handled"] = daemon.console.handle(event)
-        record = rt.read_json(paths.status)  # read the moment the routine returns
+        record = read_record(paths.status)  # read the moment the routine returns
         seen["status"] = record.get("stop_reason") if record else None
 
     thread = threading.Thread(target=windows_event_thread)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import client
-from ctindex import runtime as rt
+from ctindex.client.daemon_requests import BarrierFailed, barrier, ping, request
+from ctindex.ipc.records import read_record
+from ctindex.ipc.runtime_dir import RuntimePaths
 from ctindex.query import freshness
 from tests.daemon_support import (
     FakeEngine,
@@ -26,8 +27,8 @@ from tests.daemon_support import (
 )
 
 
-def full_reasons(paths: rt.RuntimePaths) -> list[str]:
-    status = client.request(paths, {"op": "status"}, 1.0)["status"]
+def full_reasons(paths: RuntimePaths) -> list[str]:
+    status = request(paths, {"op": "status"}, 1.0)["status"]
     return [status["last_reconcile"]["reason"]] * status["reconciles"]
 
 
@@ -35,7 +36,7 @@ def test_audit_runs_full_passes_on_schedule(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     paths = runtime_paths(tmp_path)
     with forked_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j", audit_seconds=1)):
-        wait_for(lambda: client.ping(paths))
+        wait_for(lambda: ping(paths))
         wait_for(lambda: len(journal(tmp_path / "j")) >= 3, timeout=15)
         assert all(r["full"] for r in journal(tmp_path / "j"))
         assert full_reasons(paths)[-1] == "audit"
@@ -50,7 +51,7 @@ def test_wall_clock_jump_triggers_a_full_pass(tmp_path: Path) -> None:
         return time.time() + (3600 if flag.exists() else 0)
 
     with forked_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j"), wall=wall):
-        wait_for(lambda: client.ping(paths))
+        wait_for(lambda: ping(paths))
         flag.touch()
         wait_for(lambda: len(journal(tmp_path / "j")) >= 2, timeout=15)
         assert full_reasons(paths)[-1] == "heartbeat-gap"
@@ -66,26 +67,26 @@ def test_plan_change_reopens_and_reconciles_and_watch_off_stops(tmp_path: Path) 
     paths = runtime_paths(tmp_path)
     pid = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j", plan_file=plan))
     try:
-        wait_for(lambda: client.ping(paths))
-        assert client.barrier(paths, "p1", 2000).lane == "clean"
+        wait_for(lambda: ping(paths))
+        assert barrier(paths, "p1", 2000).lane == "clean"
         plan.write_text("p2 1")
-        result = client.barrier(paths, "p2", 2000)  # the client already sees the new plan
+        result = barrier(paths, "p2", 2000)  # the client already sees the new plan
         assert result.reconciled and result.reconcile_reason == "plan-changed"
         assert [r["full"] for r in journal(tmp_path / "j")] == [True, True]
         plan.write_text("p2 0")  # watch turned off in the configuration
         assert reap(pid) is not None
     finally:
         reap(pid, timeout=0)
-    assert rt.read_json(paths.status)["stop_reason"] == "watch-disabled"
+    assert read_record(paths.status)["stop_reason"] == "watch-disabled"
 
 
 def test_poll_lane_reconciles_on_every_barrier(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     paths = runtime_paths(tmp_path)
     with forked_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j", poll=True)):
-        wait_for(lambda: client.ping(paths))
+        wait_for(lambda: ping(paths))
         for _ in range(2):
-            result = client.barrier(paths, "plan-1", 2000)
+            result = barrier(paths, "plan-1", 2000)
             assert result.backend == "poll" and result.backend_reason == "test: poll lane"
             # Worded as a fallback by the one trust test (ctindex/query/freshness.py).
             assert freshness.judge(result).proven is not None
@@ -100,9 +101,9 @@ def test_long_project_path_serves_on_the_short_fallback_socket(tmp_path: Path) -
     paths = runtime_paths(root)
     assert paths.socket_is_fallback
     with forked_daemon(root, lambda: FakeEngine(root, root / "j")):
-        wait_for(lambda: client.ping(paths))
+        wait_for(lambda: ping(paths))
         (root / "docs" / "a.md").write_text("x")
-        assert client.barrier(paths, "plan-1", 2000).generation == 2
+        assert barrier(paths, "plan-1", 2000).generation == 2
         assert paths.socket.exists() and not (paths.dir / "daemon.sock").exists()
     assert not paths.socket.exists()
 
@@ -112,7 +113,7 @@ def test_long_project_path_serves_on_the_short_fallback_socket(tmp_path: Path) -
 def test_client_refuses_a_server_of_another_uid(tmp_path: Path) -> None:
     folder = Path(tempfile.mkdtemp(dir="/tmp"))
     folder.chmod(0o777)
-    paths = rt.RuntimePaths(tmp_path, folder)
+    paths = RuntimePaths(tmp_path, folder)
     ready = folder / "ready"
     pid = os.fork()
     if pid == 0:  # an impostor daemon running as nobody
@@ -131,8 +132,8 @@ def test_client_refuses_a_server_of_another_uid(tmp_path: Path) -> None:
             os._exit(0)
     try:
         wait_for(ready.exists)
-        with pytest.raises(client.BarrierFailed, match="another user"):
-            client.barrier(paths, "plan-1", 1000)
+        with pytest.raises(BarrierFailed, match="another user"):
+            barrier(paths, "plan-1", 1000)
     finally:
         reap(pid, timeout=5)
         for name in os.listdir(folder):
@@ -147,5 +148,5 @@ def test_daemon_started_with_watch_off_leaves_at_once(tmp_path: Path) -> None:
     paths = runtime_paths(tmp_path)
     pid = fork_daemon(tmp_path, lambda: FakeEngine(tmp_path, tmp_path / "j", plan_file=plan))
     assert reap(pid) is not None
-    assert rt.read_json(paths.status)["stop_reason"] == "watch-disabled"
+    assert read_record(paths.status)["stop_reason"] == "watch-disabled"
     assert journal(tmp_path / "j") == []  # nothing was indexed

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from ctindex.backends.base import Watcher
 
-from ctindex import client
-from ctindex import runtime as rt
+from ctindex.client.control import watcher_status
+from ctindex.client.daemon_requests import BarrierFailed, barrier, request
 from ctindex.daemon.dirtyset import DirtySet
 from ctindex.daemon.filewatch import FileWatches
 from ctindex.daemon.layers import Applied, PlanView, RealEngine
@@ -21,15 +21,16 @@ from ctindex.daemon.reconcile import BUSY_RETRY_S, Outcome, ReconcileDriver
 from ctindex.daemon.schedule import Schedule
 from ctindex.daemon.status import Stats
 from ctindex.errors import IndexBusy
+from ctindex.ipc.runtime_dir import RuntimePaths
 from ctindex.policy.project import Project
 from ctindex.store.lock import update_lock
 from tests.conftest import write_config
 from tests.daemon_support import FakeEngine, forked_daemon, runtime_paths, wait_for
 
 
-def live_status(paths: rt.RuntimePaths) -> dict[str, Any] | None:
-    with contextlib.suppress(client.BarrierFailed):
-        status: dict[str, Any] = client.request(paths, {"op": "status"}, 1.0)["status"]
+def live_status(paths: RuntimePaths) -> dict[str, Any] | None:
+    with contextlib.suppress(BarrierFailed):
+        status: dict[str, Any] = request(paths, {"op": "status"}, 1.0)["status"]
         return status
     return None
 
@@ -62,14 +63,14 @@ def test_startup_during_a_clients_build_reports_no_error(
             # ... and what `status` / `watch status` show says so.
             from ctindex.service.watcher_report import watcher_lines
 
-            shown = client.watcher_status(project)
+            shown = watcher_status(project)
             assert shown["build_in_progress"] is True
             assert any(
                 line.startswith("index build: another writer") for line in watcher_lines(shown)
             )
             # A barrier meanwhile fails over to the client's own path, naming why.
-            with pytest.raises(client.BarrierFailed, match="index busy"):
-                client.barrier(paths, during["plan"], 500)
+            with pytest.raises(BarrierFailed, match="index busy"):
+                barrier(paths, during["plan"], 500)
             assert live_status(paths)["last_error"] is None  # type: ignore[index]
 
             build.close()  # the client's build is done
@@ -81,7 +82,7 @@ def test_startup_during_a_clients_build_reports_no_error(
             after = wait_for(reconciled, timeout=30)
             assert after["last_error"] is None and not after["build_in_progress"]
             assert after["last_reconcile"]["reason"] == "startup"
-            assert client.barrier(paths, after["plan"], 5000).lane == "clean"
+            assert barrier(paths, after["plan"], 5000).lane == "clean"
 
 
 class BusyOnce(FakeEngine):

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import client
-from ctindex import runtime as rt
+from ctindex.client.control import stop, watcher_status
+from ctindex.client.daemon_requests import BarrierFailed, barrier, request
 from ctindex.daemon.server import MAX_REQUEST
+from ctindex.ipc.build_id import build_id
+from ctindex.ipc.runtime_dir import RuntimePaths
 from ctindex.policy.project import Project
 from tests.daemon_support import FakeEngine, fork_daemon, journal, reap, wait_for
 
@@ -21,13 +23,13 @@ class Running:
     def __init__(self, root: Path, pid: int) -> None:
         self.root = root
         self.pid = pid
-        self.paths = rt.RuntimePaths.for_project(Project.at(root))
+        self.paths = RuntimePaths.for_project(Project.at(root))
         self.journal = root / "journal"
 
     def ping(self) -> dict | None:
         try:
-            return client.request(self.paths, {"op": "ping"}, 0.5)
-        except client.BarrierFailed:
+            return request(self.paths, {"op": "ping"}, 0.5)
+        except BarrierFailed:
             return None
 
     def raw(self) -> socket.socket:
@@ -60,24 +62,24 @@ def read_reply(sock: socket.socket) -> dict:
 
 
 def test_barrier_applies_every_event_queued_before_it(daemon: Running) -> None:
-    first = client.barrier(daemon.paths, "plan-1", 2000)
+    first = barrier(daemon.paths, "plan-1", 2000)
     assert first.lane == "clean" and first.backend == "inotify"
     (daemon.root / "docs" / "a.md").write_text("alpha")
     (daemon.root / "docs" / "sub").mkdir()
     (daemon.root / "docs" / "sub" / "b.md").write_text("beta")
-    second = client.barrier(daemon.paths, "plan-1", 2000)
+    second = barrier(daemon.paths, "plan-1", 2000)
     assert second.generation == first.generation + 1
     applied = journal(daemon.journal)[-1]
     assert not applied["full"]
     assert "docs/a.md" in applied["keys"] and any(k.startswith("docs/sub") for k in applied["keys"])
-    third = client.barrier(daemon.paths, "plan-1", 2000)  # nothing new: no work
+    third = barrier(daemon.paths, "plan-1", 2000)  # nothing new: no work
     assert third.generation == second.generation
     assert len(journal(daemon.journal)) == 2  # startup reconcile + one narrowed batch
 
 
 def test_cookies_are_cleaned_up(daemon: Running) -> None:
     for _ in range(3):
-        client.barrier(daemon.paths, "plan-1", 2000)
+        barrier(daemon.paths, "plan-1", 2000)
     wait_for(lambda: os.listdir(daemon.paths.cookies) == [])
 
 
@@ -89,7 +91,7 @@ def test_bad_requests_only_cost_their_own_connection(daemon: Running) -> None:
     assert read_reply(garbage) == {
         "ok": False,
         "error": "malformed request",
-        "build": rt.build_id(),
+        "build": build_id(),
     }  # every answer names its build
     no_op = daemon.raw()
     no_op.sendall(b'{"token": 1}\n')
@@ -101,7 +103,7 @@ def test_bad_requests_only_cost_their_own_connection(daemon: Running) -> None:
     unknown.sendall(b'{"op": "dance"}\n')
     assert read_reply(unknown)["error"] == "unknown op"
     # The half-written request is still open, yet barriers are answered.
-    assert client.barrier(daemon.paths, "plan-1", 2000).lane == "clean"
+    assert barrier(daemon.paths, "plan-1", 2000).lane == "clean"
     assert half.recv(10) == b""  # and it is dropped at its deadline
     for s in (half, garbage, no_op, huge, unknown):
         s.close()
@@ -111,29 +113,29 @@ def test_client_that_vanishes_mid_barrier_does_not_hurt(daemon: Running) -> None
     gone = daemon.raw()
     gone.sendall(
         json.dumps(
-            {"op": "barrier", "plan": "plan-1", "timeout_ms": 500, "build": rt.build_id()}
+            {"op": "barrier", "plan": "plan-1", "timeout_ms": 500, "build": build_id()}
         ).encode()
         + b"\n"
     )
     gone.close()
-    assert client.barrier(daemon.paths, "plan-1", 2000).lane == "clean"
+    assert barrier(daemon.paths, "plan-1", 2000).lane == "clean"
 
 
 def test_a_different_plan_is_never_reported_fresh(daemon: Running) -> None:
-    with pytest.raises(client.BarrierFailed, match="different plan"):
-        client.barrier(daemon.paths, "another-plan", 2000)
+    with pytest.raises(BarrierFailed, match="different plan"):
+        barrier(daemon.paths, "another-plan", 2000)
 
 
 def test_status_and_stop_ops(daemon: Running) -> None:
     # What is asserted is the answer, not its speed: a loaded machine may take
     # longer than `status`'s default half second to schedule the daemon.
-    live = client.watcher_status(Project.at(daemon.root), timeout=10)
+    live = watcher_status(Project.at(daemon.root), timeout=10)
     assert live["responsive"] and live["lane"] == "clean" and live["pid"] == daemon.pid
     assert live["reconciles"] == 1 and live["backend"] == "inotify"
-    result = client.stop(Project.at(daemon.root))
+    result = stop(Project.at(daemon.root))
     assert result == {"stopped": True, "how": "stop request"}
     reap(daemon.pid)
-    after = client.watcher_status(Project.at(daemon.root))
+    after = watcher_status(Project.at(daemon.root))
     assert after["lane"] == "unavailable" and after["stop_reason"] == "stop-request"
     assert not after["running"]
 
@@ -142,14 +144,14 @@ def _exchange(daemon: Running, request: dict[str, object]) -> list[dict[str, obj
     """Every line the daemon sends for `request` before it closes the connection."""
     data = b""
     with daemon.raw() as sock:
-        sock.sendall(json.dumps({**request, "build": rt.build_id()}).encode() + b"\n")
+        sock.sendall(json.dumps({**request, "build": build_id()}).encode() + b"\n")
         while chunk := sock.recv(4096):
             data += chunk
     return [json.loads(line) for line in data.splitlines()]
 
 
 def test_a_request_asking_for_an_ack_gets_it_before_the_answer(daemon: Running) -> None:
-    """The ACK comes from the loop on reading the line (ctindex/unanswered.py
+    """The ACK comes from the loop on reading the line (ctindex/client/unanswered.py
     relies on it); a request without `ack` gets its one answer line only."""
     ack, answer = _exchange(daemon, {"op": "ping", "ack": True})
     assert ack == {"ack": True} and answer["ok"] is True

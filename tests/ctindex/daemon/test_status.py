@@ -1,16 +1,16 @@
 """The status record (ctindex/daemon/status.py) holds every field the
-clients expose (ctindex/client.py STATUS_FIELDS)."""
+clients expose (ctindex/client/control.py STATUS_FIELDS)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ctindex import client
-from ctindex import runtime as rt
+from ctindex.client.control import STATUS_FIELDS
 from ctindex.daemon.dirtyset import DirtySet
 from ctindex.daemon.filewatch import FileWatches
 from ctindex.daemon.links import LinkTracker
 from ctindex.daemon.status import Identity, Stats, StatusRecord, StatusWriter
+from ctindex.ipc.records import read_record
 
 
 def writer(tmp_path: Path, stats: Stats) -> StatusWriter:
@@ -44,7 +44,7 @@ def record(w: StatusWriter, lane: str = "clean") -> StatusRecord:
 def test_record_has_every_field_status_shows(tmp_path: Path) -> None:
     stats = Stats(generation=3, build_in_progress=True)
     doc = record(writer(tmp_path, stats))
-    assert set(client.STATUS_FIELDS) <= set(doc)
+    assert set(STATUS_FIELDS) <= set(doc)
     assert doc["generation"] == 3 and doc["build_in_progress"]
     assert doc["instance"] == "inst" and doc["heartbeat"] == {"wall": 2.0, "monotonic": 1.0}
 
@@ -52,7 +52,7 @@ def test_record_has_every_field_status_shows(tmp_path: Path) -> None:
 def test_write_is_skipped_once_a_successor_owns_the_file(tmp_path: Path) -> None:
     w = writer(tmp_path, Stats())
     w.write(record(w))
-    assert rt.read_json(tmp_path / "status.json")["lane"] == "clean"  # type: ignore[index]
+    assert read_record(tmp_path / "status.json")["lane"] == "clean"  # type: ignore[index]
     w.owner = False
     w.write(record(w, "dirty"))
-    assert rt.read_json(tmp_path / "status.json")["lane"] == "clean"  # type: ignore[index]
+    assert read_record(tmp_path / "status.json")["lane"] == "clean"  # type: ignore[index]

@@ -2,7 +2,7 @@
 
 Real projects and real sockets: a real daemon for the healthy case, and for
 the failures small Unix-socket listeners of our own that never answer,
-refuse, or answer as another build. `client.spawn` is replaced by a
+refuse, or answer as another build. `spawn` is replaced by a
 recorder where a test asks whether a daemon would be started.
 """
 
@@ -16,9 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import client, unanswered
-from ctindex import runtime as rt
-from ctindex.client import BarrierResult
+from ctindex.client import spawn as spawn_module
+from ctindex.client import unanswered
+from ctindex.client.daemon_requests import BARRIER_TIMEOUT, BUILD_MISMATCH
+from ctindex.ipc.build_id import build_id
+from ctindex.ipc.protocol import BarrierResult
+from ctindex.ipc.runtime_dir import RuntimePaths, ensure_private_dir
 from ctindex.policy.plan import Plan, load_plan
 from ctindex.policy.project import Project
 from ctindex.query import freshness
@@ -41,10 +44,10 @@ def spawns(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Every daemon start the freshness step asks for (successor flag); none happens."""
     asked: list[bool] = []
 
-    def spawn(root: Path, paths: rt.RuntimePaths, *, successor: bool = False, **_: bool) -> None:
+    def spawn(root: Path, paths: RuntimePaths, *, successor: bool = False, **_: bool) -> None:
         asked.append(successor)
 
-    monkeypatch.setattr(client, "spawn", spawn)
+    monkeypatch.setattr(spawn_module, "spawn", spawn)
     return asked
 
 
@@ -72,7 +75,7 @@ def listener(
     does at once) and never answered (a daemon still working)."""
     import socket
 
-    rt.ensure_private_dir(p.paths.dir)
+    ensure_private_dir(p.paths.dir)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(p.paths.socket))
     server.listen(8)
@@ -229,7 +232,7 @@ def test_barrier_timeout_falls_back_with_its_reason(
     p = make_cli_project(config={"barrier_timeout_ms": 200})
     with listener(p, lambda request: None):  # acknowledges, never answers
         got = answer(p)
-    assert (got.freshness.mode, got.freshness.reason) == ("fallback", client.BARRIER_TIMEOUT)
+    assert (got.freshness.mode, got.freshness.reason) == ("fallback", BARRIER_TIMEOUT)
     assert got.freshness.generation == got.value == published(p)
     assert spawns == []  # something is listening: never a second daemon
     assert unanswered.skipped(p.paths) is None  # a daemon at work is asked again
@@ -242,7 +245,7 @@ def test_a_daemon_that_never_acknowledges_is_backed_off(
     import fcntl
 
     p = make_cli_project(config={"barrier_timeout_ms": 200})
-    rt.ensure_private_dir(p.paths.dir)
+    ensure_private_dir(p.paths.dir)
     with open(p.paths.lock, "w") as lock, listener(p, None):  # never accepted: stopped
         fcntl.flock(lock, fcntl.LOCK_EX)  # held, as a stopped daemon holds it
         got = answer(p)
@@ -259,7 +262,7 @@ def test_refusing_daemon_falls_back_with_its_reason(
     cli_project: CliProject, spawns: list[bool]
 ) -> None:
     def refuse(request: dict[str, object]) -> dict[str, object]:
-        return {"ok": False, "error": "shutting down", "build": rt.build_id()}
+        return {"ok": False, "error": "shutting down", "build": build_id()}
 
     with listener(cli_project, refuse):
         got = answer(cli_project)
@@ -280,7 +283,7 @@ def test_daemon_of_another_build_is_replaced_after_reconciling(
     with listener(cli_project, other_build):
         got = answer(cli_project)
     assert got.freshness.mode == "fallback"
-    assert got.freshness.reason == f"{client.BUILD_MISMATCH}; restarted"
+    assert got.freshness.reason == f"{BUILD_MISMATCH}; restarted"
     assert got.freshness.generation == got.value == published(cli_project)
     assert spawns == [True]  # the successor, once
     assert asked == ["barrier"]  # a retiring daemon is not asked to stop

@@ -1,4 +1,4 @@
-"""ctindex/detach.py: a new session on POSIX; on Windows a new process group
+"""ctindex/client/detach.py: a new session on POSIX; on Windows a new process group
 without a console window (flags by feature, as `subprocess` offers them)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from ctindex.detach import Detach, detach_options
+from ctindex.client.detach import Detach, detach_options
 
 
 def test_posix_gets_a_new_session() -> None:

@@ -1,4 +1,4 @@
-"""ctindex/client.py `spawn`: a project with nothing to index gets no daemon
+"""ctindex/client/spawn.py `spawn`: a project with nothing to index gets no daemon
 (it would watch nothing for `idle_seconds`), whoever asks for one, and
 nothing is written for the attempt (docs/cli.md, "No scopes")."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctindex import client
-from ctindex import runtime as rt
+from ctindex.client.spawn import NOTHING_TO_INDEX, spawn
+from ctindex.ipc.runtime_dir import RuntimePaths
 from ctindex.policy.project import Project
 from tests.conftest import _daemons_under
 
@@ -17,9 +17,9 @@ def test_spawn_refuses_a_project_without_scopes(tmp_path: Path) -> None:
     (project / "notes").mkdir(parents=True)
     (project / "notes" / "hello.md").write_text("# Hello\n")
     (project / ".git").mkdir()
-    paths = rt.RuntimePaths.for_project(Project.at(project))
+    paths = RuntimePaths.for_project(Project.at(project))
     for ignore_cache in (False, True):  # a search's lazy start, `watch start`
-        assert client.spawn(project, paths, ignore_cache=ignore_cache) == client.NOTHING_TO_INDEX
+        assert spawn(project, paths, ignore_cache=ignore_cache) == NOTHING_TO_INDEX
     assert not (project / ".ct").exists()
     daemons = _daemons_under(tmp_path)
     for proc in daemons:

@@ -1,5 +1,5 @@
 """A stopped daemon is waited for once, then skipped until it shows life
-(ctindex/unanswered.py, docs/daemon.md "A daemon that does not answer").
+(ctindex/client/unanswered.py, docs/daemon.md "A daemon that does not answer").
 
 Real daemons stopped with SIGSTOP; whether a query waited is read from the
 back-off record's strike count and the answer's reason, never from a clock.
@@ -19,8 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ctindex import client, unanswered
 from ctindex.api import Index
+from ctindex.client import unanswered
+from ctindex.client.control import lock_held
 from tests import oracle
 from tests.daemon_support import CliProject, wait_for
 
@@ -115,8 +116,8 @@ def test_a_stopped_daemon_that_is_killed_is_not_backed_off(make_cli_project: Mak
         assert _backed_off(_search(project))
         os.kill(pid, signal.SIGKILL)
     # Its files are closed a moment after it stops being listed: wait for
-    # the lock (ctindex/client.py's own probe), then ask within the window.
-    wait_for(lambda: not client.lock_held(project.paths), HANG_GUARD_S)
+    # the lock (ctindex/client/control.py's own probe), then ask within the window.
+    wait_for(lambda: not lock_held(project.paths), HANG_GUARD_S)
     struck = _record(project)
     assert struck is not None
     # Far inside its window, whatever the machine's pace: only the dead

@@ -1,4 +1,4 @@
-"""ctindex/runtime.py's peer checks by feature: SO_PEERCRED, else
+"""ctindex/ipc/peer.py's peer checks by feature: SO_PEERCRED, else
 getpeereid(3), else none (the daemon disabled, never a traceback)."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 from ctindex.reconciler import platform_features
 
-from ctindex import runtime as rt
+from ctindex.ipc import peer
+from ctindex.ipc.peer import no_peer_check, peer_is_owner, peer_uid
 
 
 @pytest.fixture
@@ -28,8 +29,8 @@ def test_so_peercred_names_our_uid() -> None:
         pytest.skip("no SO_PEERCRED here")
     a, b = socket.socketpair()
     with a, b:
-        assert rt.no_peer_check() is None
-        assert rt.peer_is_owner(a)
+        assert no_peer_check() is None
+        assert peer_is_owner(a)
 
 
 def test_getpeereid_is_called_with_its_documented_signature(
@@ -45,34 +46,34 @@ def test_getpeereid_is_called_with_its_documented_signature(
         ctypes.cast(gid, ctypes.POINTER(ctypes.c_uint32)).contents.value = 7
         return 0
 
-    monkeypatch.setattr(rt, "_peereid", [fake])
+    monkeypatch.setattr(peer, "_peereid", [fake])
     a, b = socket.socketpair()
     with a, b:
-        assert rt.no_peer_check() is None
-        assert rt.peer_uid(a) == 4242
+        assert no_peer_check() is None
+        assert peer_uid(a) == 4242
         assert calls == [a.fileno()]
 
 
 def test_getpeereid_failure_is_an_oserror(
     no_peercred: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(rt, "_peereid", [lambda fd, uid, gid: -1])
+    monkeypatch.setattr(peer, "_peereid", [lambda fd, uid, gid: -1])
     monkeypatch.setattr(ctypes, "get_errno", lambda: errno.ENOTCONN)
     a, b = socket.socketpair()
     with a, b:
         with pytest.raises(OSError) as got:
-            rt.peer_uid(a)
+            peer_uid(a)
         assert got.value.errno == errno.ENOTCONN
-        assert not rt.peer_is_owner(a)
+        assert not peer_is_owner(a)
 
 
 def test_without_any_mechanism_the_daemon_is_disabled_with_a_reason(
     no_peercred: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(rt, "_peereid", [None])
-    assert rt.no_peer_check() == (
+    monkeypatch.setattr(peer, "_peereid", [None])
+    assert no_peer_check() == (
         "daemon disabled: no peer credential check on this platform (SO_PEERCRED, getpeereid)"
     )
     a, b = socket.socketpair()
     with a, b:
-        assert not rt.peer_is_owner(a)  # no proof, no service
+        assert not peer_is_owner(a)  # no proof, no service

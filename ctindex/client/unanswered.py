@@ -2,7 +2,7 @@
 
 A stopped (SIGSTOP, a suspended terminal job) or wedged daemon still has
 its socket, and the kernel still completes connections to it: only the
-missing ACK line (ctindex/daemon/server.py) tells it apart, after
+missing ACK line (ctindex/ipc/protocol.py) tells it apart, after
 ACK_WAIT_S. That wait is paid once: the query that paid it writes a record
 into the runtime folder, and every query (of any process) that finds the
 record in force goes straight to its own fallback, labelled with the reason
@@ -30,22 +30,19 @@ import os
 import time
 from pathlib import Path
 
-from ctindex import runtime as rt
+from ctindex.ipc.protocol import ACK_WAIT_S as ACK_WAIT_S  # what a strike waited for
+from ctindex.ipc.records import read_record, write_record
 
 TYPE_CHECKING = False  # not `typing`'s: the query path does not import typing
 if TYPE_CHECKING:
-    from typing import Any
+    from ctindex.ipc.records import Record
+    from ctindex.ipc.runtime_dir import RuntimePaths
 
-# The line a daemon's loop sends the moment it reads a request that asks
-# for it (ctindex/daemon/server.py), before any work: the one definition the
-# daemon and both clients (ctindex/fast_entry.py, ctindex/client.py) share.
-ACK_LINE = b'{"ack":true}'
-ACK_WAIT_S = 0.4  # connect, send and the ACK: what a stuck daemon costs (within 0.5 s in all)
 BACKOFF_FIRST_S = 2.0
 BACKOFF_MAX_S = 60.0
 REASON = "daemon not answering"
 RECORD_NAME = "unanswered.json"
-LOCK_RECORD_LIMIT = 4096  # ctindex/client.py: the lock file holds "pid instance"
+LOCK_RECORD_LIMIT = 4096  # ctindex/client/control.py: the lock file holds "pid instance"
 
 # Strikes this process could not write down (a read-only runtime folder),
 # by socket path: (reason, until). The in-process fallback after the query
@@ -53,15 +50,15 @@ LOCK_RECORD_LIMIT = 4096  # ctindex/client.py: the lock file holds "pid instance
 _unwritten: dict[str, tuple[str, float]] = {}
 
 
-def record_path(paths: rt.RuntimePaths) -> Path:
+def record_path(paths: RuntimePaths) -> Path:
     return paths.dir / RECORD_NAME
 
 
-def skipped(paths: rt.RuntimePaths, now: float | None = None) -> str | None:
+def skipped(paths: RuntimePaths, now: float | None = None) -> str | None:
     """The reason to skip the project's daemon (a freshness reason), or None
     when it should be asked."""
     now = time.time() if now is None else now
-    record = rt.read_json(record_path(paths), 4096)
+    record = read_record(record_path(paths), 4096)
     if record is None:
         reason, kept_until = _unwritten.get(os.fspath(paths.socket), ("", 0.0))
         return reason if now < kept_until else None
@@ -76,17 +73,17 @@ def skipped(paths: rt.RuntimePaths, now: float | None = None) -> str | None:
     return _reason(until)
 
 
-def strike(paths: rt.RuntimePaths, now: float | None = None) -> str:
+def strike(paths: RuntimePaths, now: float | None = None) -> str:
     """Remember that the daemon did not acknowledge within ACK_WAIT_S;
     returns the reason the answer is labelled with."""
     now = time.time() if now is None else now
     daemon = _identity(paths)
-    old = rt.read_json(record_path(paths), 4096) or {}
+    old = read_record(record_path(paths), 4096) or {}
     strikes = old.get("strikes") if old.get("daemon") == daemon else 0
     strikes = (strikes if isinstance(strikes, int) and strikes > 0 else 0) + 1
     window = min(BACKOFF_FIRST_S * 2 ** min(strikes - 1, 16), BACKOFF_MAX_S)
     until = now + window
-    record: dict[str, Any] = {
+    record: Record = {
         "daemon": daemon,
         "status": _status_mark(paths),
         "strikes": strikes,
@@ -94,14 +91,16 @@ def strike(paths: rt.RuntimePaths, now: float | None = None) -> str:
         "until": until,
     }
     reason = _reason(until)
+    from ctindex.errors import IndexWriteError
+
     try:
-        rt.write_json(record_path(paths), record)
-    except OSError:  # unwritable: this process still remembers
+        write_record(record_path(paths), record)
+    except (OSError, IndexWriteError):  # unwritable: this process still remembers
         _unwritten[os.fspath(paths.socket)] = (reason, until)
     return reason
 
 
-def clear(paths: rt.RuntimePaths) -> None:
+def clear(paths: RuntimePaths) -> None:
     """The daemon answered: forget any strike against it."""
     _unwritten.pop(os.fspath(paths.socket), None)
     with contextlib.suppress(OSError):
@@ -112,7 +111,7 @@ def _reason(until: float) -> str:
     return f"{REASON}: backed off until {time.strftime('%H:%M:%S', time.localtime(until))}"
 
 
-def _identity(paths: rt.RuntimePaths) -> list[Any] | None:
+def _identity(paths: RuntimePaths) -> list[list[str] | int] | None:
     """[lock record words, socket device, socket inode]: which daemon this is."""
     try:
         st = os.lstat(paths.socket)
@@ -121,10 +120,10 @@ def _identity(paths: rt.RuntimePaths) -> list[Any] | None:
     return [_lock_words(paths), st.st_dev, st.st_ino]
 
 
-def _lock_held(paths: rt.RuntimePaths) -> bool:
+def _lock_held(paths: RuntimePaths) -> bool:
     """True while some process holds the daemon's lock (a stopped one does;
     a killed one, even a zombie nobody reaps, does not). The probe takes a
-    shared lock for an instant, as ctindex/client.py `lock_held` does."""
+    shared lock for an instant, as ctindex/client/control.py `lock_held` does."""
     try:
         import fcntl  # the lock is flock(2)'s (portalocker's POSIX locker)
     except ImportError:  # elsewhere the socket and lock record identify it
@@ -144,7 +143,7 @@ def _lock_held(paths: rt.RuntimePaths) -> bool:
     return False
 
 
-def _lock_words(paths: rt.RuntimePaths) -> list[str]:
+def _lock_words(paths: RuntimePaths) -> list[str]:
     try:
         fd = os.open(paths.lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -157,7 +156,7 @@ def _lock_words(paths: rt.RuntimePaths) -> list[str]:
         os.close(fd)
 
 
-def _status_mark(paths: rt.RuntimePaths) -> list[int] | None:
+def _status_mark(paths: RuntimePaths) -> list[int] | None:
     """The full stat fingerprint of status.json (replaced at every heartbeat)."""
     try:
         st = os.stat(paths.status)

@@ -1,0 +1,132 @@
+"""Asking the project's daemon: a barrier, a ping, any request, with the
+failure vocabulary a query reports (ctindex/ipc/protocol.py carries the
+bytes; ctindex/query/freshness.py decides what an answer means).
+
+It is on every indexed query, so it imports only the standard library at
+module level. A barrier is a bounded exchange: connect (CONNECT_TIMEOUT_S
+of the protocol) and the whole exchange (plan.settings.barrier_timeout_ms)
+are both capped. Any failure is a BarrierFailed; the caller reconciles.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+from ctindex.client import unanswered
+from ctindex.ipc import protocol
+from ctindex.ipc.build_id import build_id
+from ctindex.ipc.peer import no_peer_check
+from ctindex.ipc.protocol import BarrierResult, ExchangeFailed
+
+TYPE_CHECKING = False  # not `typing`'s: the query path does not import typing
+if TYPE_CHECKING:
+    from ctindex.ipc.protocol import Message
+    from ctindex.ipc.runtime_dir import RuntimePaths
+
+# Failure reasons (shown in freshness.reason and `watch status`).
+NO_DAEMON = protocol.NO_DAEMON
+BARRIER_TIMEOUT = protocol.BARRIER_TIMEOUT
+DAEMON_BUSY = protocol.DAEMON_BUSY
+WRONG_OWNER = protocol.WRONG_OWNER
+PLAN_MISMATCH = "daemon has a different plan"
+# The daemon runs other code than this client (an upgrade, an edited editable
+# install): it exits after saying so, and this command starts its successor.
+BUILD_MISMATCH = "daemon was a different build"
+RETIRE_TIMEOUT_S = 0.2  # asking a daemon of an older build (no build check) to stop
+
+
+class BarrierFailed(Exception):
+    """No trustworthy answer; `spawnable` when nothing is listening at all
+    (or the daemon that answered is leaving because it is another build)."""
+
+    def __init__(self, reason: str, spawnable: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.spawnable = spawnable
+
+    @property
+    def other_build(self) -> bool:
+        return self.reason == BUILD_MISMATCH
+
+
+def token() -> str:
+    """A fresh request or claim token."""
+    return os.urandom(8).hex()  # identity, not a secret: `secrets` would cost imports
+
+
+def request(paths: RuntimePaths, payload: Message, timeout: float, *, ack: bool = False) -> Message:
+    """One request/answer exchange; raises BarrierFailed with a reason.
+    Every request carries this process's build id (the daemon serves queries
+    of its own build only). With `ack`, the daemon's ACK line must come
+    within ACK_WAIT_S: a daemon that sends none is stopped or wedged,
+    remembered as such (ctindex/client/unanswered.py), and skipped by the
+    next requests with `ack` until it shows life again."""
+    disabled = no_peer_check()
+    if disabled is not None:  # no daemon may be trusted here: never started, never asked
+        raise BarrierFailed(disabled)
+    if ack:
+        skipped = unanswered.skipped(paths)
+        if skipped is not None:
+            raise BarrierFailed(skipped)
+    try:
+        reply = protocol.exchange(paths.socket, {**payload, "build": build_id()}, timeout, ack=ack)
+    except ExchangeFailed as failed:
+        if failed.unacknowledged:
+            raise BarrierFailed(unanswered.strike(paths)) from failed
+        raise BarrierFailed(failed.reason, spawnable=failed.spawnable) from failed
+    if ack:
+        unanswered.clear(paths)
+    return reply
+
+
+def ping(paths: RuntimePaths, timeout: float = 0.5) -> bool:
+    """True when a daemon of this build answers on the project's socket (no
+    barrier, no spawn). A daemon of another build is told to leave: False."""
+    try:
+        reply = request(paths, {"op": "ping"}, timeout)
+        _check_build(paths, reply)
+    except BarrierFailed:
+        return False
+    return reply.get("ok") is True
+
+
+def _check_build(paths: RuntimePaths, reply: Message) -> None:
+    """Raise BarrierFailed(BUILD_MISMATCH) when `reply` came from another build.
+    A daemon that checks builds has already begun to exit (`retiring`); one
+    that predates the check answers with no build, and is asked to stop."""
+    if reply.get("build") == build_id():
+        return
+    if reply.get("retiring") is not True:
+        with contextlib.suppress(BarrierFailed):
+            request(paths, {"op": "stop"}, RETIRE_TIMEOUT_S)
+    raise BarrierFailed(BUILD_MISMATCH, spawnable=True)
+
+
+def barrier(
+    paths: RuntimePaths, plan_digest: str, timeout_ms: int, config: list[int] | str | None = None
+) -> BarrierResult:
+    """Ask the daemon to prove it has applied every event queued before now.
+    `config`: the config file's stat as the client saw it (the daemon reloads
+    its plan first when its own differs)."""
+    started = time.monotonic()
+    payload: Message = {
+        "op": "barrier",
+        "token": token(),
+        "plan": plan_digest,
+        "timeout_ms": timeout_ms,
+    }
+    if config is not None:
+        payload["config"] = config
+    reply = request(paths, payload, timeout_ms / 1000, ack=True)
+    _check_build(paths, reply)
+    if reply.get("ok") is not True:
+        error = reply.get("error")
+        raise BarrierFailed(f"daemon: {error}" if isinstance(error, str) else "daemon error")
+    if reply.get("plan") != plan_digest:
+        raise BarrierFailed(PLAN_MISMATCH)
+    try:
+        return BarrierResult.from_reply(reply, round((time.monotonic() - started) * 1000, 3))
+    except ValueError as exc:
+        raise BarrierFailed(protocol.MALFORMED) from exc

@@ -1,0 +1,332 @@
+"""The daemon's wire protocol: its messages, the one bounded exchange, and
+the rule that says when a barrier's answer vouches for an index by itself.
+
+One request per connection over the project's Unix socket: a JSON object on
+one line, answered by a JSON object on one line (docs/daemon.md, "Barrier
+protocol" and "Query path"). A request with `"ack": true` first gets ACK_LINE
+the moment the daemon's loop reads it, so a client tells a stopped or wedged
+daemon from one still working on its answer.
+
+Both clients (ctindex/fast_entry.py for a `search`, ctindex/client/ for the
+barrier and control) exchange through `exchange`; the daemon
+(ctindex/daemon/server.py) reads and answers the same messages. What
+arrives is checked before it is used: a malformed message is a
+ProtocolError or an ExchangeFailed with its reason, never a KeyError.
+
+Standard library only, and only what a search costs anyway (no `typing`,
+no `dataclasses`, no `socket` module: ctindex/fast_entry.py imports this on
+every `ctindex` process).
+"""
+
+from __future__ import annotations
+
+# The C socket type itself: the `socket` module wraps it in enums and imports
+# selectors, ~3 ms a search would pay for nothing (the type, its methods and
+# exceptions are the same).
+import _socket
+import json
+import os
+import time
+
+from ctindex.ipc.peer import peer_is_owner
+
+TYPE_CHECKING = False  # not `typing`'s: the query path does not import typing
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import TypedDict
+
+    # One message as JSON decodes it; each kind is checked by its reader here.
+    Message = dict[str, object]
+
+    class SearchAnswer(TypedDict):
+        """What a daemon-answered `search` prints and exits with."""
+
+        stdout: str
+        stderr: str
+        code: int
+
+    class SearchRequest(TypedDict):
+        """A `search` as the fast entry sends it (argv after colour decided)."""
+
+        argv: list[str]
+        cwd: str
+
+
+# The line a daemon's loop sends the moment it reads a request that asks
+# for it, before any work.
+ACK_LINE = b'{"ack":true}'
+ACK_WAIT_S = 0.4  # connect, send and the ACK: what a stuck daemon costs (within 0.5 s in all)
+CONNECT_TIMEOUT_S = 0.1
+MAX_REQUEST = 4096  # the daemon refuses longer request lines
+MAX_REPLY = 1 << 20  # a barrier's or status answer; a search allows more (its own cap)
+
+# Why an exchange failed (shown in freshness.reason and `watch status`).
+NO_DAEMON = "no daemon"
+BARRIER_TIMEOUT = "barrier timeout"
+DAEMON_BUSY = "daemon busy"
+WRONG_OWNER = "daemon socket owned by another user"
+CLOSED = "daemon closed the connection"
+TOO_LARGE = "daemon error: reply too large"
+MALFORMED = "daemon error: malformed reply"
+UNACKNOWLEDGED = "daemon sent no ACK"  # the caller words it (ctindex/client/unanswered.py)
+
+
+class ExchangeFailed(Exception):
+    """No answer: `spawnable` when nothing listens at all; `unacknowledged`
+    when an ACK was asked for and none came within ACK_WAIT_S (the daemon
+    is stopped or wedged: the caller remembers it)."""
+
+    def __init__(self, reason: str, *, spawnable: bool = False, unacknowledged: bool = False):
+        super().__init__(reason)
+        self.reason = reason
+        self.spawnable = spawnable
+        self.unacknowledged = unacknowledged
+
+
+class ProtocolError(ValueError):
+    """A message that does not have the shape its kind requires."""
+
+
+def encode(message: Message) -> bytes:
+    """One message as its line on the wire."""
+    return (json.dumps(message, separators=(",", ":")) + "\n").encode()
+
+
+def decode(line: bytes | bytearray) -> Message:
+    """One line as a message; raises ProtocolError unless it is a JSON object."""
+    try:
+        message = json.loads(line)
+    except ValueError as exc:
+        raise ProtocolError("not JSON") from exc
+    if not isinstance(message, dict):
+        raise ProtocolError("not a JSON object")
+    return message
+
+
+def exchange(
+    socket_path: Path,
+    request: Message,
+    timeout: float,
+    *,
+    ack: bool = False,
+    max_reply: int = MAX_REPLY,
+) -> Message:
+    """Send `request` to the daemon at `socket_path` and read its answer.
+
+    Bounded: the connect by CONNECT_TIMEOUT_S, the whole exchange by
+    `timeout`, the answer by `max_reply` bytes. With `ack`, the ACK line
+    must come within ACK_WAIT_S. Only a daemon of this user is asked (the
+    peer's uid, ctindex/ipc/peer.py). Raises ExchangeFailed with a reason."""
+    if ack:
+        request = {**request, "ack": True}
+    started = time.monotonic()
+    deadline = started + timeout
+    # Until the ACK (or an answer) arrives, wait no longer than ACK_WAIT_S.
+    first_by = started + min(ACK_WAIT_S, timeout) if ack else deadline
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        _connect(sock, socket_path, min(CONNECT_TIMEOUT_S, timeout), ack)
+        line = _converse(sock, encode(request), first_by, deadline, ack, max_reply)
+    finally:
+        sock.close()
+    try:
+        return decode(line)
+    except ProtocolError as exc:
+        raise ExchangeFailed(MALFORMED) from exc
+
+
+def _connect(sock: _socket.socket, socket_path: Path, timeout: float, ack: bool) -> None:
+    sock.settimeout(timeout)
+    try:
+        sock.connect(os.fspath(socket_path))
+    except (FileNotFoundError, NotADirectoryError, ConnectionRefusedError) as exc:
+        raise ExchangeFailed(NO_DAEMON, spawnable=True) from exc
+    except (TimeoutError, BlockingIOError) as exc:  # backlog full: a daemon exists, stuck
+        if ack:
+            raise ExchangeFailed(UNACKNOWLEDGED, unacknowledged=True) from exc
+        raise ExchangeFailed(DAEMON_BUSY) from exc
+    except OSError as exc:
+        raise ExchangeFailed(f"cannot connect: {exc.strerror or exc}") from exc
+    if not peer_is_owner(sock):
+        raise ExchangeFailed(WRONG_OWNER)
+
+
+def _converse(
+    sock: _socket.socket, data: bytes, first_by: float, deadline: float, ack: bool, max_reply: int
+) -> bytearray:
+    """Send `data`, then read until the answer's line (past an ACK line)."""
+    buf = bytearray()
+    heard = False  # an ACK or an answer came: the daemon's loop is alive
+    try:
+        sock.settimeout(max(first_by - time.monotonic(), 0.001))
+        sock.sendall(data)
+        while True:
+            line, newline, rest = buf.partition(b"\n")
+            if newline and not (ack and line == ACK_LINE):
+                return line
+            if newline:
+                heard, buf = True, bytearray(rest)
+                continue
+            left = (deadline if heard else first_by) - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            sock.settimeout(left)
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ExchangeFailed(CLOSED)
+            buf += chunk
+            if len(buf) > max_reply:
+                raise ExchangeFailed(TOO_LARGE)
+    except TimeoutError as exc:
+        if ack and not heard:
+            raise ExchangeFailed(UNACKNOWLEDGED, unacknowledged=True) from exc
+        raise ExchangeFailed(BARRIER_TIMEOUT) from exc
+    except (OSError, ValueError) as exc:  # ValueError: the socket closed under us
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ExchangeFailed(f"daemon connection failed: {detail}") from exc
+
+
+# -- the `search` op (docs/daemon.md "Query path") -----------------------------
+
+
+def search_request(message: Message) -> SearchRequest | None:
+    """A `search` request's words and folder, or None when malformed."""
+    argv, cwd = message.get("argv"), message.get("cwd")
+    if not isinstance(argv, list) or not isinstance(cwd, str):
+        return None
+    words = [a for a in argv if isinstance(a, str)]
+    return {"argv": words, "cwd": cwd} if len(words) == len(argv) else None
+
+
+def search_answer(reply: Message, build: str) -> SearchAnswer | None:
+    """What to print for a `search`, or None when the daemon declined, runs
+    another build, or answered in another shape (never printed then)."""
+    if reply.get("ok") is not True or reply.get("build") != build:
+        return None
+    out, err, code = reply.get("stdout"), reply.get("stderr"), reply.get("code")
+    if not isinstance(out, str) or not isinstance(err, str) or type(code) is not int:
+        return None
+    return {"stdout": out, "stderr": err, "code": code}
+
+
+# -- the `barrier` op (docs/daemon.md "Barrier protocol") ----------------------
+
+
+def events_trusted(backend: str, degraded: str | None) -> bool:
+    """The trust rule: only events from a native watcher (not the poll
+    lane) that is not degraded keep an index fresh by themselves. The
+    client labels an answer by it (ctindex/query/freshness.py `judge`) and
+    the daemon declines to answer a query alone without it
+    (ctindex/daemon/search_op.py)."""
+    return backend != "poll" and not degraded
+
+
+_BARRIER_FIELDS = (
+    "generation",
+    "instance",
+    "lane",
+    "backend",
+    "backend_reason",
+    "degraded",
+    "reconciled",
+    "reconcile_reason",
+    "reconcile_ms",
+    "barrier_ms",
+    "identity",
+    "outside",
+    "plan",
+)
+
+
+class BarrierResult:
+    """A barrier's successful answer: what the daemon sends (`to_wire`) and
+    what a client reads (`from_reply`), over the socket or through a share
+    (ctindex/share_client.py). A plain class, not a dataclass: this module
+    is imported by every `ctindex` process."""
+
+    __slots__ = _BARRIER_FIELDS
+
+    def __init__(
+        self,
+        *,
+        generation: int,
+        instance: str,
+        lane: str,
+        backend: str,
+        backend_reason: str | None,
+        degraded: str | None,
+        reconciled: bool,
+        reconcile_reason: str | None,
+        reconcile_ms: float | None,
+        barrier_ms: float,
+        identity: str = "",
+        outside: str | None = None,
+        plan: str = "",
+    ) -> None:
+        self.generation = generation
+        self.instance = instance
+        self.lane = lane
+        self.backend = backend
+        self.backend_reason = backend_reason
+        self.degraded = degraded
+        self.reconciled = reconciled  # the daemon ran a full pass to answer (overflow, audit, ...)
+        self.reconcile_reason = reconcile_reason
+        self.reconcile_ms = reconcile_ms
+        self.barrier_ms = barrier_ms
+        # The manifest identity of the generation vouched for: the reader opens
+        # exactly that generation or one published on top of it (Vouched).
+        self.identity = identity
+        # Why the daemon rebuilt a store changed outside ctindex (reported once).
+        self.outside = outside
+        self.plan = plan  # the digest of the plan the daemon answered under
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BarrierResult):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in _BARRIER_FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable fields: no hash
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{f}={getattr(self, f)!r}" for f in _BARRIER_FIELDS)
+        return f"BarrierResult({fields})"
+
+    @classmethod
+    def from_reply(cls, reply: Message, barrier_ms: float) -> BarrierResult:
+        """The answer as it arrived, with the barrier's time as the client
+        measured it; raises ProtocolError (a ValueError) when malformed."""
+        generation, instance = reply.get("generation"), reply.get("instance")
+        lane, backend = reply.get("lane"), reply.get("backend")
+        if type(generation) is not int:
+            raise ProtocolError("barrier answer: generation is not a number")
+        if not isinstance(instance, str) or not isinstance(lane, str):
+            raise ProtocolError("barrier answer: no instance or lane")
+        if not isinstance(backend, str):
+            raise ProtocolError("barrier answer: no backend")
+        return cls(
+            generation=generation,
+            instance=instance,
+            lane=lane,
+            backend=backend,
+            backend_reason=_opt_str(reply.get("backend_reason")),
+            degraded=_opt_str(reply.get("degraded")),
+            reconciled=bool(reply.get("reconciled")),
+            reconcile_reason=_opt_str(reply.get("reconcile_reason")),
+            reconcile_ms=_opt_float(reply.get("reconcile_ms")),
+            barrier_ms=barrier_ms,
+            identity=_opt_str(reply.get("identity")) or "",
+            outside=_opt_str(reply.get("outside")),
+            plan=_opt_str(reply.get("plan")) or "",
+        )
+
+    def to_wire(self) -> Message:
+        """The answer line's fields, as the daemon sends them."""
+        return {"ok": True, **{f: getattr(self, f) for f in _BARRIER_FIELDS}}
+
+
+def _opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _opt_float(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
