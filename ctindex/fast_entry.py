@@ -150,6 +150,8 @@ def _ask(paths: RuntimePaths, request: protocol.Message, timeout: float) -> Sear
     except protocol.ExchangeFailed as failed:
         if failed.unacknowledged:
             unanswered.strike(paths)
+        elif failed.heard:
+            unanswered.clear(paths)  # it answered, if not in shape: alive
         return None
     unanswered.clear(paths)
     return protocol.search_answer(reply, build_id())  # declined or another build: None

@@ -5,7 +5,7 @@ bytes; ctindex/query/freshness.py decides what an answer means).
 It is on every indexed query, so it imports only the standard library at
 module level. A barrier is a bounded exchange: connect (CONNECT_TIMEOUT_S
 of the protocol) and the whole exchange (plan.settings.barrier_timeout_ms)
-are both capped. Any failure is a BarrierFailed; the caller reconciles.
+are both capped. Every failure is a BarrierFailed; the caller reconciles.
 """
 
 from __future__ import annotations
@@ -75,6 +75,8 @@ def request(paths: RuntimePaths, payload: Message, timeout: float, *, ack: bool 
     except ExchangeFailed as failed:
         if failed.unacknowledged:
             raise BarrierFailed(unanswered.strike(paths)) from failed
+        if ack and failed.heard:
+            unanswered.clear(paths)  # it answered, if not in shape: alive
         raise BarrierFailed(failed.reason, spawnable=failed.spawnable) from failed
     if ack:
         unanswered.clear(paths)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ctindex.commands import Context
 
@@ -94,14 +94,14 @@ def _refuse_in_ci(force: bool) -> None:
         )
 
 
-def _start(ctx: Context, plan: Plan) -> dict[str, Any]:
+def _start(ctx: Context, plan: Plan) -> dict[str, object]:
     from ctindex.client.daemon_requests import ping
     from ctindex.client.spawn import STARTING, spawn
     from ctindex.ipc.runtime_dir import RuntimePaths
     from ctindex.ipc.spawn_failure import clear_spawn_failure
 
     paths = RuntimePaths.for_project(ctx.project)
-    doc: dict[str, Any] = {"ok": False, "already_running": False, "watch": plan.settings.watch}
+    doc: dict[str, object] = {"ok": False, "already_running": False, "watch": plan.settings.watch}
     if not plan.settings.watch:
         doc["error"] = (
             f"{ctx.project.config_path}: watch: false, so searches reconcile "
@@ -159,7 +159,7 @@ def _foreground(ctx: Context, plan: Plan) -> int:
 FOREGROUND_CLEAN_STOPS = ("stop-request", "signal SIGTERM", "signal SIGINT", "watch-disabled")
 
 
-def busy_filesystem(doc: dict[str, Any]) -> dict[str, str] | None:
+def busy_filesystem(doc: dict[str, object]) -> dict[str, str] | None:
     """The filesystem a running daemon keeps busy: it holds its lock and log
     open in the runtime folder for its whole life, so that filesystem cannot
     be unmounted until the daemon stops (it would otherwise only idle out
@@ -180,7 +180,7 @@ def busy_filesystem(doc: dict[str, Any]) -> dict[str, str] | None:
     return {"mount_point": found.mount_point, "fstype": found.fstype}
 
 
-def _summary(action: str, doc: dict[str, Any]) -> str:
+def _summary(action: str, doc: dict[str, object]) -> str:
     if action == "start":
         if not doc.get("ok"):
             return f"watch start failed: {doc.get('error')}"

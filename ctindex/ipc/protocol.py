@@ -72,15 +72,25 @@ UNACKNOWLEDGED = "daemon sent no ACK"  # the caller words it (ctindex/client/una
 
 
 class ExchangeFailed(Exception):
-    """No answer: `spawnable` when nothing listens at all; `unacknowledged`
-    when an ACK was asked for and none came within ACK_WAIT_S (the daemon
-    is stopped or wedged: the caller remembers it)."""
+    """No usable answer: `spawnable` when nothing listens at all;
+    `unacknowledged` when an ACK was asked for and none came within
+    ACK_WAIT_S (the daemon is stopped or wedged: the caller remembers it);
+    `heard` when a whole answer line came but did not parse (the daemon's
+    loop is alive, whatever it said)."""
 
-    def __init__(self, reason: str, *, spawnable: bool = False, unacknowledged: bool = False):
+    def __init__(
+        self,
+        reason: str,
+        *,
+        spawnable: bool = False,
+        unacknowledged: bool = False,
+        heard: bool = False,
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.spawnable = spawnable
         self.unacknowledged = unacknowledged
+        self.heard = heard
 
 
 class ProtocolError(ValueError):
@@ -132,7 +142,7 @@ def exchange(
     try:
         return decode(line)
     except ProtocolError as exc:
-        raise ExchangeFailed(MALFORMED) from exc
+        raise ExchangeFailed(MALFORMED, heard=True) from exc
 
 
 def _connect(sock: _socket.socket, socket_path: Path, timeout: float, ack: bool) -> None:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     from ctindex.client.daemon_requests import BarrierFailed
@@ -100,7 +100,7 @@ class Freshness:
         reports once): the only statement the plan-less fast path gives."""
         return self.mode == WATCHER_CLEAN and self.reason is None
 
-    def _fields(self) -> dict[str, Any]:
+    def _fields(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in _FIELDS}
 
     def __eq__(self, other: object) -> bool:
@@ -109,7 +109,7 @@ class Freshness:
     def __repr__(self) -> str:
         return f"Freshness({self._fields()})"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {**self._fields(), "notes": list(self.notes)}
 
 

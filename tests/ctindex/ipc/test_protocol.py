@@ -97,6 +97,7 @@ def test_a_malformed_or_broken_reply_is_a_reason_never_a_traceback(
         exchange(path, {"op": "status"}, HANG_GUARD_S)
     assert failed.value.reason == reason
     assert not failed.value.unacknowledged and not failed.value.spawnable
+    assert failed.value.heard is (reason == protocol.MALFORMED)  # a whole line came
 
 
 def test_a_daemon_that_never_acknowledges_is_told_apart(tmp_path: Path) -> None:
