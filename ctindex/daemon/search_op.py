@@ -22,7 +22,7 @@ from ctindex.daemon.status import Stats
 from ctindex.ipc.protocol import events_trusted, search_request
 
 if TYPE_CHECKING:
-    from ctindex.ipc.protocol import Message
+    from ctindex.ipc.protocol import Message, SearchAnswer
 
 
 class SearchLoop(Protocol):
@@ -127,9 +127,8 @@ class SearchOp:
                 self.decline(job.conn, "slow query" if job.late else str(job.declined))
                 continue
             self.queries.answered += 1
-            server.reply(
-                job.conn, {"ok": True, "stdout": job.stdout, "stderr": job.stderr, "code": job.code}
-            )
+            answer: SearchAnswer = {"stdout": job.stdout, "stderr": job.stderr, "code": job.code}
+            server.reply(job.conn, {"ok": True, **answer})  # read by protocol.search_answer
 
     def decline(self, conn: Connection, reason: str) -> None:
         """Not answered here: the client runs the in-process path."""
