@@ -204,7 +204,7 @@ def _rebuild_with(project: Project, plan: Plan, *, pure: bool) -> None:
     from ctindex.reconciler import native
 
     from ctindex.base import native_modules
-    from ctindex.indexer import rebuild
+    from ctindex.indexing.transaction import rebuild
 
     old = os.environ.get("CTINDEX_PURE")
     os.environ["CTINDEX_PURE"] = "1" if pure else "0"

@@ -329,7 +329,7 @@ Engine = Callable[[Query], tuple[list[str], set[str]]]  # (ranked keys, all matc
 
 
 def ctindex_engine(root: Path) -> Engine:
-    from ctindex.indexer import update
+    from ctindex.indexing.transaction import update
     from ctindex.policy.plan import load_plan
     from ctindex.policy.project import Project
     from ctindex.search.execute import search_index

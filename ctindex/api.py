@@ -49,7 +49,7 @@ from ctindex.service.types import (
 )
 
 if TYPE_CHECKING:
-    from ctindex import indexer
+    from ctindex.indexing import transaction
     from ctindex.policy.decide import Decision
     from ctindex.policy.plan import Plan
     from ctindex.query.freshness import Answered
@@ -311,19 +311,19 @@ class Index:
     def update(self) -> UpdateReport:
         """A full reconciliation (`ctindex update`); publishes a generation
         only if something changed."""
-        from ctindex.indexer import update
+        from ctindex.indexing.transaction import update
 
         with self._lock:
             return self._report(update(self.project, self.plan()))
 
     def rebuild(self) -> UpdateReport:
         """A fresh index, published atomically (`ctindex rebuild`)."""
-        from ctindex.indexer import rebuild
+        from ctindex.indexing.transaction import rebuild
 
         with self._lock:
             return self._report(rebuild(self.project, self.plan()))
 
-    def _report(self, report: indexer.UpdateReport) -> UpdateReport:
+    def _report(self, report: transaction.UpdateReport) -> UpdateReport:
         from ctindex.service.types import update_report_of
         from ctindex.service.update_problems import problems
 

@@ -3,7 +3,7 @@
 A pass made with ``reconcile(..., defer_reads=True)`` walks and stats but
 reads nothing; it lists each file it would have read as a `Pending` read.
 Whoever holds the pending list reads them with a `KeyReader` (a rebuild's
-forked workers each read their own key range, ctindex/build.py) and hands
+forked workers each read their own key range, ctindex/indexing/analyse.py) and hands
 the outcomes back to `complete`, which finishes the result exactly as the
 walk's own reads would have: the same manifest entries, the same added,
 dirty and problem lists.

@@ -24,7 +24,12 @@ REPO = Path(__file__).resolve().parents[1]
 # repository folder -> installed package name
 ROOMS = {"ctindex": "ctindex", "reconciler": "ctindex.reconciler", "backends": "ctindex.backends"}
 INNER_ROOMS = ("ctindex.reconciler", "ctindex.backends")
-WRITE_SIDE = ("ctindex.indexer", "ctindex.store.writer", "ctindex.store.gc", "ctindex.build")
+WRITE_SIDE = (
+    "ctindex.indexing.transaction",
+    "ctindex.store.writer",
+    "ctindex.store.gc",
+    "ctindex.indexing.analyse",
+)
 READ_SIDE = (
     "ctindex.search",
     "ctindex.store.snapshot",

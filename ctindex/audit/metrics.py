@@ -23,7 +23,7 @@ from ctindex.errors import CtindexError
 
 if TYPE_CHECKING:
     from ctindex.audit.verify import Audit
-    from ctindex.indexer import UpdateReport
+    from ctindex.indexing.transaction import UpdateReport
     from ctindex.policy.project import Project
 
 PREFIX = "ctindex_"

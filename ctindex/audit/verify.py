@@ -106,7 +106,7 @@ def audit(project: Project, plan: Plan, *, lock_timeout: float | None = None) ->
 
 
 def _audit_locked(project: Project, plan: Plan, found: Audit) -> None:
-    from ctindex.indexer import rebuild_reason
+    from ctindex.indexing.transaction import rebuild_reason
     from ctindex.store.generation import read_manifest
 
     index_dir = found.index_dir
@@ -231,7 +231,7 @@ def _load_table(index_dir: Path, m: StoreManifest, found: Audit) -> Manifest | N
 
 def _reconcile(project: Project, plan: Plan, table: Manifest, found: Audit) -> None:
     """A full pass with no sink and no publish: its result is only read."""
-    from ctindex.indexer import walk_problems
+    from ctindex.indexing.transaction import walk_problems
     from ctindex.reconciler import reconcile
 
     res = reconcile(project.root, plan.path_filter(), table)

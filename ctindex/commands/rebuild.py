@@ -10,7 +10,7 @@ from ctindex.commands import Context
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     from ctindex.commands.update import finish, strict_kinds
-    from ctindex.indexer import rebuild
+    from ctindex.indexing.transaction import rebuild
     from ctindex.policy.plan import load_plan
 
     kinds = strict_kinds(getattr(args, "strict", None))

@@ -80,7 +80,7 @@ def _first_build(ctx: Context, plan: Plan) -> None:
     if not terminal:
         return
     from ctindex.errors import CtindexError
-    from ctindex.indexer import update
+    from ctindex.indexing.transaction import update
 
     # A failure here is met again by the freshness call, which handles it as always.
     with contextlib.suppress(CtindexError):

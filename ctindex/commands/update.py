@@ -20,7 +20,7 @@ from ctindex.errors import UsageError
 from ctindex.service.update_problems import PROBLEM_KINDS, problems
 
 if TYPE_CHECKING:
-    from ctindex.indexer import UpdateReport
+    from ctindex.indexing.transaction import UpdateReport
     from ctindex.service.no_scopes import NoScopes
 
 STRICT_KINDS = PROBLEM_KINDS
@@ -44,7 +44,7 @@ def strict_kinds(value: str | None) -> frozenset[str]:
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    from ctindex.indexer import update
+    from ctindex.indexing.transaction import update
     from ctindex.policy.plan import load_plan
 
     kinds = strict_kinds(getattr(args, "strict", None))

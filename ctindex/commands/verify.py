@@ -72,7 +72,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _repair(ctx: Context, plan: Any, found: Audit) -> dict[str, Any]:
-    from ctindex.indexer import rebuild, update
+    from ctindex.indexing.transaction import rebuild, update
 
     progress = None if ctx.quiet else ctx.err
     if found.damage or found.stale or not found.exists:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 from ctindex.backends.base import Watcher
 
 if TYPE_CHECKING:
-    from ctindex.indexer import UpdateReport
+    from ctindex.indexing.transaction import UpdateReport
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
     from ctindex.store.filetable import RecordedFile as LinkedEntry
@@ -102,7 +102,7 @@ class Engine(Protocol):
 
 
 class RealEngine:
-    """ctindex.policy.plan + backends.open_watcher + ctindex.indexer."""
+    """ctindex.policy.plan + backends.open_watcher + ctindex.indexing.transaction."""
 
     def __init__(self, project: Project) -> None:
         self.project = project
@@ -137,22 +137,22 @@ class RealEngine:
         return open_watcher(self.project.root, list(flt.roots()), flt.descend, cookie_key)
 
     def reconcile(self, view: PlanView, *, lock_timeout: float) -> Applied:
-        from ctindex import indexer
+        from ctindex.indexing import transaction
 
-        return _applied(indexer.update(self.project, view.plan, lock_timeout=lock_timeout))
+        return _applied(transaction.update(self.project, view.plan, lock_timeout=lock_timeout))
 
     def reconcile_paths(self, view: PlanView, keys: list[str], *, lock_timeout: float) -> Applied:
-        from ctindex import indexer
+        from ctindex.indexing import transaction
 
         return _applied(
-            indexer.update_paths(self.project, view.plan, keys, lock_timeout=lock_timeout)
+            transaction.update_paths(self.project, view.plan, keys, lock_timeout=lock_timeout)
         )
 
     def rebuild(self, view: PlanView, reason: str, *, lock_timeout: float) -> Applied:
-        from ctindex import indexer
+        from ctindex.indexing import transaction
 
         return _applied(
-            indexer.rebuild(self.project, view.plan, lock_timeout=lock_timeout, reason=reason)
+            transaction.rebuild(self.project, view.plan, lock_timeout=lock_timeout, reason=reason)
         )
 
     def config_stamp(self) -> ConfigStamp | None:

@@ -545,7 +545,7 @@ def reconcile(project: Project, plan: Plan, mode: str, reason: str | None) -> Pr
     from pathlib import Path
 
     from ctindex.errors import CtindexError
-    from ctindex.indexer import rebuild_reason, update
+    from ctindex.indexing.transaction import rebuild_reason, update
     from ctindex.policy.netfs import walk_threads
     from ctindex.reconciler import reconcile as compare
     from ctindex.store.durable import IndexCorrupt
@@ -618,7 +618,7 @@ def _read_repairing(
     from pathlib import Path
 
     from ctindex.errors import IndexBusy
-    from ctindex.indexer import rebuild, repair
+    from ctindex.indexing.transaction import rebuild, repair
     from ctindex.search.execute import PlanMismatch
     from ctindex.store.durable import IndexCorrupt
     from ctindex.store.generation import OUTSIDE, read_manifest

@@ -45,7 +45,7 @@ def collect(project: Project, verbose: bool) -> StatusDocument:
     does not depend on it: the index's counts and bytes, and the watcher,
     are still reported; `problem` says why the rest (`stale`) is missing."""
     from ctindex.errors import PolicyError
-    from ctindex.indexer import provider_versions, rebuild_reason
+    from ctindex.indexing.transaction import provider_versions, rebuild_reason
     from ctindex.policy.plan import Plan, load_plan
     from ctindex.store.durable import IndexCorrupt
     from ctindex.store.gc import index_bytes

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ctindex.service.update_problems import Problems, json_problems
 
 if TYPE_CHECKING:
-    from ctindex import indexer
+    from ctindex.indexing import transaction
     from ctindex.base.jsontypes import JSONObject
     from ctindex.query.freshness import Freshness as _Freshness
 
@@ -258,9 +258,9 @@ class UpdateReport:
         return doc
 
 
-def update_report_of(report: indexer.UpdateReport, problems: Problems) -> UpdateReport:
+def update_report_of(report: transaction.UpdateReport, problems: Problems) -> UpdateReport:
     """The public view of the indexer's report of one update or rebuild
-    (ctindex/indexer.py), with what it could not take in
+    (ctindex/indexing/transaction.py), with what it could not take in
     (ctindex/service/update_problems.py)."""
     return UpdateReport(
         generation=report.generation,

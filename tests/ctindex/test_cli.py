@@ -16,7 +16,14 @@ import pytest
 from ctindex import cli
 from tests.conftest import REPO, CliResult
 
-HEAVY = ("ctindex.store", "ctindex.search", "ctindex.daemon", "ctindex.indexer", "Stemmer", "yaml")
+HEAVY = (
+    "ctindex.store",
+    "ctindex.search",
+    "ctindex.daemon",
+    "ctindex.indexing.transaction",
+    "Stemmer",
+    "yaml",
+)
 EVENTS = "okf/bundles/ga4/tables/events_.md"
 
 

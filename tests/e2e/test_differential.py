@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from ctindex.indexer import rebuild, update
+from ctindex.indexing.transaction import rebuild, update
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from ctindex.search.execute import search_direct, search_index
@@ -102,7 +102,7 @@ import random, sys
 from pathlib import Path
 from ctindex.policy.project import Project
 from ctindex.policy.plan import load_plan
-from ctindex.indexer import update
+from ctindex.indexing.transaction import update
 root, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 project = Project.at(root)
 rng = random.Random(name)
@@ -247,18 +247,17 @@ def test_writer_killed_at_random_moments(tmp_path: Path) -> None:
 
 SLOW_PARALLEL_REBUILD = r"""
 import sys, time
-import ctindex.build as build
-import ctindex.indexer as ix
+from ctindex.indexing import analyse, transaction
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
-original = build._build_part
+original = analyse._build_part
 def _build_part(part):
     time.sleep(60)  # the parent is killed while its workers are busy
     return original(part)
-build._build_part = _build_part
-build._workers = lambda docs: 2
+analyse._build_part = _build_part
+analyse._workers = lambda docs: 2
 project = Project.at(sys.argv[1])
-ix.rebuild(project, load_plan(project))
+transaction.rebuild(project, load_plan(project))
 """
 
 

@@ -213,7 +213,7 @@ def test_nothing_changed_update_filters_and_decodes_nothing(
     """Counted, not timed: with the extension a nothing-changed update calls
     the path filter for no file the table holds and never decodes the file
     table into a dict; the pure path filters every file (the cost it pays)."""
-    from ctindex.indexer import update
+    from ctindex.indexing.transaction import update
     from ctindex.policy.decide import PlanPathFilter
     from ctindex.policy.plan import load_plan
     from ctindex.policy.project import Project

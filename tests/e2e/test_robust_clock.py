@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from ctindex import indexer, reconciler
+from ctindex import reconciler
+from ctindex.indexing import transaction
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from tests.conftest import write_config
@@ -76,8 +77,8 @@ def write(project: Project, key: str, text: str, mtime_ns: int) -> Path:
     return path
 
 
-def update(project: Project) -> indexer.UpdateReport:
-    return indexer.update(project, load_plan(project))
+def update(project: Project) -> transaction.UpdateReport:
+    return transaction.update(project, load_plan(project))
 
 
 def found(project: Project, word: str) -> set[str]:

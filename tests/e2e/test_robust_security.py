@@ -131,7 +131,7 @@ def swap_race(folder: Path, outside: Path, hold: float = 0.0) -> Iterator[list[i
 def test_robust_security_symlink_swap_race_never_opens_outside(
     swap_project: tuple[Path, Path],
 ) -> None:
-    from ctindex import indexer
+    from ctindex.indexing import transaction
     from ctindex.policy.plan import load_plan
     from ctindex.policy.project import Project
 
@@ -143,11 +143,11 @@ def test_robust_security_symlink_swap_race_never_opens_outside(
         passes = 0
         while time.monotonic() < deadline or passes < 30:
             if passes % 3 == 1:
-                indexer.update(project, plan)  # full reconcile
+                transaction.update(project, plan)  # full reconcile
             elif passes % 3 == 2:  # reads deferred to where they are parsed
-                indexer.rebuild(project, plan)
+                transaction.rebuild(project, plan)
             else:  # the daemon's narrowed path, as if an event named kb/sw
-                indexer.update_paths(project, plan, ["kb/sw", "kb/sw/inside.md"])
+                transaction.update_paths(project, plan, ["kb/sw", "kb/sw/inside.md"])
             passes += 1
             assert SECRET not in json.dumps(_all_keys(root))
     assert swaps and swaps[0] > 10, swaps  # the race really ran

@@ -109,7 +109,7 @@ def damage_segment_missing(root: Path) -> str:
 
 def damage_segment_mismatched(root: Path) -> str:
     """Another generation's valid segment under the name the manifest expects."""
-    from ctindex.build import build_input
+    from ctindex.indexing.analyse import build_input
     from ctindex.providers import okf_markdown as okf
     from ctindex.store.segment import build_segment
 
@@ -123,7 +123,7 @@ def damage_segment_mismatched(root: Path) -> str:
 
 def damage_segment_swapped_same_count(root: Path) -> str:
     """Another valid segment with as many documents, under the expected name."""
-    from ctindex.build import build_input
+    from ctindex.indexing.analyse import build_input
     from ctindex.providers import okf_markdown as okf
     from ctindex.store.segment import build_segment
 
@@ -271,7 +271,7 @@ def test_robust_storage_deep_damage_found_by_the_query_that_reads_it(
 def test_robust_storage_damage_found_by_daemon_update_paths(project: Path) -> None:
     """The daemon's narrowed update building on a damaged segment rebuilds
     instead of failing every 5 s forever."""
-    from ctindex import indexer
+    from ctindex.indexing import transaction
     from ctindex.policy.plan import load_plan
     from ctindex.policy.project import Project
 
@@ -279,7 +279,7 @@ def test_robust_storage_damage_found_by_daemon_update_paths(project: Path) -> No
     plan = load_plan(p)
     damage_segment_header(project)
     (project / "okf" / "bundles" / "ga4" / "new.md").write_text("# New\n\nfresh words zebra\n")
-    report = indexer.update_paths(p, plan, ["okf/bundles/ga4/new.md"])
+    report = transaction.update_paths(p, plan, ["okf/bundles/ga4/new.md"])
     assert report.rebuilt and (report.reason or "").startswith("index repaired: ")
     assert "header checksum mismatch" in (report.reason or "")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ctindex.indexer import update
+from ctindex.indexing.transaction import update
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from ctindex.search.execute import search_direct, search_index

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ctindex import providers
 from ctindex.base import native_modules
-from ctindex.indexer import update
+from ctindex.indexing.transaction import update
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from ctindex.providers import okf_markdown as okf

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import write_config
 
-BAR = "\r"  # Progress redraws its one line with a carriage return (ctindex/indexer.py)
+BAR = "\r"  # Progress redraws its one line with a carriage return (ctindex/indexing/transaction.py)
 
 
 def run_with_tty_stderr(project: Path, *args: str) -> tuple[int, str, str]:

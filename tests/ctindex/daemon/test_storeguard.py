@@ -7,8 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
-from ctindex import indexer
 from ctindex.daemon.storeguard import StoreGuard
+from ctindex.indexing import transaction
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 
@@ -23,7 +23,7 @@ def make(root: Path, words: str = "alpha") -> Project:
 
 def publish(project: Project, text: str) -> str:
     (project.root / "kb" / "a.md").write_text(f"# A\n\n{text}\n")
-    return indexer.update(project, load_plan(project)).identity
+    return transaction.update(project, load_plan(project)).identity
 
 
 def test_nothing_is_judged_before_the_first_pass(tmp_path: Path) -> None:
@@ -39,7 +39,7 @@ def test_its_own_generation_and_writers_passes_on_top_of_it_are_trusted(tmp_path
     later = [publish(project, f"gamma {i}") for i in range(3)]  # `ctindex update` runs
     assert guard.check() is None
     assert guard.known == later[-1]
-    rebuilt = indexer.rebuild(project, load_plan(project)).identity  # `ctindex rebuild`
+    rebuilt = transaction.rebuild(project, load_plan(project)).identity  # `ctindex rebuild`
     assert guard.check() is None and guard.known == rebuilt
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ctindex import indexer
+from ctindex.indexing import transaction
 from ctindex.policy import plan_record
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
@@ -155,7 +155,7 @@ def test_search_refuses_a_generation_of_another_plan(tmp_path: Path) -> None:
     (tmp_path / "kb" / "a.md").write_text("# A\n\nword\n")
     project = Project.at(tmp_path)
     plan = load_plan(project)
-    report = indexer.update(project, plan)
+    report = transaction.update(project, plan)
     node = parse_query("word")
     vouched = Vouched(plan.digest(), report.generation, report.identity)
     got = search_index(project.index_dir, node, 10, expect=vouched)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import indexer, providers
+from ctindex import providers
+from ctindex.indexing import transaction
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from ctindex.providers.base import (
@@ -158,12 +159,12 @@ def _json(result: CliResult) -> dict[str, object]:
 
 def test_update_indexes_a_second_providers_files(mixed: Path) -> None:
     project = Project.at(mixed)
-    report = indexer.update(project, load_plan(project))
+    report = transaction.update(project, load_plan(project))
     assert report.published
     # zebra.txt, quagga.txt and broken.txt are plain-text's; LICENSE.txt is
     # reserved, readme.md is not a suffix it claims.
     assert report.errors == 1  # broken.txt: the provider's read error
-    again = indexer.update(project, load_plan(project))
+    again = transaction.update(project, load_plan(project))
     assert not again.published and again.documents == report.documents
 
 
@@ -235,9 +236,9 @@ def test_a_version_change_of_the_second_provider_reindexes_its_scope_only(
     mixed: Path, plain_text: Provider
 ) -> None:
     project = Project.at(mixed)
-    indexer.update(project, load_plan(project))
+    transaction.update(project, load_plan(project))
     providers.register(PLAIN._replace(version=2), plain_text)
-    report = indexer.update(project, load_plan(project))
+    report = transaction.update(project, load_plan(project))
     assert report.rebuilt and "plan changed for scope 'notes'" in (report.reason or "")
 
 

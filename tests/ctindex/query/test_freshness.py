@@ -389,7 +389,7 @@ def test_a_generation_another_plan_published_after_this_reconcile_is_not_read(
     query's reconciliation and its read (the soak's concurrent `update` and
     config swaps): the read finds a generation of another plan, reconciles
     again and answers under its own plan."""
-    from ctindex import indexer
+    from ctindex.indexing import transaction
     from ctindex.store.snapshot import with_snapshot
 
     p = make_cli_project(config={"watch": False})
@@ -403,7 +403,7 @@ def test_a_generation_another_plan_published_after_this_reconcile_is_not_read(
 
     def open_generation(work: Callable[[Snapshot], str]) -> str:
         if not raced:  # the other writer publishes right before this read
-            raced.append(indexer.rebuild(project, older).generation)
+            raced.append(transaction.rebuild(project, older).generation)
         return with_snapshot(project.index_dir, work)
 
     def plan_of(snap: Snapshot) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctindex.indexer import update
+from ctindex.indexing.transaction import update
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from ctindex.search import matcher

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ctindex.indexer import update
+from ctindex.indexing.transaction import update
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from ctindex.search.execute import Outcome, search_direct, search_index

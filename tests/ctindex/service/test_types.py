@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 
-from ctindex import indexer
+from ctindex.indexing import transaction
 from ctindex.api import Index
 from ctindex.service.types import UpdateReport, update_report_of
 from ctindex.service.update_problems import problems
@@ -19,7 +19,7 @@ DAEMON_ONLY = {"linked", "linked_full", "seen", "identity"}
 
 
 def test_the_view_has_every_field_of_the_indexers_report() -> None:
-    theirs = [f.name for f in fields(indexer.UpdateReport) if f.name not in DAEMON_ONLY]
+    theirs = [f.name for f in fields(transaction.UpdateReport) if f.name not in DAEMON_ONLY]
     ours = [f.name for f in fields(UpdateReport)]
     assert ours == [*theirs, "problems"]
 
@@ -50,7 +50,7 @@ def test_the_view_copies_the_indexers_report(make_project: Callable[..., Path]) 
     root = make_project("ga4")
     write_config(root, "okf/bundles/ga4", watch=False)
     project = Project.at(root)
-    report = indexer.update(project, load_plan(project))
+    report = transaction.update(project, load_plan(project))
     view = update_report_of(report, problems(project, report.missing_roots))
     for name in (f.name for f in fields(UpdateReport) if f.name != "problems"):
         theirs = getattr(report, name)

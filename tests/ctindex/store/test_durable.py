@@ -58,7 +58,7 @@ def test_only_durable_writes_store_files() -> None:
     """Every file the store, the transaction and the build write goes through
     durable.py (the update lock file is opened for locking, never written)."""
     sources = [*sorted((REPO / "ctindex" / "store").glob("*.py"))]
-    sources += [REPO / "ctindex" / "indexer.py", REPO / "ctindex" / "build.py"]
+    sources += sorted((REPO / "ctindex" / "indexing").glob("*.py"))
     bad = [
         w for path in sources if path.name not in ("durable.py", "lock.py") for w in _writes(path)
     ]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import indexer
+from ctindex.indexing import transaction
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from ctindex.store import filetable, passlog
@@ -130,25 +130,25 @@ def test_narrowed_updates_keep_a_delta_then_compact(
     small: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plan = load_plan(small)
-    first = indexer.update(small, plan)
+    first = transaction.update(small, plan)
     m = read_manifest(small.index_dir)
     assert m is not None and m.files and m.files_delta == {}
     monkeypatch.setattr(filetable, "DELTA_MAX", 3)
     for i in range(5):
         path = small.root / "kb" / "d1" / f"doc{3 * i + 1}.md"
         path.write_text(f"# Doc changed {i}\n\nchanged{i}\n")
-        report = indexer.update_paths(small, plan, [f"kb/d1/doc{3 * i + 1}.md"])
+        report = transaction.update_paths(small, plan, [f"kb/d1/doc{3 * i + 1}.md"])
         assert report.published and report.changed == 1
         m = read_manifest(small.index_dir)
         assert m is not None
         assert len(m.files_delta) <= 3  # compacted into a new base beyond DELTA_MAX
     (small.root / "kb" / "d2" / "doc2.md").unlink()
-    indexer.update_paths(small, plan, ["kb/d2"])
+    transaction.update_paths(small, plan, ["kb/d2"])
     m = read_manifest(small.index_dir)
     assert m is not None and m.generation > first.generation
     # The table as stored equals what a full pass over the files finds.
     stored = filetable.load_file_table(small.index_dir, m).raw()
-    again = indexer.update(small, plan)
+    again = transaction.update(small, plan)
     assert not again.published and not again.content_changed
     assert set(stored) == {k for k in stored if os.path.exists(small.path(k))}
     assert "kb/d2/doc2.md" not in stored and len(stored) == 29
@@ -158,11 +158,11 @@ def test_narrowed_updates_keep_a_delta_then_compact(
 
 def test_racily_clean_files_are_recorded_once_old_enough(small: Project) -> None:
     plan = load_plan(small)
-    first = indexer.update(small, plan)  # files written just now: racily clean
+    first = transaction.update(small, plan)  # files written just now: racily clean
     time.sleep(2.1)  # past the 2 s timestamp granularity the reconciler assumes
-    again = indexer.update(small, plan)
+    again = transaction.update(small, plan)
     assert again.refreshed and not again.published
     assert again.generation == first.generation
-    indexer.update(small, plan)
+    transaction.update(small, plan)
     m = read_manifest(small.index_dir)
     assert passlog.last_pass(small.index_dir, m)["files_hashed"] == 0

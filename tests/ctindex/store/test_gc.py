@@ -74,7 +74,7 @@ def test_seven_rebuilds_leave_one_live_generation_plus_the_grace_window(
 def test_status_keeps_the_last_full_reconciliation_apart_from_narrowed_passes(
     project: Path, run_cli: Callable[..., CliResult]
 ) -> None:
-    from ctindex import indexer
+    from ctindex.indexing import transaction
     from ctindex.policy.plan import load_plan
     from ctindex.policy.project import Project
 
@@ -84,13 +84,13 @@ def test_status_keeps_the_last_full_reconciliation_apart_from_narrowed_passes(
         f for f in (project / "okf" / "bundles" / "ga4").rglob("*.md") if f.name != "index.md"
     )
     target.write_text(target.read_text() + "\nmore\n")
-    indexer.update_paths(p, load_plan(p), [target.relative_to(project).as_posix()])
+    transaction.update_paths(p, load_plan(p), [target.relative_to(project).as_posix()])
     status = json.loads(run_cli("-C", str(project), "--json", "status").out)
     assert status["last_reconcile"]["kind"] == "narrowed"
     assert status["last_full_reconcile"]["kind"] == "rebuild"  # the first update built it
     assert status["last_full_reconcile"]["at_unix_ms"] <= status["last_reconcile"]["at_unix_ms"]
     assert run_cli("-C", str(project), "update").code == 0
-    indexer.update_paths(p, load_plan(p), [target.relative_to(project).as_posix()])
+    transaction.update_paths(p, load_plan(p), [target.relative_to(project).as_posix()])
     status = json.loads(run_cli("-C", str(project), "--json", "status").out)
     assert (status["last_reconcile"]["kind"], status["last_full_reconcile"]["kind"]) == (
         "narrowed",

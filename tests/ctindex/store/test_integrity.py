@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ctindex import indexer
+from ctindex.indexing import transaction
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from ctindex.store.durable import IndexCorrupt
@@ -20,7 +20,7 @@ def built(make_project: Callable[..., Path]) -> tuple[Path, StoreManifest]:
     root = make_project("ga4")
     (root / "okf" / "bundles" / "ga4" / "broken.md").write_bytes(b"\xff")  # a diag file
     project = Project.at(root)
-    indexer.update(project, load_plan(project))
+    transaction.update(project, load_plan(project))
     m = read_manifest(project.index_dir)
     assert m is not None and m.diag and m.files
     return project.index_dir, m

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from ctindex.build import build_input
+from ctindex.indexing.analyse import build_input
 from ctindex.providers import okf_markdown as okf
 from ctindex.search.matcher import has_run
 from ctindex.store.segment import SEQ_BLOCK_DOCS, Segment, build_segment

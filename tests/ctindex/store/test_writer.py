@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ctindex.build import build_input
+from ctindex.indexing.analyse import build_input
 from ctindex.providers import okf_markdown as okf
 from ctindex.store import snapshot as snapshot_mod
 from ctindex.store import writer as writer_mod
@@ -170,7 +170,7 @@ def _commit(w: StoreWriter, gen_files: bytes = b"") -> StoreManifest:
 
 
 def _writer(index: Path, base: StoreManifest | None, fresh: bool = False) -> StoreWriter:
-    from ctindex.build import reanalyze
+    from ctindex.indexing.analyse import reanalyze
 
     return StoreWriter(index, base, fresh=fresh, reanalyze=reanalyze, sep=okf.SEP)
 

@@ -6,7 +6,7 @@ Every entry point takes the update lock, re-reads the published manifest
 under it and builds on exactly that (spec §9). The reconciler hands over the
 bytes it hashed (``sink``), so what is indexed is what the new file table
 records, never a second, possibly torn, read. Parsing and analysis are
-ctindex/build.py; the store's rules (integrity, file table, pass records)
+ctindex/indexing/analyse.py; the store's rules (integrity, file table, pass records)
 are ctindex/store/.
 """
 
@@ -40,7 +40,7 @@ from ctindex.store.integrity import check_generation, damage_reason
 from ctindex.store.passlog import record_pass
 
 if TYPE_CHECKING:
-    from ctindex.build import Added
+    from ctindex.indexing.analyse import Added
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
     from ctindex.reconciler import Manifest, WalkReport
@@ -352,7 +352,7 @@ def _apply(
     """Reconcile and publish. `fresh`: index everything anew. `stale`: scope
     roots whose documents are re-indexed from scratch (plan change), the
     rest of the index is updated incrementally. Parsing and the store's
-    writer (ctindex/build.py, ctindex/store/writer.py) are imported where a
+    writer (ctindex/indexing/analyse.py, ctindex/store/writer.py) are imported where a
     pass writes: a nothing-changed one returns before that, without them."""
     from ctindex.reconciler import Manifest, reconcile
 
@@ -393,7 +393,7 @@ def _apply(
     bar.done()
 
     def new_writer() -> StoreWriter:
-        from ctindex.build import reanalyzer
+        from ctindex.indexing.analyse import reanalyzer
         from ctindex.store.writer import StoreWriter
 
         return StoreWriter(index_dir, base, fresh=fresh, reanalyze=reanalyzer(plan), sep=SEP)
@@ -401,7 +401,7 @@ def _apply(
     writer: StoreWriter | None = None
     added: Added | None = None
     if res.pending:  # only a rebuild (fresh) defers
-        from ctindex.build import Reads, add_documents, targets_of
+        from ctindex.indexing.analyse import Reads, add_documents, targets_of
         from ctindex.reconciler.capture import complete
 
         writer = new_writer()
@@ -474,7 +474,7 @@ def _apply(
         report.duration_ms = round((time.perf_counter() - t0) * 1000, 3)
         return report
 
-    from ctindex.build import add_documents, targets_of
+    from ctindex.indexing.analyse import add_documents, targets_of
 
     errors: dict[str, str] = {}
     warnings: dict[str, str] = {}

@@ -1,5 +1,5 @@
 """Documents from captured bytes: parse, analyse, and add them to a store
-write (write side; the transaction around it is ctindex/indexer.py).
+write (write side; the transaction around it is ctindex/indexing/transaction.py).
 
 Each key is parsed by the provider of the scope that decided it, looked up
 by id in the registry (ctindex/providers/__init__.py). Large batches are

@@ -1,4 +1,4 @@
-"""ctindex/build.py: documents from captured bytes, in process or forked."""
+"""ctindex/indexing/analyse.py: documents from captured bytes, in process or forked."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctindex import build, indexer, providers
+from ctindex import providers
+from ctindex.indexing import analyse, transaction
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from ctindex.providers import okf_markdown as okf
@@ -31,12 +32,12 @@ def test_parallel_build_equals_serial_build(
     proj = Project.at(bundles_project)
     plan = load_plan(proj)
     (bundles_project / "okf" / "bundles" / "ga4" / "broken.md").write_bytes(b"\xff")
-    serial = indexer.rebuild(proj, plan)
+    serial = transaction.rebuild(proj, plan)
     want = dump(proj.index_dir)
-    monkeypatch.setattr(build, "PARALLEL_MIN_DOCS", 10)
-    monkeypatch.setattr(build, "_workers", lambda docs: 3)
-    monkeypatch.setattr(build, "BATCH_DOCS", 7)  # each worker streams several batches
-    parallel = indexer.rebuild(proj, plan)
+    monkeypatch.setattr(analyse, "PARALLEL_MIN_DOCS", 10)
+    monkeypatch.setattr(analyse, "_workers", lambda docs: 3)
+    monkeypatch.setattr(analyse, "BATCH_DOCS", 7)  # each worker streams several batches
+    parallel = transaction.rebuild(proj, plan)
     assert dump(proj.index_dir) == want
     assert parallel.errors == serial.errors == 1
     m = read_manifest(proj.index_dir)
@@ -56,17 +57,17 @@ def test_a_streamed_worker_segment_is_the_segment_of_its_documents(
     keys = sorted(str(p.relative_to(root)) for p in root.rglob("*.md") if ".ct" not in p.parts)
     contents = {k: (root / k).read_bytes() for k in keys}
     contents[keys[3]] = b"\xff"  # a file the provider refuses, inside a batch
-    targets = build.targets_of(plan, keys)
-    monkeypatch.setattr(build, "BATCH_DOCS", 5)
-    monkeypatch.setattr(build, "_JOB", build._Job(contents, targets, tmp_path, os.getpid()))
-    got = build._build_part(build._Part("streamed.seg", keys))
-    diagnostics = build.Diagnostics({}, {})
+    targets = analyse.targets_of(plan, keys)
+    monkeypatch.setattr(analyse, "BATCH_DOCS", 5)
+    monkeypatch.setattr(analyse, "_JOB", analyse._Job(contents, targets, tmp_path, os.getpid()))
+    got = analyse._build_part(analyse._Part("streamed.seg", keys))
+    diagnostics = analyse.Diagnostics({}, {})
     docs = [
         (targets[k].provider, d)
         for k in keys
-        if (d := build._parsed(k, contents[k], targets[k], diagnostics)) is not None
+        if (d := analyse._parsed(k, contents[k], targets[k], diagnostics)) is not None
     ]
-    whole = [build.build_input(d, providers.load(p).analyze(d)) for p, d in docs]
+    whole = [analyse.build_input(d, providers.load(p).analyze(d)) for p, d in docs]
     info = build_segment(tmp_path / "whole.seg", whole, SEP)
     assert len(keys) > 3 * 5 and got.diagnostics == diagnostics and info == got.info
     assert (tmp_path / "streamed.seg").read_bytes() == (tmp_path / "whole.seg").read_bytes()
@@ -76,10 +77,10 @@ def test_targets_name_each_keys_scope_root_and_provider(bundles_project: Path) -
     _quiet(bundles_project)
     plan = load_plan(Project.at(bundles_project))
     key = "okf/bundles/ga4/tables/events.md"
-    got = build.targets_of(plan, [key, "elsewhere/x.md"])
-    assert got[key] == build.Target("okf/bundles/ga4", "okf-markdown")
+    got = analyse.targets_of(plan, [key, "elsewhere/x.md"])
+    assert got[key] == analyse.Target("okf/bundles/ga4", "okf-markdown")
     # Outside every scope (never asked for by the indexer): the index provider.
-    assert got["elsewhere/x.md"] == build.Target("", "okf-markdown")
+    assert got["elsewhere/x.md"] == analyse.Target("", "okf-markdown")
 
 
 _PARTS = st.sampled_from(["a", "b", "ab", "c.md"])
@@ -103,7 +104,7 @@ def test_targets_of_equals_each_keys_own_lookup(
         scopes=tuple(Scope(r, f"p{i}", (), (), "project") for i, r in enumerate(roots)),
     )
     keys = sorted(set(keys))
-    assert build.targets_of(plan, keys) == {k: build._target(plan, k) for k in keys}
+    assert analyse.targets_of(plan, keys) == {k: analyse._target(plan, k) for k in keys}
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +117,8 @@ def bundles_project_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_reanalyze_gives_back_what_build_input_stored() -> None:
     doc = okf.parse("s/a.md", b"---\ntitle: T\ntags: [x, y]\n---\nbody words here\n", "s")
     assert isinstance(doc, okf.Document)
-    first = build.build_input(doc)
-    again = build.reanalyze(first.doc)
+    first = analyse.build_input(doc)
+    again = analyse.reanalyze(first.doc)
     assert again == first
 
 
@@ -142,7 +143,7 @@ def test_runs_of_one_provider_are_fed_in_order(monkeypatch: pytest.MonkeyPatch) 
     # A second provider id served by the same code: three runs.
     monkeypatch.setitem(providers._LOADED, "okf-alias", okf.PROVIDER)
     monkeypatch.setattr(okf, "ANALYZE_BATCH", 2)
-    fed = list(build._fed(docs))
+    fed = list(analyse._fed(docs))
     assert [d.key for d, _ in fed] == [f"d{i}.md" for i in range(5)]
     sink = _Recorder()
     lengths = [feed(sink) for _, feed in fed]
@@ -152,9 +153,9 @@ def test_runs_of_one_provider_are_fed_in_order(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_clip_bounds_a_diagnostic() -> None:
-    assert build.clip("short") == "short"
-    long = build.clip("x" * 1000)
-    assert len(long) == build.MAX_MESSAGE and long.endswith("…")
+    assert analyse.clip("short") == "short"
+    long = analyse.clip("x" * 1000)
+    assert len(long) == analyse.MAX_MESSAGE and long.endswith("…")
 
 
 @pytest.mark.parametrize("workers", [1, 3])
@@ -172,19 +173,19 @@ def test_rebuild_reading_in_its_workers_equals_reading_in_the_pass(
     plan = load_plan(proj)
     (bundles_project / "okf" / "bundles" / "ga4" / "broken.md").write_bytes(b"\xff")
     if workers > 1:
-        monkeypatch.setattr(build, "PARALLEL_MIN_DOCS", 10)
-        monkeypatch.setattr(build, "_workers", lambda docs: workers)
+        monkeypatch.setattr(analyse, "PARALLEL_MIN_DOCS", 10)
+        monkeypatch.setattr(analyse, "_workers", lambda docs: workers)
 
     def table() -> dict[str, tuple[object, ...]]:
         m = read_manifest(proj.index_dir)
         assert m is not None
         return {k: e[:6] for k, e in load_file_table(proj.index_dir, m).raw().items()}
 
-    monkeypatch.setattr(indexer, "DEFER_REBUILD_READS", False)
-    captured = indexer.rebuild(proj, plan)
+    monkeypatch.setattr(transaction, "DEFER_REBUILD_READS", False)
+    captured = transaction.rebuild(proj, plan)
     want, want_table = dump(proj.index_dir), table()
-    monkeypatch.setattr(indexer, "DEFER_REBUILD_READS", True)
-    deferred = indexer.rebuild(proj, plan)
+    monkeypatch.setattr(transaction, "DEFER_REBUILD_READS", True)
+    deferred = transaction.rebuild(proj, plan)
     assert dump(proj.index_dir) == want
     assert table() == want_table and len(want_table) > 10
     assert (deferred.added, deferred.errors, deferred.documents) == (
