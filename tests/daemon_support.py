@@ -18,7 +18,8 @@ from ctindex.backends import open_watcher
 from ctindex.reconciler.fingerprint import fingerprint_of
 
 from ctindex.client.control import watcher_status
-from ctindex.daemon.layers import Applied, ConfigStamp, PlanView
+from ctindex.daemon.layers import ConfigStamp, PlanView
+from ctindex.indexing.transaction import UpdateReport
 from ctindex.ipc.peer import no_peer_check
 from ctindex.ipc.runtime_dir import RuntimePaths
 from ctindex.ipc.spawn_failure import clear_spawn_failure
@@ -72,19 +73,19 @@ class FakeEngine:
         with open(self.journal, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
 
-    def reconcile(self, view: PlanView, *, lock_timeout: float = 0.0) -> Applied:
+    def reconcile(self, view: PlanView, *, lock_timeout: float = 0.0) -> UpdateReport:
         self.gen += 1
         self._note({"full": True, "generation": self.gen})
-        return Applied(self.gen, entries_visited=7)
+        return UpdateReport(self.gen, entries_visited=7)
 
     def reconcile_paths(
         self, view: PlanView, keys: list[str], *, lock_timeout: float = 0.0
-    ) -> Applied:
+    ) -> UpdateReport:
         if self.fail_paths:
             raise OSError(5, "injected failure")
         self.gen += 1
         self._note({"full": False, "keys": keys, "generation": self.gen})
-        return Applied(self.gen, changed=len(keys))
+        return UpdateReport(self.gen, changed=len(keys))
 
     def config_stamp(self) -> ConfigStamp | None:
         if self.plan_file is None:

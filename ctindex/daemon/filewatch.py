@@ -9,11 +9,11 @@ and the link(2) before it (IN_ATTRIB: link count). The backend holds the
 watches (backends/inotify.py); this module decides which keys it holds and
 covers what it cannot hold (docs/daemon.md, "Changes no event announces").
 
-* Every pass hands over what it recorded (`Applied.seen`): a full pass
-  replaces the watched set, a narrowed one replaces it under its keys. A
-  key already watched at the inode the pass recorded costs nothing; any
-  other is watched (again): a name that now holds another inode is
-  re-pointed.
+* Every pass hands over what it recorded (`UpdateReport.seen`,
+  ctindex/indexing/transaction.py): a full pass replaces the watched set,
+  a narrowed one replaces it under its keys. A key already watched at the
+  inode the pass recorded costs nothing; any other is watched (again): a
+  name that now holds another inode is re-pointed.
 * Watch first, or verify: a write between the pass reading a file and its
   watch existing has no event. So a narrowed pass's keys are watched before
   it runs (prewatch), and each file first watched after a pass read it is

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat as stat_mod
-from collections.abc import Container, Mapping
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -19,31 +19,6 @@ if TYPE_CHECKING:
     from ctindex.indexing.transaction import UpdateReport
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
-    from ctindex.store.filetable import RecordedFile as LinkedEntry
-
-
-@dataclass(frozen=True)
-class Applied:
-    """What one reconciliation (full or narrowed) did."""
-
-    generation: int
-    added: int = 0
-    changed: int = 0
-    removed: int = 0
-    entries_visited: int = 0
-    duration_ms: float = 0.0
-    dirty: int = 0  # files that changed while being read: not indexed yet
-    # Files with several names the pass saw (see ctindex/daemon/links.py);
-    # None when the engine does not report them.
-    linked: Mapping[str, LinkedEntry] | None = None
-    linked_full: bool = False  # the pass walked every root
-    # Every file the pass recorded (same form as `linked`): the daemon
-    # watches each one itself (ctindex/daemon/filewatch.py); None when the
-    # engine does not report them.
-    seen: Mapping[str, LinkedEntry] | None = None
-    # The identity of the manifest published or built on (the daemon vouches
-    # for it: ctindex/daemon/storeguard.py); "" when the engine does not say.
-    identity: str = ""
 
 
 class ConfigStamp(NamedTuple):
@@ -84,15 +59,15 @@ class Engine(Protocol):
 
     # `lock_timeout`: how long to wait for another writer's index lock;
     # past it the call raises ctindex.errors.IndexBusy (a build in progress).
-    def reconcile(self, view: PlanView, *, lock_timeout: float) -> Applied: ...
+    def reconcile(self, view: PlanView, *, lock_timeout: float) -> UpdateReport: ...
 
     def reconcile_paths(
         self, view: PlanView, keys: list[str], *, lock_timeout: float
-    ) -> Applied: ...
+    ) -> UpdateReport: ...
 
     # A fresh index from the files, trusting nothing of the store's (it was
     # changed outside ctindex: ctindex/daemon/storeguard.py).
-    def rebuild(self, view: PlanView, reason: str, *, lock_timeout: float) -> Applied: ...
+    def rebuild(self, view: PlanView, reason: str, *, lock_timeout: float) -> UpdateReport: ...
 
     def config_stamp(self) -> ConfigStamp | None: ...
 
@@ -136,23 +111,23 @@ class RealEngine:
         flt = view.plan.path_filter()
         return open_watcher(self.project.root, list(flt.roots()), flt.descend, cookie_key)
 
-    def reconcile(self, view: PlanView, *, lock_timeout: float) -> Applied:
+    def reconcile(self, view: PlanView, *, lock_timeout: float) -> UpdateReport:
         from ctindex.indexing import transaction
 
-        return _applied(transaction.update(self.project, view.plan, lock_timeout=lock_timeout))
+        return transaction.update(self.project, view.plan, lock_timeout=lock_timeout)
 
-    def reconcile_paths(self, view: PlanView, keys: list[str], *, lock_timeout: float) -> Applied:
+    def reconcile_paths(
+        self, view: PlanView, keys: list[str], *, lock_timeout: float
+    ) -> UpdateReport:
         from ctindex.indexing import transaction
 
-        return _applied(
-            transaction.update_paths(self.project, view.plan, keys, lock_timeout=lock_timeout)
-        )
+        return transaction.update_paths(self.project, view.plan, keys, lock_timeout=lock_timeout)
 
-    def rebuild(self, view: PlanView, reason: str, *, lock_timeout: float) -> Applied:
+    def rebuild(self, view: PlanView, reason: str, *, lock_timeout: float) -> UpdateReport:
         from ctindex.indexing import transaction
 
-        return _applied(
-            transaction.rebuild(self.project, view.plan, lock_timeout=lock_timeout, reason=reason)
+        return transaction.rebuild(
+            self.project, view.plan, lock_timeout=lock_timeout, reason=reason
         )
 
     def config_stamp(self) -> ConfigStamp | None:
@@ -225,19 +200,3 @@ def _digest_of(path: os.PathLike[str] | str) -> str | None:
     finally:
         os.close(fd)
     return hashlib.sha256(data).hexdigest()
-
-
-def _applied(report: UpdateReport) -> Applied:
-    return Applied(
-        generation=report.generation,
-        added=report.added + report.renamed,
-        changed=report.changed,
-        removed=report.removed,
-        entries_visited=report.entries_visited,
-        duration_ms=report.duration_ms,
-        dirty=report.dirty,
-        linked=report.linked,
-        linked_full=report.linked_full,
-        seen=report.seen,
-        identity=report.identity,
-    )

@@ -16,17 +16,21 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ctindex.backends.base import Watcher
 from ctindex.daemon.dirtyset import DirtySet, Pending
 from ctindex.daemon.filewatch import FileWatches
-from ctindex.daemon.layers import Applied, Engine, PlanView
+from ctindex.daemon.layers import Engine, PlanView
 from ctindex.daemon.links import LinkTracker
 from ctindex.daemon.schedule import HEARTBEAT_S, Schedule
 from ctindex.daemon.status import BatchRecord, ReconcileRecord, Stats
 from ctindex.daemon.storeguard import StoreGuard
 from ctindex.errors import IndexBusy, PolicyError
 from ctindex.store.generation import OUTSIDE
+
+if TYPE_CHECKING:
+    from ctindex.indexing.transaction import UpdateReport
 
 ERROR_RETRY_S = 5.0  # after an indexing error, wait before trying again
 # After a held index lock: the other writer's build may end any moment, and
@@ -160,7 +164,9 @@ class ReconcileDriver:
         self.stats.build_in_progress = False
         return Outcome.DONE
 
-    def _learn(self, pending: Pending, applied: Applied, watcher: Watcher, done: float) -> None:
+    def _learn(
+        self, pending: Pending, applied: UpdateReport, watcher: Watcher, done: float
+    ) -> None:
         if applied.dirty:
             self.dirty.request_rescan("changed-while-read", done)
         full = applied.linked_full or pending.rescan
@@ -170,7 +176,7 @@ class ReconcileDriver:
         if moved:  # changed between the pass and its watch: no event will say so
             self.dirty.add(moved, self.clock())
 
-    def _record(self, pending: Pending, applied: Applied, started: float, done: float) -> None:
+    def _record(self, pending: Pending, applied: UpdateReport, started: float, done: float) -> None:
         stats = self.stats
         stats.generation = applied.generation
         elapsed = round((done - started) * 1000, 3)
@@ -194,7 +200,7 @@ class ReconcileDriver:
         batch: BatchRecord = {
             "duration_ms": elapsed,
             "paths": len(pending.paths),
-            "added": applied.added,
+            "added": applied.added + applied.renamed,
             "changed": applied.changed,
             "removed": applied.removed,
             "latency_ms": latency,

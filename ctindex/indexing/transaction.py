@@ -13,16 +13,15 @@ are ctindex/store/.
 from __future__ import annotations
 
 import contextlib
-import copy
 import gc
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ctindex.base.output import Progress, counted_keys
 from ctindex.ipc.build_id import build_id
+from ctindex.base.output import Progress, counted_keys, path_messages
 from ctindex.policy.project import key_under_any
 from ctindex.providers import INDEX_PROVIDER, PROVIDERS
 from ctindex.providers.fields import SEP
@@ -43,12 +42,16 @@ if TYPE_CHECKING:
     from ctindex.indexing.analyse import Added
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
-    from ctindex.reconciler import Manifest, WalkReport
+    from ctindex.reconciler import Manifest, ReconcileResult, WalkReport
     from ctindex.store.writer import StoreWriter
 
 
-@dataclass
+@dataclass(frozen=True)
 class UpdateReport:
+    """What one pass (update, narrowed update, rebuild, repair) did: the
+    fields of `ctindex --json update` (`as_dict`), what `ctindex.Index.update`
+    returns, and what the daemon learns from its own passes."""
+
     generation: int = 0
     published: bool = False  # a new generation
     refreshed: bool = False  # only the file table was re-recorded, same generation
@@ -59,27 +62,33 @@ class UpdateReport:
     removed: int = 0
     renamed: int = 0
     metadata_only: int = 0
-    dirty: int = 0
+    dirty: int = 0  # files that changed while being read: not indexed yet
     documents: int = 0
     errors: int = 0
     warnings: int = 0
     merged_segments: int = 0
-    missing_roots: list[str] = field(default_factory=list)  # configured scope roots not found
+    missing_roots: tuple[str, ...] = ()  # configured scope roots not found
     entries_visited: int = 0
     reconcile_ms: float = 0.0
     duration_ms: float = 0.0
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
+    # What the published generation could not take in, kind (errors,
+    # warnings, missing_roots) -> [{path, message}]. A pass leaves it empty
+    # (reading the diagnostics would cost a nothing-changed update a file
+    # read); `with_problems` fills it for those who show it.
+    problems: Mapping[str, list[dict[str, str]]] = field(default_factory=dict)
     # Files seen with more than one name -> (fingerprint, recorded_ns) as the
     # new file table records them; `linked_full`: the pass walked every root
     # (else only the keys it was narrowed to). The daemon re-checks these at
-    # each barrier (docs/daemon.md, "Changes no event announces").
-    linked: dict[str, RecordedFile] = field(default_factory=dict)
+    # each barrier (docs/daemon.md, "Changes no event announces"). None: the
+    # report does not say (a test's engine).
+    linked: Mapping[str, RecordedFile] | None = None
     linked_full: bool = False
     # Every file the pass recorded within what it walked (all roots, or the
     # keys it was narrowed to), same form, read lazily from the new file
     # table: the daemon watches each of these files itself
-    # (ctindex/daemon/filewatch.py); nobody else pays for it.
-    seen: Mapping[str, RecordedFile] = field(default_factory=dict)
+    # (ctindex/daemon/filewatch.py); nobody else pays for it. None: as above.
+    seen: Mapping[str, RecordedFile] | None = None
     # The identity of the manifest published, or built on when nothing was
     # (store/generation.py manifest_identity): what the daemon vouches for.
     identity: str = ""
@@ -89,13 +98,42 @@ class UpdateReport:
         return bool(self.added or self.changed or self.removed or self.renamed)
 
     def as_dict(self) -> dict[str, Any]:
-        # `linked` and `seen` are the daemon's input, not part of `update
-        # --json`; skipped before copying (asdict would deep-copy `seen`,
-        # the whole new file table).
-        skip = ("linked", "linked_full", "seen", "identity")
+        """The `update --json` fields. `linked` and `seen` are the daemon's
+        input, not part of it (and `seen` is the whole new file table);
+        `problems` is added by whoever shows them."""
         return {
-            f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name not in skip
+            f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name not in _INTERNAL
         }
+
+
+_INTERNAL = frozenset(("linked", "linked_full", "seen", "identity", "problems"))
+
+
+def _plain(value: object) -> object:
+    """A field as JSON has it: tuples as lists."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def with_problems(report: UpdateReport, index_dir: Path) -> UpdateReport:
+    """`report` with `problems` filled from the published generation's
+    diagnostics (read here, not by the pass: see UpdateReport.problems)."""
+    errors: dict[str, str] = {}
+    warnings: dict[str, str] = {}
+    try:
+        m = read_manifest(index_dir)
+        if m is not None and m.diag and (m.errors or m.warnings):
+            errors, warnings = read_diag(index_dir / m.diag)
+    except (IndexCorrupt, OSError, ValueError, KeyError):
+        pass  # counted in the report all the same; `verify` names the damage
+    problems = {
+        "errors": path_messages(errors),
+        "warnings": path_messages(warnings),
+        "missing_roots": [
+            {"path": r, "message": "scope root missing, a symlink or not a folder"}
+            for r in sorted(report.missing_roots)
+        ],
+    }
+    return replace(report, problems=problems)
 
 
 # Off only in tests that compare a rebuild with the pass's own reads.
@@ -328,12 +366,33 @@ def _locked(
                 progress=progress,
                 reason=reason,
             )
-        report.reason = reason if (fresh or stale) else None
-        report.notes[:0] = notes
+        report = replace(
+            report, reason=reason if (fresh or stale) else None, notes=(*notes, *report.notes)
+        )
         from ctindex.store import gc as store_gc
 
         store_gc.collect(index_dir)  # every writing pass, published or not (store/gc.py)
         return report
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """What one pass is asked to do, as `_locked` decided it."""
+
+    project: Project
+    plan: Plan
+    index_dir: Path
+    base: StoreManifest | None  # the published generation built on (None: none)
+    previous: Manifest | None  # its file table (None: start over)
+    only: list[str] | None  # the keys a narrowed pass looks at (None: every root)
+    fresh: bool  # index everything anew
+    stale: list[str]  # scope roots re-indexed from scratch (plan change)
+    progress: TextIO | None
+    reason: str | None
+
+    @property
+    def kind(self) -> str:
+        return "rebuild" if self.fresh else ("narrowed" if self.only is not None else "full")
 
 
 def _apply(
@@ -354,24 +413,47 @@ def _apply(
     rest of the index is updated incrementally. Parsing and the store's
     writer (ctindex/indexing/analyse.py, ctindex/store/writer.py) are imported where a
     pass writes: a nothing-changed one returns before that, without them."""
+    t0 = time.perf_counter()
+    job = _Pass(project, plan, index_dir, base, previous, only, fresh, stale, progress, reason)
+    res, contents = _reconcile(job)
+    writer, added = _analyse_deferred(job, res) if res.pending else (None, None)
+    pass_info, problems = _pass_record(job, res)
+    counts = _counts(job, res, problems)
+    if base is not None and not fresh and not stale and not _content_changed(res):
+        if writer is not None:  # (only a rebuild defers reads, and it never gets here)
+            writer.close()
+        report = _keep_generation(job, base, res, pass_info, counts)
+    else:
+        report = _publish(job, res, contents, writer, added, pass_info, counts)
+    record_pass(index_dir, pass_info)
+    return replace(report, duration_ms=round((time.perf_counter() - t0) * 1000, 3))
+
+
+def _content_changed(res: ReconcileResult) -> bool:
+    return bool(res.added or res.changed or res.removed or res.renamed)
+
+
+# Phase 1. The walk is its own step because it is the one every pass pays,
+# nothing-changed ones included: it touches no parser and no store writer.
+def _reconcile(job: _Pass) -> tuple[ReconcileResult, dict[str, bytes]]:
+    """Walk the scopes against the previous file table; the bytes of every
+    file hashed, by key (empty for a rebuild, whose workers read them)."""
+    from ctindex.policy.netfs import walk_threads
     from ctindex.reconciler import Manifest, reconcile
 
-    t0 = time.perf_counter()
     contents: dict[str, bytes] = {}
-    bar = Progress(progress, "reading")
+    bar = Progress(job.progress, "reading")
 
     def sink(key: str, data: bytes) -> None:
         contents[key] = data
         bar(len(contents), None)
 
-    if (
-        stale and previous is not None
-    ):  # forget what is known under stale scopes: all of it comes back as added
+    previous = job.previous
+    if job.stale and previous is not None:
+        # forget what is known under stale scopes: all of it comes back as added
         previous = Manifest(
-            {k: e for k, e in previous.raw().items() if not key_under_any(k, stale)}
+            {k: e for k, e in previous.raw().items() if not key_under_any(k, job.stale)}
         )
-    from ctindex.policy.netfs import walk_threads
-
     # The table was built under this plan (a changed one means fresh or
     # stale scopes, whose entries are dropped above): its unchanged keys need
     # no filter call, which lets the native scan run (reconciler/native.py).
@@ -381,39 +463,77 @@ def _apply(
     # (A pass that may not defer, e.g. under a test's injected stat, reads
     # as usual: then nothing is pending.)
     res = reconcile(
-        project.root,
-        plan.path_filter(),
-        Manifest() if fresh or previous is None else previous,
-        only=only,
+        job.project.root,
+        job.plan.path_filter(),
+        Manifest() if job.fresh or previous is None else previous,
+        only=job.only,
         sink=sink,
-        workers=walk_threads(project.root),
-        trust_filter=not fresh,
-        defer_reads=fresh and DEFER_REBUILD_READS,
+        workers=walk_threads(job.project.root),
+        trust_filter=not job.fresh,
+        defer_reads=job.fresh and DEFER_REBUILD_READS,
     )
     bar.done()
+    return res, contents
 
-    def new_writer() -> StoreWriter:
-        from ctindex.indexing.analyse import reanalyzer
-        from ctindex.store.writer import StoreWriter
 
-        return StoreWriter(index_dir, base, fresh=fresh, reanalyze=reanalyzer(plan), sep=SEP)
+def _new_writer(job: _Pass) -> StoreWriter:
+    from ctindex.indexing.analyse import reanalyzer
+    from ctindex.store.writer import StoreWriter
 
-    writer: StoreWriter | None = None
-    added: Added | None = None
-    if res.pending:  # only a rebuild (fresh) defers
-        from ctindex.indexing.analyse import Reads, add_documents, targets_of
-        from ctindex.reconciler.capture import complete
+    return StoreWriter(
+        job.index_dir, job.base, fresh=job.fresh, reanalyze=reanalyzer(job.plan), sep=SEP
+    )
 
-        writer = new_writer()
-        try:
-            keys = sorted(p.key for p in res.pending)
-            reads = Reads(str(project.root), {p.key: p for p in res.pending})
-            added = add_documents(writer, keys, reads, targets_of(plan, keys), index_dir, progress)
-            complete(res, added.shipments)
-        except BaseException:
-            writer.close()
-            raise
-    report = UpdateReport(
+
+# Phase 2 (rebuilds only). A separate step because the walk deferred the
+# reads: the workers read, hash and parse their key ranges, and only then
+# does the result know every file's fingerprint and digest (`complete`).
+def _analyse_deferred(job: _Pass, res: ReconcileResult) -> tuple[StoreWriter, Added]:
+    """Parse the files the walk left unread into a new writer (left open
+    for `_publish`)."""
+    from ctindex.indexing.analyse import Reads, add_documents, targets_of
+    from ctindex.reconciler.capture import complete
+
+    writer = _new_writer(job)
+    try:
+        keys = sorted(p.key for p in res.pending)
+        reads = Reads(str(job.project.root), {p.key: p for p in res.pending})
+        added = add_documents(
+            writer, keys, reads, targets_of(job.plan, keys), job.index_dir, job.progress
+        )
+        complete(res, added.shipments)
+    except BaseException:
+        writer.close()
+        raise
+    return writer, added
+
+
+# Phase 3. The record of the pass is its own step because both endings
+# (same generation, new generation) write it, and what the walk could not
+# see must reach both the record and the report, never dropped silently.
+def _pass_record(job: _Pass, res: ReconcileResult) -> tuple[dict[str, object], list[str]]:
+    """The pass record (store/passlog.py) and the walk's problems."""
+    pass_info: dict[str, object] = {
+        "kind": job.kind,
+        "duration_ms": round(res.metrics.duration_ms, 3),
+        "entries_visited": res.metrics.entries_visited,
+        "files_hashed": res.metrics.files_hashed,
+        "at_ns": time.time_ns(),
+        "writer": build_id(),
+    }  # which build wrote it: not the format version
+    if job.reason:
+        pass_info["reason"] = job.reason
+    problems = walk_problems(res.report)
+    if problems:  # what the walk could not see is reported, never a silent drop
+        pass_info["problems"] = problems
+    return pass_info, problems
+
+
+def _counts(job: _Pass, res: ReconcileResult, problems: list[str]) -> UpdateReport:
+    """The report's part that the walk alone decides."""
+    # A view, not raw(): a table the native scan left packed stays packed.
+    table = res.manifest.raw_view()
+    return UpdateReport(
         added=len(res.added),
         changed=len(res.changed),
         removed=len(res.removed),
@@ -422,67 +542,82 @@ def _apply(
         dirty=len(res.dirty),
         entries_visited=res.metrics.entries_visited,
         reconcile_ms=round(res.metrics.duration_ms, 3),
-        rebuilt=fresh or bool(stale),
+        rebuilt=job.fresh or bool(job.stale),
+        missing_roots=tuple(res.report.missing_roots.sample),
+        notes=tuple(problems),
+        linked=recorded(table, res.linked),
+        linked_full=job.only is None,
+        seen=RecordedFiles(table, job.only),
     )
-    # A view, not raw(): a table the native scan left packed stays packed.
-    table = res.manifest.raw_view()
-    report.linked = recorded(table, res.linked)
-    report.linked_full = only is None
-    report.seen = RecordedFiles(table, only)
-    kind = "rebuild" if fresh else ("narrowed" if only is not None else "full")
-    pass_info: dict[str, Any] = {
-        "kind": kind,
-        "duration_ms": report.reconcile_ms,
-        "entries_visited": report.entries_visited,
-        "files_hashed": res.metrics.files_hashed,
-        "at_ns": time.time_ns(),
-        "writer": build_id(),
-    }  # which build wrote it: not the format version
-    if reason:
-        pass_info["reason"] = reason
-    report.missing_roots = list(res.report.missing_roots.sample)
-    problems = walk_problems(res.report)
-    if problems:  # what the walk could not see is reported, never a silent drop
-        pass_info["problems"] = problems
-        report.notes.extend(problems)
-    if base is not None and not fresh and not stale and not report.content_changed:
-        report.generation = base.generation
-        report.identity = base.identity
-        report.documents = base.documents
-        report.errors, report.warnings = base.errors, base.warnings
-        # The documents are unchanged; the file table may not be: new stat
-        # fingerprints (metadata only) or racily-clean files re-read now that
-        # they are old enough to be trusted. Recording those under the same
-        # generation spares re-reading them on every pass.
-        if report.metadata_only or (previous is not None and newly_trusted(previous, res)):
-            update = table_update(index_dir, base, previous, res, only is not None)
-            if update.base is not None or update.delta != base.files_delta:
-                from ctindex.store.writer import republish
 
-                report.identity = republish(
-                    index_dir,
-                    base,
-                    files_table=update.base,
-                    files_delta=update.delta or {},
-                    reconcile=pass_info,
-                ).identity
-                report.refreshed = True
-                report.notes.append(
-                    "only file metadata changed: refreshed the file table (same generation)"
-                )
-        record_pass(index_dir, pass_info)
-        report.duration_ms = round((time.perf_counter() - t0) * 1000, 3)
-        return report
 
+# Phase 4a. Nothing to index: a separate ending because it must stay cheap
+# (no parser, no writer imported) and publishes no generation; at most the
+# file table is re-recorded under the same one.
+def _keep_generation(
+    job: _Pass,
+    base: StoreManifest,
+    res: ReconcileResult,
+    pass_info: dict[str, object],
+    counts: UpdateReport,
+) -> UpdateReport:
+    """The documents are unchanged; the file table may not be: new stat
+    fingerprints (metadata only) or racily-clean files re-read now that
+    they are old enough to be trusted. Recording those under the same
+    generation spares re-reading them on every pass."""
+    identity, refreshed, notes = base.identity, False, counts.notes
+    previous = job.previous
+    if counts.metadata_only or (previous is not None and newly_trusted(previous, res)):
+        update = table_update(job.index_dir, base, previous, res, job.only is not None)
+        if update.base is not None or update.delta != base.files_delta:
+            from ctindex.store.writer import republish
+
+            identity = republish(
+                job.index_dir,
+                base,
+                files_table=update.base,
+                files_delta=update.delta or {},
+                reconcile=pass_info,
+            ).identity
+            refreshed = True
+            notes = (
+                *notes,
+                "only file metadata changed: refreshed the file table (same generation)",
+            )
+    return replace(
+        counts,
+        generation=base.generation,
+        identity=identity,
+        documents=base.documents,
+        errors=base.errors,
+        warnings=base.warnings,
+        refreshed=refreshed,
+        notes=notes,
+    )
+
+
+# Phase 4b. A new generation: tombstones for what went, documents for what
+# came, diagnostics carried over, one commit (the store's one publish point).
+def _publish(
+    job: _Pass,
+    res: ReconcileResult,
+    contents: dict[str, bytes],
+    writer: StoreWriter | None,
+    added: Added | None,
+    pass_info: dict[str, object],
+    counts: UpdateReport,
+) -> UpdateReport:
     from ctindex.indexing.analyse import add_documents, targets_of
 
+    base, fresh, stale, index_dir = job.base, job.fresh, job.stale, job.index_dir
+    notes = list(counts.notes)
     errors: dict[str, str] = {}
     warnings: dict[str, str] = {}
     if base is not None and base.diag and not fresh:
         errors, warnings = read_diag(index_dir / base.diag)
     before = (dict(errors), dict(warnings))
     if writer is None:
-        writer = new_writer()
+        writer = _new_writer(job)
     try:
 
         def forget(key: str) -> None:
@@ -495,7 +630,7 @@ def _apply(
                 forget(key)
             for key in [k for k in {**errors, **warnings} if key_under_any(k, stale)]:
                 forget(key)
-            report.notes.append("re-indexed scope " + ", ".join(repr(r) for r in stale))
+            notes.append("re-indexed scope " + ", ".join(repr(r) for r in stale))
         if added is None:  # the documents of the pass's own reads
             for key in res.removed:
                 forget(key)
@@ -506,33 +641,35 @@ def _apply(
                 forget(key)
             missing = [k for k in todo if k not in contents]
             for key in missing:  # not handed over (should not happen): index nothing torn
-                report.notes.append(f"{key}: content not captured; will be retried")
+                notes.append(f"{key}: content not captured; will be retried")
             todo = sorted(k for k in todo if k in contents)
             added = add_documents(
-                writer, todo, contents, targets_of(plan, todo), index_dir, progress
+                writer, todo, contents, targets_of(job.plan, todo), index_dir, job.progress
             )
         errors.update(added.diagnostics.errors)
         warnings.update(added.diagnostics.warnings)
         diag = (errors, warnings) if fresh or (errors, warnings) != before else None
         files = table_update(
-            index_dir, base, None if fresh or stale else previous, res, only is not None
+            index_dir, base, None if fresh or stale else job.previous, res, job.only is not None
         )
         meta = {
             "provider": provider_versions(),
-            "scopes": scope_digests(plan),
-            "plan_digest": plan.digest(),
+            "scopes": scope_digests(job.plan),
+            "plan_digest": job.plan.digest(),
             "source_bytes": files.source_bytes,
             "reconcile": pass_info,
         }
         m = writer.commit(files_table=files.base, meta=meta, diag=diag, files_delta=files.delta)
     finally:
         writer.close()
-    report.published = True
-    report.generation = m.generation
-    report.identity = m.identity
-    report.documents = m.documents
-    report.errors, report.warnings = m.errors, m.warnings
-    report.merged_segments = writer.merged
-    record_pass(index_dir, pass_info)
-    report.duration_ms = round((time.perf_counter() - t0) * 1000, 3)
-    return report
+    return replace(
+        counts,
+        published=True,
+        generation=m.generation,
+        identity=m.identity,
+        documents=m.documents,
+        errors=m.errors,
+        warnings=m.warnings,
+        merged_segments=writer.merged,
+        notes=tuple(notes),
+    )

@@ -588,7 +588,7 @@ def reconcile(project: Project, plan: Plan, mode: str, reason: str | None) -> Pr
         report.generation,
         reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
         rebuilt=report.reason if report.rebuilt else None,
-        notes=report.notes,
+        notes=list(report.notes),
     )
     return Proof(fresh, _own(plan, report.generation, report.identity))
 

@@ -15,12 +15,13 @@ from ctindex.client.control import watcher_status
 from ctindex.client.daemon_requests import BarrierFailed, barrier, request
 from ctindex.daemon.dirtyset import DirtySet
 from ctindex.daemon.filewatch import FileWatches
-from ctindex.daemon.layers import Applied, PlanView, RealEngine
+from ctindex.daemon.layers import PlanView, RealEngine
 from ctindex.daemon.links import LinkTracker
 from ctindex.daemon.reconcile import BUSY_RETRY_S, Outcome, ReconcileDriver
 from ctindex.daemon.schedule import Schedule
 from ctindex.daemon.status import Stats
 from ctindex.errors import IndexBusy
+from ctindex.indexing.transaction import UpdateReport
 from ctindex.ipc.runtime_dir import RuntimePaths
 from ctindex.policy.project import Project
 from ctindex.store.lock import update_lock
@@ -90,7 +91,7 @@ class BusyOnce(FakeEngine):
 
     busy: bool = True
 
-    def reconcile(self, view: PlanView, *, lock_timeout: float = 0.0) -> Applied:
+    def reconcile(self, view: PlanView, *, lock_timeout: float = 0.0) -> UpdateReport:
         if self.busy:
             self.busy = False
             raise IndexBusy("update.lock: another writer held the update lock for more than 0 s")
