@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ctindex.reconciler.diff import ReconcileResult, reconcile
     from ctindex.reconciler.fingerprint import DEFAULT_GRANULARITY_NS, Fingerprint
-    from ctindex.reconciler.manifest import Entry, Manifest, ManifestCorrupt
+    from ctindex.reconciler.manifest import Entry, Manifest
     from ctindex.reconciler.report import Bucket, PassMetrics, WalkReport
     from ctindex.reconciler.walk import FsOps, PathFilter
 
@@ -27,7 +27,6 @@ _HOME = {
     "reconcile": "diff",
     "Entry": "manifest",
     "Manifest": "manifest",
-    "ManifestCorrupt": "manifest",
     "Bucket": "report",
     "PassMetrics": "report",
     "WalkReport": "report",
@@ -42,7 +41,6 @@ __all__ = [
     "Fingerprint",
     "FsOps",
     "Manifest",
-    "ManifestCorrupt",
     "PassMetrics",
     "PathFilter",
     "ReconcileResult",

@@ -6,9 +6,9 @@
  * entry. Here one folder is listed and every entry fstatat()ed relative to
  * the already-open folder descriptor (AT_SYMLINK_NOFOLLOW: a symlink is
  * reported as a symlink, never followed), the key is looked up in the
- * packed file table (reconciler/manifest.py and ctindex/store/filetable.py
- * record layout) and the full fingerprint
- * (size, mtime_ns, ctime_ns, inode, device) plus the racily-clean rule of
+ * packed file table (ctindex/store/filetable.py record layout) and the
+ * full fingerprint (size, mtime_ns, ctime_ns, inode, device) plus the
+ * racily-clean rule of
  * reconciler/fingerprint.py are checked in C. Only entries Python must look
  * at itself are returned: folders, files that differ or are unknown, stat
  * failures, trusted files with more than one link, and any entry decided here
@@ -20,7 +20,7 @@
  * (checked once, sequentially, in Table_init) a key is found by binary
  * search, within the range of the folder being scanned, and no index over
  * the 200k keys is built at all; only the small delta gets a hash index,
- * consulted first. Keys the order check rejects (a manifest in walk order,
+ * consulted first. Keys the order check rejects (a table in walk order,
  * or names whose surrogate escapes sort differently as bytes than as code
  * points) get a hash index over every entry, as before.
  *

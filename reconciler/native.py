@@ -10,7 +10,7 @@ error worth a message.
 
 The scan compares keys as bytes, so it is used only where the file system
 encoding round-trips names exactly like the packed tables do (UTF-8 with
-surrogate escapes: ctindex/store/filetable.py, reconciler/manifest.py).
+surrogate escapes: ctindex/store/filetable.py).
 """
 
 from __future__ import annotations

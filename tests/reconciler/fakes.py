@@ -8,6 +8,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ctindex.reconciler import Manifest, native
+from ctindex.reconciler.manifest import RawEntry
+
+if TYPE_CHECKING:
+    from ctindex.reconciler.native import NativeTable
 
 StatFn = Callable[[str], os.stat_result]
 
@@ -104,3 +111,32 @@ class RemappingStat:
         st = self.base(path)
         ino = (st.st_ino * 2654435761 + self.epoch * 40503) % (1 << 62) + 1
         return with_fields(st, st_ino=ino, st_dev=1000 + self.epoch)
+
+
+class PackedSource:
+    """A table packed as the store packs its file table (64-byte records and
+    NUL-joined keys, reconciler/native.py), kept in the order it was built
+    in (a pass's walk order): a TableSource, so a Manifest over it takes the
+    native scan's path, and its hash index, since walk order is not byte
+    order."""
+
+    def __init__(self, table: Manifest) -> None:
+        raw = table.raw()
+        self.keys = list(raw)
+        self.records = b"".join(native.pack(raw[k]) for k in self.keys)
+        self.blob = "\0".join(self.keys).encode("utf-8", "surrogateescape")
+
+    def materialize(self) -> dict[str, RawEntry]:
+        size = len(self.records) // max(len(self.keys), 1)
+        return {
+            k: native.unpack(self.records[i * size : (i + 1) * size])
+            for i, k in enumerate(self.keys)
+        }
+
+    def native(self) -> NativeTable | None:
+        return native.build_table(self.records, self.blob, len(self.keys))
+
+
+def as_packed(table: Manifest) -> Manifest:
+    """`table` as a packed, lazily materialized Manifest (see PackedSource)."""
+    return Manifest(source=PackedSource(table))

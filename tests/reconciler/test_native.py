@@ -31,7 +31,7 @@ from ctindex.reconciler.manifest import RawEntry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.reconciler.fakes import SimpleFilter
+from tests.reconciler.fakes import PackedSource, SimpleFilter, as_packed
 
 NOW = time.time_ns() + 3_600 * 10**9  # the fixed clock: an hour ahead of every file
 HAVE_NATIVE = native_mod.module() is not None
@@ -188,7 +188,7 @@ def both_ways(
     pure = reconcile(
         root, flt, Manifest(dict(previous.raw())), clock_ns=clock, ops=ops, trust_filter=True
     )
-    packed = Manifest.from_bytes(previous.to_bytes())
+    packed = as_packed(previous)
     used = packed.native_table() is not None
     fast = reconcile(root, flt, packed, clock_ns=clock, ops=ops, trust_filter=True)
     return summary(pure), summary(fast), used
@@ -243,7 +243,7 @@ def test_native_scan_skips_the_filter_only_for_unchanged_known_keys(tmp_path: Pa
     res = reconcile(
         tmp_path,
         Counting(),
-        Manifest.from_bytes(first.manifest.to_bytes()),
+        as_packed(first.manifest),
         clock_ns=lambda: NOW,
         trust_filter=True,
     )
@@ -251,7 +251,7 @@ def test_native_scan_skips_the_filter_only_for_unchanged_known_keys(tmp_path: Pa
     assert Counting.calls == (2 if HAVE_NATIVE else 51)
     Counting.calls = 0
     reconcile(
-        tmp_path, Counting(), Manifest.from_bytes(first.manifest.to_bytes()), clock_ns=lambda: NOW
+        tmp_path, Counting(), as_packed(first.manifest), clock_ns=lambda: NOW
     )  # without the caller's word: every file is filtered
     assert Counting.calls == 51
 
@@ -283,9 +283,6 @@ def _compare_as_nobody(tmp_path: Path) -> None:
     for p in (tmp_path, root, root / "open"):
         os.chmod(p, 0o755)
     first = reconcile(root, SimpleFilter(), Manifest(), clock_ns=lambda: NOW)
-    blob = tmp_path / "table.bin"
-    blob.write_bytes(first.manifest.to_bytes())
-    os.chmod(blob, 0o644)
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: compare as nobody, report through the pipe
@@ -294,7 +291,7 @@ def _compare_as_nobody(tmp_path: Path) -> None:
             os.close(read_fd)
             os.setgid(65534)
             os.setuid(65534)
-            previous = Manifest.from_bytes(blob.read_bytes())
+            previous = as_packed(first.manifest)  # the child has the parent's memory
             pure, fast, used = both_ways(str(root), SimpleFilter(), previous)
             report = pure["report"]
             ok = (
@@ -328,14 +325,8 @@ def test_packed_table_with_delta_answers_like_the_dict() -> None:
         "k/new": (9, 9, 9, 9, 9, b"y" * 16, 9),
         "absent": None,
     }
-    m = Manifest(base)
-    data = m.to_bytes()
-    table = native_mod.build_table(
-        memoryview(data)[24 : 24 + 64 * 300],
-        memoryview(data)[24 + 64 * 300 : -16],
-        300,
-        delta.items(),
-    )
+    source = PackedSource(Manifest(base))
+    table = native_mod.build_table(source.records, source.blob, 300, delta.items())
     assert table is not None
     want = dict(base)
     for k, e in delta.items():
@@ -603,7 +594,7 @@ def test_pure_switch_and_missing_extension_fall_back_silently(
         monkeypatch.setattr(importlib, "import_module", broken)
         native_mod.reset()
         assert native_mod.module() is None
-        packed = Manifest.from_bytes(first.manifest.to_bytes())
+        packed = as_packed(first.manifest)
         assert packed.native_table() is None
         res = reconcile(tmp_path, SimpleFilter(), packed, clock_ns=lambda: NOW, trust_filter=True)
         assert res.unchanged == 1 and not res.has_changes

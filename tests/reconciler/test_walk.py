@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ctindex.reconciler import FsOps, Manifest, reconcile
 
-from tests.reconciler.fakes import SimpleFilter
+from tests.reconciler.fakes import SimpleFilter, as_packed
 
 ALL = SimpleFilter()
 
@@ -75,7 +75,7 @@ def test_non_utf8_names_round_trip_and_are_reported(tmp_path: Path) -> None:
     assert os.fsencode(key) == b"caf\xe9-\xff.txt"
     assert got[key] == b"latin-1 name"
     assert res.report.undecodable.count == 1
-    again = Manifest.from_bytes(res.manifest.to_bytes())
+    again = as_packed(res.manifest)  # packed keys: surrogate escapes round-trip
     assert key in again
     assert reconcile(tmp_path, ALL, again).removed == []
 
