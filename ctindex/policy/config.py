@@ -8,6 +8,7 @@ is not an integer here.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import TypeGuard
 from ctindex.errors import PolicyError
 from ctindex.policy.project import INDEX_KEY, Project, is_index_key, is_normal_key
 from ctindex.providers import PROVIDERS
+from ctindex.reconciler.fingerprint import fingerprint_of
 
 CONFIG_VERSION = 1
 # Builds the error for a key path and a problem (validate() binds the file name).
@@ -378,3 +380,17 @@ def config_text(values: dict[str, object], comments: list[str]) -> str:
     lines = [f"// {line}" if line else "//" for line in comments]
     lines.append(json.dumps(values, indent=2))
     return "\n".join(lines) + "\n"
+
+
+def config_stamp(path: os.PathLike[str] | str) -> list[int] | str | None:
+    """The config file's full fingerprint as a JSON list, "absent", or None
+    when unknown. stat, not lstat: the config is read through a symlink. A
+    plan records the one it was read under (ctindex/policy/plan.py); the
+    query fast path and the daemon compare it with the file's current one."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "absent"
+    except OSError:
+        return None
+    return list(fingerprint_of(st))

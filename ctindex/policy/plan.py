@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ctindex.base.statefile import read_text_bounded
 from ctindex.policy.config import (
@@ -28,15 +28,14 @@ from ctindex.policy.config import (
     INT_SETTINGS,
     SETTING_KEYS,
     Config,
+    config_stamp,
     load_config,
     refuse_unsafe_store,
 )
+from ctindex.policy.decide import Decision, PlanPathFilter, decide_key, decide_path
 from ctindex.policy.project import INDEX_KEY, Project, StrPath, key_under
 from ctindex.providers import INDEX_PROVIDER, PROVIDERS, ProviderInfo
 from ctindex.reconciler.fingerprint import Fingerprint, fingerprint_of, from_json, racily_clean
-
-if TYPE_CHECKING:
-    from ctindex.policy.decide import Decision, PlanPathFilter
 
 DERIVED, PROJECT, HARD = "derived", "project", "hard"
 # Bump when the decision rules themselves change: every plan digest changes,
@@ -198,7 +197,7 @@ class Plan:
     # the folders root detection listed ({} with explicit scopes; None when a
     # folder was racily clean). The query fast path and the daemon re-check them.
     detected_from: dict[str, Fingerprint] | None = None
-    # The config file's stat (ctindex.policy.plan_record.config_stamp) taken *before* it
+    # The config file's stat (ctindex.policy.config.config_stamp) taken *before* it
     # was read, and the clock just before that: a record made from this plan
     # vouches for the config it was computed from, never for a later one.
     config_stamp: list[int] | str | None = None
@@ -267,24 +266,19 @@ class Plan:
             }
         )
 
-    # --- decisions -----------------------------------------------------------
+    # --- decisions (ctindex/policy/decide.py: the rules; it knows the plan
+    # only as a type, so the dependency runs one way, plan -> decide) ----------
     def decide(self, path: StrPath, cwd: StrPath | None = None) -> Decision:
         """Decision for a filesystem path; relative paths are taken from
         `cwd`, which defaults to the project root."""
-        from ctindex.policy.decide import decide_path
-
         return decide_path(self, path, self.project.root if cwd is None else cwd)
 
     def decide_key(self, key: str, st: os.stat_result | None = None) -> Decision:
         """Decision for a key; without `st` the path is lstat'ed and its
         parent folders checked for symlinks."""
-        from ctindex.policy.decide import decide_key
-
         return decide_key(self, key, st)
 
     def path_filter(self) -> PlanPathFilter:
-        from ctindex.policy.decide import PlanPathFilter
-
         return PlanPathFilter(self)
 
 
@@ -303,8 +297,6 @@ def _sha256(value: Any) -> str:
 
 def load_plan(project: Project) -> Plan:
     """The effective plan; raises PolicyError for a malformed project store."""
-    from ctindex.policy.plan_record import config_stamp
-
     refuse_unsafe_store(project)
     # Stamp first, read second: a change in between makes the stamp older than
     # the plan (the next check re-plans once more), never the other way round.

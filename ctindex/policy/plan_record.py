@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ctindex.errors import IndexWriteError
 from ctindex.ipc.records import read_record, write_record
+from ctindex.policy.config import config_stamp as config_stamp  # re-exported: callers ask here
 from ctindex.reconciler.fingerprint import fingerprint_of, from_json, racily_clean
 
 if TYPE_CHECKING:
@@ -67,18 +68,6 @@ class Hint(NamedTuple):
     digest: str
     barrier_timeout_ms: int
     config: list[int] | str  # the config file's stat as sent to the daemon
-
-
-def config_stamp(path: os.PathLike[str] | str) -> list[int] | str | None:
-    """The config file's full fingerprint as a JSON list, "absent", or None
-    when unknown. stat, not lstat: the config is read through a symlink."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return "absent"
-    except OSError:
-        return None
-    return list(fingerprint_of(st))
 
 
 def _code_stamp() -> list[list[int]] | None:
