@@ -12,13 +12,14 @@ an alert on its age fires when the audits keep failing.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ctindex.base.durable import WriteFailed, atomic_write, hidden_tmp_name
 from ctindex.errors import CtindexError
 
 if TYPE_CHECKING:
@@ -120,21 +121,11 @@ def write_textfile(path: str, built: tuple[list[Sample], dict[str, str], bool]) 
     if last is not None:
         samples.insert(1, (LAST_SUCCESS, {}, round(last, 3)))
     data = render(samples, base).encode()
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    target = Path(os.path.abspath(path))
     try:
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644
-        )
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        # Hidden while written: a textfile collector skips dot files.
+        atomic_write(target, data, mode=0o644, tmp_name=hidden_tmp_name(target))
+    except WriteFailed as exc:
         raise MetricsWriteError(
             f"{path}: cannot write the metrics file ({exc.strerror or exc})"
         ) from exc

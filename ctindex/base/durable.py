@@ -8,8 +8,13 @@ Two primitives, and the test hook placed between their steps:
   fsynced, so the rename survives a power cut).
 
 Every file ctindex replaces in place goes through ``atomic_write``: the
-store's manifest and records (ctindex/store/durable.py) and the daemon's
-runtime records (ctindex/ipc/records.py). A written file gets the mode its
+store's manifest and records (ctindex/store/durable.py), the daemon's
+runtime records (ctindex/ipc/records.py), the config editor
+(ctindex/policy/config_edit.py), the roots cache (ctindex/policy/plan.py),
+the metrics file (ctindex/audit/metrics.py) and the shared-index request,
+answer and heartbeat files (ctindex/share_client.py,
+ctindex/daemon/share_barrier.py), each with the mode, fsync and temp name
+it needs. A written file gets the mode its
 folder implies (``file_mode``): 0600 in a private folder, 0660 in one shared
 with a group (docs/format.md, "Modes").
 """
@@ -28,7 +33,27 @@ from ctindex.reconciler.platform_features import can_open_folders
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _BINARY = getattr(os, "O_BINARY", 0)
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
 FAULT_ENV = "CTINDEX_FAULT"
+
+
+class WriteFailed(IndexWriteError):
+    """A write failed at `stage`: "create" (the new file could not be made),
+    "write" (writing or syncing it failed) or "rename" (it could not replace
+    the target). The message is the store's one line; errno, strerror and
+    filename are the system's, for writers that word their own
+    (`as_os_error`)."""
+
+    def __init__(self, message: str, stage: str, exc: OSError, filename: Path) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.errno = exc.errno
+        self.strerror = exc.strerror
+        self.filename = exc.filename or str(filename)
+
+    def as_os_error(self) -> OSError:
+        return OSError(self.errno, self.strerror, self.filename)
 
 
 def file_mode(folder: str | os.PathLike[str]) -> int:
@@ -85,20 +110,37 @@ def _pause_here() -> None:
 
 
 def write_new(
-    path: Path, chunks: list[bytes] | bytes, *, fault_point: str | None = None, sync: bool = True
+    path: Path,
+    chunks: list[bytes] | bytes,
+    *,
+    fault_point: str | None = None,
+    sync: bool = True,
+    mode: int | None = None,
+    exact_mode: bool = False,
 ) -> int:
-    """Create `path` (must not exist), write every chunk, fsync (unless not
-    `sync`). Returns the size."""
+    """Create `path` (must not exist: O_EXCL, so a name placed there
+    beforehand, a link to another file, is never written through), write
+    every chunk, fsync (unless not `sync`). Returns the size. The mode is
+    its folder's (``file_mode``) unless `mode` is given: then it is created
+    with `mode` through the umask, or set to exactly `mode` with
+    `exact_mode`. A file not completely written is removed. Raises
+    WriteFailed (an IndexWriteError)."""
     if isinstance(chunks, (bytes, bytearray)):
         chunks = [bytes(chunks)]
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | _BINARY
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC | _BINARY, 0o600)
+        fd = os.open(path, flags, 0o600 if mode is None or exact_mode else mode)
     except OSError as exc:
-        raise IndexWriteError(f"{path}: cannot create index file ({exc.strerror})") from exc
+        raise WriteFailed(
+            f"{path}: cannot create index file ({exc.strerror})", "create", exc, path
+        ) from exc
     size = 0
     written = False
     try:
-        _give_mode(fd, path.parent)
+        if mode is None:
+            _give_mode(fd, path.parent)
+        elif exact_mode and mode != 0o600 and hasattr(os, "fchmod"):
+            os.fchmod(fd, mode)
         for i, chunk in enumerate(chunks):
             view = memoryview(chunk)
             while view:
@@ -111,7 +153,9 @@ def write_new(
             os.fsync(fd)
         written = True
     except OSError as exc:
-        raise IndexWriteError(f"{path}: cannot write index file ({exc.strerror})") from exc
+        raise WriteFailed(
+            f"{path}: cannot write index file ({exc.strerror})", "write", exc, path
+        ) from exc
     finally:
         os.close(fd)
         if not written:
@@ -146,25 +190,42 @@ def fsync_dir(folder: Path) -> None:
 
 
 def atomic_write(
-    target: Path, data: bytes, *, sync: bool = True, fault_label: str | None = None
+    target: Path,
+    data: bytes,
+    *,
+    sync: bool = True,
+    fault_label: str | None = None,
+    mode: int | None = None,
+    exact_mode: bool = False,
+    tmp_name: str | None = None,
 ) -> None:
     """The one way to replace a file in place: temp sibling (fresh
     name), rename over `target`. A reader sees the old file or the new one,
     never a torn one. With `sync` (MANIFEST) the temp file and then the
     folder are fsynced, so the rename survives a power cut; a best-effort
     record (store/passlog.py) skips both. `fault_label` names the test hooks
-    around the rename (``before-<label>-rename``, ``after-...``).
-    Raises IndexWriteError."""
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.{os.urandom(3).hex()}.tmp")
-    write_new(tmp, data, sync=sync)
+    around the rename (``before-<label>-rename``, ``after-...``). `mode`
+    and `exact_mode` as for write_new. `tmp_name`: the temp sibling's name
+    (default ``<name>.<pid>.<random>.tmp``), for a folder whose readers
+    skip files by name (``hidden_tmp_name``). The temp file never outlives
+    a failure. Raises WriteFailed (an IndexWriteError)."""
+    tmp = target.with_name(tmp_name or f"{target.name}.{os.getpid()}.{os.urandom(3).hex()}.tmp")
+    write_new(tmp, data, sync=sync, mode=mode, exact_mode=exact_mode)
     if fault_label:
         fault(f"before-{fault_label}-rename")
     try:
         os.replace(tmp, target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise IndexWriteError(f"{target}: cannot publish ({exc.strerror})") from exc
+        raise WriteFailed(
+            f"{target}: cannot publish ({exc.strerror})", "rename", exc, target
+        ) from exc
     if sync:
         fsync_dir(target.parent)
     if fault_label:
         fault(f"after-{fault_label}-rename")
+
+
+def hidden_tmp_name(target: Path) -> str:
+    """A temp name folder readers skip: ``.<name>.<pid>.<random>.tmp``."""
+    return f".{target.name}.{os.getpid()}.{os.urandom(3).hex()}.tmp"

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ctindex.backends.base import Watcher
+from ctindex.base.durable import WriteFailed, atomic_write
 from ctindex.share_client import FOLDER, HEARTBEAT, REQUEST, hostname, pad, parse, read_slot
 
 SHARE_KEY = "share"  # the selector key of the request folder's watcher
@@ -184,14 +185,10 @@ class ShareHost:
             "heartbeat": self.last_beat,
             "build": self.build,
         }
-        tmp = self.folder / f"{req.name}{ANSWER_TMP}{self.instance}-{os.urandom(4).hex()}"
-        try:
-            self._write(tmp, _fit(doc))
-            os.replace(tmp, path)
+        tmp = f"{req.name}{ANSWER_TMP}{self.instance}-{os.urandom(4).hex()}"
+        with contextlib.suppress(WriteFailed):
+            self._write(path, _fit(doc), tmp)
             self.answered += 1
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
     def _drop(self, name: str) -> None:
         self.dropped += 1
@@ -214,14 +211,10 @@ class ShareHost:
             "share_barrier_ms": self.budget_ms,
             "version": 1,
         }
-        tmp = self.folder / f"{HEARTBEAT_TMP}-{os.urandom(4).hex()}"
-        try:
-            self._write(tmp, pad(record))
-            os.replace(tmp, self.folder / HEARTBEAT)
+        tmp = f"{HEARTBEAT_TMP}-{os.urandom(4).hex()}"
+        with contextlib.suppress(WriteFailed):
+            self._write(self.folder / HEARTBEAT, pad(record), tmp)
             self.last_beat = now
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
         self.collect(now)
 
     def collect(self, now: float) -> int:
@@ -257,18 +250,14 @@ class ShareHost:
             return 0
         return 1
 
-    def _write(self, path: Path, data: bytes) -> None:
-        """A new file of ours: O_EXCL under a random name, so a name someone
-        placed in the folder beforehand (a link to another file) is never
-        written through."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        fd = os.open(path, flags, self.file_mode)
-        try:
-            if hasattr(os, "fchmod"):  # POSIX (the daemon runs nowhere else)
-                os.fchmod(fd, self.file_mode)  # the daemon's umask is 077
-            os.write(fd, data)
-        finally:
-            os.close(fd)
+    def _write(self, path: Path, data: bytes, tmp_name: str) -> None:
+        """Replace `path` through a new file of ours, `tmp_name` (O_EXCL, so
+        a name someone placed in the folder beforehand, a link to another
+        file, is never written through), in the folder's mode whatever the
+        daemon's umask (077). Not synced: a lost answer is asked again."""
+        atomic_write(
+            path, data, sync=False, mode=self.file_mode, exact_mode=True, tmp_name=tmp_name
+        )
 
     def status(self) -> dict[str, int | str | None]:
         return {

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ctindex.ipc.build_id import build_id
 from ctindex.base.output import Progress, counted_keys, path_messages
+from ctindex.ipc.build_id import build_id
 from ctindex.policy.project import key_under_any
 from ctindex.providers import INDEX_PROVIDER, PROVIDERS
 from ctindex.providers.fields import SEP

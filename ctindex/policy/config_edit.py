@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ctindex.base.durable import WriteFailed, atomic_write, hidden_tmp_name
 from ctindex.errors import PolicyError
 from ctindex.policy.config import MAX_CONFIG_BYTES, ScopeSpec, display_root, parse_config
 from ctindex.reconciler.fingerprint import Fingerprint, fingerprint_of
@@ -364,28 +365,15 @@ def replace_file(path: Path, text: str, expect: Fingerprint | None) -> None:
     a file changed meanwhile is refused, not overwritten."""
     if _fingerprint(path) != expect:
         raise UneditableConfig(f"{path}: changed while it was being edited; run the command again")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(3).hex()}.tmp")
     try:
         mode = os.lstat(path).st_mode & 0o777
     except FileNotFoundError:
         mode = 0o644
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    data = text.encode("utf-8", "surrogateescape")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    except OSError:
-        pass  # some filesystems cannot fsync a folder
-    finally:
-        os.close(folder)
+        atomic_write(path, data, mode=mode, tmp_name=hidden_tmp_name(path))
+    except WriteFailed as exc:  # the system's error, as the command reports any
+        raise exc.as_os_error() from exc
 
 
 def _fingerprint(path: Path) -> Fingerprint | None:

@@ -21,6 +21,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
+from ctindex.base.durable import WriteFailed, atomic_write
 from ctindex.base.statefile import read_text_bounded
 from ctindex.policy.config import (
     BOOL_SETTINGS,
@@ -463,12 +464,5 @@ def _write_cache(project: Project, cache: Path, data: dict[str, Any]) -> None:
     # that indexing already created, never create one. Failures are fine.
     if not project.runtime_dir.is_dir():
         return
-    tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, ensure_ascii=True)
-        os.replace(tmp, cache)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    with contextlib.suppress(WriteFailed):  # a cache: not synced, and best effort
+        atomic_write(cache, json.dumps(data, ensure_ascii=True).encode("ascii"), sync=False)

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from ctindex.service.update_problems import Problems, json_problems
 
 if TYPE_CHECKING:
-    from ctindex.indexing import transaction
     from ctindex.base.jsontypes import JSONObject
+    from ctindex.indexing import transaction
     from ctindex.query.freshness import Freshness as _Freshness
 
 # A JSON document (an object), as `to_json()` returns it.

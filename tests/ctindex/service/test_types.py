@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 
-from ctindex.indexing import transaction
 from ctindex.api import Index
+from ctindex.indexing import transaction
 from ctindex.service.types import UpdateReport, update_report_of
 from ctindex.service.update_problems import problems
 from tests.conftest import cli_main, write_config
