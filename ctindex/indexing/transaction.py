@@ -140,7 +140,7 @@ def with_problems(report: UpdateReport, index_dir: Path) -> UpdateReport:
 DEFER_REBUILD_READS = True
 
 
-def provider_versions() -> dict[str, Any]:
+def provider_versions() -> dict[str, int | str]:
     """The versions a manifest records: the index provider's (the index
     folder is its; other providers' scopes are versioned by their scope
     digests, ctindex/policy/plan.py)."""

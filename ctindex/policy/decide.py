@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 import stat as stat_mod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ctindex.errors import shown
 from ctindex.policy.project import (
@@ -69,7 +69,7 @@ class Decision:
     def included(self) -> bool:
         return self.reason == INCLUDED
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, str | None]:
         return asdict(self)
 
 
@@ -259,6 +259,18 @@ def classify(plan: Plan, key: str, st: os.stat_result | None, absent: str = MISS
     return made(INCLUDED, scope.root, pattern, scope.origin, scope.provider)
 
 
+# What accept() needs for every file of one folder (() when no scope decides
+# it): where the scope-relative key starts, the scope's include and exclude
+# matchers (None: no exclude), its provider's extensions and reserved names.
+_FolderRules = tuple[
+    int,
+    Callable[[str], object],
+    Callable[[str], object] | None,
+    tuple[str, ...],
+    frozenset[str],
+]
+
+
 class PlanPathFilter:
     """The reconciler's PathFilter over a plan (docs/architecture.md).
 
@@ -275,7 +287,7 @@ class PlanPathFilter:
         self._exclude = plan.exclude_set
         self._exclude_match = plan.exclude_set.bound_match()
         self._limit = plan.settings.max_file_bytes
-        self._folders: dict[str, Any] = {}
+        self._folders: dict[str, _FolderRules | tuple[()]] = {}
 
     def roots(self) -> Sequence[str]:
         return self._roots
@@ -312,12 +324,12 @@ class PlanPathFilter:
             return False
         return name.endswith(extensions) and name not in reserved
 
-    def _folder_rules(self, key: str) -> tuple[Any, ...]:
+    def _folder_rules(self, key: str) -> _FolderRules | tuple[()]:
         """What accept() needs for every file of `key`'s folder, bound once."""
         if len(self._folders) > 4096:
             self._folders.clear()
         found = self.plan.find_scope(key)
-        rules: tuple[Any, ...] = ()
+        rules: _FolderRules | tuple[()] = ()
         if found is not None:
             scope, include, exclude = found
             provider = PROVIDERS[scope.provider]

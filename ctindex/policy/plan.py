@@ -63,7 +63,7 @@ class Scope:
     def relative(self, key: str) -> str:
         return key[len(self.root) + 1 :] if self.root else key
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "root": self.root or ".",
             "provider": self.provider,
@@ -291,7 +291,7 @@ def scope_root_of(plan: Plan, key: str) -> str:
     return found[0].root if found else ""
 
 
-def _sha256(value: Any) -> str:
+def _sha256(value: object) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
@@ -459,7 +459,7 @@ def _read_cache(
         return None  # missing or damaged cache: detect again
 
 
-def _write_cache(project: Project, cache: Path, data: dict[str, Any]) -> None:
+def _write_cache(project: Project, cache: Path, data: dict[str, object]) -> None:
     # The policy commands are read-only (spec §5): only reuse a runtime folder
     # that indexing already created, never create one. Failures are fine.
     if not project.runtime_dir.is_dir():
