@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ctindex.base.jsontypes import JSON, JSONObject
 from ctindex.base.output import Progress, counted_keys, path_messages
 from ctindex.ipc.build_id import build_id
 from ctindex.policy.project import key_under_any
@@ -511,9 +512,9 @@ def _analyse_deferred(job: _Pass, res: ReconcileResult) -> tuple[StoreWriter, Ad
 # Phase 3. The record of the pass is its own step because both endings
 # (same generation, new generation) write it, and what the walk could not
 # see must reach both the record and the report, never dropped silently.
-def _pass_record(job: _Pass, res: ReconcileResult) -> tuple[dict[str, object], list[str]]:
+def _pass_record(job: _Pass, res: ReconcileResult) -> tuple[JSONObject, list[str]]:
     """The pass record (store/passlog.py) and the walk's problems."""
-    pass_info: dict[str, object] = {
+    pass_info: JSONObject = {
         "kind": job.kind,
         "duration_ms": round(res.metrics.duration_ms, 3),
         "entries_visited": res.metrics.entries_visited,
@@ -525,7 +526,7 @@ def _pass_record(job: _Pass, res: ReconcileResult) -> tuple[dict[str, object], l
         pass_info["reason"] = job.reason
     problems = walk_problems(res.report)
     if problems:  # what the walk could not see is reported, never a silent drop
-        pass_info["problems"] = problems
+        pass_info["problems"] = list[JSON](problems)
     return pass_info, problems
 
 
@@ -558,7 +559,7 @@ def _keep_generation(
     job: _Pass,
     base: StoreManifest,
     res: ReconcileResult,
-    pass_info: dict[str, object],
+    pass_info: JSONObject,
     counts: UpdateReport,
 ) -> UpdateReport:
     """The documents are unchanged; the file table may not be: new stat
@@ -604,7 +605,7 @@ def _publish(
     contents: dict[str, bytes],
     writer: StoreWriter | None,
     added: Added | None,
-    pass_info: dict[str, object],
+    pass_info: JSONObject,
     counts: UpdateReport,
 ) -> UpdateReport:
     from ctindex.indexing.analyse import add_documents, targets_of
