@@ -4,7 +4,7 @@ giving the JSON document of the matching `ctindex --json` command."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from ctindex.service.update_problems import Problems, json_problems
@@ -262,26 +262,9 @@ def update_report_of(report: transaction.UpdateReport, problems: Problems) -> Up
     """The public view of the indexer's report of one update or rebuild
     (ctindex/indexing/transaction.py), with what it could not take in
     (ctindex/service/update_problems.py)."""
-    return UpdateReport(
-        generation=report.generation,
-        published=report.published,
-        refreshed=report.refreshed,
-        rebuilt=report.rebuilt,
-        reason=report.reason,
-        added=report.added,
-        changed=report.changed,
-        removed=report.removed,
-        renamed=report.renamed,
-        metadata_only=report.metadata_only,
-        dirty=report.dirty,
-        documents=report.documents,
-        errors=report.errors,
-        warnings=report.warnings,
-        merged_segments=report.merged_segments,
-        missing_roots=tuple(report.missing_roots),
-        entries_visited=report.entries_visited,
-        reconcile_ms=report.reconcile_ms,
-        duration_ms=report.duration_ms,
-        notes=tuple(report.notes),
-        problems=json_problems(problems),
-    )
+    # The view's fields are the report's (tests/ctindex/service/test_types.py
+    # holds them to it), so they are copied by name, not listed twice.
+    shared = {f.name: getattr(report, f.name) for f in fields(UpdateReport) if f.name != "problems"}
+    shared["missing_roots"] = tuple(report.missing_roots)
+    shared["notes"] = tuple(report.notes)
+    return UpdateReport(**shared, problems=json_problems(problems))
