@@ -10,8 +10,12 @@
 * imports form no cycle, lazy ones (inside functions) included: a loop is a
   loop in the design even when it does not break at import time (names
   imported only for annotations, under `if TYPE_CHECKING:`, do not count);
+* inside ctindex/, imports point down the layers of LAYERS (the order
+  docs/architecture.md draws), lazy imports included; two rooms of one layer
+  that must not know each other are in APART;
 * every test file in a room names the module it tests
-  (tests/<room>/<package path>/test_<module>[_<aspect>].py).
+  (tests/<room>/<package path>/test_<module>[_<aspect>].py), and every module
+  has such a test file or a reason in UNTESTED_BY_NAME.
 """
 
 from __future__ import annotations
@@ -37,6 +41,44 @@ READ_SIDE = (
     "ctindex.fast_entry",
     "ctindex.daemon.query",
 )
+
+# Inside the package, top to bottom (docs/architecture.md, "Layers"): a module
+# imports only its own layer or the ones below. The longest prefix decides, so
+# `ctindex.daemon.__main__` (an entry point) sits above the rest of its room;
+# the package itself (`ctindex`, whose names load lazily) is matched exactly.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("ctindex", "ctindex.__main__", "ctindex.fast_entry", "ctindex.cli", "ctindex.daemon.__main__"),
+    ("ctindex.commands",),
+    ("ctindex.mcp_server",),  # `ctindex mcp` serves it; it answers through the API
+    ("ctindex.api",),
+    ("ctindex.service",),
+    ("ctindex.query", "ctindex.audit"),
+    ("ctindex.client", "ctindex.daemon"),
+    ("ctindex.indexing",),
+    ("ctindex.search", "ctindex.store"),
+    ("ctindex.ipc", "ctindex.policy", "ctindex.providers", "ctindex.schemas"),
+    ("ctindex.base", "ctindex.errors"),
+    INNER_ROOMS,
+)
+# Rooms of one layer that must not import each other, in either direction or
+# only in the one given: the daemon is spawned by module name, never imported
+# by its client; the store never reaches up into the search that reads it.
+APART: tuple[tuple[str, str], ...] = (
+    ("ctindex.client", "ctindex.daemon"),
+    ("ctindex.daemon", "ctindex.client"),
+    ("ctindex.store", "ctindex.search"),
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The index in LAYERS of `module`'s layer (0 is the top), by longest prefix."""
+    best: tuple[int, int] | None = None  # (prefix length, layer)
+    for number, rooms in enumerate(LAYERS):
+        for room in rooms:
+            inside = module == room or (room != "ctindex" and module.startswith(room + "."))
+            if inside and (best is None or len(room) > best[0]):
+                best = (len(room), number)
+    return None if best is None else best[1]
 
 
 def modules() -> dict[str, Path]:
@@ -232,3 +274,40 @@ def test_room_tests_name_their_module() -> None:
             ):
                 bad.append(f"{test.relative_to(REPO)}: no module {package.relative_to(REPO)}/…")
     assert not bad, "\n".join(bad)
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = [m for m in modules() if layer_of(m) is None]
+    assert not unplaced, f"modules in no layer of LAYERS: {unplaced}"
+
+
+def _room(module: str) -> str:
+    """The room of LAYERS or APART that `module` is in, by longest prefix."""
+    rooms = [r for layer in LAYERS for r in layer] + [a for pair in APART for a in pair]
+    return max((r for r in rooms if _within(module, (r,))), key=len, default=module)
+
+
+def test_imports_point_down_the_layers() -> None:
+    mods = modules()
+    bad: dict[str, None] = {}  # ordered, once per line and target
+    for module, path in mods.items():
+        mine = layer_of(module)
+        for line, target in imports(module, path, top_level_only=False, typing=False):
+            known = _known(target, mods)
+            if known is None or known == "ctindex" or mine is None:
+                continue  # not ours, or the package root (its names load lazily)
+            theirs = layer_of(known)
+            where = f"{path.relative_to(REPO)}:{line} imports {known}"
+            if theirs is not None and theirs < mine:
+                bad[f"{where} (up: {LAYERS[theirs][0]} is above {LAYERS[mine][0]})"] = None
+            elif (_room(module), _room(known)) in APART:
+                bad[f"{where} (rooms kept apart)"] = None
+    assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+def test_layer_rule_sees_an_upward_import() -> None:
+    assert layer_of("ctindex.store.writer") is not None
+    assert layer_of("ctindex.cli") is not None
+    assert layer_of("ctindex.cli") < layer_of("ctindex.store.writer")  # type: ignore[operator]
+    assert layer_of("ctindex.daemon.__main__") == 0
+    assert layer_of("ctindex.daemon.server") == layer_of("ctindex.client")

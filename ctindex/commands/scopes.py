@@ -121,10 +121,10 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _value(key: str, value: Any) -> str:
+def _value(key: str, value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if key in _BYTE_SETTINGS:
+    if key in _BYTE_SETTINGS and isinstance(value, int):
         return f"{human_bytes(value)} ({value})"
     assert key in INT_SETTINGS
     return str(value)

@@ -11,12 +11,15 @@ the second audit, the first one's findings still listed.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctindex.audit.verify import Audit
 from ctindex.base.output import human_bytes, human_count, human_ms
 from ctindex.commands import Context
 from ctindex.errors import CtindexError
+
+if TYPE_CHECKING:
+    from ctindex.policy.plan import Plan
 
 
 class CannotVerify(CtindexError):
@@ -71,7 +74,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     return code
 
 
-def _repair(ctx: Context, plan: Any, found: Audit) -> dict[str, Any]:
+def _repair(ctx: Context, plan: Plan, found: Audit) -> dict[str, Any]:
     from ctindex.indexing.transaction import rebuild, update
 
     progress = None if ctx.quiet else ctx.err
