@@ -92,6 +92,20 @@ class SegmentPartition:
                 out[d] = tfs[at]
         return out
 
+    def tf_over(self, term: str, docs: set[int]) -> tuple[dict[int, int], set[int] | None]:
+        """`tf_in` without the copy when it would be one: a posting that
+        is not much longer than `docs` comes whole, with `docs` as the
+        filter its reader applies (the scoring loops skip what is not in
+        it at C speed); a long one is looked up by binary search."""
+        if term in self._tf:
+            return self._tf[term], docs
+        post = self._posting(term)
+        if post is None:
+            return {}, None
+        if len(docs) * SKIP_RATIO >= len(post[0]):
+            return self.tf(term), docs
+        return self.tf_in(term, docs), None
+
     def prefix_docs(self, prefix: str) -> set[int]:
         got = self._prefix.get(prefix)
         if got is None:

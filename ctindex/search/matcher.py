@@ -25,6 +25,7 @@ from ctindex.providers.fields import (
 from ctindex.providers.fields import (
     FIELDS as TEXT_FIELDS,
 )
+from ctindex.search import native_rank
 from ctindex.search.query import (
     And,
     Facet,
@@ -85,6 +86,9 @@ class Partition(Protocol):
     def tf(self, term: str) -> dict[int, int]: ...  # live doc id -> weighted tf
     def df(self, term: str) -> int: ...  # len(tf(term)), maybe without reading it
     def tf_in(self, term: str, docs: set[int]) -> dict[int, int]: ...  # tf(term) on docs
+    def tf_over(self, term: str, docs: set[int]) -> tuple[dict[int, int], set[int] | None]: ...
+    #    (posting, filter): tf(term) on docs is the posting's entries in the
+    #    filter (None: all of them), whichever is cheaper to give
     def prefix_docs(self, prefix: str) -> set[int]: ...  # live docs with a word term
     #                                                        starting with prefix
     def rank(self, term: str) -> int | None: ...  # id of a term in token streams
@@ -351,11 +355,10 @@ def _term_scores(
         return _bm25f_scores(term, parts, docs, st, [p.tf(term) for p in parts], w)
     out: list[dict[int, float]] = []
     for p, want in zip(parts, docs, strict=True):
-        main = p.tf_in(term, want) if want else {}
         got: dict[int, float] = {}
         out.append(got)
         if want:
-            _per_field_scores(got, term, p, main, want, st, w)
+            _per_field_scores(got, term, p, want, st, w)
     return out
 
 
@@ -363,38 +366,124 @@ def _per_field_scores(
     got: dict[int, float],
     term: str,
     p: Partition,
-    main: dict[int, int],
     want: set[int],
     st: _Stats,
     w: float,
 ) -> None:
     """Per-field saturation: the fields add up independently, so each
     field's posting is walked on its own (no per-document lists); the
-    body's count is the weighted total less the weighted field counts."""
+    body's count is the weighted total less the weighted field counts.
+    Postings come with a filter rather than copied down to `want`
+    (`Partition.tf_over`); the loops run in C when ctindex/search/_rank.c
+    is built (`_kernels`)."""
     k1p = K1 + 1
     flens = p.field_lengths()
+    field_scores, body_scores = _kernels(flens[0])
     field_tf: list[dict[int, int]] = []
     for f, head in enumerate(FIELD_TERM):
-        posting = p.tf_in(head + term, want)
+        posting, only = p.tf_over(head + term, want)
         field_tf.append(posting)
         a, bl, wf = 1 - FIELDS[f][2], FIELDS[f][2] / st.avg[f], w * PER_FIELD[f][1] * k1p
-        lens = flens[f]
-        for d, t in posting.items():
-            n = t / (a + bl * lens[d])
-            got[d] = got.get(d, 0.0) + wf * n / (n + K1)
+        if posting:
+            field_scores(got, posting, only, flens[f], a, bl, wf, K1)
     a, bl, wf = 1 - FIELDS[4][2], FIELDS[4][2] / st.avg[4], w * PER_FIELD[4][1] * k1p
-    lengths = p.lengths()
-    title, tags, desc = field_tf[0], field_tf[1], field_tf[2]
-    w0, w1, w2 = WEIGHTS[0], WEIGHTS[1], WEIGHTS[2]
-    f0, f1, f2 = flens[0], flens[1], flens[2]
+    main, only = p.tf_over(term, want)
+    body_scores(
+        got,
+        main,
+        only,
+        (field_tf[0], field_tf[1], field_tf[2]),
+        p.lengths(),
+        (flens[0], flens[1], flens[2]),
+        (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2]),
+        a,
+        bl,
+        wf,
+        K1,
+    )
+
+
+def _field_scores_py(
+    got: dict[int, float],
+    posting: dict[int, int],
+    only: set[int] | None,
+    lens: Sequence[int],
+    a: float,
+    bl: float,
+    wf: float,
+    k1: float,
+) -> None:
+    """One field's share of a term's score (ctindex/search/_rank.c
+    `field_scores` computes the same floats). Entries outside `only` (when
+    not None) are skipped."""
+    for d, t in posting.items():
+        if only is not None and d not in only:
+            continue
+        n = t / (a + bl * lens[d])
+        got[d] = got.get(d, 0.0) + wf * n / (n + k1)
+
+
+def _body_scores_py(
+    got: dict[int, float],
+    main: dict[int, int],
+    only: set[int] | None,
+    fields: tuple[dict[int, int], dict[int, int], dict[int, int]],
+    lengths: Sequence[int],
+    flens: tuple[Sequence[int], Sequence[int], Sequence[int]],
+    weights: tuple[int, int, int],
+    a: float,
+    bl: float,
+    wf: float,
+    k1: float,
+) -> None:
+    """The body's share: its count is the weighted total (`main`) less the
+    weighted counts of title, tags and description (ctindex/search/_rank.c
+    `body_scores` computes the same floats). Entries of `main` outside
+    `only` (when not None) are skipped; the field postings may hold more
+    documents than are scored."""
+    title, tags, desc = fields
+    f0, f1, f2 = flens
+    w0, w1, w2 = weights
     for d, body in main.items():
+        if only is not None and d not in only:
+            continue
         if d in title or d in tags or d in desc:
             body -= w0 * title.get(d, 0) + w1 * tags.get(d, 0) + w2 * desc.get(d, 0)
             if body <= 0:
                 continue
         body_len = lengths[d] - w0 * f0[d] - w1 * f1[d] - w2 * f2[d]
         n = body / (a + bl * max(body_len, 0))
-        got[d] = got.get(d, 0.0) + wf * n / (n + K1)
+        got[d] = got.get(d, 0.0) + wf * n / (n + k1)
+
+
+def _add_into_py(scores: dict[int, float], got: dict[int, float]) -> None:
+    for d, v in got.items():
+        scores[d] += v
+
+
+def _max_into_py(best: dict[int, float], got: dict[int, float]) -> None:
+    for d, v in got.items():
+        if v > best.get(d, 0.0):
+            best[d] = v
+
+
+def _kernels(lens: Sequence[int]) -> tuple[native_rank.FieldScores, native_rank.BodyScores]:
+    """(field_scores, body_scores): the C ones when built and the lengths
+    are arrays of u32 (a segment's; --direct's too), else the pure ones."""
+    native = native_rank.module()
+    if native is not None and isinstance(lens, array) and lens.typecode == "I":
+        return native.field_scores, native.body_scores
+    return _field_scores_py, _body_scores_py
+
+
+def _add_into(scores: dict[int, float], got: dict[int, float]) -> None:
+    native = native_rank.module()
+    (native.add_into if native is not None else _add_into_py)(scores, got)
+
+
+def _max_into(best: dict[int, float], got: dict[int, float]) -> None:
+    native = native_rank.module()
+    (native.max_into if native is not None else _max_into_py)(best, got)
 
 
 def _bm25f_scores(
@@ -477,6 +566,15 @@ def min_span(seq: array[Any], ranks: Sequence[int], sep: int) -> int | None:
         if narrowed is None:
             return None
         seq = narrowed
+    native = native_rank.module()
+    if native is not None and isinstance(seq, array):
+        return native.min_span(seq, list(ranks), sep)
+    return _min_span_py(seq, ranks, sep)
+
+
+def _min_span_py(seq: array[Any], ranks: Sequence[int], sep: int) -> int | None:
+    """`min_span` on a stream already narrowed (ctindex/search/_rank.c
+    `min_span` answers the same)."""
     k = len(ranks)
     want = {r: i for i, r in enumerate(ranks)}
     want[sep] = -1
@@ -612,8 +710,7 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
     st = _stats(parts)
     for t in scoring_terms(node):
         for sc, got in zip(scores, _term_scores(t, parts, matched, st), strict=True):
-            for d, v in got.items():
-                sc[d] += v
+            _add_into(sc, got)
     notes: list[str] = []
     for clause in prefix_clauses(node):
         inside = [evaluate(clause, p) & m for p, m in zip(parts, matched, strict=True)]
@@ -631,12 +728,9 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
         best: list[dict[int, float]] = [{} for _ in parts]
         for t in expansions:
             for b, got in zip(best, _term_scores(t, parts, inside, st), strict=True):
-                for d, v in got.items():
-                    if v > b.get(d, 0.0):
-                        b[d] = v
+                _max_into(b, got)
         for sc, b in zip(scores, best, strict=True):
-            for d, v in b.items():
-                sc[d] += v
+            _add_into(sc, b)
     keys: list[tuple[str, int]] = []
     for seq in exact_sequences(node):
         joined = " ".join(seq)
