@@ -286,11 +286,15 @@ def term_spans(text: str) -> Iterator[tuple[int, int, str]]:
     """(start, end, term) of every word in `text` (snippets mark these
     spans): the words are the fold's, the spans the original text's."""
     if text.isascii():
+        # Each step a C-level pass (snippets of every shown result run this).
         matches = list(_ASCII_WORD_RE.finditer(text))
-        _stem_words(m.group() for m in matches)
-        cache = _CACHE
-        for m in matches:
-            yield m.start(), m.end(), cache[m.group()]
+        raw = list(map(re.Match.group, matches))
+        _stem_words(set(raw))
+        yield from zip(
+            map(re.Match.start, matches),
+            map(re.Match.end, matches),
+            map(_CACHE.__getitem__, raw),
+        )
         return
     folded = FoldedText(text)
     matches = list(WORD_RE.finditer(folded.text))

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+import weakref
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
+from ctindex.store.segment import Segment
 from ctindex.store.snapshot import SegmentView
 
 # Below one wanted document per this many posting entries, `tf_in` binary
@@ -150,13 +152,33 @@ class SegmentPartition:
         return self.seg.field_lengths()
 
     def field_length_sums(self) -> list[int]:
-        if self._flen_sums is None:  # tombstoned documents are no part of the statistics
-            flens = self.seg.field_lengths()
-            self._flen_sums = [sum(f) - sum(f[d] for d in self.deleted) for f in flens]
+        if self._flen_sums is None:
+            self._flen_sums = _field_length_sums(self.seg, self.deleted)
         return self._flen_sums
 
     def terms_with_prefix(self, prefix: str) -> list[str]:
         return self.seg.terms_with_prefix(prefix)
+
+
+# Per open segment, (its tombstones, its live field length sums): a
+# partition lives for one query, the segment (and its generation's
+# tombstones) for as long as the API keeps the generation open, and summing
+# four arrays of every document's lengths was a tenth of a rare word's query.
+_SUMS: weakref.WeakKeyDictionary[Segment, tuple[frozenset[int], list[int]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _field_length_sums(seg: Segment, deleted: Collection[int]) -> list[int]:
+    """Raw token counts per field summed over the live documents
+    (tombstoned documents are no part of the statistics)."""
+    held = _SUMS.get(seg)
+    if held is not None and held[0] == deleted:
+        return held[1]
+    flens = seg.field_lengths()
+    sums = [sum(f) - sum(f[d] for d in deleted) for f in flens]
+    _SUMS[seg] = (frozenset(deleted), sums)
+    return sums
 
 
 def _restrict(full: dict[int, int], docs: set[int]) -> dict[int, int]:

@@ -59,12 +59,14 @@ def snippet_spans(
     pieces (`_pieces`)."""
     for text in (body, description):
         for start, end in _pieces(text, terms, prefixes):
-            spans = [
-                (s + start, e + start, t)
-                for s, e, t in load(INDEX_PROVIDER).term_spans(text[start:end])
-            ]
-            marked = {t for _, _, t in spans if t in terms or (prefixes and t.startswith(prefixes))}
-            hits = [i for i, (_, _, t) in enumerate(spans) if t in marked]
+            found = load(INDEX_PROVIDER).term_spans(text[start:end])
+            spans = (
+                [(s + start, e + start, t) for s, e, t in found] if start else list(found)
+            )
+            # Distinct terms are tested once; the hits are then set lookups.
+            present = {t for _, _, t in spans}
+            marked = {t for t in present if t in terms or (prefixes and t.startswith(prefixes))}
+            hits = [i for i, (_, _, t) in enumerate(spans) if t in marked] if marked else []
             if hits:
                 return _window(text, spans, hits, marked, start > 0, end < len(text))
     return _clip(*_flat([((description or body)[:HEAD_CHARS], False)]))
