@@ -336,11 +336,267 @@ done:
     return result;
 }
 
+
+/* -- dense scoring: one term over a segment's posting arrays ------------- */
+
+/* A read-only view of a buffer of u16 or u32 items. */
+typedef struct {
+    Py_buffer view;
+    Py_ssize_t n;
+    int wide;
+} Ids;
+
+static int ids_get(PyObject *obj, Ids *out) {
+    if (PyObject_GetBuffer(obj, &out->view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (out->view.itemsize != 2 && out->view.itemsize != 4) {
+        PyBuffer_Release(&out->view);
+        PyErr_SetString(PyExc_TypeError, "_rank: postings are arrays of u16 or u32");
+        return -1;
+    }
+    out->wide = out->view.itemsize == 4;
+    out->n = out->view.len / out->view.itemsize;
+    return 0;
+}
+
+static inline uint32_t ids_at(const Ids *a, Py_ssize_t i) {
+    return a->wide ? ((const uint32_t *)a->view.buf)[i] : ((const uint16_t *)a->view.buf)[i];
+}
+
+/* mask(ndocs, docs) -> bytearray with 1 at every doc of the set `docs`. */
+static PyObject *mask(PyObject *self, PyObject *args) {
+    Py_ssize_t ndocs;
+    PyObject *docs;
+    if (!PyArg_ParseTuple(args, "nO", &ndocs, &docs)) return NULL;
+    if (!PyAnySet_Check(docs)) {
+        PyErr_SetString(PyExc_TypeError, "_rank.mask: a set");
+        return NULL;
+    }
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, ndocs);
+    if (out == NULL) return NULL;
+    char *m = PyByteArray_AS_STRING(out);
+    memset(m, 0, (size_t)ndocs);
+    PyObject *it = PyObject_GetIter(docs), *item;
+    if (it == NULL) goto fail;
+    while ((item = PyIter_Next(it)) != NULL) {
+        Py_ssize_t d = PyLong_AsSsize_t(item);
+        Py_DECREF(item);
+        if (d == -1 && PyErr_Occurred()) break;
+        if (d < 0 || d >= ndocs) {
+            PyErr_SetString(PyExc_IndexError, "_rank.mask: document id out of range");
+            break;
+        }
+        m[d] = 1;
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) goto fail;
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* gather(acc, docs) -> {d: acc[d] for d in docs}, in the set's order. */
+static PyObject *gather(PyObject *self, PyObject *args) {
+    PyObject *acc_obj, *docs;
+    if (!PyArg_ParseTuple(args, "OO", &acc_obj, &docs)) return NULL;
+    Py_buffer acc;
+    if (PyObject_GetBuffer(acc_obj, &acc, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    PyObject *out = NULL, *it = NULL, *item;
+    if (acc.itemsize != 8) {
+        PyErr_SetString(PyExc_TypeError, "_rank.gather: array('d')");
+        goto done;
+    }
+    Py_ssize_t n = acc.len / 8;
+    const double *v = acc.buf;
+    out = PyDict_New();
+    it = out ? PyObject_GetIter(docs) : NULL;
+    if (it == NULL) goto done;
+    while ((item = PyIter_Next(it)) != NULL) {
+        Py_ssize_t d = PyLong_AsSsize_t(item);
+        int rc = -1;
+        if (!(d == -1 && PyErr_Occurred())) {
+            if (d < 0 || d >= n) {
+                PyErr_SetString(PyExc_IndexError, "_rank.gather: document id out of range");
+            } else {
+                PyObject *f = PyFloat_FromDouble(v[d]);
+                if (f != NULL) {
+                    rc = PyDict_SetItem(out, item, f);
+                    Py_DECREF(f);
+                }
+            }
+        }
+        Py_DECREF(item);
+        if (rc < 0) break;
+    }
+done:
+    Py_XDECREF(it);
+    PyBuffer_Release(&acc);
+    if (PyErr_Occurred()) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* score_term(acc, mask, (ids, tfs), fields, lengths, flens, fparams,
+ * (a, bl, wf), (w0, w1, w2), k1): matcher._per_field_scores for one term
+ * and one segment, then its sum into the scores, on arrays: per document
+ * of the mask, got = 0.0, plus each field's share (title, tags,
+ * description, ID, in that order), plus the body's, and acc[d] += got.
+ * `fields` holds four (ids, tfs) or None; `fparams` four (a, bl, wf). The
+ * same operations in the same order as the pure dict loops, so the same
+ * floats; a document the term misses adds 0.0, which changes no score. */
+static PyObject *score_term(PyObject *self, PyObject *args) {
+    PyObject *acc_obj, *mask_obj, *main_ids_obj, *main_tfs_obj, *fields, *lengths_obj,
+        *flens_obj, *fparams;
+    double ba, bbl, bwf, k1;
+    long long w[3];
+    if (!PyArg_ParseTuple(args, "OO(OO)O!OO!O!(ddd)(LLL)d", &acc_obj, &mask_obj, &main_ids_obj,
+                          &main_tfs_obj, &PyTuple_Type, &fields, &lengths_obj, &PyTuple_Type,
+                          &flens_obj, &PyTuple_Type, &fparams, &ba, &bbl, &bwf, &w[0], &w[1],
+                          &w[2], &k1))
+        return NULL;
+    if (PyTuple_GET_SIZE(fields) != 4 || PyTuple_GET_SIZE(flens_obj) != 4 ||
+        PyTuple_GET_SIZE(fparams) != 4) {
+        PyErr_SetString(PyExc_TypeError, "_rank.score_term: four fields");
+        return NULL;
+    }
+    Py_buffer acc, maskb;
+    Ids main_ids, main_tfs, fids[4], ftfs[4];
+    U32 lengths, flens[4];
+    int got_ids[4] = {0, 0, 0, 0}, got_tfs[4] = {0, 0, 0, 0};
+    int nflens = 0, have_main_ids = 0, have_main_tfs = 0, have_len = 0, have_mask = 0, ok = 0;
+    double *tmp = NULL;
+    int32_t *ftf = NULL;
+    unsigned char *touched = NULL;
+    if (PyObject_GetBuffer(acc_obj, &acc, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (acc.itemsize != 8) {
+        PyErr_SetString(PyExc_TypeError, "_rank.score_term: acc is array('d')");
+        goto done;
+    }
+    Py_ssize_t ndocs = acc.len / 8;
+    if (PyObject_GetBuffer(mask_obj, &maskb, PyBUF_C_CONTIGUOUS) < 0) goto done;
+    have_mask = 1;
+    if (maskb.len != ndocs) {
+        PyErr_SetString(PyExc_ValueError, "_rank.score_term: mask and acc differ in length");
+        goto done;
+    }
+    if (ids_get(main_ids_obj, &main_ids) < 0) goto done;
+    have_main_ids = 1;
+    if (ids_get(main_tfs_obj, &main_tfs) < 0) goto done;
+    have_main_tfs = 1;
+    if (u32_get(lengths_obj, &lengths) < 0) goto done;
+    have_len = 1;
+    for (; nflens < 4; nflens++)
+        if (u32_get(PyTuple_GET_ITEM(flens_obj, nflens), &flens[nflens]) < 0) goto done;
+    int present[4];
+    double fa[4], fbl[4], fwf[4];
+    for (int f = 0; f < 4; f++) {
+        PyObject *pair = PyTuple_GET_ITEM(fields, f);
+        PyObject *par = PyTuple_GET_ITEM(fparams, f);
+        if (!PyArg_ParseTuple(par, "ddd", &fa[f], &fbl[f], &fwf[f])) goto done;
+        present[f] = pair != Py_None;
+        if (!present[f]) continue;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "_rank.score_term: a field is (ids, tfs) or None");
+            goto done;
+        }
+        if (ids_get(PyTuple_GET_ITEM(pair, 0), &fids[f]) < 0) goto done;
+        got_ids[f] = 1;
+        if (ids_get(PyTuple_GET_ITEM(pair, 1), &ftfs[f]) < 0) goto done;
+        got_tfs[f] = 1;
+    }
+    if (lengths.n < ndocs || flens[0].n < ndocs || flens[1].n < ndocs || flens[2].n < ndocs ||
+        flens[3].n < ndocs) {
+        PyErr_SetString(PyExc_ValueError, "_rank.score_term: lengths shorter than acc");
+        goto done;
+    }
+    tmp = PyMem_Calloc(ndocs ? ndocs : 1, sizeof *tmp);
+    ftf = PyMem_Calloc(ndocs ? 3 * ndocs : 1, sizeof *ftf);
+    touched = PyMem_Calloc(ndocs ? ndocs : 1, 1); /* bit 1: in a field posting, 2: scored */
+    if (tmp == NULL || ftf == NULL || touched == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const unsigned char *m = maskb.buf;
+    double *a = acc.buf;
+    /* The fields, in order: their shares, and the first three's counts. */
+    for (int f = 0; f < 4; f++) {
+        if (!present[f]) continue;
+        const Ids *ids = &fids[f], *tfs = &ftfs[f];
+        if (ids->n != tfs->n) {
+            PyErr_SetString(PyExc_ValueError, "_rank.score_term: a posting's arrays differ");
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < ids->n; i++) {
+            uint32_t d = ids_at(ids, i);
+            if (d >= (uint32_t)ndocs) {
+                PyErr_SetString(PyExc_IndexError, "_rank: document id out of range");
+                goto done;
+            }
+            if (!m[d]) continue;
+            uint32_t t = ids_at(tfs, i);
+            if (f < 3) {
+                ftf[3 * (Py_ssize_t)d + f] = (int32_t)t;
+                touched[d] |= 1;
+            }
+            double n = (double)t / (fa[f] + fbl[f] * (double)flens[f].items[d]);
+            tmp[d] = tmp[d] + fwf[f] * n / (n + k1);
+            touched[d] |= 2;
+        }
+    }
+    if (main_ids.n != main_tfs.n) {
+        PyErr_SetString(PyExc_ValueError, "_rank.score_term: a posting's arrays differ");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < main_ids.n; i++) {
+        uint32_t d = ids_at(&main_ids, i);
+        if (d >= (uint32_t)ndocs) {
+            PyErr_SetString(PyExc_IndexError, "_rank: document id out of range");
+            goto done;
+        }
+        if (!m[d]) continue;
+        long long body = (long long)ids_at(&main_tfs, i);
+        if (touched[d] & 1) {
+            const int32_t *t = &ftf[3 * (Py_ssize_t)d];
+            body -= w[0] * t[0] + w[1] * t[1] + w[2] * t[2];
+            if (body <= 0) continue;
+        }
+        long long body_len = (long long)lengths.items[d] - w[0] * flens[0].items[d] -
+                             w[1] * flens[1].items[d] - w[2] * flens[2].items[d];
+        double n = (double)body / (ba + bbl * (double)(body_len > 0 ? body_len : 0));
+        tmp[d] = tmp[d] + bwf * n / (n + k1);
+        touched[d] |= 2;
+    }
+    for (Py_ssize_t d = 0; d < ndocs; d++)
+        if (touched[d] & 2) a[d] = a[d] + tmp[d];
+    ok = 1;
+done:
+    PyMem_Free(tmp);
+    PyMem_Free(ftf);
+    PyMem_Free(touched);
+    for (int f = 0; f < 4; f++) {
+        if (got_ids[f]) PyBuffer_Release(&fids[f].view);
+        if (got_tfs[f]) PyBuffer_Release(&ftfs[f].view);
+    }
+    for (int f = 0; f < nflens; f++) PyBuffer_Release(&flens[f].view);
+    if (have_len) PyBuffer_Release(&lengths.view);
+    if (have_main_tfs) PyBuffer_Release(&main_tfs.view);
+    if (have_main_ids) PyBuffer_Release(&main_ids.view);
+    if (have_mask) PyBuffer_Release(&maskb);
+    PyBuffer_Release(&acc);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"field_scores", field_scores, METH_VARARGS, "Add one field's scores of a term."},
     {"body_scores", body_scores, METH_VARARGS, "Add the body's scores of a term."},
     {"add_into", add_into, METH_VARARGS, "scores[d] += v for each of got."},
     {"max_into", max_into, METH_VARARGS, "best[d] = max(best.get(d, 0.0), v) (strictly greater)."},
+    {"mask", mask, METH_VARARGS, "A bytearray marking a set of document ids."},
+    {"gather", gather, METH_VARARGS, "{d: acc[d]} for the documents of a set."},
+    {"score_term", score_term, METH_VARARGS, "One term's scores added into a dense array."},
     {"min_span", min_span, METH_VARARGS, "Shortest run holding every rank inside one field."},
     {NULL, NULL, 0, NULL},
 };

@@ -38,7 +38,7 @@ class SegmentPartition:
     def tf(self, term: str) -> dict[int, int]:
         got = self._tf.get(term)
         if got is None:
-            post = self._arrays.pop(term) if term in self._arrays else self.seg.postings(term)
+            post = self._posting(term)
             got = {} if post is None else dict(zip(post[0], post[1], strict=True))
             for d in self.deleted.intersection(got) if got and self.deleted else ():
                 del got[d]
@@ -65,6 +65,11 @@ class SegmentPartition:
             at = bisect_left(ids, d)
             gone += at < n and ids[at] == d
         return n - gone
+
+    def posting_arrays(self, term: str) -> tuple[array[Any], array[Any]] | None:
+        """(doc ids, weighted tfs) of `term` as the segment stores them,
+        tombstoned documents included (the dense scoring masks them)."""
+        return self._posting(term)
 
     def _posting(self, term: str) -> tuple[array[Any], array[Any]] | None:
         if term not in self._arrays:

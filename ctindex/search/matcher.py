@@ -12,7 +12,7 @@ import heapq
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 from ctindex.providers.fields import (
     EXACT_ID,
@@ -486,6 +486,60 @@ def _max_into(best: dict[int, float], got: dict[int, float]) -> None:
     (native.max_into if native is not None else _max_into_py)(best, got)
 
 
+class ArrayPartition(Partition, Protocol):
+    """A partition that can hand a term's posting as arrays (a segment's:
+    doc ids and weighted tfs, tombstoned documents included)."""
+
+    def posting_arrays(self, term: str) -> tuple[array[Any], array[Any]] | None: ...
+
+
+def _dense_scores(
+    terms: Sequence[str], parts: Sequence[Partition], matched: Sequence[set[int]], st: _Stats
+) -> list[dict[int, float]] | None:
+    """The scoring terms' per-field scores of every match, computed by
+    ctindex/search/_rank.c `score_term` over the postings' arrays into one
+    float per document, with no dict per term; None where it does not
+    apply (not built, --direct's partition, the bm25f experiment), and the
+    caller runs the dict loops, which give the same floats."""
+    native = native_rank.module()
+    if native is None or SATURATION != "perfield":
+        return None
+    arrays: list[ArrayPartition] = []
+    for p in parts:
+        lens = p.lengths()
+        if not hasattr(p, "posting_arrays") or not isinstance(lens, array) or lens.typecode != "I":
+            return None
+        arrays.append(cast("ArrayPartition", p))
+    accs = [array("d", bytes(8 * len(p.lengths()))) for p in arrays]
+    masks = [native.mask(len(p.lengths()), m) if m else None for p, m in zip(arrays, matched)]
+    k1p = K1 + 1
+    for term in terms:
+        w = idf(st.n_docs, sum(p.df(term) for p in parts))
+        fparams = tuple(
+            (1 - FIELDS[f][2], FIELDS[f][2] / st.avg[f], w * PER_FIELD[f][1] * k1p)
+            for f in range(len(FIELD_TERM))
+        )
+        body = (1 - FIELDS[4][2], FIELDS[4][2] / st.avg[4], w * PER_FIELD[4][1] * k1p)
+        for p, acc, mask in zip(arrays, accs, masks, strict=True):
+            main = p.posting_arrays(term) if mask is not None else None
+            if main is None:
+                continue
+            flens = p.field_lengths()
+            native.score_term(
+                acc,
+                mask,
+                main,
+                tuple(p.posting_arrays(head + term) for head in FIELD_TERM),
+                p.lengths(),
+                tuple(flens),
+                fparams,
+                body,
+                (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2]),
+                K1,
+            )
+    return [native.gather(acc, m) for acc, m in zip(accs, matched, strict=True)]
+
+
 def _bm25f_scores(
     term: str,
     parts: Sequence[Partition],
@@ -708,9 +762,13 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
     if not any(matched):
         return Ranking(scores, tiers, ())
     st = _stats(parts)
-    for t in scoring_terms(node):
-        for sc, got in zip(scores, _term_scores(t, parts, matched, st), strict=True):
-            _add_into(sc, got)
+    dense = _dense_scores(scoring_terms(node), parts, matched, st)
+    if dense is not None:
+        scores = dense
+    else:
+        for t in scoring_terms(node):
+            for sc, got in zip(scores, _term_scores(t, parts, matched, st), strict=True):
+                _add_into(sc, got)
     notes: list[str] = []
     for clause in prefix_clauses(node):
         inside = [evaluate(clause, p) & m for p, m in zip(parts, matched, strict=True)]
