@@ -62,6 +62,12 @@ class MemoryPartition:
         full = self._post.get(term, {})
         return _restrict(full, docs)
 
+    def term_docs(self, term: str) -> set[int]:
+        return set(self._post.get(term, ()))
+
+    def term_docs_in(self, term: str, docs: set[int]) -> set[int]:
+        return set(self.tf_in(term, docs))
+
     def tf_over(self, term: str, docs: set[int]) -> tuple[dict[int, int], set[int] | None]:
         return self._post.get(term, {}), docs
 

@@ -99,6 +99,28 @@ class SegmentPartition:
                 out[d] = tfs[at]
         return out
 
+    def term_docs(self, term: str) -> set[int]:
+        """The live documents holding `term`, made from the posting's ids at
+        C speed (no dict of its tfs)."""
+        if term in self._tf:
+            return set(self._tf[term])
+        post = self._posting(term)
+        if post is None:
+            return set()
+        out = set(post[0])
+        if self.deleted:
+            out.difference_update(self.deleted)
+        return out
+
+    def term_docs_in(self, term: str, docs: set[int]) -> set[int]:
+        """Those of `docs` (live) holding `term`: a set intersection when
+        the posting is not much longer than `docs`, else a binary search per
+        document (`tf_in`)."""
+        post = self._posting(term) if term not in self._tf else None
+        if post is not None and len(docs) * SKIP_RATIO >= len(post[0]):
+            return docs.intersection(post[0])
+        return set(self.tf_in(term, docs))
+
     def tf_over(self, term: str, docs: set[int]) -> tuple[dict[int, int], set[int] | None]:
         """`tf_in` without the copy when it would be one: a posting that
         is not much longer than `docs` comes whole, with `docs` as the

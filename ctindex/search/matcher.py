@@ -86,6 +86,8 @@ class Partition(Protocol):
     def tf(self, term: str) -> dict[int, int]: ...  # live doc id -> weighted tf
     def df(self, term: str) -> int: ...  # len(tf(term)), maybe without reading it
     def tf_in(self, term: str, docs: set[int]) -> dict[int, int]: ...  # tf(term) on docs
+    def term_docs(self, term: str) -> set[int]: ...  # set(tf(term))
+    def term_docs_in(self, term: str, docs: set[int]) -> set[int]: ...  # set(tf_in(term, docs))
     def tf_over(self, term: str, docs: set[int]) -> tuple[dict[int, int], set[int] | None]: ...
     #    (posting, filter): tf(term) on docs is the posting's entries in the
     #    filter (None: all of them), whichever is cheaper to give
@@ -155,7 +157,7 @@ def field_docs(node: Field, part: Partition) -> set[int]:
     head = FIELD_TERM[TEXT_FIELDS.index(node.field)]
     cands: set[int] | None = None
     for t in node.terms:
-        docs = set(part.tf(head + t))
+        docs = part.term_docs(head + t)
         cands = docs if cands is None else cands & docs
         if not cands:
             return set()
@@ -178,15 +180,15 @@ def field_docs(node: Field, part: Partition) -> set[int]:
 def evaluate(node: Node, part: Partition) -> set[int]:
     """The live documents of `part` matching `node`."""
     if isinstance(node, Term):
-        return set(part.tf(node.term))
+        return part.term_docs(node.term)
     if isinstance(node, Field):
         return field_docs(node, part)
     if isinstance(node, Facet):
-        return set(part.tf(node.term))
+        return part.term_docs(node.term)
     if isinstance(node, Phrase):
         cands: set[int] | None = None
         for t in node.terms:
-            docs = set(part.tf(t))
+            docs = part.term_docs(t)
             cands = docs if cands is None else cands & docs
             if not cands:
                 return set()
@@ -202,7 +204,7 @@ def evaluate(node: Node, part: Partition) -> set[int]:
         return {d for d, seq in part.sequences(sorted(cands)) if has_run(seq, want)}
     if isinstance(node, IdWord):
         words: Node = Term(node.terms[0]) if len(node.terms) == 1 else Phrase(node.terms)
-        return evaluate(words, part) | set(part.tf(EXACT_ID + " ".join(node.terms)))
+        return evaluate(words, part) | part.term_docs(EXACT_ID + " ".join(node.terms))
     if isinstance(node, Prefix):
         out: set[int] = set()
         for form in node.forms:
@@ -232,7 +234,7 @@ def evaluate(node: Node, part: Partition) -> set[int]:
         if not result:
             return set()
     for w in plain:
-        result = set(part.tf(w.term)) if result is None else set(part.tf_in(w.term, result))
+        result = part.term_docs(w.term) if result is None else part.term_docs_in(w.term, result)
         if not result:
             return set()
     if result is None:
