@@ -439,10 +439,11 @@ done:
 }
 
 /* score_term(acc, mask, (ids, tfs), fields, lengths, flens, fparams,
- * (a, bl, wf), (w0, w1, w2), k1): matcher._per_field_scores for one term
- * and one segment, then its sum into the scores, on arrays: per document
- * of the mask, got = 0.0, plus each field's share (title, tags,
- * description, ID, in that order), plus the body's, and acc[d] += got.
+ * (a, bl, wf), (w0, w1, w2), k1, add): matcher._per_field_scores for one
+ * term and one segment, then its sum into the scores, on arrays: per
+ * document of the mask, got = 0.0, plus each field's share (title, tags,
+ * description, ID, in that order), plus the body's, and acc[d] += got
+ * (`add`) or acc[d] = got where got > acc[d] (a prefix's best expansion).
  * `fields` holds four (ids, tfs) or None; `fparams` four (a, bl, wf). The
  * same operations in the same order as the pure dict loops, so the same
  * floats; a document the term misses adds 0.0, which changes no score. */
@@ -451,10 +452,11 @@ static PyObject *score_term(PyObject *self, PyObject *args) {
         *flens_obj, *fparams;
     double ba, bbl, bwf, k1;
     long long w[3];
-    if (!PyArg_ParseTuple(args, "OO(OO)O!OO!O!(ddd)(LLL)d", &acc_obj, &mask_obj, &main_ids_obj,
+    int add;
+    if (!PyArg_ParseTuple(args, "OO(OO)O!OO!O!(ddd)(LLL)dp", &acc_obj, &mask_obj, &main_ids_obj,
                           &main_tfs_obj, &PyTuple_Type, &fields, &lengths_obj, &PyTuple_Type,
                           &flens_obj, &PyTuple_Type, &fparams, &ba, &bbl, &bwf, &w[0], &w[1],
-                          &w[2], &k1))
+                          &w[2], &k1, &add))
         return NULL;
     if (PyTuple_GET_SIZE(fields) != 4 || PyTuple_GET_SIZE(flens_obj) != 4 ||
         PyTuple_GET_SIZE(fparams) != 4) {
@@ -568,8 +570,13 @@ static PyObject *score_term(PyObject *self, PyObject *args) {
         tmp[d] = tmp[d] + bwf * n / (n + k1);
         touched[d] |= 2;
     }
-    for (Py_ssize_t d = 0; d < ndocs; d++)
-        if (touched[d] & 2) a[d] = a[d] + tmp[d];
+    for (Py_ssize_t d = 0; d < ndocs; d++) {
+        if (!(touched[d] & 2)) continue;
+        if (add)
+            a[d] = a[d] + tmp[d];
+        else if (tmp[d] > a[d]) /* _max_into: strictly higher, from 0.0 */
+            a[d] = tmp[d];
+    }
     ok = 1;
 done:
     PyMem_Free(tmp);
@@ -589,6 +596,32 @@ done:
     Py_RETURN_NONE;
 }
 
+/* add_arrays(acc, other): acc[d] += other[d] for every d (adding 0.0
+ * leaves a score as it is, so this is `_add_into` of the nonzero ones). */
+static PyObject *add_arrays(PyObject *self, PyObject *args) {
+    PyObject *acc_obj, *other_obj;
+    if (!PyArg_ParseTuple(args, "OO", &acc_obj, &other_obj)) return NULL;
+    Py_buffer acc, other;
+    if (PyObject_GetBuffer(acc_obj, &acc, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(other_obj, &other, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&acc);
+        return NULL;
+    }
+    int ok = acc.itemsize == 8 && other.itemsize == 8 && acc.len == other.len;
+    if (ok) {
+        double *a = acc.buf;
+        const double *b = other.buf;
+        for (Py_ssize_t i = 0; i < acc.len / 8; i++)
+            if (b[i] != 0.0) a[i] = a[i] + b[i];
+    } else {
+        PyErr_SetString(PyExc_ValueError, "_rank.add_arrays: two array('d') of one length");
+    }
+    PyBuffer_Release(&other);
+    PyBuffer_Release(&acc);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"field_scores", field_scores, METH_VARARGS, "Add one field's scores of a term."},
     {"body_scores", body_scores, METH_VARARGS, "Add the body's scores of a term."},
@@ -596,6 +629,7 @@ static PyMethodDef methods[] = {
     {"max_into", max_into, METH_VARARGS, "best[d] = max(best.get(d, 0.0), v) (strictly greater)."},
     {"mask", mask, METH_VARARGS, "A bytearray marking a set of document ids."},
     {"gather", gather, METH_VARARGS, "{d: acc[d]} for the documents of a set."},
+    {"add_arrays", add_arrays, METH_VARARGS, "acc[d] += other[d] where other[d] is not 0."},
     {"score_term", score_term, METH_VARARGS, "One term's scores added into a dense array."},
     {"min_span", min_span, METH_VARARGS, "Shortest run holding every rank inside one field."},
     {NULL, NULL, 0, NULL},

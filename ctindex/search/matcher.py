@@ -495,51 +495,92 @@ class ArrayPartition(Partition, Protocol):
     def posting_arrays(self, term: str) -> tuple[array[Any], array[Any]] | None: ...
 
 
-def _dense_scores(
-    terms: Sequence[str], parts: Sequence[Partition], matched: Sequence[set[int]], st: _Stats
-) -> list[dict[int, float]] | None:
-    """The scoring terms' per-field scores of every match, computed by
-    ctindex/search/_rank.c `score_term` over the postings' arrays into one
-    float per document, with no dict per term; None where it does not
-    apply (not built, --direct's partition, the bm25f experiment), and the
-    caller runs the dict loops, which give the same floats."""
-    native = native_rank.module()
-    if native is None or SATURATION != "perfield":
-        return None
-    arrays: list[ArrayPartition] = []
-    for p in parts:
-        lens = p.lengths()
-        if not hasattr(p, "posting_arrays") or not isinstance(lens, array) or lens.typecode != "I":
+class _Dense:
+    """The per-field scores of every match kept as one float per document
+    of each partition, computed by ctindex/search/_rank.c `score_term` over
+    the postings' arrays: no dict per term or per prefix expansion. The
+    operations and their order are the dict loops' (`_term_scores`, then
+    `_add_into` or `_max_into`), so the floats are the same; `of` gives
+    None where it does not apply (not built, --direct's partition, the
+    bm25f experiment) and the caller runs the dict loops."""
+
+    def __init__(self, native: native_rank.RankModule, parts: list[ArrayPartition]) -> None:
+        self.native = native
+        self.parts = parts
+        self.sizes = [len(p.lengths()) for p in parts]
+        self.accs = [self.zeros(n) for n in self.sizes]
+        self.masks: list[bytearray | None] = []
+
+    @classmethod
+    def of(cls, parts: Sequence[Partition], matched: Sequence[set[int]]) -> _Dense | None:
+        native = native_rank.module()
+        if native is None or SATURATION != "perfield":
             return None
-        arrays.append(cast("ArrayPartition", p))
-    accs = [array("d", bytes(8 * len(p.lengths()))) for p in arrays]
-    masks = [native.mask(len(p.lengths()), m) if m else None for p, m in zip(arrays, matched)]
-    k1p = K1 + 1
-    for term in terms:
-        w = idf(st.n_docs, sum(p.df(term) for p in parts))
+        arrays: list[ArrayPartition] = []
+        for p in parts:
+            lens = p.lengths()
+            if not hasattr(p, "posting_arrays") or not isinstance(lens, array):
+                return None
+            if lens.typecode != "I":
+                return None
+            arrays.append(cast("ArrayPartition", p))
+        dense = cls(native, arrays)
+        dense.masks = dense.masks_of(matched)
+        return dense
+
+    @staticmethod
+    def zeros(n: int) -> array[float]:
+        return array("d", bytes(8 * n))
+
+    def masks_of(self, docs: Sequence[set[int]]) -> list[bytearray | None]:
+        return [self.native.mask(n, d) if d else None for n, d in zip(self.sizes, docs, strict=True)]
+
+    def score(
+        self,
+        term: str,
+        into: Sequence[array[float]],
+        masks: Sequence[bytearray | None],
+        st: _Stats,
+        add: bool,
+    ) -> None:
+        """`term`'s score of each masked document added to (`add`) or, where
+        higher, put in (else) `into`."""
+        w = idf(st.n_docs, sum(p.df(term) for p in self.parts))
+        k1p = K1 + 1
         fparams = tuple(
             (1 - FIELDS[f][2], FIELDS[f][2] / st.avg[f], w * PER_FIELD[f][1] * k1p)
             for f in range(len(FIELD_TERM))
         )
         body = (1 - FIELDS[4][2], FIELDS[4][2] / st.avg[4], w * PER_FIELD[4][1] * k1p)
-        for p, acc, mask in zip(arrays, accs, masks, strict=True):
+        for p, acc, mask in zip(self.parts, into, masks, strict=True):
             main = p.posting_arrays(term) if mask is not None else None
-            if main is None:
+            if main is None or mask is None:
                 continue
-            flens = p.field_lengths()
-            native.score_term(
+            self.native.score_term(
                 acc,
                 mask,
                 main,
                 tuple(p.posting_arrays(head + term) for head in FIELD_TERM),
                 p.lengths(),
-                tuple(flens),
+                tuple(p.field_lengths()),
                 fparams,
                 body,
                 (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2]),
                 K1,
+                add,
             )
-    return [native.gather(acc, m) for acc, m in zip(accs, matched, strict=True)]
+
+    def best_of(self, terms: Sequence[str], inside: Sequence[set[int]], st: _Stats) -> None:
+        """A prefix: the best of its expansions' scores per document, added."""
+        best = [self.zeros(n) for n in self.sizes]
+        masks = self.masks_of(inside)
+        for t in terms:
+            self.score(t, best, masks, st, add=False)
+        for acc, b in zip(self.accs, best, strict=True):
+            self.native.add_arrays(acc, b)
+
+    def gather(self, matched: Sequence[set[int]]) -> list[dict[int, float]]:
+        return [self.native.gather(acc, m) for acc, m in zip(self.accs, matched, strict=True)]
 
 
 def _bm25f_scores(
@@ -764,13 +805,13 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
     if not any(matched):
         return Ranking(scores, tiers, ())
     st = _stats(parts)
-    dense = _dense_scores(scoring_terms(node), parts, matched, st)
-    if dense is not None:
-        scores = dense
-    else:
-        for t in scoring_terms(node):
-            for sc, got in zip(scores, _term_scores(t, parts, matched, st), strict=True):
-                _add_into(sc, got)
+    dense = _Dense.of(parts, matched)
+    for t in scoring_terms(node):
+        if dense is not None:
+            dense.score(t, dense.accs, dense.masks, st, add=True)
+            continue
+        for sc, got in zip(scores, _term_scores(t, parts, matched, st), strict=True):
+            _add_into(sc, got)
     notes: list[str] = []
     for clause in prefix_clauses(node):
         inside = [evaluate(clause, p) & m for p, m in zip(parts, matched, strict=True)]
@@ -785,12 +826,17 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
                 f"{PREFIX_CAP} closest score, all of them match"
             )
             expansions = expansions[:PREFIX_CAP]
+        if dense is not None:
+            dense.best_of(expansions, inside, st)
+            continue
         best: list[dict[int, float]] = [{} for _ in parts]
         for t in expansions:
             for b, got in zip(best, _term_scores(t, parts, inside, st), strict=True):
                 _max_into(b, got)
         for sc, b in zip(scores, best, strict=True):
             _add_into(sc, b)
+    if dense is not None:
+        scores = dense.gather(matched)
     keys: list[tuple[str, int]] = []
     for seq in exact_sequences(node):
         joined = " ".join(seq)
