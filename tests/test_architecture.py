@@ -24,11 +24,19 @@ REPO = Path(__file__).resolve().parents[1]
 # repository folder -> installed package name
 ROOMS = {"ctindex": "ctindex", "reconciler": "ctindex.reconciler", "backends": "ctindex.backends"}
 INNER_ROOMS = ("ctindex.reconciler", "ctindex.backends")
-WRITE_SIDE = ("ctindex.indexer", "ctindex.store.writer", "ctindex.store.gc", "ctindex.build")
+WRITE_SIDE = (
+    "ctindex.indexer",
+    "ctindex.store.writer",
+    "ctindex.store.gc",
+    "ctindex.build",
+    "ctindex.store.segment_build",
+    "ctindex.store.invert",
+)
 READ_SIDE = (
     "ctindex.search",
     "ctindex.store.snapshot",
     "ctindex.store.segment",
+    "ctindex.store.segment_read",
     "ctindex.fast_entry",
     "ctindex.daemon.query",
 )
@@ -213,7 +221,7 @@ def test_cycle_finder_finds_a_cycle() -> None:
 def test_room_tests_name_their_module() -> None:
     """tests/<room>/<package path>/test_<module>[_<aspect>].py: the tests of
     reconciler/walk.py are in tests/reconciler/test_walk*.py, those of
-    ctindex/store/segment.py in tests/ctindex/store/test_segment*.py. Tests of
+    ctindex/store/segment_read.py in tests/ctindex/store/test_segment_read*.py. Tests of
     whole-tool behaviour across rooms live in tests/e2e/."""
     bad = []
     for folder in ROOMS:

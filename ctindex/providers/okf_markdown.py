@@ -294,6 +294,7 @@ def term_spans(text: str) -> Iterator[tuple[int, int, str]]:
             map(re.Match.start, matches),
             map(re.Match.end, matches),
             map(_CACHE.__getitem__, raw),
+            strict=True,
         )
         return
     folded = FoldedText(text)

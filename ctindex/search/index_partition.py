@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import weakref
 from array import array
 from bisect import bisect_left
-import weakref
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
-from ctindex.store.segment import Segment
+from ctindex.store.segment_read import Segment
 from ctindex.store.snapshot import SegmentView
 
 # Below one wanted document per this many posting entries, `tf_in` binary

@@ -533,7 +533,9 @@ class _Dense:
         return array("d", bytes(8 * n))
 
     def masks_of(self, docs: Sequence[set[int]]) -> list[bytearray | None]:
-        return [self.native.mask(n, d) if d else None for n, d in zip(self.sizes, docs, strict=True)]
+        return [
+            self.native.mask(n, d) if d else None for n, d in zip(self.sizes, docs, strict=True)
+        ]
 
     def score(
         self,

@@ -13,7 +13,6 @@ from typing import Any, Protocol, cast
 
 from ctindex.base import native_modules
 
-
 # (got, posting, only, lens, a, bl, wf, k1): matcher._field_scores_py
 FieldScores = Callable[
     [

@@ -60,9 +60,7 @@ def snippet_spans(
     for text in (body, description):
         for start, end in _pieces(text, terms, prefixes):
             found = load(INDEX_PROVIDER).term_spans(text[start:end])
-            spans = (
-                [(s + start, e + start, t) for s, e, t in found] if start else list(found)
-            )
+            spans = [(s + start, e + start, t) for s, e, t in found] if start else list(found)
             # Distinct terms are tested once; the hits are then set lookups.
             present = {t for _, _, t in spans}
             marked = {t for t in present if t in terms or (prefixes and t.startswith(prefixes))}
