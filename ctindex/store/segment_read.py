@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
@@ -27,6 +28,7 @@ from ctindex.store.segment import (
     FORMAT,
     HEAD,
     HEADER_SIZE,
+    LITTLE,
     MAGIC,
     NFIELDS,
     NSECTIONS,
@@ -49,13 +51,21 @@ from ctindex.store.segment import (
     from_le,
 )
 
+# One decompressor per thread (an instance is not safe to share between
+# threads; the daemon answers queries on a worker thread): making one costs
+# about as much as decompressing a small record block.
+_LOCAL = threading.local()
+
 
 def _decompress(blob: bytes) -> bytes:
     """A record block's bytes (ValueError: not a whole zstd frame)."""
-    import zstandard
+    import zstandard  # lazy: only readers of stored fields need it
 
+    dctx = getattr(_LOCAL, "dctx", None)
+    if dctx is None:
+        dctx = _LOCAL.dctx = zstandard.ZstdDecompressor()
     try:
-        return zstandard.ZstdDecompressor().decompress(blob)
+        return dctx.decompress(blob)
     except zstandard.ZstdError as exc:
         raise ValueError(f"record block does not decompress ({exc})") from exc
 
@@ -260,17 +270,22 @@ class Segment:
             return out
         width = self.doc_size + 2
         first = entries[0][0]
-        data = self._read(
-            self.sections[S_POSTINGS][0] + first, entries[-1][0] + entries[-1][1] * width - first
+        data = memoryview(
+            self._read(
+                self.sections[S_POSTINGS][0] + first,
+                entries[-1][0] + entries[-1][1] * width - first,
+            )
         )
         # Most frequent terms first: once every document is in, the rest
-        # can add nothing (a short prefix often matches them all).
+        # can add nothing (a short prefix often matches them all). Chunks
+        # are views of the one read: no copy per term.
         entries.sort(key=lambda e: -e[1])
+        code, size = self.doc_code, self.doc_size
         for off, df, want in entries:
             chunk = data[off - first : off - first + df * width]
             if crc(chunk) != want:
                 raise self._corrupt("postings")
-            out.update(from_le(self.doc_code, chunk[: df * self.doc_size]))
+            out.update(chunk[: df * size].cast(code) if LITTLE else from_le(chunk[: df * size]))
             if len(out) >= self.ndocs:
                 break
         return out
