@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
+from itertools import compress
+from operator import itemgetter
 
 from ctindex.providers import INDEX_PROVIDER, load
 
@@ -29,6 +31,7 @@ REGION_CHARS = 2_048
 _SPACE = re.compile(r"\s")
 
 Span = tuple[int, int]
+_TERM = itemgetter(2)  # of a (start, end, term) span
 
 
 def make_snippet(
@@ -61,10 +64,15 @@ def snippet_spans(
         for start, end in _pieces(text, terms, prefixes):
             found = load(INDEX_PROVIDER).term_spans(text[start:end])
             spans = [(s + start, e + start, t) for s, e, t in found] if start else list(found)
-            # Distinct terms are tested once; the hits are then set lookups.
-            present = {t for _, _, t in spans}
+            # Distinct terms are tested once; the hits are then found by
+            # C-level passes (map, compress), not a Python step per word.
+            present = set(map(_TERM, spans))
             marked = {t for t in present if t in terms or (prefixes and t.startswith(prefixes))}
-            hits = [i for i, (_, _, t) in enumerate(spans) if t in marked] if marked else []
+            hits = (
+                list(compress(range(len(spans)), map(marked.__contains__, map(_TERM, spans))))
+                if marked
+                else []
+            )
             if hits:
                 return _window(text, spans, hits, marked, start > 0, end < len(text))
     return _clip(*_flat([((description or body)[:HEAD_CHARS], False)]))
