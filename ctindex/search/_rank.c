@@ -438,6 +438,36 @@ done:
     return out;
 }
 
+/* Per-document scratch of score_term, all zeros between calls (the GIL is
+ * held throughout, so one is enough), grown to the largest segment seen. */
+static struct {
+    double *tmp;
+    int32_t *ftf; /* title, tags, description counts, 3 per document */
+    unsigned char *touched;
+    Py_ssize_t cap;
+} scratch;
+
+static int scratch_reserve(Py_ssize_t ndocs) {
+    if (ndocs <= scratch.cap) return 0;
+    double *tmp = PyMem_Calloc(ndocs, sizeof *tmp);
+    int32_t *ftf = PyMem_Calloc(3 * ndocs, sizeof *ftf);
+    unsigned char *touched = PyMem_Calloc(ndocs, 1);
+    if (tmp == NULL || ftf == NULL || touched == NULL) {
+        PyMem_Free(tmp);
+        PyMem_Free(ftf);
+        PyMem_Free(touched);
+        return -1;
+    }
+    PyMem_Free(scratch.tmp);
+    PyMem_Free(scratch.ftf);
+    PyMem_Free(scratch.touched);
+    scratch.tmp = tmp;
+    scratch.ftf = ftf;
+    scratch.touched = touched;
+    scratch.cap = ndocs;
+    return 0;
+}
+
 /* score_term(acc, mask, (ids, tfs), fields, lengths, flens, fparams,
  * (a, bl, wf), (w0, w1, w2), k1, add): matcher._per_field_scores for one
  * term and one segment, then its sum into the scores, on arrays: per
@@ -468,9 +498,8 @@ static PyObject *score_term(PyObject *self, PyObject *args) {
     U32 lengths, flens[4];
     int got_ids[4] = {0, 0, 0, 0}, got_tfs[4] = {0, 0, 0, 0};
     int nflens = 0, have_main_ids = 0, have_main_tfs = 0, have_len = 0, have_mask = 0, ok = 0;
-    double *tmp = NULL;
-    int32_t *ftf = NULL;
-    unsigned char *touched = NULL;
+    uint32_t *seen = NULL; /* the documents touched, to apply and clear */
+    Py_ssize_t nseen = 0;
     if (PyObject_GetBuffer(acc_obj, &acc, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
     if (acc.itemsize != 8) {
         PyErr_SetString(PyExc_TypeError, "_rank.score_term: acc is array('d')");
@@ -513,13 +542,16 @@ static PyObject *score_term(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "_rank.score_term: lengths shorter than acc");
         goto done;
     }
-    tmp = PyMem_Calloc(ndocs ? ndocs : 1, sizeof *tmp);
-    ftf = PyMem_Calloc(ndocs ? 3 * ndocs : 1, sizeof *ftf);
-    touched = PyMem_Calloc(ndocs ? ndocs : 1, 1); /* bit 1: in a field posting, 2: scored */
-    if (tmp == NULL || ftf == NULL || touched == NULL) {
+    Py_ssize_t most = main_ids.n;
+    for (int f = 0; f < 4; f++) most += present[f] ? fids[f].n : 0;
+    seen = PyMem_Malloc((most ? most : 1) * sizeof *seen);
+    if (seen == NULL || scratch_reserve(ndocs) < 0) {
         PyErr_NoMemory();
         goto done;
     }
+    double *tmp = scratch.tmp;
+    int32_t *ftf = scratch.ftf;
+    unsigned char *touched = scratch.touched; /* 1: in a field posting, 2: scored */
     const unsigned char *m = maskb.buf;
     double *a = acc.buf;
     /* The fields, in order: their shares, and the first three's counts. */
@@ -538,6 +570,7 @@ static PyObject *score_term(PyObject *self, PyObject *args) {
             }
             if (!m[d]) continue;
             uint32_t t = ids_at(tfs, i);
+            if (!touched[d]) seen[nseen++] = d;
             if (f < 3) {
                 ftf[3 * (Py_ssize_t)d + f] = (int32_t)t;
                 touched[d] |= 1;
@@ -567,10 +600,12 @@ static PyObject *score_term(PyObject *self, PyObject *args) {
         long long body_len = (long long)lengths.items[d] - w[0] * flens[0].items[d] -
                              w[1] * flens[1].items[d] - w[2] * flens[2].items[d];
         double n = (double)body / (ba + bbl * (double)(body_len > 0 ? body_len : 0));
+        if (!touched[d]) seen[nseen++] = d;
         tmp[d] = tmp[d] + bwf * n / (n + k1);
         touched[d] |= 2;
     }
-    for (Py_ssize_t d = 0; d < ndocs; d++) {
+    for (Py_ssize_t i = 0; i < nseen; i++) {
+        uint32_t d = seen[i];
         if (!(touched[d] & 2)) continue;
         if (add)
             a[d] = a[d] + tmp[d];
@@ -579,9 +614,16 @@ static PyObject *score_term(PyObject *self, PyObject *args) {
     }
     ok = 1;
 done:
-    PyMem_Free(tmp);
-    PyMem_Free(ftf);
-    PyMem_Free(touched);
+    /* The scratch goes back to zeros, touched documents only: the work of a
+     * call is its postings' length, never the segment's size. */
+    for (Py_ssize_t i = 0; i < nseen; i++) {
+        uint32_t d = seen[i];
+        scratch.tmp[d] = 0.0;
+        scratch.ftf[3 * (Py_ssize_t)d] = scratch.ftf[3 * (Py_ssize_t)d + 1] =
+            scratch.ftf[3 * (Py_ssize_t)d + 2] = 0;
+        scratch.touched[d] = 0;
+    }
+    PyMem_Free(seen);
     for (int f = 0; f < 4; f++) {
         if (got_ids[f]) PyBuffer_Release(&fids[f].view);
         if (got_tfs[f]) PyBuffer_Release(&ftfs[f].view);

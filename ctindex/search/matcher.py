@@ -495,6 +495,10 @@ class ArrayPartition(Partition, Protocol):
     def posting_arrays(self, term: str) -> tuple[array[Any], array[Any]] | None: ...
 
 
+# The dense scores serve a query matching at least one document in this many.
+DENSE_SHARE = 16
+
+
 class _Dense:
     """The per-field scores of every match kept as one float per document
     of each partition, computed by ctindex/search/_rank.c `score_term` over
@@ -524,6 +528,11 @@ class _Dense:
             if lens.typecode != "I":
                 return None
             arrays.append(cast("ArrayPartition", p))
+        # One float and one mask byte per document of each segment: worth
+        # it when the matches are not a sliver of the documents, so a
+        # query's cost stays bounded by its matches, not the index's size.
+        if sum(map(len, matched)) * DENSE_SHARE < sum(len(p.lengths()) for p in arrays):
+            return None
         dense = cls(native, arrays)
         dense.masks = dense.masks_of(matched)
         return dense

@@ -280,12 +280,13 @@ class Segment:
         # can add nothing (a short prefix often matches them all). Chunks
         # are views of the one read: no copy per term.
         entries.sort(key=lambda e: -e[1])
-        code, size = self.doc_code, self.doc_size
+        code, size, wide = self.doc_code, self.doc_size, self.doc_size == 4
         for off, df, want in entries:
             chunk = data[off - first : off - first + df * width]
             if crc(chunk) != want:
                 raise self._corrupt("postings")
-            out.update(chunk[: df * size].cast(code) if LITTLE else from_le(chunk[: df * size]))
+            ids = chunk[: df * size]
+            out.update(ids.cast("I" if wide else "H") if LITTLE else from_le(code, ids))
             if len(out) >= self.ndocs:
                 break
         return out

@@ -250,7 +250,17 @@ def test_native_and_pure_answers_are_the_same(
     index_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _native()
+    chose: list[bool] = []  # per query: the dense scores, or the dict loops in C
+    of = matcher._Dense.of
+
+    def recording(*args: object, **kwargs: object) -> object:
+        got = of(*args, **kwargs)  # type: ignore[arg-type]
+        chose.append(got is not None)
+        return got
+
+    monkeypatch.setattr(matcher._Dense, "of", recording)
     native = _answers_with(index_root, monkeypatch, pure=False)
+    assert True in chose and False in chose  # both native paths ran
     assert native_modules.load("ctindex.search._rank") is not None
     pure = _answers_with(index_root, monkeypatch, pure=True)
     assert native == pure
