@@ -664,6 +664,122 @@ static PyObject *add_arrays(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* -- the leaders' cut -------------------------------------------------------- */
+
+static void swap_d(double *a, double *b) {
+    double t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* The k-th largest of v[0..n) (1 <= k <= n), reordering v: Hoare's
+ * selection with a median-of-three pivot. */
+static double kth_largest_of(double *v, Py_ssize_t n, Py_ssize_t k) {
+    Py_ssize_t lo = 0, hi = n - 1, want = k - 1; /* index in descending order */
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (v[mid] > v[lo]) swap_d(&v[mid], &v[lo]);
+        if (v[hi] > v[lo]) swap_d(&v[hi], &v[lo]);
+        if (v[mid] > v[hi]) swap_d(&v[mid], &v[hi]);
+        double pivot = v[hi]; /* the median of the three */
+        Py_ssize_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] > pivot) i++;
+            while (v[j] < pivot) j--;
+            if (i <= j) {
+                swap_d(&v[i], &v[j]);
+                i++;
+                j--;
+            }
+        }
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            return v[want];
+    }
+    return v[want];
+}
+
+/* kth_largest(dicts, k): the k-th largest of every value of the dicts
+ * (floats), as heapq.nlargest(k, values)[-1]; k between 1 and their number. */
+static PyObject *kth_largest(PyObject *self, PyObject *args) {
+    PyObject *dicts;
+    Py_ssize_t k;
+    if (!PyArg_ParseTuple(args, "On", &dicts, &k)) return NULL;
+    PyObject *seq = PySequence_Fast(dicts, "_rank.kth_largest: a sequence of dicts");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = 0, parts = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < parts; i++) {
+        PyObject *d = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyDict_Check(d)) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_TypeError, "_rank.kth_largest: a sequence of dicts");
+            return NULL;
+        }
+        n += PyDict_GET_SIZE(d);
+    }
+    if (k < 1 || k > n) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "_rank.kth_largest: k out of range");
+        return NULL;
+    }
+    double *v = PyMem_Malloc(n * sizeof *v);
+    if (v == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < parts; i++) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        PyObject *d = PySequence_Fast_GET_ITEM(seq, i);
+        while (PyDict_Next(d, &pos, &key, &value)) {
+            double x = PyFloat_AsDouble(value);
+            if (x == -1.0 && PyErr_Occurred()) {
+                PyMem_Free(v);
+                Py_DECREF(seq);
+                return NULL;
+            }
+            if (x != x) {
+                PyMem_Free(v);
+                Py_DECREF(seq);
+                PyErr_SetString(PyExc_ValueError, "_rank.kth_largest: a NaN score");
+                return NULL;
+            }
+            v[at++] = x;
+        }
+    }
+    double got = kth_largest_of(v, n, k);
+    PyMem_Free(v);
+    Py_DECREF(seq);
+    return PyFloat_FromDouble(got);
+}
+
+/* at_least(scores, bar) -> [d for d, v in scores.items() if v >= bar] */
+static PyObject *at_least(PyObject *self, PyObject *args) {
+    PyObject *scores;
+    double bar;
+    if (!PyArg_ParseTuple(args, "O!d", &PyDict_Type, &scores, &bar)) return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(scores, &pos, &key, &value)) {
+        double x = PyFloat_AsDouble(value);
+        if (x == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (x >= bar && PyList_Append(out, key) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"field_scores", field_scores, METH_VARARGS, "Add one field's scores of a term."},
     {"body_scores", body_scores, METH_VARARGS, "Add the body's scores of a term."},
@@ -673,6 +789,8 @@ static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS, "{d: acc[d]} for the documents of a set."},
     {"add_arrays", add_arrays, METH_VARARGS, "acc[d] += other[d] where other[d] is not 0."},
     {"score_term", score_term, METH_VARARGS, "One term's scores added into a dense array."},
+    {"kth_largest", kth_largest, METH_VARARGS, "The k-th largest value of some dicts."},
+    {"at_least", at_least, METH_VARARGS, "The keys of a dict whose value reaches a bar."},
     {"min_span", min_span, METH_VARARGS, "Shortest run holding every rank inside one field."},
     {NULL, NULL, 0, NULL},
 };

@@ -767,6 +767,10 @@ def leaders(
             for d, t in tier.items():
                 sc[d] += _TIER_SCALE * t
         merged.append(sc)
+    native = native_rank.module()
+    if native is not None:  # a selection in C, the same float
+        bar = native.kth_largest(merged, count) - margin - 1e-9
+        return [native.at_least(sc, bar) for sc in merged]
     bar = heapq.nlargest(count, [v for sc in merged for v in sc.values()])[-1] - margin - 1e-9
     return [[d for d, v in sc.items() if v >= bar] for sc in merged]
 

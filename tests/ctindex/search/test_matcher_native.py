@@ -10,6 +10,7 @@ a compiler); CI builds it, so there they always run.
 
 from __future__ import annotations
 
+import heapq
 import importlib
 import random
 import struct
@@ -125,6 +126,31 @@ def test_sums_and_best_of_are_the_pure_floats(
     matcher._max_into_py(pure_best, got)
     native.max_into(native_best, got)
     assert _bits(native_best) == _bits(pure_best)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    parts=st.lists(
+        st.dictionaries(
+            _docs,
+            st.sampled_from([0.0, 1.0, 1.5, 2.5, 1e9 + 2.0])
+            | st.floats(0.0, 100.0, allow_nan=False),
+            max_size=NDOCS,
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    k=st.integers(1, 3 * NDOCS),
+)
+def test_the_leaders_cut_is_the_pure_one(parts: list[dict[int, float]], k: int) -> None:
+    native = _native()
+    values = [v for p in parts for v in p.values()]
+    if k > len(values):
+        return
+    bar = heapq.nlargest(k, values)[-1]
+    assert struct.pack("<d", native.kth_largest(parts, k)) == struct.pack("<d", bar)
+    for p in parts:
+        assert native.at_least(p, bar) == [d for d, v in p.items() if v >= bar]
 
 
 def test_add_into_refuses_an_unknown_document_as_the_pure_loop() -> None:
