@@ -14,8 +14,9 @@ from setuptools import Extension, setup
 
 # The scan reads the little-endian packed file table in place and uses
 # POSIX fstatat/fdopendir: Linux and macOS on little-endian CPUs. The segment
-# builder and the tokenizer (ctindex/store/_invert.c, ctindex/providers/
-# _words.c) are portable C99, built beside it.
+# builder, the tokenizer and the ranking loops (ctindex/store/_invert.c,
+# ctindex/providers/_words.c, ctindex/search/_rank.c) are portable C99,
+# built beside it.
 SUPPORTED = sys.byteorder == "little" and (
     sys.platform.startswith("linux") or sys.platform == "darwin"
 )
@@ -34,6 +35,13 @@ ext_modules = (
             depends=["ctindex/store/invert_api.h"],
             optional=True,
             extra_compile_args=["-O2", "-std=c99", "-Wall"],
+        ),
+        # Scores must be the pure path's bit for bit: no fused multiply-add.
+        Extension(
+            "ctindex.search._rank",
+            ["ctindex/search/_rank.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c99", "-Wall", "-ffp-contract=off"],
         ),
         Extension(
             "ctindex.providers._words",

@@ -33,11 +33,14 @@ WRITE_SIDE = (
     "ctindex.store.writer",
     "ctindex.store.gc",
     "ctindex.indexing.analyse",
+    "ctindex.store.segment_build",
+    "ctindex.store.invert",
 )
 READ_SIDE = (
     "ctindex.search",
     "ctindex.store.snapshot",
     "ctindex.store.segment",
+    "ctindex.store.segment_read",
     "ctindex.fast_entry",
     "ctindex.daemon.query",
 )
@@ -260,7 +263,7 @@ def test_cycle_finder_finds_a_cycle() -> None:
 def test_room_tests_name_their_module() -> None:
     """tests/<room>/<package path>/test_<module>[_<aspect>].py: the tests of
     reconciler/walk.py are in tests/reconciler/test_walk*.py, those of
-    ctindex/store/segment.py in tests/ctindex/store/test_segment*.py. Tests of
+    ctindex/store/segment_read.py in tests/ctindex/store/test_segment_read*.py. Tests of
     whole-tool behaviour across rooms live in tests/e2e/."""
     bad = []
     for folder in ROOMS:

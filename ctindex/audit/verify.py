@@ -146,7 +146,7 @@ def _check_files(
     (live document keys, keys with a provider error), live None when some
     segment could not be read."""
     from ctindex.store.generation import read_dels, read_diag
-    from ctindex.store.segment import Segment
+    from ctindex.store.segment_read import Segment
     from ctindex.store.snapshot import check_segment
 
     live: set[str] | None = set()

@@ -29,11 +29,12 @@ from ctindex.providers.fields import SEP
 from ctindex.reconciler.capture import Captured, KeyReader, Shipment, ShipmentBuilder
 from ctindex.reconciler.diff import Pending
 from ctindex.reconciler.hashing import Outcome
-from ctindex.store.segment import BuildInput, StoredDoc
+from ctindex.store.segment import StoredDoc
+from ctindex.store.segment_build import BuildInput
 
 if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
-    from ctindex.store.segment import SegmentInfo
+    from ctindex.store.segment_build import SegmentInfo
     from ctindex.store.writer import StoreWriter
 
 MAX_MESSAGE = 300  # characters kept of one provider error / warning
@@ -361,7 +362,7 @@ def _build_part(part: _Part) -> _Built:
     their term ids and compressed records: holding a whole part's
     documents, dicts and token lists until the end cost ~110 MiB more per
     20,000 documents (docs/decisions/native.md)."""
-    from ctindex.store.segment import SegmentBuilder
+    from ctindex.store.segment_build import SegmentBuilder
 
     assert _JOB is not None
     job = _JOB

@@ -285,13 +285,21 @@ def terms(text: str) -> list[str]:
 def term_spans(text: str) -> Iterator[tuple[int, int, str]]:
     """(start, end, term) of every word in `text` (snippets mark these
     spans): the words are the fold's, the spans the original text's."""
-    if text.isascii():
-        matches = list(_ASCII_WORD_RE.finditer(text))
-        _stem_words(m.group() for m in matches)
-        cache = _CACHE
-        for m in matches:
-            yield m.start(), m.end(), cache[m.group()]
-        return
+    if not text.isascii():
+        return _folded_spans(text)
+    # ASCII: each step a C-level pass (the snippet of every shown result
+    # runs this), and the stemmer only when a word is not cached yet.
+    matches = list(_ASCII_WORD_RE.finditer(text))
+    raw = list(map(re.Match.group, matches))
+    try:
+        stems = list(map(_CACHE.__getitem__, raw))
+    except KeyError:
+        _stem_words(raw)
+        stems = list(map(_CACHE.__getitem__, raw))
+    return zip(map(re.Match.start, matches), map(re.Match.end, matches), stems, strict=True)
+
+
+def _folded_spans(text: str) -> Iterator[tuple[int, int, str]]:
     folded = FoldedText(text)
     matches = list(WORD_RE.finditer(folded.text))
     _stem_words(m.group() for m in matches)

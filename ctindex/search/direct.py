@@ -62,6 +62,15 @@ class MemoryPartition:
         full = self._post.get(term, {})
         return _restrict(full, docs)
 
+    def term_docs(self, term: str) -> set[int]:
+        return set(self._post.get(term, ()))
+
+    def term_docs_in(self, term: str, docs: set[int]) -> set[int]:
+        return set(self.tf_in(term, docs))
+
+    def tf_over(self, term: str, docs: set[int]) -> tuple[dict[int, int], set[int] | None]:
+        return self._post.get(term, {}), docs
+
     def prefix_docs(self, prefix: str) -> set[int]:
         out: set[int] = set()
         for t, docs in self._post.items():
@@ -85,14 +94,15 @@ class MemoryPartition:
     def key(self, doc: int) -> str:
         return self.docs[doc].key
 
-    def lengths(self) -> list[int]:
-        return [a.length for a in self.analyses]
+    def lengths(self) -> array[Any]:
+        return array("I", [a.length for a in self.analyses])
 
     def length_sum(self) -> int:
         return sum(a.length for a in self.analyses)
 
-    def field_lengths(self) -> list[list[int]]:
-        return [[a.flens[f] for a in self.analyses] for f in range(4)]
+    def field_lengths(self) -> list[array[Any]]:
+        # arrays of u32, as a segment's: the C scoring loops read them
+        return [array("I", [a.flens[f] for a in self.analyses]) for f in range(4)]
 
     def field_length_sums(self) -> list[int]:
         return [sum(a.flens[f] for a in self.analyses) for f in range(4)]

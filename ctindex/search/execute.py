@@ -48,7 +48,7 @@ _MATCH = {matcher.TIER_EXACT: "exact", matcher.TIER_NEAR: "near-exact"}
 # A query of filters and negations only (nothing scores) is ordered by title
 # (casefolded), then path, when it has at most this many matches; beyond, by
 # path, with a note. Titles live in the compressed per-document records
-# (ctindex/store/segment.py), so ordering by them reads one record per match.
+# (ctindex/store/segment_read.py), so ordering by them reads one record per match.
 # Measured on bench/bench_index.py's 40,000 documents (docs/decisions/ranking.md):
 # ~0.14 ms per match when the matches are scattered (one record block
 # decompressed each: `tag:menttion`, 464 matches, 70 ms against 4 ms by path)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import weakref
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
+from ctindex.store.segment_read import Segment
 from ctindex.store.snapshot import SegmentView
 
 # Below one wanted document per this many posting entries, `tf_in` binary
@@ -36,7 +38,7 @@ class SegmentPartition:
     def tf(self, term: str) -> dict[int, int]:
         got = self._tf.get(term)
         if got is None:
-            post = self._arrays.pop(term) if term in self._arrays else self.seg.postings(term)
+            post = self._posting(term)
             got = {} if post is None else dict(zip(post[0], post[1], strict=True))
             for d in self.deleted.intersection(got) if got and self.deleted else ():
                 del got[d]
@@ -63,6 +65,11 @@ class SegmentPartition:
             at = bisect_left(ids, d)
             gone += at < n and ids[at] == d
         return n - gone
+
+    def posting_arrays(self, term: str) -> tuple[array[Any], array[Any]] | None:
+        """(doc ids, weighted tfs) of `term` as the segment stores them,
+        tombstoned documents included (the dense scoring masks them)."""
+        return self._posting(term)
 
     def _posting(self, term: str) -> tuple[array[Any], array[Any]] | None:
         if term not in self._arrays:
@@ -91,6 +98,42 @@ class SegmentPartition:
             if at < n and ids[at] == d:
                 out[d] = tfs[at]
         return out
+
+    def term_docs(self, term: str) -> set[int]:
+        """The live documents holding `term`, made from the posting's ids at
+        C speed (no dict of its tfs)."""
+        if term in self._tf:
+            return set(self._tf[term])
+        post = self._posting(term)
+        if post is None:
+            return set()
+        out = set(post[0])
+        if self.deleted:
+            out.difference_update(self.deleted)
+        return out
+
+    def term_docs_in(self, term: str, docs: set[int]) -> set[int]:
+        """Those of `docs` (live) holding `term`: a set intersection when
+        the posting is not much longer than `docs`, else a binary search per
+        document (`tf_in`)."""
+        post = self._posting(term) if term not in self._tf else None
+        if post is not None and len(docs) * SKIP_RATIO >= len(post[0]):
+            return docs.intersection(post[0])
+        return set(self.tf_in(term, docs))
+
+    def tf_over(self, term: str, docs: set[int]) -> tuple[dict[int, int], set[int] | None]:
+        """`tf_in` without the copy when it would be one: a posting that
+        is not much longer than `docs` comes whole, with `docs` as the
+        filter its reader applies (the scoring loops skip what is not in
+        it at C speed); a long one is looked up by binary search."""
+        if term in self._tf:
+            return self._tf[term], docs
+        post = self._posting(term)
+        if post is None:
+            return {}, None
+        if len(docs) * SKIP_RATIO >= len(post[0]):
+            return self.tf(term), docs
+        return self.tf_in(term, docs), None
 
     def prefix_docs(self, prefix: str) -> set[int]:
         got = self._prefix.get(prefix)
@@ -136,13 +179,33 @@ class SegmentPartition:
         return self.seg.field_lengths()
 
     def field_length_sums(self) -> list[int]:
-        if self._flen_sums is None:  # tombstoned documents are no part of the statistics
-            flens = self.seg.field_lengths()
-            self._flen_sums = [sum(f) - sum(f[d] for d in self.deleted) for f in flens]
+        if self._flen_sums is None:
+            self._flen_sums = _field_length_sums(self.seg, self.deleted)
         return self._flen_sums
 
     def terms_with_prefix(self, prefix: str) -> list[str]:
         return self.seg.terms_with_prefix(prefix)
+
+
+# Per open segment, (its tombstones, its live field length sums): a
+# partition lives for one query, the segment (and its generation's
+# tombstones) for as long as the API keeps the generation open, and summing
+# four arrays of every document's lengths was a tenth of a rare word's query.
+_SUMS: weakref.WeakKeyDictionary[Segment, tuple[frozenset[int], list[int]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _field_length_sums(seg: Segment, deleted: Collection[int]) -> list[int]:
+    """Raw token counts per field summed over the live documents
+    (tombstoned documents are no part of the statistics)."""
+    held = _SUMS.get(seg)
+    if held is not None and held[0] == deleted:
+        return held[1]
+    flens = seg.field_lengths()
+    sums = [sum(f) - sum(f[d] for d in deleted) for f in flens]
+    _SUMS[seg] = (frozenset(deleted), sums)
+    return sums
 
 
 def _restrict(full: dict[int, int], docs: set[int]) -> dict[int, int]:

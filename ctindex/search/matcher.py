@@ -12,7 +12,7 @@ import heapq
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 from ctindex.providers.fields import (
     EXACT_ID,
@@ -25,6 +25,7 @@ from ctindex.providers.fields import (
 from ctindex.providers.fields import (
     FIELDS as TEXT_FIELDS,
 )
+from ctindex.search import native_rank
 from ctindex.search.query import (
     And,
     Facet,
@@ -85,6 +86,11 @@ class Partition(Protocol):
     def tf(self, term: str) -> dict[int, int]: ...  # live doc id -> weighted tf
     def df(self, term: str) -> int: ...  # len(tf(term)), maybe without reading it
     def tf_in(self, term: str, docs: set[int]) -> dict[int, int]: ...  # tf(term) on docs
+    def term_docs(self, term: str) -> set[int]: ...  # set(tf(term))
+    def term_docs_in(self, term: str, docs: set[int]) -> set[int]: ...  # set(tf_in(term, docs))
+    def tf_over(self, term: str, docs: set[int]) -> tuple[dict[int, int], set[int] | None]: ...
+    #    (posting, filter): tf(term) on docs is the posting's entries in the
+    #    filter (None: all of them), whichever is cheaper to give
     def prefix_docs(self, prefix: str) -> set[int]: ...  # live docs with a word term
     #                                                        starting with prefix
     def rank(self, term: str) -> int | None: ...  # id of a term in token streams
@@ -151,7 +157,7 @@ def field_docs(node: Field, part: Partition) -> set[int]:
     head = FIELD_TERM[TEXT_FIELDS.index(node.field)]
     cands: set[int] | None = None
     for t in node.terms:
-        docs = set(part.tf(head + t))
+        docs = part.term_docs(head + t)
         cands = docs if cands is None else cands & docs
         if not cands:
             return set()
@@ -174,15 +180,15 @@ def field_docs(node: Field, part: Partition) -> set[int]:
 def evaluate(node: Node, part: Partition) -> set[int]:
     """The live documents of `part` matching `node`."""
     if isinstance(node, Term):
-        return set(part.tf(node.term))
+        return part.term_docs(node.term)
     if isinstance(node, Field):
         return field_docs(node, part)
     if isinstance(node, Facet):
-        return set(part.tf(node.term))
+        return part.term_docs(node.term)
     if isinstance(node, Phrase):
         cands: set[int] | None = None
         for t in node.terms:
-            docs = set(part.tf(t))
+            docs = part.term_docs(t)
             cands = docs if cands is None else cands & docs
             if not cands:
                 return set()
@@ -198,7 +204,7 @@ def evaluate(node: Node, part: Partition) -> set[int]:
         return {d for d, seq in part.sequences(sorted(cands)) if has_run(seq, want)}
     if isinstance(node, IdWord):
         words: Node = Term(node.terms[0]) if len(node.terms) == 1 else Phrase(node.terms)
-        return evaluate(words, part) | set(part.tf(EXACT_ID + " ".join(node.terms)))
+        return evaluate(words, part) | part.term_docs(EXACT_ID + " ".join(node.terms))
     if isinstance(node, Prefix):
         out: set[int] = set()
         for form in node.forms:
@@ -228,7 +234,7 @@ def evaluate(node: Node, part: Partition) -> set[int]:
         if not result:
             return set()
     for w in plain:
-        result = set(part.tf(w.term)) if result is None else set(part.tf_in(w.term, result))
+        result = part.term_docs(w.term) if result is None else part.term_docs_in(w.term, result)
         if not result:
             return set()
     if result is None:
@@ -351,11 +357,10 @@ def _term_scores(
         return _bm25f_scores(term, parts, docs, st, [p.tf(term) for p in parts], w)
     out: list[dict[int, float]] = []
     for p, want in zip(parts, docs, strict=True):
-        main = p.tf_in(term, want) if want else {}
         got: dict[int, float] = {}
         out.append(got)
         if want:
-            _per_field_scores(got, term, p, main, want, st, w)
+            _per_field_scores(got, term, p, want, st, w)
     return out
 
 
@@ -363,38 +368,230 @@ def _per_field_scores(
     got: dict[int, float],
     term: str,
     p: Partition,
-    main: dict[int, int],
     want: set[int],
     st: _Stats,
     w: float,
 ) -> None:
     """Per-field saturation: the fields add up independently, so each
     field's posting is walked on its own (no per-document lists); the
-    body's count is the weighted total less the weighted field counts."""
+    body's count is the weighted total less the weighted field counts.
+    Postings come with a filter rather than copied down to `want`
+    (`Partition.tf_over`); the loops run in C when ctindex/search/_rank.c
+    is built (`_kernels`)."""
     k1p = K1 + 1
     flens = p.field_lengths()
+    field_scores, body_scores = _kernels(flens[0])
     field_tf: list[dict[int, int]] = []
     for f, head in enumerate(FIELD_TERM):
-        posting = p.tf_in(head + term, want)
+        posting, only = p.tf_over(head + term, want)
         field_tf.append(posting)
         a, bl, wf = 1 - FIELDS[f][2], FIELDS[f][2] / st.avg[f], w * PER_FIELD[f][1] * k1p
-        lens = flens[f]
-        for d, t in posting.items():
-            n = t / (a + bl * lens[d])
-            got[d] = got.get(d, 0.0) + wf * n / (n + K1)
+        if posting:
+            field_scores(got, posting, only, flens[f], a, bl, wf, K1)
     a, bl, wf = 1 - FIELDS[4][2], FIELDS[4][2] / st.avg[4], w * PER_FIELD[4][1] * k1p
-    lengths = p.lengths()
-    title, tags, desc = field_tf[0], field_tf[1], field_tf[2]
-    w0, w1, w2 = WEIGHTS[0], WEIGHTS[1], WEIGHTS[2]
-    f0, f1, f2 = flens[0], flens[1], flens[2]
+    main, only = p.tf_over(term, want)
+    body_scores(
+        got,
+        main,
+        only,
+        (field_tf[0], field_tf[1], field_tf[2]),
+        p.lengths(),
+        (flens[0], flens[1], flens[2]),
+        (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2]),
+        a,
+        bl,
+        wf,
+        K1,
+    )
+
+
+def _field_scores_py(
+    got: dict[int, float],
+    posting: dict[int, int],
+    only: set[int] | None,
+    lens: Sequence[int],
+    a: float,
+    bl: float,
+    wf: float,
+    k1: float,
+) -> None:
+    """One field's share of a term's score (ctindex/search/_rank.c
+    `field_scores` computes the same floats). Entries outside `only` (when
+    not None) are skipped."""
+    for d, t in posting.items():
+        if only is not None and d not in only:
+            continue
+        n = t / (a + bl * lens[d])
+        got[d] = got.get(d, 0.0) + wf * n / (n + k1)
+
+
+def _body_scores_py(
+    got: dict[int, float],
+    main: dict[int, int],
+    only: set[int] | None,
+    fields: tuple[dict[int, int], dict[int, int], dict[int, int]],
+    lengths: Sequence[int],
+    flens: tuple[Sequence[int], Sequence[int], Sequence[int]],
+    weights: tuple[int, int, int],
+    a: float,
+    bl: float,
+    wf: float,
+    k1: float,
+) -> None:
+    """The body's share: its count is the weighted total (`main`) less the
+    weighted counts of title, tags and description (ctindex/search/_rank.c
+    `body_scores` computes the same floats). Entries of `main` outside
+    `only` (when not None) are skipped; the field postings may hold more
+    documents than are scored."""
+    title, tags, desc = fields
+    f0, f1, f2 = flens
+    w0, w1, w2 = weights
     for d, body in main.items():
+        if only is not None and d not in only:
+            continue
         if d in title or d in tags or d in desc:
             body -= w0 * title.get(d, 0) + w1 * tags.get(d, 0) + w2 * desc.get(d, 0)
             if body <= 0:
                 continue
         body_len = lengths[d] - w0 * f0[d] - w1 * f1[d] - w2 * f2[d]
         n = body / (a + bl * max(body_len, 0))
-        got[d] = got.get(d, 0.0) + wf * n / (n + K1)
+        got[d] = got.get(d, 0.0) + wf * n / (n + k1)
+
+
+def _add_into_py(scores: dict[int, float], got: dict[int, float]) -> None:
+    for d, v in got.items():
+        scores[d] += v
+
+
+def _max_into_py(best: dict[int, float], got: dict[int, float]) -> None:
+    for d, v in got.items():
+        if v > best.get(d, 0.0):
+            best[d] = v
+
+
+def _kernels(lens: Sequence[int]) -> tuple[native_rank.FieldScores, native_rank.BodyScores]:
+    """(field_scores, body_scores): the C ones when built and the lengths
+    are arrays of u32 (a segment's; --direct's too), else the pure ones."""
+    native = native_rank.module()
+    if native is not None and isinstance(lens, array) and lens.typecode == "I":
+        return native.field_scores, native.body_scores
+    return _field_scores_py, _body_scores_py
+
+
+def _add_into(scores: dict[int, float], got: dict[int, float]) -> None:
+    native = native_rank.module()
+    (native.add_into if native is not None else _add_into_py)(scores, got)
+
+
+def _max_into(best: dict[int, float], got: dict[int, float]) -> None:
+    native = native_rank.module()
+    (native.max_into if native is not None else _max_into_py)(best, got)
+
+
+class ArrayPartition(Partition, Protocol):
+    """A partition that can hand a term's posting as arrays (a segment's:
+    doc ids and weighted tfs, tombstoned documents included)."""
+
+    def posting_arrays(self, term: str) -> tuple[array[Any], array[Any]] | None: ...
+
+
+# The dense scores serve a query matching at least one document in this many.
+DENSE_SHARE = 16
+
+
+class _Dense:
+    """The per-field scores of every match kept as one float per document
+    of each partition, computed by ctindex/search/_rank.c `score_term` over
+    the postings' arrays: no dict per term or per prefix expansion. The
+    operations and their order are the dict loops' (`_term_scores`, then
+    `_add_into` or `_max_into`), so the floats are the same; `of` gives
+    None where it does not apply (not built, --direct's partition, the
+    bm25f experiment) and the caller runs the dict loops."""
+
+    def __init__(self, native: native_rank.RankModule, parts: list[ArrayPartition]) -> None:
+        self.native = native
+        self.parts = parts
+        self.sizes = [len(p.lengths()) for p in parts]
+        self.accs = [self.zeros(n) for n in self.sizes]
+        self.masks: list[bytearray | None] = []
+
+    @classmethod
+    def of(cls, parts: Sequence[Partition], matched: Sequence[set[int]]) -> _Dense | None:
+        native = native_rank.module()
+        if native is None or SATURATION != "perfield":
+            return None
+        arrays: list[ArrayPartition] = []
+        for p in parts:
+            lens = p.lengths()
+            if not hasattr(p, "posting_arrays") or not isinstance(lens, array):
+                return None
+            if lens.typecode != "I":
+                return None
+            arrays.append(cast("ArrayPartition", p))
+        # One float and one mask byte per document of each segment: worth
+        # it when the matches are not a sliver of the documents, so a
+        # query's cost stays bounded by its matches, not the index's size.
+        if sum(map(len, matched)) * DENSE_SHARE < sum(len(p.lengths()) for p in arrays):
+            return None
+        dense = cls(native, arrays)
+        dense.masks = dense.masks_of(matched)
+        return dense
+
+    @staticmethod
+    def zeros(n: int) -> array[float]:
+        return array("d", bytes(8 * n))
+
+    def masks_of(self, docs: Sequence[set[int]]) -> list[bytearray | None]:
+        return [
+            self.native.mask(n, d) if d else None for n, d in zip(self.sizes, docs, strict=True)
+        ]
+
+    def score(
+        self,
+        term: str,
+        into: Sequence[array[float]],
+        masks: Sequence[bytearray | None],
+        st: _Stats,
+        add: bool,
+    ) -> None:
+        """`term`'s score of each masked document added to (`add`) or, where
+        higher, put in (else) `into`."""
+        w = idf(st.n_docs, sum(p.df(term) for p in self.parts))
+        k1p = K1 + 1
+        fparams = tuple(
+            (1 - FIELDS[f][2], FIELDS[f][2] / st.avg[f], w * PER_FIELD[f][1] * k1p)
+            for f in range(len(FIELD_TERM))
+        )
+        body = (1 - FIELDS[4][2], FIELDS[4][2] / st.avg[4], w * PER_FIELD[4][1] * k1p)
+        for p, acc, mask in zip(self.parts, into, masks, strict=True):
+            main = p.posting_arrays(term) if mask is not None else None
+            if main is None or mask is None:
+                continue
+            self.native.score_term(
+                acc,
+                mask,
+                main,
+                tuple(p.posting_arrays(head + term) for head in FIELD_TERM),
+                p.lengths(),
+                tuple(p.field_lengths()),
+                fparams,
+                body,
+                (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2]),
+                K1,
+                add,
+            )
+
+    def best_of(self, terms: Sequence[str], inside: Sequence[set[int]], st: _Stats) -> None:
+        """A prefix: the best of its expansions' scores per document, added."""
+        best = [self.zeros(n) for n in self.sizes]
+        masks = self.masks_of(inside)
+        for t in terms:
+            self.score(t, best, masks, st, add=False)
+        for acc, b in zip(self.accs, best, strict=True):
+            self.native.add_arrays(acc, b)
+
+    def gather(self, matched: Sequence[set[int]]) -> list[dict[int, float]]:
+        return [self.native.gather(acc, m) for acc, m in zip(self.accs, matched, strict=True)]
 
 
 def _bm25f_scores(
@@ -477,6 +674,15 @@ def min_span(seq: array[Any], ranks: Sequence[int], sep: int) -> int | None:
         if narrowed is None:
             return None
         seq = narrowed
+    native = native_rank.module()
+    if native is not None and isinstance(seq, array):
+        return native.min_span(seq, list(ranks), sep)
+    return _min_span_py(seq, ranks, sep)
+
+
+def _min_span_py(seq: array[Any], ranks: Sequence[int], sep: int) -> int | None:
+    """`min_span` on a stream already narrowed (ctindex/search/_rank.c
+    `min_span` answers the same)."""
     k = len(ranks)
     want = {r: i for i, r in enumerate(ranks)}
     want[sep] = -1
@@ -561,6 +767,10 @@ def leaders(
             for d, t in tier.items():
                 sc[d] += _TIER_SCALE * t
         merged.append(sc)
+    native = native_rank.module()
+    if native is not None:  # a selection in C, the same float
+        bar = native.kth_largest(merged, count) - margin - 1e-9
+        return [native.at_least(sc, bar) for sc in merged]
     bar = heapq.nlargest(count, [v for sc in merged for v in sc.values()])[-1] - margin - 1e-9
     return [[d for d, v in sc.items() if v >= bar] for sc in merged]
 
@@ -610,10 +820,13 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
     if not any(matched):
         return Ranking(scores, tiers, ())
     st = _stats(parts)
+    dense = _Dense.of(parts, matched)
     for t in scoring_terms(node):
+        if dense is not None:
+            dense.score(t, dense.accs, dense.masks, st, add=True)
+            continue
         for sc, got in zip(scores, _term_scores(t, parts, matched, st), strict=True):
-            for d, v in got.items():
-                sc[d] += v
+            _add_into(sc, got)
     notes: list[str] = []
     for clause in prefix_clauses(node):
         inside = [evaluate(clause, p) & m for p, m in zip(parts, matched, strict=True)]
@@ -628,15 +841,17 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
                 f"{PREFIX_CAP} closest score, all of them match"
             )
             expansions = expansions[:PREFIX_CAP]
+        if dense is not None:
+            dense.best_of(expansions, inside, st)
+            continue
         best: list[dict[int, float]] = [{} for _ in parts]
         for t in expansions:
             for b, got in zip(best, _term_scores(t, parts, inside, st), strict=True):
-                for d, v in got.items():
-                    if v > b.get(d, 0.0):
-                        b[d] = v
+                _max_into(b, got)
         for sc, b in zip(scores, best, strict=True):
-            for d, v in b.items():
-                sc[d] += v
+            _add_into(sc, b)
+    if dense is not None:
+        scores = dense.gather(matched)
     keys: list[tuple[str, int]] = []
     for seq in exact_sequences(node):
         joined = " ".join(seq)

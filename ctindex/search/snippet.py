@@ -11,7 +11,9 @@ that holds guillemets itself is read exactly from the spans
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from itertools import compress
+from operator import itemgetter
 
 from ctindex.providers import INDEX_PROVIDER, load
 
@@ -29,6 +31,7 @@ REGION_CHARS = 2_048
 _SPACE = re.compile(r"\s")
 
 Span = tuple[int, int]
+_TERM = itemgetter(2)  # of a (start, end, term) span
 
 
 def make_snippet(
@@ -59,42 +62,79 @@ def snippet_spans(
     pieces (`_pieces`)."""
     for text in (body, description):
         for start, end in _pieces(text, terms, prefixes):
-            spans = [
-                (s + start, e + start, t)
-                for s, e, t in load(INDEX_PROVIDER).term_spans(text[start:end])
-            ]
-            marked = {t for _, _, t in spans if t in terms or (prefixes and t.startswith(prefixes))}
-            hits = [i for i, (_, _, t) in enumerate(spans) if t in marked]
+            found = load(INDEX_PROVIDER).term_spans(text[start:end])
+            spans = [(s + start, e + start, t) for s, e, t in found] if start else list(found)
+            # Distinct terms are tested once; the hits are then found by
+            # C-level passes (map, compress), not a Python step per word.
+            present = set(map(_TERM, spans))
+            marked = {t for t in present if t in terms or (prefixes and t.startswith(prefixes))}
+            hits = (
+                list(compress(range(len(spans)), map(marked.__contains__, map(_TERM, spans))))
+                if marked
+                else []
+            )
             if hits:
                 return _window(text, spans, hits, marked, start > 0, end < len(text))
     return _clip(*_flat([((description or body)[:HEAD_CHARS], False)]))
 
 
-def _pieces(text: str, terms: Collection[str], prefixes: tuple[str, ...]) -> list[tuple[int, int]]:
-    """The character ranges of `text` to tokenize: all of it when short;
-    else its head when a matched word's stem first occurs there (then the
-    region around its first occurrence past the head) or nowhere (a stem,
+def _pieces(
+    text: str, terms: Collection[str], prefixes: tuple[str, ...]
+) -> Iterator[tuple[int, int]]:
+    """The character ranges of `text` to tokenize, the next one asked for
+    only when the last held no matched word: all of it when short; else its
+    head when a matched word's stem first occurs there (then the region
+    around its first occurrence past the head) or nowhere (a stem,
     casefolded, begins the casefolded word in all but its last letter or
     two, ``specifi`` for "specified", which accents folded by the tokenizer
     may defeat); else only the region around that first occurrence.
     Ranges end on whitespace, so no word is cut."""
     if len(text) <= HEAD_CHARS:
-        return [(0, len(text))]
+        yield 0, len(text)
+        return
     head = _cut(text, HEAD_CHARS)
+    stems = [s for s in _stems(terms, prefixes) if s]
+    if text.isascii() and _in_head(text, head, stems):
+        # The usual case: the head holds a stem; the rest of a long text is
+        # folded only if the head's words do not match after all.
+        yield 0, head
+        yield from _later(text.lower(), text, head, stems)
+        return
     folded = _folded(text)
     if len(folded) != len(text):  # offsets would not line up: the head only
-        return [(0, head)]
-    stems = [t[: max(len(t) - 1, 3)] for t in terms if t[:1].isalnum()] + list(prefixes)
-    found = [at for at in (folded.find(s) for s in stems if s) if at >= 0]
+        yield 0, head
+        return
+    found = [at for at in (folded.find(s) for s in stems) if at >= 0]
     if not found:  # no stem anywhere: the head, for the fallback's sake
-        return [(0, head)]
+        yield 0, head
+        return
     at = min(found)
     if at >= head:
-        return [_region(text, at, head)]
+        yield _region(text, at, head)
+        return
     # A stem inside the head may be part of another word: the region past
     # the head is the next piece to try.
-    later = [x for x in (folded.find(s, head) for s in stems if s) if x >= 0]
-    return [(0, head), _region(text, min(later), head)] if later else [(0, head)]
+    yield 0, head
+    yield from _later(folded, text, head, stems)
+
+
+def _stems(terms: Collection[str], prefixes: tuple[str, ...]) -> list[str]:
+    return [t[: max(len(t) - 1, 3)] for t in terms if t[:1].isalnum()] + list(prefixes)
+
+
+def _in_head(text: str, head: int, stems: list[str]) -> bool:
+    """Some stem begins before `head` in the folded ASCII `text` (folding
+    ASCII is lowering it, character for character): only the head and the
+    longest stem's reach past it are folded."""
+    near = text[: head + max(map(len, stems), default=0)].lower()
+    return any(0 <= near.find(s) < head for s in stems)
+
+
+def _later(folded: str, text: str, head: int, stems: list[str]) -> Iterator[tuple[int, int]]:
+    """The region around the first stem past the head, if any."""
+    later = [x for x in (folded.find(s, head) for s in stems) if x >= 0]
+    if later:
+        yield _region(text, min(later), head)
 
 
 def _folded(text: str) -> str:

@@ -1,8 +1,8 @@
 /* Optional native core of segment building (docs/decisions/native.md,
  * "Segment building"): the postings inversion and the per-document token
- * streams of ctindex/store/segment.py, whose pure-Python `_PyInverter`
- * (`_invert_py`, `_streams_py`) is the specification. Output is
- * byte-identical to it (tests/ctindex/store/test_segment_native.py).
+ * streams of ctindex/store/segment_build.py, whose pure-Python `PyInverter`
+ * (ctindex/store/invert.py: `invert_py`, `streams_py`) is the specification. Output is
+ * byte-identical to it (tests/ctindex/store/test_segment_build_native.py).
  *
  * Why C: inverting ~150 weighted terms per document through Python lists
  * costs one list append pair per (term, document) and an array conversion
@@ -506,7 +506,7 @@ PyDoc_STRVAR(postings_doc,
              "terms: the distinct terms of the documents' dicts, sorted; postings:\n"
              "per term, its doc ids (u32 if docs32 else u16) then its tfs (u16);\n"
              "entries: per term, <QII (postings offset, df, crc32 of its postings).\n"
-             "Once, after the last add(). As segment._invert_py.");
+             "Once, after the last add(). As invert.invert_py.");
 
 static PyObject *inverter_postings(Inverter *self, PyObject *args) {
     int docs32;
@@ -619,7 +619,7 @@ PyDoc_STRVAR(streams_doc,
              "u16); seq_offs: <Q offsets of each document's stream (ndocs + 1);\n"
              "seq_crcs: <I crc32 of each run of 64 documents' streams. A token that\n"
              "is neither one of those terms nor sep raises KeyError. After\n"
-             "postings(). As segment._streams_py of terms[word_base:].");
+             "postings(). As invert.streams_py of terms[word_base:].");
 
 static PyObject *inverter_streams(Inverter *self, PyObject *args) {
     Py_ssize_t word_base;
@@ -697,7 +697,7 @@ static PyTypeObject InverterType = {
     .tp_dealloc = (destructor)inverter_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Inverter(sep): a segment's postings and token streams, fed one\n"
-              "document at a time (segment._PyInverter is the specification).",
+              "document at a time (invert.PyInverter is the specification).",
     .tp_methods = inverter_methods,
     .tp_init = (initproc)inverter_init,
     .tp_new = PyType_GenericNew,
@@ -871,7 +871,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     "_invert",
-    "Native postings inversion and token streams (ctindex/store/segment.py).",
+    "Native postings inversion and token streams (ctindex/store/segment_build.py).",
     -1,
     methods,
     NULL,

@@ -20,7 +20,7 @@ def check_generation(index_dir: Path, m: StoreManifest, *, file_table: bool = Tr
     that touch it, which verify their own checksums."""
     from ctindex.store.filetable import load_file_table
     from ctindex.store.generation import read_dels
-    from ctindex.store.segment import Segment
+    from ctindex.store.segment_read import Segment
     from ctindex.store.snapshot import check_segment
 
     if file_table:

@@ -1,8 +1,8 @@
 """The segment builder's optional C twin (ctindex/store/_invert.c), typed.
 
 ``module()`` is None when it is not built or ``CTINDEX_PURE=1``
-(ctindex/base/native_modules.py); ctindex/store/segment.py then runs
-`_PyInverter`, which the C `Inverter` matches byte for byte.
+(ctindex/base/native_modules.py); ctindex/store/segment_build.py then runs
+invert.py's `PyInverter`, which the C `Inverter` matches byte for byte.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ctindex.base import native_modules
 
 class Inverter(Protocol):
     """A segment's postings and token streams, fed one document at a time
-    (segment._PyInverter is the specification)."""
+    (invert.PyInverter is the specification)."""
 
     def add(self, tfw: dict[str, int], tokens: list[str]) -> None: ...
     def postings(self, docs32: bool) -> tuple[list[str], bytes, bytes]: ...

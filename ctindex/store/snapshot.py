@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from ctindex.store.durable import IndexCorrupt
 from ctindex.store.generation import SegmentRef, StoreManifest, read_dels, read_manifest
-from ctindex.store.segment import Segment
+from ctindex.store.segment_read import Segment
 
 T = TypeVar("T")
 RETRIES = 6

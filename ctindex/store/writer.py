@@ -28,7 +28,9 @@ from ctindex.store.generation import (
     write_dels,
     write_diag,
 )
-from ctindex.store.segment import BuildInput, Segment, SegmentInfo, StoredDoc, build_segment
+from ctindex.store.segment import StoredDoc
+from ctindex.store.segment_build import BuildInput, SegmentInfo, build_segment
+from ctindex.store.segment_read import Segment
 
 if TYPE_CHECKING:
     from ctindex.base.jsontypes import JSONObject

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from ctindex.store.generation import StoreManifest, read_manifest
-from ctindex.store.segment import HEADER_SIZE, S_BLOCKS, S_RECORDS, Segment
+from ctindex.store.segment import HEADER_SIZE, S_BLOCKS, S_RECORDS
+from ctindex.store.segment_read import Segment
 
 Run = Callable[..., Any]
 QUERIES = ("event", "customer", "order OR sales", "type:metric")
@@ -111,7 +112,7 @@ def damage_segment_mismatched(root: Path) -> str:
     """Another generation's valid segment under the name the manifest expects."""
     from ctindex.indexing.analyse import build_input
     from ctindex.providers import okf_markdown as okf
-    from ctindex.store.segment import build_segment
+    from ctindex.store.segment_build import build_segment
 
     path = first_segment(root)
     doc = okf.parse("x.md", b"# lone\n\nlonely words")
@@ -125,7 +126,7 @@ def damage_segment_swapped_same_count(root: Path) -> str:
     """Another valid segment with as many documents, under the expected name."""
     from ctindex.indexing.analyse import build_input
     from ctindex.providers import okf_markdown as okf
-    from ctindex.store.segment import build_segment
+    from ctindex.store.segment_build import build_segment
 
     path = first_segment(root)
     ndocs = Segment(path).ndocs

@@ -152,7 +152,7 @@ def test_verify_reads_the_whole_segment(indexed: Path) -> None:
     """Every byte is read: a flip anywhere past the header is found (one
     flip per 97-byte step across the file)."""
     from ctindex.store.durable import IndexCorrupt
-    from ctindex.store.segment import Segment
+    from ctindex.store.segment_read import Segment
 
     seg_path = _segment(indexed)
     original = seg_path.read_bytes()

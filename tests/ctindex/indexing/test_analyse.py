@@ -50,7 +50,7 @@ def test_a_streamed_worker_segment_is_the_segment_of_its_documents(
     """A worker adds its documents batch by batch (`_build_part`); the file
     is byte for byte `build_segment` of the same documents, given at once."""
     from ctindex.providers.fields import SEP
-    from ctindex.store.segment import build_segment
+    from ctindex.store.segment_build import build_segment
 
     plan = load_plan(Project.at(bundles_project))
     root = bundles_project

@@ -128,3 +128,56 @@ def test_an_accented_match_far_past_the_head_is_found_and_marked() -> None:
     body = _filler(3 * HEAD_CHARS) + " her Résumé was read " + _filler(3 * HEAD_CHARS)
     terms = {t for _, _, t in load(INDEX_PROVIDER).term_spans("resume")}
     assert "«Résumé»" in make_snippet(body, "", terms)
+
+
+def _pieces_folding_everything(
+    text: str, terms: set[str], prefixes: tuple[str, ...]
+) -> list[tuple[int, int]]:
+    """The pieces as reading the whole folded text decides them (the
+    reference the lazy `_pieces` must agree with)."""
+    if len(text) <= HEAD_CHARS:
+        return [(0, len(text))]
+    head = snippet._cut(text, HEAD_CHARS)
+    folded = snippet._folded(text)
+    if len(folded) != len(text):
+        return [(0, head)]
+    stems = [t[: max(len(t) - 1, 3)] for t in terms if t[:1].isalnum()] + list(prefixes)
+    found = [at for at in (folded.find(s) for s in stems if s) if at >= 0]
+    if not found:
+        return [(0, head)]
+    if min(found) >= head:
+        return [snippet._region(text, min(found), head)]
+    later = [x for x in (folded.find(s, head) for s in stems if s) if x >= 0]
+    return [(0, head), snippet._region(text, min(later), head)] if later else [(0, head)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    words=st.lists(
+        st.sampled_from(["alpha", "Beta", "gamma", "needle", "NEEDLEs", "nee", "dle", "é", "x"]),
+        min_size=1,
+        max_size=2500,
+    ),
+    terms=st.sets(st.sampled_from(["needl", "beta", "gamma", "zzz", "ne"]), max_size=3),
+    prefixes=st.sampled_from([(), ("nee",), ("bet", "zz")]),
+)
+def test_lazy_pieces_are_the_pieces_of_the_whole_folded_text(
+    words: list[str], terms: set[str], prefixes: tuple[str, ...]
+) -> None:
+    text = " ".join(words)
+    assert list(snippet._pieces(text, terms, prefixes)) == _pieces_folding_everything(
+        text, terms, prefixes
+    )
+
+
+def test_a_long_text_whose_head_matches_is_not_folded_past_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Bounded work per shown result: the head holds the word, so the rest of
+    # a long page is neither tokenized nor folded.
+    body = "the needleword first " + _filler(60 * HEAD_CHARS)
+    folded: list[int] = []
+    real = snippet._folded
+    monkeypatch.setattr(snippet, "_folded", lambda text: folded.append(len(text)) or real(text))
+    assert "«needleword»" in make_snippet(body, "", {"needleword"})
+    assert folded == []

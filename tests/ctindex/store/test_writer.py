@@ -26,9 +26,9 @@ from ctindex.store.segment import (
     S_RECORDS,
     S_SEQS,
     S_TOP,
-    Segment,
-    build_segment,
 )
+from ctindex.store.segment_build import build_segment
+from ctindex.store.segment_read import Segment
 from ctindex.store.snapshot import with_snapshot
 from ctindex.store.writer import StoreWriter
 

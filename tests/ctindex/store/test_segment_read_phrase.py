@@ -9,7 +9,9 @@ from pathlib import Path
 from ctindex.indexing.analyse import build_input
 from ctindex.providers import okf_markdown as okf
 from ctindex.search.matcher import has_run
-from ctindex.store.segment import SEQ_BLOCK_DOCS, Segment, build_segment
+from ctindex.store.segment import SEQ_BLOCK_DOCS
+from ctindex.store.segment_build import build_segment
+from ctindex.store.segment_read import Segment
 
 WORDS = ["alpha", "beta", "gamma", "delta", "omega"]
 

@@ -1,5 +1,5 @@
 """The native segment builder (ctindex/store/_invert.c) against its pure
-specification in ctindex/store/segment.py: the same bytes for any input
+specification in ctindex/store/invert.py: the same bytes for any input
 (hypothesis), the same refusals, and whole segment files byte-identical.
 
 Skipped where the extension is not built (an install without a compiler);
@@ -21,9 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctindex.base import native_modules
-from ctindex.store import segment
+from ctindex.store import invert, segment, segment_build
 from ctindex.store.native_invert import Inverter
-from ctindex.store.segment import BuildInput, StoredDoc, build_segment
+from ctindex.store.segment import StoredDoc
+from ctindex.store.segment_build import BuildInput, build_segment
+from ctindex.store.segment_read import Segment
 
 
 def _native() -> ModuleType:
@@ -75,7 +77,7 @@ def test_inverter_matches_the_pure_one(
     docs: list[tuple[dict[str, int], list[str]]], docs32: bool
 ) -> None:
     native = _native().Inverter("\x00")
-    pure = segment._PyInverter("\x00")
+    pure = invert.PyInverter("\x00")
     _feed(native, docs)
     _feed(pure, docs)
     assert _outputs(native, docs32) == _outputs(pure, docs32)
@@ -113,7 +115,7 @@ def test_more_than_one_checksum_block_of_streams() -> None:
     ]
     docs.append(({w: 1 for w in words}, ["\x00", *words]))  # every token is some document's term
     for seq32 in (False, True):
-        native, pure = _native().Inverter("\x00"), segment._PyInverter("\x00")
+        native, pure = _native().Inverter("\x00"), invert.PyInverter("\x00")
         _feed(native, docs)
         _feed(pure, docs)
         got = [inv.postings(False) for inv in (native, pure)]
@@ -129,14 +131,14 @@ def test_the_separator_stays_the_separator_even_as_a_term() -> None:
     assert twin == sep and twin is not sep
     for term in (sep, twin):
         docs = [({term: 2, "a": 1}, ["a", sep, "a", twin])]
-        native, pure = _native().Inverter(sep), segment._PyInverter(sep)
+        native, pure = _native().Inverter(sep), invert.PyInverter(sep)
         _feed(native, docs)
         _feed(pure, docs)
         assert _outputs(native, False) == _outputs(pure, False)
 
 
 def test_a_token_no_document_made_a_term_is_refused_by_both() -> None:
-    for inverter in (_native().Inverter("\x00"), segment._PyInverter("\x00")):
+    for inverter in (_native().Inverter("\x00"), invert.PyInverter("\x00")):
         inverter.add({"a": 1}, ["a", "zzz"])
         inverter.postings(False)
         with pytest.raises(KeyError):
@@ -144,7 +146,7 @@ def test_a_token_no_document_made_a_term_is_refused_by_both() -> None:
 
 
 def test_a_token_below_the_word_terms_is_refused_by_both() -> None:
-    for inverter in (_native().Inverter("\x00"), segment._PyInverter("\x00")):
+    for inverter in (_native().Inverter("\x00"), invert.PyInverter("\x00")):
         inverter.add({"\x01t": 1, "a": 1}, ["\x01t"])
         inverter.postings(False)
         with pytest.raises(KeyError):
@@ -153,7 +155,7 @@ def test_a_token_below_the_word_terms_is_refused_by_both() -> None:
 
 def test_refusals_match() -> None:
     native = _native()
-    for inverter in (native.Inverter("\x00"), segment._PyInverter("\x00")):
+    for inverter in (native.Inverter("\x00"), invert.PyInverter("\x00")):
         with pytest.raises(OverflowError):  # the C one refuses it in add, the pure one at the end
             inverter.add({"a": -1}, [])
             inverter.postings(False)
@@ -175,13 +177,13 @@ def test_a_refused_document_leaves_nothing_behind() -> None:
     with pytest.raises(TypeError):
         native.add({"b": 5}, ["b", None])  # type: ignore[list-item]
     native.add(*good[1])
-    pure = segment._PyInverter("\x00")
+    pure = invert.PyInverter("\x00")
     _feed(pure, good)
     assert _outputs(native, False) == _outputs(pure, False)
 
 
 def test_calls_out_of_order_are_refused() -> None:
-    for inverter in (_native().Inverter("\x00"), segment._PyInverter("\x00")):
+    for inverter in (_native().Inverter("\x00"), invert.PyInverter("\x00")):
         with pytest.raises(ValueError):
             inverter.streams(0, False)
         inverter.add({"a": 1}, ["a"])
@@ -195,7 +197,7 @@ def test_calls_out_of_order_are_refused() -> None:
 
 
 def test_the_builder_refuses_keys_out_of_order(tmp_path: Path) -> None:
-    builder = segment.SegmentBuilder("\x00")
+    builder = segment_build.SegmentBuilder("\x00")
     builder.add(_item(2, ["b"]))
     with pytest.raises(ValueError):
         builder.add(_item(1, ["a"]))
@@ -221,7 +223,8 @@ def test_a_record_is_the_json_modules(fields: list[str], tags: list[str], size: 
     doc = StoredDoc(*fields[:6], tuple(tags), fields[6], size)
     want = json.JSONEncoder(separators=(",", ":")).encode(doc).encode()
     assert _native().record(doc) == want
-    assert segment._record_encoder(_native())(doc) == segment._record_encoder(None)(doc) == want
+    encode = segment_build._record_encoder
+    assert encode(_native())(doc) == encode(None)(doc) == want
 
 
 class _Text(str):
@@ -242,7 +245,7 @@ def test_a_record_of_other_types_is_left_to_json() -> None:
     for doc in odd:
         assert native.record(doc) is None
         want = json.JSONEncoder(separators=(",", ":")).encode(doc).encode()
-        assert segment._record_encoder(native)(doc) == want
+        assert segment_build._record_encoder(native)(doc) == want
     assert native.record(base) == b'["k","c","","t","","",["a"],"b",1]'
     big = base._replace(body="\U0001f600" * 300_000)  # past the kept buffer's bound
     assert native.record(big) == json.dumps(big, separators=(",", ":")).encode()
@@ -290,7 +293,7 @@ def test_many_terms_take_the_wide_layout(tmp_path: Path, monkeypatch: pytest.Mon
         out[pure] = (tmp_path / f"{pure}.seg").read_bytes()
     native_modules.reset()
     assert out["0"] == out["1"]
-    seg = segment.Segment(tmp_path / "0.seg")
+    seg = Segment(tmp_path / "0.seg")
     try:
         assert seg.seq_code == "I"
     finally:

@@ -1,0 +1,802 @@
+/* Optional native core of ranking (docs/decisions/native.md, "Ranking"):
+ * the per-match loops of ctindex/search/matcher.py, whose pure-Python
+ * functions (`_field_scores_py`, `_body_scores_py`, `_add_into_py`,
+ * `_max_into_py`, `_min_span_py`) are the specification. Every float is
+ * computed with the same operations in the same order as there, so the
+ * scores are bit for bit the pure path's (tests/ctindex/search/
+ * test_matcher_native.py); the build turns floating-point contraction off
+ * (setup.py) so no multiply-add fuses two roundings into one.
+ *
+ * Why C: a query whose words are frequent scores every match, about a
+ * microsecond per match and word in Python (five dict operations, a few
+ * float objects); here it is a few dict operations at C speed.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+/* A read-only view of an array('I') (or any buffer of native uint32). */
+typedef struct {
+    Py_buffer view;
+    const uint32_t *items;
+    Py_ssize_t n;
+} U32;
+
+static int u32_get(PyObject *obj, U32 *out) {
+    if (PyObject_GetBuffer(obj, &out->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (out->view.itemsize != 4 || out->view.format == NULL ||
+        (strcmp(out->view.format, "I") != 0 && strcmp(out->view.format, "=I") != 0 &&
+         strcmp(out->view.format, "<I") != 0)) {
+        PyBuffer_Release(&out->view);
+        PyErr_SetString(PyExc_TypeError, "_rank: lengths must be array('I')");
+        return -1;
+    }
+    out->items = (const uint32_t *)out->view.buf;
+    out->n = out->view.len / 4;
+    return 0;
+}
+
+static int u32_at(const U32 *a, long long d, long long *out) {
+    if (d < 0 || d >= a->n) {
+        PyErr_SetString(PyExc_IndexError, "_rank: document id out of range");
+        return -1;
+    }
+    *out = (long long)a->items[d];
+    return 0;
+}
+
+/* got[key] = got.get(key, 0.0) + add */
+static int add_score(PyObject *got, PyObject *key, double add) {
+    PyObject *old = PyDict_GetItemWithError(got, key);
+    double base = 0.0;
+    if (old != NULL) {
+        base = PyFloat_AsDouble(old);
+        if (base == -1.0 && PyErr_Occurred()) return -1;
+    } else if (PyErr_Occurred()) {
+        return -1;
+    }
+    PyObject *val = PyFloat_FromDouble(base + add);
+    if (val == NULL) return -1;
+    int rc = PyDict_SetItem(got, key, val);
+    Py_DECREF(val);
+    return rc;
+}
+
+/* dict.get(key, 0) of a dict of ints, as a long long; -1 with an error set. */
+static int int_get(PyObject *dict, PyObject *key, long long *out) {
+    PyObject *v = PyDict_GetItemWithError(dict, key);
+    if (v == NULL) {
+        if (PyErr_Occurred()) return -1;
+        *out = 0;
+        return 0;
+    }
+    *out = PyLong_AsLongLong(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* Whether `key` passes the filter `want` (None: every key does); -1 on error. */
+static int wanted(PyObject *want, PyObject *key) {
+    return want == Py_None ? 1 : PySet_Contains(want, key);
+}
+
+static int filter_ok(PyObject *want) {
+    if (want == Py_None || PyAnySet_Check(want)) return 1;
+    PyErr_SetString(PyExc_TypeError, "_rank: the filter is a set or None");
+    return 0;
+}
+
+/* field_scores(got, posting, want, lens, a, bl, wf, k1): for d, t in
+ * posting, d in want: n = t / (a + bl * lens[d]);
+ * got[d] = got.get(d, 0.0) + wf * n / (n + k1) */
+static PyObject *field_scores(PyObject *self, PyObject *args) {
+    PyObject *got, *posting, *want, *lens_obj;
+    double a, bl, wf, k1;
+    if (!PyArg_ParseTuple(args, "O!O!OOdddd", &PyDict_Type, &got, &PyDict_Type, &posting,
+                          &want, &lens_obj, &a, &bl, &wf, &k1))
+        return NULL;
+    if (!filter_ok(want)) return NULL;
+    U32 lens;
+    if (u32_get(lens_obj, &lens) < 0) return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    int ok = 1;
+    while (ok && PyDict_Next(posting, &pos, &key, &value)) {
+        int in = wanted(want, key);
+        if (in <= 0) {
+            ok = in == 0;
+            continue;
+        }
+        long long d = PyLong_AsLongLong(key), t = PyLong_AsLongLong(value), len;
+        if (PyErr_Occurred() || u32_at(&lens, d, &len) < 0) {
+            ok = 0;
+            break;
+        }
+        double n = (double)t / (a + bl * (double)len);
+        if (add_score(got, key, wf * n / (n + k1)) < 0) ok = 0;
+    }
+    PyBuffer_Release(&lens.view);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* body_scores(got, main, want, (title, tags, desc), lengths, (f0, f1, f2),
+ * (w0, w1, w2), a, bl, wf, k1): matcher._body_scores_py. */
+static PyObject *body_scores(PyObject *self, PyObject *args) {
+    PyObject *got, *main_, *want, *fields, *lengths_obj, *flens_obj;
+    long long w[3];
+    double a, bl, wf, k1;
+    if (!PyArg_ParseTuple(args, "O!O!OO!OO(LLL)dddd", &PyDict_Type, &got, &PyDict_Type, &main_,
+                          &want, &PyTuple_Type, &fields, &lengths_obj, &flens_obj, &w[0],
+                          &w[1], &w[2], &a, &bl, &wf, &k1))
+        return NULL;
+    if (!filter_ok(want)) return NULL;
+    if (PyTuple_GET_SIZE(fields) != 3 || !PyTuple_Check(flens_obj) ||
+        PyTuple_GET_SIZE(flens_obj) != 3) {
+        PyErr_SetString(PyExc_TypeError, "_rank.body_scores: three fields");
+        return NULL;
+    }
+    PyObject *field[3];
+    for (int f = 0; f < 3; f++) {
+        field[f] = PyTuple_GET_ITEM(fields, f);
+        if (!PyDict_Check(field[f])) {
+            PyErr_SetString(PyExc_TypeError, "_rank.body_scores: field postings are dicts");
+            return NULL;
+        }
+    }
+    U32 lengths, flens[3];
+    int have = 0, ok = 1;
+    if (u32_get(lengths_obj, &lengths) < 0) return NULL;
+    for (; have < 3; have++) {
+        if (u32_get(PyTuple_GET_ITEM(flens_obj, have), &flens[have]) < 0) {
+            ok = 0;
+            break;
+        }
+    }
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (ok && PyDict_Next(main_, &pos, &key, &value)) {
+        int in = wanted(want, key);
+        if (in <= 0) {
+            ok = in == 0;
+            continue;
+        }
+        long long d = PyLong_AsLongLong(key), body = PyLong_AsLongLong(value);
+        if (PyErr_Occurred()) {
+            ok = 0;
+            break;
+        }
+        int in_field = 0;
+        for (int f = 0; f < 3 && !in_field; f++) {
+            int c = PyDict_Contains(field[f], key);
+            if (c < 0) ok = 0;
+            in_field = c > 0;
+        }
+        if (!ok) break;
+        if (in_field) {
+            long long t[3];
+            for (int f = 0; f < 3; f++)
+                if (int_get(field[f], key, &t[f]) < 0) ok = 0;
+            if (!ok) break;
+            body -= w[0] * t[0] + w[1] * t[1] + w[2] * t[2];
+            if (body <= 0) continue;
+        }
+        long long len, fl[3];
+        if (u32_at(&lengths, d, &len) < 0) {
+            ok = 0;
+            break;
+        }
+        for (int f = 0; f < 3; f++)
+            if (u32_at(&flens[f], d, &fl[f]) < 0) ok = 0;
+        if (!ok) break;
+        long long body_len = len - w[0] * fl[0] - w[1] * fl[1] - w[2] * fl[2];
+        double n = (double)body / (a + bl * (double)(body_len > 0 ? body_len : 0));
+        if (add_score(got, key, wf * n / (n + k1)) < 0) ok = 0;
+    }
+    for (int f = 0; f < have; f++) PyBuffer_Release(&flens[f].view);
+    PyBuffer_Release(&lengths.view);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* add_into(scores, got): for d, v in got.items(): scores[d] += v
+ * (KeyError when a d is not in scores, as there). */
+static PyObject *add_into(PyObject *self, PyObject *args) {
+    PyObject *scores, *got;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &scores, &PyDict_Type, &got)) return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(got, &pos, &key, &value)) {
+        PyObject *old = PyDict_GetItemWithError(scores, key);
+        if (old == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+            return NULL;
+        }
+        double s = PyFloat_AsDouble(old), v = PyFloat_AsDouble(value);
+        if (PyErr_Occurred()) return NULL;
+        PyObject *sum = PyFloat_FromDouble(s + v);
+        if (sum == NULL) return NULL;
+        int rc = PyDict_SetItem(scores, key, sum);
+        Py_DECREF(sum);
+        if (rc < 0) return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* max_into(best, got): for d, v in got.items(): if v > best.get(d, 0.0): best[d] = v */
+static PyObject *max_into(PyObject *self, PyObject *args) {
+    PyObject *best, *got;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyDict_Type, &best, &PyDict_Type, &got)) return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(got, &pos, &key, &value)) {
+        PyObject *old = PyDict_GetItemWithError(best, key);
+        double b = 0.0, v = PyFloat_AsDouble(value);
+        if (old == NULL && PyErr_Occurred()) return NULL;
+        if (old != NULL) b = PyFloat_AsDouble(old);
+        if (PyErr_Occurred()) return NULL;
+        if (v > b && PyDict_SetItem(best, key, value) < 0) return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* min_span(seq, ranks, sep): matcher._min_span_py on a stream already
+ * narrowed (a buffer of u16 or u32 ranks); None or the span. */
+static PyObject *min_span(PyObject *self, PyObject *args) {
+    PyObject *seq_obj, *ranks_obj;
+    unsigned long long sep;
+    if (!PyArg_ParseTuple(args, "OOK", &seq_obj, &ranks_obj, &sep)) return NULL;
+    PyObject *ranks = PySequence_Fast(ranks_obj, "_rank.min_span: ranks");
+    if (ranks == NULL) return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(ranks);
+    Py_buffer view;
+    if (PyObject_GetBuffer(seq_obj, &view, PyBUF_C_CONTIGUOUS) < 0) {
+        Py_DECREF(ranks);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    unsigned long long *want = PyMem_Calloc(k ? k : 1, sizeof *want);
+    Py_ssize_t *last = PyMem_Calloc(k ? k : 1, sizeof *last);
+    char *present = PyMem_Calloc(k ? k : 1, 1);
+    if (want == NULL || last == NULL || present == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (view.itemsize != 2 && view.itemsize != 4) {
+        PyErr_SetString(PyExc_TypeError, "_rank.min_span: a u16 or u32 stream");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        want[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(ranks, i));
+        if (PyErr_Occurred()) goto done;
+    }
+    Py_ssize_t n = view.len / view.itemsize;
+    const uint16_t *s16 = view.buf;
+    const uint32_t *s32 = view.buf;
+    /* As the pure code's dict {rank: index}: a later equal rank wins, and
+     * the separator overrides a rank equal to it. */
+#define ITEM(p) (view.itemsize == 2 ? (unsigned long long)s16[p] : (unsigned long long)s32[p])
+#define INDEX_OF(x, out)                              \
+    do {                                              \
+        out = -2;                                     \
+        if ((x) == sep) {                             \
+            out = -1;                                 \
+        } else {                                      \
+            for (Py_ssize_t j = k - 1; j >= 0; j--) { \
+                if (want[j] == (x)) {                 \
+                    out = j;                          \
+                    break;                            \
+                }                                     \
+            }                                         \
+        }                                             \
+    } while (0)
+    Py_ssize_t distinct = 0;
+    for (Py_ssize_t p = 0; p < n; p++) {
+        Py_ssize_t idx;
+        INDEX_OF(ITEM(p), idx);
+        if (idx >= 0 && !present[idx]) {
+            present[idx] = 1;
+            distinct++;
+        }
+    }
+    if (distinct < k) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    long long best = -1;
+    Py_ssize_t seen = 0;
+    for (Py_ssize_t i = 0; i < k; i++) last[i] = -1;
+    for (Py_ssize_t p = 0; p < n; p++) {
+        Py_ssize_t idx;
+        INDEX_OF(ITEM(p), idx);
+        if (idx == -2) continue;
+        if (idx == -1) {
+            for (Py_ssize_t i = 0; i < k; i++) last[i] = -1;
+            seen = 0;
+            continue;
+        }
+        if (last[idx] < 0) seen++;
+        last[idx] = p;
+        if (seen == k) {
+            Py_ssize_t lo = last[0];
+            for (Py_ssize_t i = 1; i < k; i++)
+                if (last[i] < lo) lo = last[i];
+            long long span = (long long)(p - lo + 1);
+            if (best < 0 || span < best) best = span;
+        }
+    }
+#undef ITEM
+#undef INDEX_OF
+    result = best < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(best);
+done:
+    PyMem_Free(want);
+    PyMem_Free(last);
+    PyMem_Free(present);
+    PyBuffer_Release(&view);
+    Py_DECREF(ranks);
+    return result;
+}
+
+
+/* -- dense scoring: one term over a segment's posting arrays ------------- */
+
+/* A read-only view of a buffer of u16 or u32 items. */
+typedef struct {
+    Py_buffer view;
+    Py_ssize_t n;
+    int wide;
+} Ids;
+
+static int ids_get(PyObject *obj, Ids *out) {
+    if (PyObject_GetBuffer(obj, &out->view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (out->view.itemsize != 2 && out->view.itemsize != 4) {
+        PyBuffer_Release(&out->view);
+        PyErr_SetString(PyExc_TypeError, "_rank: postings are arrays of u16 or u32");
+        return -1;
+    }
+    out->wide = out->view.itemsize == 4;
+    out->n = out->view.len / out->view.itemsize;
+    return 0;
+}
+
+static inline uint32_t ids_at(const Ids *a, Py_ssize_t i) {
+    return a->wide ? ((const uint32_t *)a->view.buf)[i] : ((const uint16_t *)a->view.buf)[i];
+}
+
+/* mask(ndocs, docs) -> bytearray with 1 at every doc of the set `docs`. */
+static PyObject *mask(PyObject *self, PyObject *args) {
+    Py_ssize_t ndocs;
+    PyObject *docs;
+    if (!PyArg_ParseTuple(args, "nO", &ndocs, &docs)) return NULL;
+    if (!PyAnySet_Check(docs)) {
+        PyErr_SetString(PyExc_TypeError, "_rank.mask: a set");
+        return NULL;
+    }
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, ndocs);
+    if (out == NULL) return NULL;
+    char *m = PyByteArray_AS_STRING(out);
+    memset(m, 0, (size_t)ndocs);
+    PyObject *it = PyObject_GetIter(docs), *item;
+    if (it == NULL) goto fail;
+    while ((item = PyIter_Next(it)) != NULL) {
+        Py_ssize_t d = PyLong_AsSsize_t(item);
+        Py_DECREF(item);
+        if (d == -1 && PyErr_Occurred()) break;
+        if (d < 0 || d >= ndocs) {
+            PyErr_SetString(PyExc_IndexError, "_rank.mask: document id out of range");
+            break;
+        }
+        m[d] = 1;
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) goto fail;
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* gather(acc, docs) -> {d: acc[d] for d in docs}, in the set's order. */
+static PyObject *gather(PyObject *self, PyObject *args) {
+    PyObject *acc_obj, *docs;
+    if (!PyArg_ParseTuple(args, "OO", &acc_obj, &docs)) return NULL;
+    Py_buffer acc;
+    if (PyObject_GetBuffer(acc_obj, &acc, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    PyObject *out = NULL, *it = NULL, *item;
+    if (acc.itemsize != 8) {
+        PyErr_SetString(PyExc_TypeError, "_rank.gather: array('d')");
+        goto done;
+    }
+    Py_ssize_t n = acc.len / 8;
+    const double *v = acc.buf;
+    out = PyDict_New();
+    it = out ? PyObject_GetIter(docs) : NULL;
+    if (it == NULL) goto done;
+    while ((item = PyIter_Next(it)) != NULL) {
+        Py_ssize_t d = PyLong_AsSsize_t(item);
+        int rc = -1;
+        if (!(d == -1 && PyErr_Occurred())) {
+            if (d < 0 || d >= n) {
+                PyErr_SetString(PyExc_IndexError, "_rank.gather: document id out of range");
+            } else {
+                PyObject *f = PyFloat_FromDouble(v[d]);
+                if (f != NULL) {
+                    rc = PyDict_SetItem(out, item, f);
+                    Py_DECREF(f);
+                }
+            }
+        }
+        Py_DECREF(item);
+        if (rc < 0) break;
+    }
+done:
+    Py_XDECREF(it);
+    PyBuffer_Release(&acc);
+    if (PyErr_Occurred()) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Per-document scratch of score_term, all zeros between calls (the GIL is
+ * held throughout, so one is enough), grown to the largest segment seen. */
+static struct {
+    double *tmp;
+    int32_t *ftf; /* title, tags, description counts, 3 per document */
+    unsigned char *touched;
+    Py_ssize_t cap;
+} scratch;
+
+static int scratch_reserve(Py_ssize_t ndocs) {
+    if (ndocs <= scratch.cap) return 0;
+    double *tmp = PyMem_Calloc(ndocs, sizeof *tmp);
+    int32_t *ftf = PyMem_Calloc(3 * ndocs, sizeof *ftf);
+    unsigned char *touched = PyMem_Calloc(ndocs, 1);
+    if (tmp == NULL || ftf == NULL || touched == NULL) {
+        PyMem_Free(tmp);
+        PyMem_Free(ftf);
+        PyMem_Free(touched);
+        return -1;
+    }
+    PyMem_Free(scratch.tmp);
+    PyMem_Free(scratch.ftf);
+    PyMem_Free(scratch.touched);
+    scratch.tmp = tmp;
+    scratch.ftf = ftf;
+    scratch.touched = touched;
+    scratch.cap = ndocs;
+    return 0;
+}
+
+/* score_term(acc, mask, (ids, tfs), fields, lengths, flens, fparams,
+ * (a, bl, wf), (w0, w1, w2), k1, add): matcher._per_field_scores for one
+ * term and one segment, then its sum into the scores, on arrays: per
+ * document of the mask, got = 0.0, plus each field's share (title, tags,
+ * description, ID, in that order), plus the body's, and acc[d] += got
+ * (`add`) or acc[d] = got where got > acc[d] (a prefix's best expansion).
+ * `fields` holds four (ids, tfs) or None; `fparams` four (a, bl, wf). The
+ * same operations in the same order as the pure dict loops, so the same
+ * floats; a document the term misses adds 0.0, which changes no score. */
+static PyObject *score_term(PyObject *self, PyObject *args) {
+    PyObject *acc_obj, *mask_obj, *main_ids_obj, *main_tfs_obj, *fields, *lengths_obj,
+        *flens_obj, *fparams;
+    double ba, bbl, bwf, k1;
+    long long w[3];
+    int add;
+    if (!PyArg_ParseTuple(args, "OO(OO)O!OO!O!(ddd)(LLL)dp", &acc_obj, &mask_obj, &main_ids_obj,
+                          &main_tfs_obj, &PyTuple_Type, &fields, &lengths_obj, &PyTuple_Type,
+                          &flens_obj, &PyTuple_Type, &fparams, &ba, &bbl, &bwf, &w[0], &w[1],
+                          &w[2], &k1, &add))
+        return NULL;
+    if (PyTuple_GET_SIZE(fields) != 4 || PyTuple_GET_SIZE(flens_obj) != 4 ||
+        PyTuple_GET_SIZE(fparams) != 4) {
+        PyErr_SetString(PyExc_TypeError, "_rank.score_term: four fields");
+        return NULL;
+    }
+    Py_buffer acc, maskb;
+    Ids main_ids, main_tfs, fids[4], ftfs[4];
+    U32 lengths, flens[4];
+    int got_ids[4] = {0, 0, 0, 0}, got_tfs[4] = {0, 0, 0, 0};
+    int nflens = 0, have_main_ids = 0, have_main_tfs = 0, have_len = 0, have_mask = 0, ok = 0;
+    uint32_t *seen = NULL; /* the documents touched, to apply and clear */
+    Py_ssize_t nseen = 0;
+    if (PyObject_GetBuffer(acc_obj, &acc, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (acc.itemsize != 8) {
+        PyErr_SetString(PyExc_TypeError, "_rank.score_term: acc is array('d')");
+        goto done;
+    }
+    Py_ssize_t ndocs = acc.len / 8;
+    if (PyObject_GetBuffer(mask_obj, &maskb, PyBUF_C_CONTIGUOUS) < 0) goto done;
+    have_mask = 1;
+    if (maskb.len != ndocs) {
+        PyErr_SetString(PyExc_ValueError, "_rank.score_term: mask and acc differ in length");
+        goto done;
+    }
+    if (ids_get(main_ids_obj, &main_ids) < 0) goto done;
+    have_main_ids = 1;
+    if (ids_get(main_tfs_obj, &main_tfs) < 0) goto done;
+    have_main_tfs = 1;
+    if (u32_get(lengths_obj, &lengths) < 0) goto done;
+    have_len = 1;
+    for (; nflens < 4; nflens++)
+        if (u32_get(PyTuple_GET_ITEM(flens_obj, nflens), &flens[nflens]) < 0) goto done;
+    int present[4];
+    double fa[4], fbl[4], fwf[4];
+    for (int f = 0; f < 4; f++) {
+        PyObject *pair = PyTuple_GET_ITEM(fields, f);
+        PyObject *par = PyTuple_GET_ITEM(fparams, f);
+        if (!PyArg_ParseTuple(par, "ddd", &fa[f], &fbl[f], &fwf[f])) goto done;
+        present[f] = pair != Py_None;
+        if (!present[f]) continue;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "_rank.score_term: a field is (ids, tfs) or None");
+            goto done;
+        }
+        if (ids_get(PyTuple_GET_ITEM(pair, 0), &fids[f]) < 0) goto done;
+        got_ids[f] = 1;
+        if (ids_get(PyTuple_GET_ITEM(pair, 1), &ftfs[f]) < 0) goto done;
+        got_tfs[f] = 1;
+    }
+    if (lengths.n < ndocs || flens[0].n < ndocs || flens[1].n < ndocs || flens[2].n < ndocs ||
+        flens[3].n < ndocs) {
+        PyErr_SetString(PyExc_ValueError, "_rank.score_term: lengths shorter than acc");
+        goto done;
+    }
+    Py_ssize_t most = main_ids.n;
+    for (int f = 0; f < 4; f++) most += present[f] ? fids[f].n : 0;
+    seen = PyMem_Malloc((most ? most : 1) * sizeof *seen);
+    if (seen == NULL || scratch_reserve(ndocs) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    double *tmp = scratch.tmp;
+    int32_t *ftf = scratch.ftf;
+    unsigned char *touched = scratch.touched; /* 1: in a field posting, 2: scored */
+    const unsigned char *m = maskb.buf;
+    double *a = acc.buf;
+    /* The fields, in order: their shares, and the first three's counts. */
+    for (int f = 0; f < 4; f++) {
+        if (!present[f]) continue;
+        const Ids *ids = &fids[f], *tfs = &ftfs[f];
+        if (ids->n != tfs->n) {
+            PyErr_SetString(PyExc_ValueError, "_rank.score_term: a posting's arrays differ");
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < ids->n; i++) {
+            uint32_t d = ids_at(ids, i);
+            if (d >= (uint32_t)ndocs) {
+                PyErr_SetString(PyExc_IndexError, "_rank: document id out of range");
+                goto done;
+            }
+            if (!m[d]) continue;
+            uint32_t t = ids_at(tfs, i);
+            if (!touched[d]) seen[nseen++] = d;
+            if (f < 3) {
+                ftf[3 * (Py_ssize_t)d + f] = (int32_t)t;
+                touched[d] |= 1;
+            }
+            double n = (double)t / (fa[f] + fbl[f] * (double)flens[f].items[d]);
+            tmp[d] = tmp[d] + fwf[f] * n / (n + k1);
+            touched[d] |= 2;
+        }
+    }
+    if (main_ids.n != main_tfs.n) {
+        PyErr_SetString(PyExc_ValueError, "_rank.score_term: a posting's arrays differ");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < main_ids.n; i++) {
+        uint32_t d = ids_at(&main_ids, i);
+        if (d >= (uint32_t)ndocs) {
+            PyErr_SetString(PyExc_IndexError, "_rank: document id out of range");
+            goto done;
+        }
+        if (!m[d]) continue;
+        long long body = (long long)ids_at(&main_tfs, i);
+        if (touched[d] & 1) {
+            const int32_t *t = &ftf[3 * (Py_ssize_t)d];
+            body -= w[0] * t[0] + w[1] * t[1] + w[2] * t[2];
+            if (body <= 0) continue;
+        }
+        long long body_len = (long long)lengths.items[d] - w[0] * flens[0].items[d] -
+                             w[1] * flens[1].items[d] - w[2] * flens[2].items[d];
+        double n = (double)body / (ba + bbl * (double)(body_len > 0 ? body_len : 0));
+        if (!touched[d]) seen[nseen++] = d;
+        tmp[d] = tmp[d] + bwf * n / (n + k1);
+        touched[d] |= 2;
+    }
+    for (Py_ssize_t i = 0; i < nseen; i++) {
+        uint32_t d = seen[i];
+        if (!(touched[d] & 2)) continue;
+        if (add)
+            a[d] = a[d] + tmp[d];
+        else if (tmp[d] > a[d]) /* _max_into: strictly higher, from 0.0 */
+            a[d] = tmp[d];
+    }
+    ok = 1;
+done:
+    /* The scratch goes back to zeros, touched documents only: the work of a
+     * call is its postings' length, never the segment's size. */
+    for (Py_ssize_t i = 0; i < nseen; i++) {
+        uint32_t d = seen[i];
+        scratch.tmp[d] = 0.0;
+        scratch.ftf[3 * (Py_ssize_t)d] = scratch.ftf[3 * (Py_ssize_t)d + 1] =
+            scratch.ftf[3 * (Py_ssize_t)d + 2] = 0;
+        scratch.touched[d] = 0;
+    }
+    PyMem_Free(seen);
+    for (int f = 0; f < 4; f++) {
+        if (got_ids[f]) PyBuffer_Release(&fids[f].view);
+        if (got_tfs[f]) PyBuffer_Release(&ftfs[f].view);
+    }
+    for (int f = 0; f < nflens; f++) PyBuffer_Release(&flens[f].view);
+    if (have_len) PyBuffer_Release(&lengths.view);
+    if (have_main_tfs) PyBuffer_Release(&main_tfs.view);
+    if (have_main_ids) PyBuffer_Release(&main_ids.view);
+    if (have_mask) PyBuffer_Release(&maskb);
+    PyBuffer_Release(&acc);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* add_arrays(acc, other): acc[d] += other[d] for every d (adding 0.0
+ * leaves a score as it is, so this is `_add_into` of the nonzero ones). */
+static PyObject *add_arrays(PyObject *self, PyObject *args) {
+    PyObject *acc_obj, *other_obj;
+    if (!PyArg_ParseTuple(args, "OO", &acc_obj, &other_obj)) return NULL;
+    Py_buffer acc, other;
+    if (PyObject_GetBuffer(acc_obj, &acc, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(other_obj, &other, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&acc);
+        return NULL;
+    }
+    int ok = acc.itemsize == 8 && other.itemsize == 8 && acc.len == other.len;
+    if (ok) {
+        double *a = acc.buf;
+        const double *b = other.buf;
+        for (Py_ssize_t i = 0; i < acc.len / 8; i++)
+            if (b[i] != 0.0) a[i] = a[i] + b[i];
+    } else {
+        PyErr_SetString(PyExc_ValueError, "_rank.add_arrays: two array('d') of one length");
+    }
+    PyBuffer_Release(&other);
+    PyBuffer_Release(&acc);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* -- the leaders' cut -------------------------------------------------------- */
+
+static void swap_d(double *a, double *b) {
+    double t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* The k-th largest of v[0..n) (1 <= k <= n), reordering v: Hoare's
+ * selection with a median-of-three pivot. */
+static double kth_largest_of(double *v, Py_ssize_t n, Py_ssize_t k) {
+    Py_ssize_t lo = 0, hi = n - 1, want = k - 1; /* index in descending order */
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (v[mid] > v[lo]) swap_d(&v[mid], &v[lo]);
+        if (v[hi] > v[lo]) swap_d(&v[hi], &v[lo]);
+        if (v[mid] > v[hi]) swap_d(&v[mid], &v[hi]);
+        double pivot = v[hi]; /* the median of the three */
+        Py_ssize_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] > pivot) i++;
+            while (v[j] < pivot) j--;
+            if (i <= j) {
+                swap_d(&v[i], &v[j]);
+                i++;
+                j--;
+            }
+        }
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            return v[want];
+    }
+    return v[want];
+}
+
+/* kth_largest(dicts, k): the k-th largest of every value of the dicts
+ * (floats), as heapq.nlargest(k, values)[-1]; k between 1 and their number. */
+static PyObject *kth_largest(PyObject *self, PyObject *args) {
+    PyObject *dicts;
+    Py_ssize_t k;
+    if (!PyArg_ParseTuple(args, "On", &dicts, &k)) return NULL;
+    PyObject *seq = PySequence_Fast(dicts, "_rank.kth_largest: a sequence of dicts");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = 0, parts = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < parts; i++) {
+        PyObject *d = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyDict_Check(d)) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_TypeError, "_rank.kth_largest: a sequence of dicts");
+            return NULL;
+        }
+        n += PyDict_GET_SIZE(d);
+    }
+    if (k < 1 || k > n) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "_rank.kth_largest: k out of range");
+        return NULL;
+    }
+    double *v = PyMem_Malloc(n * sizeof *v);
+    if (v == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < parts; i++) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        PyObject *d = PySequence_Fast_GET_ITEM(seq, i);
+        while (PyDict_Next(d, &pos, &key, &value)) {
+            double x = PyFloat_AsDouble(value);
+            if (x == -1.0 && PyErr_Occurred()) {
+                PyMem_Free(v);
+                Py_DECREF(seq);
+                return NULL;
+            }
+            if (x != x) {
+                PyMem_Free(v);
+                Py_DECREF(seq);
+                PyErr_SetString(PyExc_ValueError, "_rank.kth_largest: a NaN score");
+                return NULL;
+            }
+            v[at++] = x;
+        }
+    }
+    double got = kth_largest_of(v, n, k);
+    PyMem_Free(v);
+    Py_DECREF(seq);
+    return PyFloat_FromDouble(got);
+}
+
+/* at_least(scores, bar) -> [d for d, v in scores.items() if v >= bar] */
+static PyObject *at_least(PyObject *self, PyObject *args) {
+    PyObject *scores;
+    double bar;
+    if (!PyArg_ParseTuple(args, "O!d", &PyDict_Type, &scores, &bar)) return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(scores, &pos, &key, &value)) {
+        double x = PyFloat_AsDouble(value);
+        if (x == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (x >= bar && PyList_Append(out, key) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"field_scores", field_scores, METH_VARARGS, "Add one field's scores of a term."},
+    {"body_scores", body_scores, METH_VARARGS, "Add the body's scores of a term."},
+    {"add_into", add_into, METH_VARARGS, "scores[d] += v for each of got."},
+    {"max_into", max_into, METH_VARARGS, "best[d] = max(best.get(d, 0.0), v) (strictly greater)."},
+    {"mask", mask, METH_VARARGS, "A bytearray marking a set of document ids."},
+    {"gather", gather, METH_VARARGS, "{d: acc[d]} for the documents of a set."},
+    {"add_arrays", add_arrays, METH_VARARGS, "acc[d] += other[d] where other[d] is not 0."},
+    {"score_term", score_term, METH_VARARGS, "One term's scores added into a dense array."},
+    {"kth_largest", kth_largest, METH_VARARGS, "The k-th largest value of some dicts."},
+    {"at_least", at_least, METH_VARARGS, "The keys of a dict whose value reaches a bar."},
+    {"min_span", min_span, METH_VARARGS, "Shortest run holding every rank inside one field."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_rank", "Optional native core of ranking.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__rank(void) { return PyModule_Create(&module); }

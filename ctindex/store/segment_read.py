@@ -1,0 +1,507 @@
+"""Reading a segment file: the term dictionary, postings, lengths, keys,
+token streams and stored records, each read with ``os.pread`` only when a
+query touches it and checked against its CRC (the format: segment.py,
+docs/format.md). ``verify_all`` reads every byte (`ctindex verify`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+from array import array
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ctindex.base.statefile import open_regular
+from ctindex.store.durable import IndexCorrupt, crc
+from ctindex.store.segment import (
+    BLOCK_TERMS,
+    DOCREF,
+    ENTRY,
+    FLAG_DOCS32,
+    FLAG_SEQ32,
+    FORMAT,
+    HEAD,
+    HEADER_SIZE,
+    LITTLE,
+    MAGIC,
+    NFIELDS,
+    NSECTIONS,
+    RBLOCK,
+    S_BLOCKS,
+    S_DOCREFS,
+    S_FLENS,
+    S_KEYS,
+    S_LENGTHS,
+    S_POSTINGS,
+    S_RECORDS,
+    S_RTABLE,
+    S_SEQOFFS,
+    S_SEQS,
+    S_TOP,
+    SECTION,
+    SEQ_BLOCK_DOCS,
+    WORD_START,
+    StoredDoc,
+    from_le,
+)
+
+# One decompressor per thread (an instance is not safe to share between
+# threads; the daemon answers queries on a worker thread): making one costs
+# about as much as decompressing a small record block.
+_LOCAL = threading.local()
+
+
+def _decompress(blob: bytes) -> bytes:
+    """A record block's bytes (ValueError: not a whole zstd frame)."""
+    import zstandard  # lazy: only readers of stored fields need it
+
+    dctx = getattr(_LOCAL, "dctx", None)
+    if dctx is None:
+        dctx = _LOCAL.dctx = zstandard.ZstdDecompressor()
+    try:
+        return dctx.decompress(blob)
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"record block does not decompress ({exc})") from exc
+
+
+class _KeyView:
+    """The keys section as a lazily decoded sequence (for bisect)."""
+
+    __slots__ = ("_blob", "_n", "_offs")
+
+    def __init__(self, data: bytes, ndocs: int) -> None:
+        self._n = ndocs
+        self._offs = from_le("I", data[: 4 * (ndocs + 1)])
+        self._blob = memoryview(data)[4 * (ndocs + 1) :]
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int) -> str:
+        return bytes(self._blob[self._offs[i] : self._offs[i + 1]]).decode(
+            "utf-8", "surrogateescape"
+        )
+
+
+class Segment:
+    """Read side of one segment file. Holds an fd; reads lazily with pread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = path.name
+        try:
+            # Never blocks on a FIFO or reads a device put in the file's place.
+            self._fd = open_regular(path)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise IndexCorrupt(f"{path}: cannot open segment ({exc.strerror})") from exc
+        try:
+            self._open()
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._blocks: dict[int, tuple[list[str], memoryview]] = {}
+        self._lengths: array[Any] | None = None
+        self._flens: list[array[Any]] | None = None
+        self._keys: list[str] | None = None
+        self._rtable: bytes | None = None
+        self._seq_offs: array[Any] | None = None
+        self._seq_crcs: array[Any] = array("I")
+        self._rblock: tuple[int, bytes] | None = None  # the last record block read
+
+    def _corrupt(self, what: str) -> IndexCorrupt:
+        return IndexCorrupt(f"{self.path}: {what} checksum mismatch (damaged index file)")
+
+    def _read(self, off: int, length: int) -> bytes:
+        data = os.pread(self._fd, length, off)
+        if len(data) != length:
+            raise IndexCorrupt(f"{self.path}: truncated (wanted {length} bytes at {off})")
+        return data
+
+    def _open(self) -> None:
+        head = self._read(0, HEADER_SIZE)
+        self.head_crc = struct.unpack_from("<I", head, HEADER_SIZE - 4)[0]
+        if crc(head[:-4]) != self.head_crc:
+            raise self._corrupt("header")
+        magic, fmt, ndocs, nterms, nblocks, flags, word_base, nsec = HEAD.unpack_from(head)
+        if magic != MAGIC or fmt != FORMAT or nsec != NSECTIONS:
+            raise IndexCorrupt(f"{self.path}: not a ctindex segment of format {FORMAT}")
+        if word_base > nterms:
+            raise self._corrupt("header")
+        self.ndocs, self.nterms, self.nblocks = ndocs, nterms, nblocks
+        self.word_base = word_base
+        self.doc_code = "I" if flags & FLAG_DOCS32 else "H"
+        self.doc_size = 4 if flags & FLAG_DOCS32 else 2
+        self.seq_code = "I" if flags & FLAG_SEQ32 else "H"
+        self.sep_rank = 0xFFFFFFFF if flags & FLAG_SEQ32 else 0xFFFF
+        self.sections = [
+            SECTION.unpack_from(head, HEAD.size + i * SECTION.size) for i in range(NSECTIONS)
+        ]
+        top = self._section(S_TOP)
+        nb = struct.unpack_from("<I", top)[0]
+        p = 4
+        ft_offs = from_le("I", top[p : p + 4 * (nb + 1)])
+        p += 4 * (nb + 1)
+        self._block_offs = from_le("Q", top[p : p + 8 * (nb + 1)])
+        p += 8 * (nb + 1)
+        self._block_crcs = from_le("I", top[p : p + 4 * nb])
+        p += 4 * nb
+        blob = top[p:]
+        self._first = [blob[ft_offs[i] : ft_offs[i + 1]] for i in range(nb)]
+
+    def _section(self, idx: int) -> bytes:
+        off, length, want = self.sections[idx]
+        data = self._read(off, length)
+        if crc(data) != want:
+            raise self._corrupt(f"section {idx}")
+        return data
+
+    def file_size(self) -> int:
+        """Bytes of the open file (one fstat): the manifest records it, so a
+        valid segment swapped in under this name is told apart."""
+        return os.fstat(self._fd).st_size
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def cached_blocks(self) -> int:
+        """Term-dictionary blocks held from earlier reads (a long-lived
+        reader caps them: ctindex/daemon/query.py)."""
+        return len(self._blocks)
+
+    def forget_blocks(self) -> None:
+        """Drop the cached dictionary blocks and record block; they are read
+        again when needed."""
+        self._blocks.clear()
+        self._rblock = None
+
+    # -- dictionary ------------------------------------------------------------
+    def _block(self, b: int) -> tuple[list[str], memoryview]:
+        got = self._blocks.get(b)
+        if got is not None:
+            return got
+        base = self.sections[S_BLOCKS][0]
+        start, end = self._block_offs[b], self._block_offs[b + 1]
+        data = self._read(base + start, end - start)
+        if crc(data) != self._block_crcs[b]:
+            raise self._corrupt(f"term block {b}")
+        n = struct.unpack_from("<I", data)[0]
+        offs = from_le("I", data[4 : 8 + 4 * n])
+        ent_start = 8 + 4 * n
+        blob_start = ent_start + n * ENTRY.size
+        blob = data[blob_start:]
+        names = [blob[offs[i] : offs[i + 1]].decode("utf-8", "surrogatepass") for i in range(n)]
+        got = (names, memoryview(data)[ent_start:blob_start])
+        self._blocks[b] = got
+        return got
+
+    def _entry(self, b: int, i: int) -> tuple[int, int, int, int]:
+        _, ents = self._block(b)
+        off, df, ccrc = ENTRY.unpack_from(ents, i * ENTRY.size)
+        return off, df, ccrc, b * BLOCK_TERMS + i
+
+    def lookup(self, term: str) -> tuple[int, int, int, int] | None:
+        """(postings offset, df, crc, rank) of a term, or None."""
+        enc = term.encode("utf-8", "surrogatepass")
+        b = bisect_right(self._first, enc) - 1
+        if b < 0:
+            return None
+        names, _ = self._block(b)
+        i = bisect_left(names, term)
+        if i < len(names) and names[i] == term:
+            return self._entry(b, i)
+        return None
+
+    def terms_with_prefix(self, prefix: str) -> list[str]:
+        enc = prefix.encode("utf-8", "surrogatepass")
+        b = max(bisect_left(self._first, enc) - 1, 0)
+        out: list[str] = []
+        while b < self.nblocks:
+            names, _ = self._block(b)
+            for name in names[bisect_left(names, prefix) :]:
+                if not name.startswith(prefix):
+                    return out
+                out.append(name)
+            b += 1
+        return out
+
+    def postings(self, term: str) -> tuple[array[Any], array[Any]] | None:
+        """(doc ids, weighted tfs) of a term, verified, or None when absent."""
+        found = self.lookup(term)
+        if found is None:
+            return None
+        off, df, want, _ = found
+        data = self._read(self.sections[S_POSTINGS][0] + off, df * (self.doc_size + 2))
+        if crc(data) != want:
+            raise self._corrupt(f"postings of {term!r}")
+        cut = df * self.doc_size
+        return from_le(self.doc_code, data[:cut]), from_le("H", data[cut:])
+
+    def prefix_doc_ids(self, prefix: str) -> set[int]:
+        """Doc ids (tombstones included) of every term starting with `prefix`.
+
+        Those terms are adjacent in the dictionary and so are their postings:
+        one read covers them all; each term's CRC is still checked."""
+        enc = prefix.encode("utf-8", "surrogatepass")
+        b = max(bisect_left(self._first, enc) - 1, 0)
+        entries: list[tuple[int, int, int]] = []
+        while b < self.nblocks:
+            names, ents = self._block(b)
+            start = bisect_left(names, prefix)
+            stop = start
+            while stop < len(names) and names[stop].startswith(prefix):
+                stop += 1
+            entries.extend(ENTRY.unpack_from(ents, i * ENTRY.size) for i in range(start, stop))
+            if stop < len(names):
+                break
+            b += 1
+        out: set[int] = set()
+        if not entries:
+            return out
+        width = self.doc_size + 2
+        first = entries[0][0]
+        data = memoryview(
+            self._read(
+                self.sections[S_POSTINGS][0] + first,
+                entries[-1][0] + entries[-1][1] * width - first,
+            )
+        )
+        # Most frequent terms first: once every document is in, the rest
+        # can add nothing (a short prefix often matches them all). Chunks
+        # are views of the one read: no copy per term.
+        entries.sort(key=lambda e: -e[1])
+        code, size, wide = self.doc_code, self.doc_size, self.doc_size == 4
+        for off, df, want in entries:
+            chunk = data[off - first : off - first + df * width]
+            if crc(chunk) != want:
+                raise self._corrupt("postings")
+            ids = chunk[: df * size]
+            out.update(ids.cast("I" if wide else "H") if LITTLE else from_le(code, ids))
+            if len(out) >= self.ndocs:
+                break
+        return out
+
+    def rank(self, term: str) -> int | None:
+        """The rank token streams store for `term`; None if no stream holds
+        it (not a term here, or not a word)."""
+        if term < WORD_START:
+            return None
+        found = self.lookup(term)
+        return None if found is None else found[3] - self.word_base
+
+    # -- documents ---------------------------------------------------------------
+    def lengths(self) -> array[Any]:
+        if self._lengths is None:
+            self._lengths = from_le("I", self._section(S_LENGTHS))
+        return self._lengths
+
+    def field_lengths(self) -> list[array[Any]]:
+        """Raw token counts per field (title, tags, description, concept ID),
+        one array of ndocs each."""
+        if self._flens is None:
+            data = from_le("I", self._section(S_FLENS))
+            if len(data) != NFIELDS * self.ndocs:
+                raise self._corrupt("field lengths")
+            n = self.ndocs
+            self._flens = [data[f * n : (f + 1) * n] for f in range(NFIELDS)]
+        return self._flens
+
+    def keys(self) -> list[str]:
+        if self._keys is None:
+            data = self._section(S_KEYS)
+            offs = from_le("I", data[: 4 * (self.ndocs + 1)])
+            blob = data[4 * (self.ndocs + 1) :]
+            self._keys = [
+                blob[offs[i] : offs[i + 1]].decode("utf-8", "surrogateescape")
+                for i in range(self.ndocs)
+            ]
+        return self._keys
+
+    def find(self, key: str) -> int | None:
+        """The doc id of `key` (tombstoned or not), by bisecting the sorted
+        keys section: a writer locating a few changed keys decodes about
+        log2(ndocs) of them instead of all."""
+        if self._keys is not None:
+            i = bisect_left(self._keys, key)
+            return i if i < self.ndocs and self._keys[i] == key else None
+        view = _KeyView(self._section(S_KEYS), self.ndocs)
+        i = bisect_left(view, key)
+        return i if i < self.ndocs and view[i] == key else None
+
+    def _record(self, docid: int) -> bytes:
+        # One document: read its reference alone (checked via the record CRC).
+        ref = self._read(self.sections[S_DOCREFS][0] + docid * DOCREF.size, DOCREF.size)
+        block, start, length, want = DOCREF.unpack(ref)
+        if self._rblock is None or self._rblock[0] != block:
+            if self._rtable is None:
+                self._rtable = self._section(S_RTABLE)
+            if (block + 1) * RBLOCK.size > len(self._rtable):
+                raise self._corrupt(f"document {docid} reference")
+            off, blen, bcrc = RBLOCK.unpack_from(self._rtable, block * RBLOCK.size)
+            data = self._read(self.sections[S_RECORDS][0] + off, blen)
+            if crc(data) != bcrc:
+                raise self._corrupt(f"record block {block}")
+            try:
+                self._rblock = (block, _decompress(data))
+            except ValueError:
+                raise self._corrupt(f"record block {block}") from None
+        rec = self._rblock[1][start : start + length]
+        if crc(rec) != want:
+            raise self._corrupt(f"document {docid}")
+        return rec
+
+    def sequence(self, docid: int) -> array[Any]:
+        return next(self.sequences([docid]))[1]
+
+    def sequences(self, docids: Iterable[int]) -> Iterator[tuple[int, array[Any]]]:
+        """Token streams (term ranks) of documents. Streams are read and
+        CRC-checked in runs of SEQ_BLOCK_DOCS documents; give ids in
+        increasing order so each run is read once."""
+        offs, crcs = self._seq_index()
+        base = self.sections[S_SEQS][0]
+        run, data, start = -1, b"", 0
+        for docid in docids:
+            r = docid // SEQ_BLOCK_DOCS
+            if r != run:
+                first = r * SEQ_BLOCK_DOCS
+                start = offs[first]
+                end = offs[min(first + SEQ_BLOCK_DOCS, self.ndocs)]
+                data = self._read(base + start, end - start)
+                if crc(data) != crcs[r]:
+                    raise self._corrupt(f"token streams of documents {first}+")
+                run = r
+            yield docid, from_le(self.seq_code, data[offs[docid] - start : offs[docid + 1] - start])
+
+    def _seq_index(self) -> tuple[array[Any], array[Any]]:
+        if self._seq_offs is None:
+            data = self._section(S_SEQOFFS)
+            cut = 8 * (self.ndocs + 1)
+            self._seq_offs = from_le("Q", data[:cut])
+            self._seq_crcs = from_le("I", data[cut:])
+        return self._seq_offs, self._seq_crcs
+
+    def phrase_docs(self, docids: Iterable[int], ranks: Sequence[int]) -> set[int]:
+        """Those of `docids` (increasing) whose token stream holds `ranks`
+        consecutively. One ``bytes.find`` scan per run of SEQ_BLOCK_DOCS
+        streams instead of one array per document: a phrase of common words
+        checks tens of thousands of documents."""
+        offs, crcs = self._seq_index()
+        if not ranks:
+            return set(docids)
+        pattern = array(self.seq_code, ranks).tobytes()
+        size = len(pattern) // len(ranks)
+        base = self.sections[S_SEQS][0]
+        out: set[int] = set()
+        by_run: dict[int, set[int]] = defaultdict(set)
+        for d in docids:
+            by_run[d // SEQ_BLOCK_DOCS].add(d)
+        for r, wanted in by_run.items():
+            first = r * SEQ_BLOCK_DOCS
+            last = min(first + SEQ_BLOCK_DOCS, self.ndocs)
+            start = offs[first]
+            data = self._read(base + start, offs[last] - start)
+            if crc(data) != crcs[r]:
+                raise self._corrupt(f"token streams of documents {first}+")
+            # Every find resumes at the next item boundary at least, and a
+            # document that is decided (found, or not a candidate) is skipped
+            # whole: a stream with many occurrences costs one pass, not one
+            # find per overlapping occurrence.
+            at = data.find(pattern)
+            while at >= 0:
+                if at % size:
+                    at = data.find(pattern, at - at % size + size)
+                    continue
+                pos = start + at
+                d = bisect_right(offs, pos, first, last) - 1
+                end = offs[d + 1]
+                # A hit running past `end` spills into the next document, and
+                # so would every later hit in this one.
+                if d in wanted and pos + len(pattern) <= end:
+                    out.add(d)
+                at = data.find(pattern, end - start)  # next document
+        return out
+
+    def stored(self, docid: int) -> StoredDoc:
+        key, cid, scope, title, typ, desc, tags, body, size = json.loads(self._record(docid))
+        return StoredDoc(key, cid, scope, title, typ, desc, tuple(tags), body, size)
+
+    # -- audit ---------------------------------------------------------------------
+    def verify_all(self) -> int:
+        """Read every byte of the file and check every checksum (`ctindex
+        verify`). Queries check only the parts they read, so damage in a part
+        no query touched would otherwise stay hidden. Also checks that the
+        sections tile the file exactly (no gap, overlap or trailing bytes,
+        each of which would be bytes no checksum covers). Returns the bytes
+        read; raises IndexCorrupt naming the part at fault."""
+        size = self.file_size()
+        pos = HEADER_SIZE
+        for idx, (off, length, _) in enumerate(self.sections):
+            if off != pos:
+                raise IndexCorrupt(
+                    f"{self.path}: section {idx} at byte {off}, expected {pos} (damaged index file)"
+                )
+            pos = off + length
+        if pos != size:
+            raise IndexCorrupt(
+                f"{self.path}: {size} bytes, its sections end at byte {pos} (damaged or truncated)"
+            )
+        for idx, (_, _, want) in enumerate(self.sections):
+            if want:
+                self._section(idx)
+        # Term blocks, then each term's postings: together they must cover
+        # the postings section end to end.
+        if self._block_offs[-1] != self.sections[S_BLOCKS][1]:
+            raise self._corrupt("term blocks length")
+        width = self.doc_size + 2
+        expect = 0
+        terms = 0
+        for b in range(self.nblocks):
+            names, ents = self._block(b)
+            for i in range(len(names)):
+                off, df, want = ENTRY.unpack_from(ents, i * ENTRY.size)
+                if off != expect:
+                    raise self._corrupt(f"postings layout at term {b * BLOCK_TERMS + i}")
+                data = self._read(self.sections[S_POSTINGS][0] + off, df * width)
+                if crc(data) != want:
+                    raise self._corrupt(f"postings of {names[i]!r}")
+                expect += df * width
+            terms += len(names)
+            self._blocks.pop(b, None)  # an audit must not keep the whole dictionary
+        if terms != self.nterms or expect != self.sections[S_POSTINGS][1]:
+            raise self._corrupt("term dictionary size")
+        # Stored records: every record block, every document's record.
+        rtable = self._section(S_RTABLE)
+        nrblocks = len(rtable) // RBLOCK.size
+        expect = 0
+        for block in range(nrblocks):
+            off, blen, _ = RBLOCK.unpack_from(rtable, block * RBLOCK.size)
+            if off != expect:
+                raise self._corrupt(f"record block {block} layout")
+            expect += blen
+        if expect != self.sections[S_RECORDS][1]:
+            raise self._corrupt("record blocks size")
+        for docid in range(self.ndocs):
+            try:
+                json.loads(self._record(docid))
+            except ValueError as exc:
+                raise IndexCorrupt(
+                    f"{self.path}: document {docid} unreadable ({exc}) (damaged index file)"
+                ) from exc
+        self._rblock = None
+        # Token streams, run by run; their offsets must end at the section end.
+        offs, _ = self._seq_index()
+        if self.ndocs and offs[self.ndocs] != self.sections[S_SEQS][1]:
+            raise self._corrupt("token streams size")
+        for _ in self.sequences(range(self.ndocs)):
+            pass
+        return size
