@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctindex.base import native_modules
-from ctindex.indexer import update
+from ctindex.indexing.transaction import update
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from ctindex.search import matcher
