@@ -5,8 +5,9 @@
 docs/architecture.md draws four data flows: a search the daemon answers, a
 search with no daemon (reconcile-on-query), an `update`, and an event that
 becomes a generation in the daemon. This counts, for each, the modules of
-the installed `ctindex` (its packages' `__init__` excluded) that the
-process doing the work has loaded when it ends: the client process for the
+the installed `ctindex` (its packages' `__init__` excluded) in which a
+function ran (and, beside it, how many were loaded) in the process doing
+the work: the client process for the
 two searches, the `update` process, and the daemon process (run in the
 foreground through one edit and one barrier, then stopped). `--python`
 runs the flows with another interpreter (another build's virtual
@@ -32,13 +33,22 @@ BOUND_S = 120  # any one step; a hang, not a speed limit
 # Runs ctindex's console entry as `ctindex ARGS` would and, however it ends,
 # writes the names of the ctindex modules it loaded to $FLOW_MODULES_OUT.
 _WRAPPER = """
-import atexit, json, os, runpy, sys
+import atexit, json, os, runpy, sys, threading
+_ran = set()
+def _profile(frame, event, arg):
+    if event == "call" and frame.f_code.co_name != "<module>":
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith("ctindex"):
+            _ran.add(name)
+sys.setprofile(_profile)
+threading.setprofile(_profile)
 def _dump():
-    names = sorted(m for m, mod in sys.modules.items()
-                   if m.startswith("ctindex") and mod is not None
-                   and not (getattr(mod, "__file__", "") or "").endswith("__init__.py"))
+    sys.setprofile(None)
+    loaded = sorted(m for m, mod in sys.modules.items()
+                    if m.startswith("ctindex") and mod is not None
+                    and not (getattr(mod, "__file__", "") or "").endswith("__init__.py"))
     with open(os.environ["FLOW_MODULES_OUT"], "w") as fh:
-        json.dump(names, fh)
+        json.dump({"loaded": loaded, "ran": sorted(m for m in _ran if m in loaded)}, fh)
 atexit.register(_dump)
 _real_exit = os._exit  # the console entry skips interpreter teardown with it
 def _exit(code):
@@ -63,6 +73,7 @@ def _project(base: Path, watch: bool) -> Path:
 def _ctindex(python: str, project: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [python, "-m", "ctindex", "-C", str(project), *args],
+        cwd=project,  # not this checkout: `-m` would import the package from here
         capture_output=True,
         text=True,
         timeout=BOUND_S,
@@ -75,15 +86,16 @@ def _traced(python: str, project: Path, out: Path, *args: str) -> subprocess.Pop
     return subprocess.Popen(
         [python, "-c", _WRAPPER, "-C", str(project), *args],
         env=env,
+        cwd=project,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
 
 
-def _loaded(out: Path) -> list[str]:
-    names: list[str] = json.loads(out.read_text())
-    return names
+def _loaded(out: Path) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = json.loads(out.read_text())
+    return found
 
 
 def _wait_for(predicate: object, what: str) -> None:
@@ -97,11 +109,13 @@ def _wait_for(predicate: object, what: str) -> None:
 
 def _answered_by_daemon(python: str, project: Path) -> bool:
     got = _ctindex(python, project, "--json", "search", "customer")
+    if os.environ.get("FLOW_MODULES_DEBUG"):
+        print(got.returncode, got.stdout[-300:], got.stderr[-300:], file=sys.stderr)
     return got.returncode in (0, 1) and '"watcher-clean"' in got.stdout
 
 
-def measure(python: str) -> dict[str, list[str]]:
-    flows: dict[str, list[str]] = {}
+def measure(python: str) -> dict[str, dict[str, list[str]]]:
+    flows: dict[str, dict[str, list[str]]] = {}
     with tempfile.TemporaryDirectory(prefix="flow-modules-") as tmp:
         base = Path(tmp)
         plain, watched = _project(base, False), _project(base, True)
@@ -146,13 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="also list each flow's modules")
     args = parser.parse_args(argv)
     flows = measure(args.python)
-    print("| flow | ctindex modules loaded |")
-    print("| --- | ---: |")
-    for flow, names in flows.items():
-        print(f"| {flow} | {len(names)} |")
+    print("| flow | ctindex modules whose functions ran | loaded |")
+    print("| --- | ---: | ---: |")
+    for flow, found in flows.items():
+        print(f"| {flow} | {len(found['ran'])} | {len(found['loaded'])} |")
     if args.list:
-        for flow, names in flows.items():
-            print(f"\n{flow}:\n  " + "\n  ".join(names))
+        for flow, found in flows.items():
+            print(f"\n{flow}:\n  " + "\n  ".join(found["ran"]))
     return 0
 
 
