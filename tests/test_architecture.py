@@ -314,3 +314,70 @@ def test_layer_rule_sees_an_upward_import() -> None:
     assert layer_of("ctindex.cli") < layer_of("ctindex.store.writer")  # type: ignore[operator]
     assert layer_of("ctindex.daemon.__main__") == 0
     assert layer_of("ctindex.daemon.server") == layer_of("ctindex.client")
+
+
+# Modules without a test file of their own name, each with where it is
+# tested instead (or why it needs none). A module added without either
+# fails test_every_module_has_tests_found_by_its_name.
+UNTESTED_BY_NAME: dict[str, str] = {
+    "ctindex/__main__.py": "`python -m ctindex`: every subprocess test in tests/e2e/ runs it",
+    "ctindex/daemon/__main__.py": "the daemon process: tests/daemon_support.py starts it",
+    "ctindex/audit/verify.py": "driven by `verify`: tests/ctindex/commands/test_verify*.py",
+    "ctindex/base/jsontypes.py": "type aliases only, checked by mypy",
+    "ctindex/base/native_modules.py": "loading the C twins: tests/ctindex/*/test_*_native.py,"
+    " run with and without CTINDEX_PURE",
+    "ctindex/client/control.py": "status/stop of a live daemon: tests/ctindex/daemon/test_server.py"
+    " and test_status.py",
+    "ctindex/client/daemon_requests.py": "requests to a live daemon:"
+    " tests/ctindex/daemon/test_server.py, test_lifecycle_triggers.py; the exchange itself:"
+    " tests/ctindex/ipc/test_protocol.py",
+    "ctindex/commands/init.py": "tests/e2e/test_first_run.py and tests/ctindex/test_schemas.py",
+    "ctindex/commands/rebuild.py": "tests/e2e/test_differential.py, test_full_stdout.py and the"
+    " acceptance tests",
+    "ctindex/commands/show.py": "tests/ctindex/test_api.py (Index.get) and"
+    " tests/e2e/test_unrepresentable_input.py",
+    "ctindex/daemon/filewatch.py": "tests/ctindex/daemon/test_reconcile.py, test_watching.py and"
+    " tests/e2e/test_fresh_links_mounts.py",
+    "ctindex/daemon/layers.py": "tests/ctindex/daemon/test_reconcile.py and"
+    " tests/e2e/test_fresh_links_mounts.py",
+    "ctindex/daemon/links.py": "tests/ctindex/daemon/test_reconcile.py and"
+    " tests/e2e/test_fresh_links_mounts.py",
+    "ctindex/ipc/build_id.py": "tests/e2e/test_daemon_build_mismatch.py",
+    "ctindex/policy/decide.py": "tests/ctindex/policy/test_plan.py (Plan.decide) and"
+    " tests/ctindex/commands/test_why*.py",
+    "ctindex/providers/fields.py": "the term layout: tests/ctindex/search/test_query_fields.py and"
+    " tests/ctindex/indexing/test_analyse.py",
+    "ctindex/search/index_partition.py": "tests/ctindex/search/test_matcher_cost.py",
+    "ctindex/search/native_rank.py": "the C twin's loader: tests/ctindex/search/"
+    "test_matcher_native.py",
+    "ctindex/store/invert.py": "the pure inverter, compared with its C twin:"
+    " tests/ctindex/store/test_segment_build_native.py",
+    "ctindex/store/native_invert.py": "tests/ctindex/store/test_segment_build_native.py",
+    "ctindex/store/snapshot.py": "the reader under every search: tests/ctindex/search/ and"
+    " tests/e2e/test_robust_storage.py",
+    "reconciler/platform_features.py": "the simulated-platform stages of .ci/run"
+    " (CTINDEX_SIMULATE) and tests/reconciler/test_path_folders.py",
+    "backends/base.py": "the Batch/Watcher interface: tests/backends/test_inotify.py, test_poll.py",
+    "backends/choose.py": "tests/backends/test_poll.py and test_volumes.py",
+    "backends/inotify_c.py": "the raw binding: tests/backends/test_inotify.py",
+    "backends/platform_features.py": "tests/backends/test_mounts_no_table.py and the simulated"
+    " stages of .ci/run",
+}
+
+
+def test_every_module_has_tests_found_by_its_name() -> None:
+    untested = []
+    for folder in ROOMS:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if path.name == "__init__.py":
+                continue
+            tests = REPO / "tests" / folder / path.parent.relative_to(REPO / folder)
+            named = [*tests.glob(f"test_{path.stem}.py"), *tests.glob(f"test_{path.stem}_*.py")]
+            key = path.relative_to(REPO).as_posix()
+            if not named and key not in UNTESTED_BY_NAME:
+                untested.append(key)
+    assert not untested, f"no tests/…/test_<module>*.py and no UNTESTED_BY_NAME entry: {untested}"
+
+
+def test_every_exception_names_a_module_that_exists() -> None:
+    assert [k for k in UNTESTED_BY_NAME if not (REPO / k).is_file()] == []
