@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from ctindex.share_client import NO_HOST
+from ctindex.ipc.share_channel import NO_HOST
 from tests import oracle
 from tests.conftest import CORPUS
 from tests.netshare import Rig, RigUnavailable, unavailable

@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 
+from ctindex.client.share import NO_ANSWER
 from ctindex.daemon.share_barrier import KEEP_FILES
-from ctindex.share_client import HEARTBEAT, NO_ANSWER, NO_HOST, STALE, pad
+from ctindex.ipc.share_channel import HEARTBEAT, NO_HOST, STALE, pad
 from tests import oracle
 from tests.conftest import CORPUS
 from tests.daemon_support import require_daemon
@@ -203,7 +204,7 @@ def test_share_host_flood_of_requests_is_bounded_and_answers_stay_right(
     _vouched(_agrees(net, client, server, "zqxv7flood"))
     folder = server / ".ct" / "okf" / "barrier"
     for i in range(KEEP_FILES * 3):  # valid requests nobody waits for, and junk
-        body = pad({"op": "barrier", "plan": "x", "token": f"t{i}"}) if i % 2 else b"junk"
+        body = pad({"op": "barrier", "plan": "x", "token": f"{i:04x}"}) if i % 2 else b"junk"
         (folder / f"flood-{os.getpid()}-{i:05}.req").write_bytes(body)
     (server / _concept("zz_f.md")).write_text("# F\n\nzqxv7flood under a flood\n")
     fresh = _agrees(net, client, server, "zqxv7flood")
