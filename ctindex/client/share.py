@@ -123,14 +123,18 @@ def ask(
     token = os.urandom(8).hex()
     doc = _request(BARRIER, token, plan_digest)
     doc["timeout_ms"] = int(bound * 1000)
-    req, failed = _send(index_dir, token, doc)
-    if failed is not None:
-        return failed
-    try:
+    writing, req = _names(index_dir, token)
+    sent = False
+    try:  # from its first byte: an interrupt anywhere leaves no request behind
+        failed = _send(writing, req, doc)
+        if failed is not None:
+            return failed
+        sent = True
         answer = _poll(req, token, started + bound)
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(req)  # answered or not: the host also collects old ones
+        # Answered or not (the host also collects old ones); the name being
+        # written only when the rename may not have happened (a round trip).
+        _remove(req, *(() if sent else (writing,)))
     elapsed_ms = round((time.monotonic() - started) * 1000, 3)
     if answer is None:
         return NotAnswered(f"{NO_ANSWER} in {elapsed_ms:.0f} ms ({host})")
@@ -151,14 +155,16 @@ def ask_write(index_dir: Path | str, op: str, plan_digest: str) -> WriteAnswered
     trip = time.monotonic() - started
     host = str(beat.get("host", "?"))
     token = os.urandom(8).hex()
-    req, failed = _send(index_dir, token, _request(op, token, plan_digest))
-    if failed is not None:
-        return failed
-    try:
+    writing, req = _names(index_dir, token)
+    sent = False
+    try:  # Ctrl-C anywhere from here removes the request
+        failed = _send(writing, req, _request(op, token, plan_digest))
+        if failed is not None:
+            return failed
+        sent = True
         answer, why = _wait_write(req, token, started, started + ACK_S + ROUND_TRIPS * trip)
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(req)
+        _remove(req, *(() if sent else (writing,)))
     elapsed_ms = round((time.monotonic() - started) * 1000, 3)
     if answer is None:
         return NotAnswered(f"{NO_ANSWER} {why} after {elapsed_ms:.0f} ms ({host})")
@@ -183,16 +189,24 @@ def _request(op: str, token: str, plan_digest: str | None) -> dict[str, Any]:
     }
 
 
-def _send(
-    index_dir: Path | str, token: str, doc: dict[str, Any]
-) -> tuple[Path, NotAnswered | None]:
+def _names(index_dir: Path | str, token: str) -> tuple[Path, Path]:
+    """The request's name while written, and once complete."""
     base = folder(index_dir) / request_name(token)
-    req = base.with_name(base.name + REQUEST)
+    return base.with_name(base.name + WRITING), base.with_name(base.name + REQUEST)
+
+
+def _send(writing: Path, req: Path, doc: dict[str, Any]) -> NotAnswered | None:
     try:
-        _write_request(base.with_name(base.name + WRITING), req, pad(doc, slot_for(doc["op"])))
+        _write_request(writing, req, pad(doc, slot_for(doc["op"])))
     except OSError as exc:
-        return req, NotAnswered(f"share host: cannot write a request: {exc.strerror or exc}")
-    return req, None
+        return NotAnswered(f"share host: cannot write a request: {exc.strerror or exc}")
+    return None
+
+
+def _remove(*paths: Path) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _write_request(writing: Path, req: Path, data: bytes) -> None:

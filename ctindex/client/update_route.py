@@ -9,7 +9,8 @@ generation it names is found through this mount: the published manifest
 is that one, or one published on top of it, under this client's plan.
 Otherwise — no host daemon, a stale heartbeat, no answer within the
 bound, a refusal, a generation not found — this process writes over the
-share as before, and the report's first note says why.
+share itself, as where no host daemon runs, and the report's first note
+says why.
 
 `CTINDEX_SHARE_WRITE_HERE` set (to anything but "") skips the host.
 """

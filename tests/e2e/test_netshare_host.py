@@ -312,9 +312,31 @@ def test_share_host_stopped_or_killed_update_falls_back(net: Rig, server: Path) 
         assert doc["notes"][0].startswith((NO_ANSWER, STALE)), doc["notes"]
         assert doc["notes"][0].endswith("; update written over the share by this host")
         assert doc["added"] == 1, doc
+        # Ctrl-C while waiting for the host: exit 130, one line at most, the
+        # request removed (the host never runs it), the index whole. The
+        # heartbeat made fresh again, as if the host had just beaten.
+        folder = server / ".ct" / "okf" / "barrier"
+        record = json.loads((folder / HEARTBEAT).read_text())
+        (folder / HEARTBEAT).write_bytes(pad({**record, "wall": time.time() + 30}))
+        waiting = subprocess.Popen(
+            [*net.nsenter(), sys.executable, "-m", "ctindex", "-C", str(client), "update"],
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not any(n.endswith(".req") for n in os.listdir(folder)):
+            assert time.monotonic() < deadline and waiting.poll() is None, waiting.stderr
+            time.sleep(0.02)
+        waiting.send_signal(signal.SIGINT)
+        _out, err = waiting.communicate(timeout=60)
+        assert waiting.returncode == 130 and len(err.strip().splitlines()) <= 1, err
+        assert not any(n.endswith(".req") for n in os.listdir(folder))
     finally:
         os.kill(pid, signal.SIGCONT)
     _vouched(_agrees(net, client, server, "zqxv7fall"))
+    assert "share-run" not in _log(server)  # the interrupted request never ran
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
