@@ -36,9 +36,11 @@ import contextlib
 import errno
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from ctindex.base.jsontypes import JSONObject
 from ctindex.ipc.build_id import build_id
 from ctindex.ipc.protocol import BarrierResult
 from ctindex.ipc.share_channel import (
@@ -91,18 +93,19 @@ class WriteAnswered(NamedTuple):
     --json update` prints it, and the generation it vouches for."""
 
     host: str
-    report: dict[str, Any]
+    report: JSONObject
     plan: str
     identity: str
     elapsed_ms: float
 
 
-def _budget(beat: dict[str, Any], budget_ms: int | None) -> int:
+def _budget(beat: JSONObject, budget_ms: int | None) -> int:
     if budget_ms is not None:
         return budget_ms
     told = beat.get("share_barrier_ms")
-    ok = isinstance(told, int) and not isinstance(told, bool) and 10 <= told <= 10_000
-    return told if ok and isinstance(told, int) else DEFAULT_BUDGET_MS
+    if isinstance(told, int) and not isinstance(told, bool) and 10 <= told <= 10_000:
+        return told
+    return DEFAULT_BUDGET_MS
 
 
 def ask(
@@ -126,7 +129,7 @@ def ask(
     writing, req = _names(index_dir, token)
     sent = False
     try:  # from its first byte: an interrupt anywhere leaves no request behind
-        failed = _send(writing, req, doc)
+        failed = _send(writing, req, BARRIER, doc)
         if failed is not None:
             return failed
         sent = True
@@ -158,7 +161,7 @@ def ask_write(index_dir: Path | str, op: str, plan_digest: str) -> WriteAnswered
     writing, req = _names(index_dir, token)
     sent = False
     try:  # Ctrl-C anywhere from here removes the request
-        failed = _send(writing, req, _request(op, token, plan_digest))
+        failed = _send(writing, req, op, _request(op, token, plan_digest))
         if failed is not None:
             return failed
         sent = True
@@ -179,7 +182,7 @@ def ask_write(index_dir: Path | str, op: str, plan_digest: str) -> WriteAnswered
     return WriteAnswered(host, report, plan, identity, elapsed_ms)
 
 
-def _request(op: str, token: str, plan_digest: str | None) -> dict[str, Any]:
+def _request(op: str, token: str, plan_digest: str | None) -> dict[str, object]:
     return {
         "op": op,
         "plan": plan_digest,
@@ -195,9 +198,9 @@ def _names(index_dir: Path | str, token: str) -> tuple[Path, Path]:
     return base.with_name(base.name + WRITING), base.with_name(base.name + REQUEST)
 
 
-def _send(writing: Path, req: Path, doc: dict[str, Any]) -> NotAnswered | None:
+def _send(writing: Path, req: Path, op: str, doc: Mapping[str, object]) -> NotAnswered | None:
     try:
-        _write_request(writing, req, pad(doc, slot_for(doc["op"])))
+        _write_request(writing, req, pad(doc, slot_for(op)))
     except OSError as exc:
         return NotAnswered(f"share host: cannot write a request: {exc.strerror or exc}")
     return None
@@ -223,7 +226,7 @@ def _write_request(writing: Path, req: Path, data: bytes) -> None:
         raise
 
 
-def _read(req: Path, limit: int) -> dict[str, Any] | bool | None:
+def _read(req: Path, limit: int) -> JSONObject | bool | None:
     """The file's object; None when it holds none yet; False when it is gone
     (the host collected it: a flood, an old request) or not a file."""
     try:
@@ -232,7 +235,7 @@ def _read(req: Path, limit: int) -> dict[str, Any] | bool | None:
         return None if exc.errno == errno.EINTR else False
 
 
-def _poll(req: Path, token: str, deadline: float) -> dict[str, Any] | None:
+def _poll(req: Path, token: str, deadline: float) -> JSONObject | None:
     """Re-open and read `req` until it holds the host's answer to `token`."""
     wait = POLL_FIRST_S
     while True:
@@ -250,7 +253,7 @@ def _poll(req: Path, token: str, deadline: float) -> dict[str, Any] | None:
 
 def _wait_write(
     req: Path, token: str, started: float, ack_by: float
-) -> tuple[dict[str, Any] | None, str]:
+) -> tuple[JSONObject | None, str]:
     """Poll an update's request: its answer, or None and why the wait ended."""
     wait = POLL_FIRST_S
     last_beat: object = None
@@ -275,7 +278,7 @@ def _wait_write(
 
 
 def _result(
-    host: str, answer: dict[str, Any], plan_digest: str | None, elapsed_ms: float
+    host: str, answer: JSONObject, plan_digest: str | None, elapsed_ms: float
 ) -> Answered | NotAnswered:
     named = answer.get("host")
     host = named if isinstance(named, str) else host

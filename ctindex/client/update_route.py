@@ -20,8 +20,9 @@ from __future__ import annotations
 import os
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
+from typing import TYPE_CHECKING, NamedTuple, TextIO
 
+from ctindex.base.jsontypes import JSONObject
 from ctindex.ipc.share_channel import LOCAL_WRITES_ENV, UPDATE, WRITE_OPS
 
 if TYPE_CHECKING:
@@ -96,19 +97,19 @@ def _not_found(index_dir: Path, digest: str, answer: WriteAnswered) -> str | Non
     return None
 
 
-def report_of(doc: dict[str, Any]) -> UpdateReport | None:
+def report_of(doc: JSONObject) -> UpdateReport | None:
     """The report an answer carries, each field of its type; None when a
     field is missing or of another type (the answer is not taken)."""
     from ctindex.indexing.transaction import UpdateReport
 
-    values: dict[str, Any] = {}
+    report = UpdateReport()
     for f in fields(UpdateReport):
         if f.name in DAEMON_ONLY:
             continue
-        if f.name not in doc or not _typed(getattr(UpdateReport(), f.name), doc[f.name]):
+        if f.name not in doc or not _typed(getattr(report, f.name), doc[f.name]):
             return None
-        values[f.name] = doc[f.name]
-    return UpdateReport(**values)
+        setattr(report, f.name, doc[f.name])
+    return report
 
 
 def _typed(default: object, value: object) -> bool:

@@ -223,7 +223,7 @@ class ShareHost:
         if self._replace(req, _fit(doc, req.slot)):
             self.answered += 1
 
-    def mark(self, req: ShareRequest, record: dict[str, Any]) -> bool:
+    def mark(self, req: ShareRequest, record: dict[str, object]) -> bool:
         """Rewrite a waiting request's file with a progress record (its
         client waits while these change); False when the file is gone: its
         client gave up (Ctrl-C, its bound)."""

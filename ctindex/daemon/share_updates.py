@@ -38,7 +38,6 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ctindex.daemon.share_barrier import Logger, ShareHost, ShareRequest
 from ctindex.ipc.share_channel import LOCAL_WRITES_ENV, WORKING, WRITE_LIMIT_S, pad
@@ -68,7 +67,7 @@ class ShareUpdates:
         root: Path,
         sel: selectors.BaseSelector,
         clock: Callable[[], float],
-        done: Callable[[], dict[str, Any]],
+        done: Callable[[], dict[str, object]],
         log: Logger | None = None,
         limit_s: float = WRITE_LIMIT_S,
     ) -> None:
@@ -167,24 +166,25 @@ class ShareUpdates:
         self._answer(run.requests, {**answer, "run_ms": ms})
         self._start_next()
 
-    def _outcome(self, run: Run, code: int) -> dict[str, Any]:
+    def _outcome(self, run: Run, code: int) -> dict[str, object]:
         """The answer to a finished run: its report and what was published."""
         try:
-            doc = json.loads(bytes(run.output))
+            doc: object = json.loads(bytes(run.output))
         except (UnicodeDecodeError, ValueError, RecursionError):
             doc = None
         if not isinstance(doc, dict):
             return {"ok": False, "error": f"{run.op} exited {code} without a report"}
         error = doc.get("error")
         if isinstance(error, dict):
-            return {"ok": False, "error": f"{run.op}: {error.get('message', 'failed')}"}
+            message = error.get("message")
+            return {"ok": False, "error": f"{run.op}: {message or 'failed'}"}
         published = self.done()
         if "error" in published:
             return {"ok": False, **published}
         report = {k: v for k, v in doc.items() if k not in NOT_REPORTED}
         return {"ok": True, "op": run.op, "report": report, **published}
 
-    def _answer(self, requests: list[ShareRequest], answer: dict[str, Any]) -> None:
+    def _answer(self, requests: list[ShareRequest], answer: dict[str, object]) -> None:
         for req in requests:
             req.respond(_fitting(answer, req.slot))
 
@@ -233,7 +233,7 @@ class ShareUpdates:
         for requests in queued.values():
             self._answer(requests, {"ok": False, "error": reason})
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> dict[str, object]:
         run = self.running
         return {
             "running": run.op if run is not None else None,
@@ -242,7 +242,7 @@ class ShareUpdates:
         }
 
 
-def _fitting(answer: dict[str, Any], size: int) -> dict[str, Any]:
+def _fitting(answer: dict[str, object], size: int) -> dict[str, object]:
     """`answer` with its report's lists shortened until it fits `size` bytes
     with the fields ShareHost.respond adds (what was left out is counted in
     a note)."""
@@ -260,7 +260,7 @@ def _fitting(answer: dict[str, Any], size: int) -> dict[str, Any]:
     return {"ok": False, "error": "report too large for an answer"}
 
 
-def _trimmed(report: dict[str, Any], keep: int) -> dict[str, Any]:
+def _trimmed(report: dict[str, object], keep: int) -> dict[str, object]:
     out = dict(report)
     left_out: list[str] = []
     for key in TRIMMED:
@@ -269,5 +269,7 @@ def _trimmed(report: dict[str, Any], keep: int) -> dict[str, Any]:
             out[key] = [str(i)[:200] for i in items[:keep]]
             left_out.append(f"{len(items) - keep} {key.replace('_', ' ')}")
     if left_out:
-        out["notes"] = [*out.get("notes", []), f"left out of the answer: {', '.join(left_out)}"]
+        notes = out.get("notes")
+        kept = notes if isinstance(notes, list) else []
+        out["notes"] = [*kept, f"left out of the answer: {', '.join(left_out)}"]
     return out

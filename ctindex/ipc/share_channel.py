@@ -23,8 +23,11 @@ from __future__ import annotations
 import json
 import os
 import string
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from ctindex.base.jsontypes import JSONObject
 
 FOLDER = "barrier"  # beneath the index folder: .ct/okf/barrier/
 HEARTBEAT = "host.json"
@@ -102,16 +105,16 @@ def read_slot(path: Path | str, limit: int = SLOT) -> bytes:
         os.close(fd)
 
 
-def parse(data: bytes) -> dict[str, Any] | None:
+def parse(data: bytes) -> JSONObject | None:
     """A slot's JSON object (padding stripped), or None."""
     try:
-        doc = json.loads(data.decode("utf-8").strip())
+        doc: object = json.loads(data.decode("utf-8").strip())
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     return doc if isinstance(doc, dict) else None
 
 
-def pad(doc: dict[str, Any], size: int = SLOT) -> bytes:
+def pad(doc: Mapping[str, object], size: int = SLOT) -> bytes:
     """`doc` as JSON padded with spaces to `size` bytes; ValueError if larger."""
     raw = json.dumps(doc, separators=(",", ":"), ensure_ascii=True).encode()
     if len(raw) > size - 1:
@@ -119,7 +122,7 @@ def pad(doc: dict[str, Any], size: int = SLOT) -> bytes:
     return raw + b" " * (size - 1 - len(raw)) + b"\n"
 
 
-def parse_request(doc: dict[str, Any]) -> Request | str:
+def parse_request(doc: JSONObject) -> Request | str:
     """The request `doc` holds, or why the host refuses it. Only the fields
     of `Request` may appear, each of its type and bounded length."""
     unknown = sorted(set(doc) - set(Request._fields))
@@ -137,14 +140,17 @@ def parse_request(doc: dict[str, Any]) -> Request | str:
     timeout = doc.get("timeout_ms")
     if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool)):
         return "timeout_ms is not an integer"
-    texts = [doc.get("client", ""), doc.get("build", "")]
-    if not all(isinstance(t, str) and len(t) <= FIELD_MAX for t in texts):
+    client, build = doc.get("client", ""), doc.get("build", "")
+    if not isinstance(client, str) or not isinstance(build, str):
         return "client or build is not a short string"
-    client, build = str(texts[0]), str(texts[1])
-    return Request(str(op), token, plan, timeout, client, build)
+    if len(client) > FIELD_MAX or len(build) > FIELD_MAX:
+        return "client or build is not a short string"
+    digest = plan if isinstance(plan, str) else None
+    budget = timeout if isinstance(timeout, int) else None
+    return Request(str(op), token, digest, budget, client, build)
 
 
-def heartbeat(index_dir: Path | str, now: float) -> tuple[dict[str, Any] | None, str | None]:
+def heartbeat(index_dir: Path | str, now: float) -> tuple[JSONObject | None, str | None]:
     """The host's heartbeat record, or None and why nothing is asked."""
     path = folder(index_dir) / HEARTBEAT
     try:
@@ -153,10 +159,12 @@ def heartbeat(index_dir: Path | str, now: float) -> tuple[dict[str, Any] | None,
         return None, f"{NO_HOST} (no heartbeat in {path.parent})"
     except OSError as exc:
         return None, f"{NO_HOST} ({path}: {exc.strerror or exc})"
-    if doc is None or not isinstance(doc.get("wall"), (int, float)):
+    wall = doc.get("wall") if doc is not None else None
+    if doc is None or not isinstance(wall, (int, float)):
         return None, f"{NO_HOST} ({path}: not a heartbeat record)"
-    host = doc.get("host") if isinstance(doc.get("host"), str) else "?"
-    age = now - float(doc["wall"])
+    named = doc.get("host")
+    host = named if isinstance(named, str) else "?"
+    age = now - float(wall)
     if age > STALE_S:
         return None, f"{STALE} ({host}, last beat {age:.0f} s ago)"
     return doc, None

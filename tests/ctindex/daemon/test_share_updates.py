@@ -10,7 +10,7 @@ import os
 import selectors
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from ctindex.daemon import share_barrier as sb
 from ctindex.daemon import share_updates as su
 from ctindex.ipc import share_channel as ch
 from ctindex.store.generation import read_manifest
+from ctindex.store.lock import update_lock
 from tests.conftest import CORPUS
 
 
@@ -93,16 +94,25 @@ def _until_answered(host: Host, paths: list[Path], limit_s: float = 120) -> list
     return [a for a in answers if a is not None]
 
 
+def _until(host: Host, ready: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 60
+    while not ready():
+        assert time.monotonic() < deadline
+        host.pump(time.monotonic() + 0.02)
+
+
 def test_one_run_at_a_time_and_waiting_requests_share_the_next(host: Host) -> None:
-    first = host.request("aa")
-    host.pump(time.monotonic() + 0.3)
-    assert host.runs.running is not None  # started at once
-    # Arrive while it runs: both wait for the next run of their op.
-    second, third = host.request("bb"), host.request("cc")
-    host.pump(time.monotonic() + 0.3)
-    doc = ch.parse(second.read_bytes())
-    assert doc is not None and doc[ch.WORKING] == "queued" and "ok" not in doc
-    assert len(second.read_bytes()) == ch.WRITE_SLOT  # the request's own size
+    # Another writer holds the lock: the first run waits for it, under way.
+    with update_lock(host.index_dir, 60):
+        first = host.request("aa")
+        _until(host, lambda: host.runs.running is not None)  # started at once
+        # Arrive while it runs: both wait for the next run of their op.
+        second, third = host.request("bb"), host.request("cc")
+        _until(host, lambda: len(host.runs.queued.get("update", [])) == 2)
+        doc = ch.parse(second.read_bytes())
+        assert doc is not None and doc[ch.WORKING] == "queued" and "ok" not in doc
+        assert len(second.read_bytes()) == ch.WRITE_SLOT  # the request's own size
+        assert host.runs.running is not None and host.runs.runs == 0
     a1, a2, a3 = _until_answered(host, [first, second, third])
     assert host.runs.runs == 2 and [e for e, _ in host.logged].count("share-run") == 2
     for answer, token in ((a1, "aa"), (a2, "bb"), (a3, "cc")):
@@ -114,23 +124,24 @@ def test_one_run_at_a_time_and_waiting_requests_share_the_next(host: Host) -> No
 
 
 def test_a_request_whose_client_gave_up_never_runs(host: Host) -> None:
-    running = host.request("aa")
-    host.pump(time.monotonic() + 0.3)
-    gone = host.request("bb", "rebuild")
-    host.pump(time.monotonic() + 0.3)
-    assert "rebuild" in host.runs.queued
-    gone.unlink()  # Ctrl-C on its client
-    host.runs.beat()
-    assert not host.runs.queued and gone.name not in host.share.pending
+    with update_lock(host.index_dir, 60):  # the first run waits, under way
+        running = host.request("aa")
+        _until(host, lambda: host.runs.running is not None)
+        gone = host.request("bb", "rebuild")
+        _until(host, lambda: "rebuild" in host.runs.queued)
+        gone.unlink()  # Ctrl-C on its client
+        host.runs.beat()
+        assert not host.runs.queued and gone.name not in host.share.pending
     (answer,) = _until_answered(host, [running])
     assert answer["ok"] is True and host.runs.runs == 1
     assert not gone.exists()  # no stray answer or progress record
 
 
 def test_a_stop_answers_every_waiting_client(host: Host) -> None:
-    running, queued = host.request("aa"), host.request("bb", "rebuild")
-    host.pump(time.monotonic() + 0.3)
-    host.runs.close("daemon stopping: test")
+    with update_lock(host.index_dir, 60):  # the run waits, under way
+        running, queued = host.request("aa"), host.request("bb", "rebuild")
+        _until(host, lambda: "rebuild" in host.runs.queued)
+        host.runs.close("daemon stopping: test")
     for path in (running, queued):
         answer = _answer(path)
         assert answer is not None and answer == {**answer, "ok": False}
