@@ -288,8 +288,9 @@ def _result(
     plan = answer.get("plan")
     if not isinstance(plan, str) or (plan_digest is not None and plan != plan_digest):
         return NotAnswered(f"share host has a different plan ({host})")
+    reply: dict[str, object] = dict(answer)  # the protocol's message type
     try:
-        result = BarrierResult.from_reply(answer, elapsed_ms)
+        result = BarrierResult.from_reply(reply, elapsed_ms)
     except (KeyError, TypeError, ValueError):
         return NotAnswered(f"share host: malformed answer ({host})")
     if not result.identity:

@@ -26,8 +26,8 @@ import pytest
 from ctindex.api import Index
 from ctindex.client.share import NO_ANSWER
 from ctindex.daemon.share_barrier import KEEP_FILES
+from ctindex.ipc.build_id import build_id
 from ctindex.ipc.share_channel import HEARTBEAT, NO_HOST, STALE, WRITE_SLOT, pad
-from ctindex.runtime import build_id
 from tests import oracle
 from tests.conftest import CORPUS
 from tests.daemon_support import require_daemon
