@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
+from ctindex.base.durable import WriteFailed, atomic_write
 from ctindex.base.jsontypes import JSONObject
 from ctindex.ipc.build_id import build_id
 from ctindex.ipc.protocol import BarrierResult
@@ -213,17 +214,12 @@ def _remove(*paths: Path) -> None:
 
 
 def _write_request(writing: Path, req: Path, data: bytes) -> None:
-    fd = os.open(writing, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o666)
+    """The request under its `writing` name (the host skips those), then
+    renamed to `req`. Not synced: a request outlives no crash of ours."""
     try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    try:
-        os.rename(writing, req)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(writing)
-        raise
+        atomic_write(req, data, sync=False, mode=0o666, tmp_name=writing.name)
+    except WriteFailed as exc:
+        raise exc.as_os_error() from exc
 
 
 def _read(req: Path, limit: int) -> JSONObject | bool | None:

@@ -18,9 +18,9 @@ says why.
 from __future__ import annotations
 
 import os
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from ctindex.base.jsontypes import JSONObject
 from ctindex.ipc.share_channel import LOCAL_WRITES_ENV, UPDATE, WRITE_OPS
@@ -31,8 +31,9 @@ if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
 
-# What only the daemon reads of a report; an answer never carries them.
-DAEMON_ONLY = ("linked", "linked_full", "seen", "identity")
+# What only the daemon reads of a report (and the problems, which the
+# client reads from the generation itself): an answer is not asked for them.
+DAEMON_ONLY = ("linked", "linked_full", "seen", "identity", "problems")
 
 
 class Routed(NamedTuple):
@@ -59,7 +60,7 @@ def run(project: Project, plan: Plan, op: str, progress: TextIO | None = None) -
     write = indexer.update if op == UPDATE else indexer.rebuild
     report = write(project, plan, progress=progress)
     if note is not None:
-        report.notes.insert(0, note)
+        report = replace(report, notes=(note, *report.notes))
     return Routed(report, None, None)
 
 
@@ -102,14 +103,17 @@ def report_of(doc: JSONObject) -> UpdateReport | None:
     field is missing or of another type (the answer is not taken)."""
     from ctindex.indexing.transaction import UpdateReport
 
-    report = UpdateReport()
+    empty = UpdateReport()
+    # Each value checked against its field's type just below (`_typed`).
+    values: dict[str, Any] = {}
     for f in fields(UpdateReport):
         if f.name in DAEMON_ONLY:
             continue
-        if f.name not in doc or not _typed(getattr(report, f.name), doc[f.name]):
+        value = doc.get(f.name)
+        if f.name not in doc or not _typed(getattr(empty, f.name), value):
             return None
-        setattr(report, f.name, doc[f.name])
-    return report
+        values[f.name] = tuple(value) if isinstance(value, list) else value
+    return replace(empty, **values)
 
 
 def _typed(default: object, value: object) -> bool:
@@ -119,6 +123,6 @@ def _typed(default: object, value: object) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 0
     if isinstance(default, float):
         return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if isinstance(default, list):
+    if isinstance(default, tuple):  # a list of strings in JSON
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
     return value is None or isinstance(value, str)  # `reason`

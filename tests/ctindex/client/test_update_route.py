@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from ctindex import indexer
 from ctindex.client import update_route as route
 from ctindex.client.share import WriteAnswered
+from ctindex.indexing import transaction as indexer
 from ctindex.ipc.share_channel import LOCAL_WRITES_ENV
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
