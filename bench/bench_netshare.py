@@ -10,8 +10,10 @@ fixture bundles, eleven times). Side by side, interleaved, in one run:
   serial walk (`CTINDEX_WALK_THREADS=0`) and with the parallel walk (the
   default there), and a query after one server-side change;
 * with the host's daemon (`ctindex watch start` on the export folder, where
-  the project is local): the nothing-changed query, and a query right after
-  a change made through a second mount (another host);
+  the project is local): the nothing-changed query, a query right after
+  a change made through a second mount (another host), and a
+  nothing-changed `ctindex update` run by the host's daemon beside the
+  same update written over the share (`CTINDEX_SHARE_WRITE_HERE=1`);
 * `find -type f -printf` through the mount, the peer of every row.
 
 Then the scale rows: the same with the host's daemon at ~6,000 concepts
@@ -79,13 +81,19 @@ def _host_daemon(server: Path, action: str) -> None:
 
 
 def _with_host(
-    r: Rig, server: Path, runs: int, rows: dict[str, list[float]], reasons: set[str]
+    r: Rig,
+    server: Path,
+    runs: int,
+    rows: dict[str, list[float]],
+    reasons: set[str],
+    updates: bool = False,
 ) -> None:
     """Interleaved: find, the nothing-changed query, a change through the
     second mount and the query right after it (the host's daemon running)."""
     c1, c2 = r.mounts["host1"] / server.name, r.mounts["host2"] / server.name
     query = [sys.executable, "-m", "ctindex", "-C", str(c1), "--json", "search", WORD]
     find = ["find", str(c1), "-type", "f", "-printf", r"%s %T@ %i\n"]
+    update = [sys.executable, "-m", "ctindex", "-C", str(c1), "--json", "update"]
     note = c2 / "okf" / "bundles" / f"{BUNDLES[0]}_0" / "zz_bench_remote.md"
     _host_daemon(server, "start")
     try:
@@ -101,6 +109,17 @@ def _with_host(
             ms, out = _timed(r, query, BASE_ENV)
             rows["host_changed"].append(ms)
             reasons.add(_reason(out))
+            if updates:  # nothing changed since the query: the same update both ways
+                ms, out = _timed(r, update, BASE_ENV)
+                assert json.loads(out).get("share_host"), out
+                rows["update_host"].append(ms)
+                here = {**BASE_ENV, "CTINDEX_SHARE_WRITE_HERE": "1"}
+                ms, out = _timed(r, update, here)
+                assert not json.loads(out).get("share_host"), out
+                rows["update_here"].append(ms)
+                # Once more: its file table now holds this mount's inode
+                # numbers, so only the walk is left (no re-read).
+                rows["update_here_again"].append(_timed(r, update, here)[0])
     finally:
         _host_daemon(server, "stop")
 
@@ -134,6 +153,10 @@ def _table(rows: dict[str, list[float]], names: list[tuple[str, str, str]]) -> l
     return out
 
 
+def _ratio(rows: dict[str, list[float]], here: str = "update_here") -> float:
+    return statistics.median(rows["update_host"]) / statistics.median(rows[here])
+
+
 def run() -> str:
     head = "## Network share: queries vs `find -printf` through the same mount"
     why = unavailable()
@@ -141,7 +164,18 @@ def run() -> str:
         return f"{head}\n\nskipped: {why}\n"
     work = Path(tempfile.mkdtemp(prefix="ctindex-bench-net-"))
     rows: dict[str, list[float]] = {
-        k: [] for k in ("find", "serial", "parallel", "changed", "host", "host_changed")
+        k: []
+        for k in (
+            "find",
+            "serial",
+            "parallel",
+            "changed",
+            "host",
+            "host_changed",
+            "update_host",
+            "update_here",
+            "update_here_again",
+        )
     }
     scale: dict[str, list[float]] = {k: [] for k in ("find", "host", "host_changed")}
     reasons: set[str] = set()
@@ -160,7 +194,7 @@ def run() -> str:
             ]
             rtt = float(r.run(lstat).stdout.strip() or "nan")
             # `find` runs beside both halves; its median is over all of them.
-            _with_host(r, server, RUNS, rows, reasons)
+            _with_host(r, server, RUNS, rows, reasons, updates=True)
             _without_host(r, server, RUNS, rows, reasons)
             big, big_concepts = _project(r, SCALE_COPIES)
             _with_host(r, big, SCALE_RUNS, scale, reasons)
@@ -197,8 +231,26 @@ def run() -> str:
                         "(target <= 0.8x)",
                     ),
                     ("changed", "query after one server-side change, no host daemon", ""),
+                    (
+                        "update_host",
+                        "`update`, nothing changed, run by the share host's daemon",
+                        "",
+                    ),
+                    (
+                        "update_here",
+                        "`update`, nothing changed, written over the share (no host asked)",
+                        "",
+                    ),
+                    (
+                        "update_here_again",
+                        "the same, run again at once (the table holds this mount's inodes)",
+                        "",
+                    ),
                 ],
             ),
+            "",
+            f"`update` by the host / written over the share: {_ratio(rows):.3f}x "
+            f"({_ratio(rows, 'update_here_again'):.3f}x against the run again at once).",
             "",
             f"{big_concepts} concepts (scale):",
             "",

@@ -310,18 +310,20 @@ class Index:
 
     def update(self) -> UpdateReport:
         """A full reconciliation (`ctindex update`); publishes a generation
-        only if something changed."""
-        from ctindex.indexing.transaction import update
+        only if something changed; by the share host's daemon on a share
+        where one runs (docs/network-shares.md)."""
+        from ctindex.client.update_route import run
 
         with self._lock:
-            return self._report(update(self.project, self.plan()))
+            return self._report(run(self.project, self.plan(), "update").report)
 
     def rebuild(self) -> UpdateReport:
-        """A fresh index, published atomically (`ctindex rebuild`)."""
-        from ctindex.indexing.transaction import rebuild
+        """A fresh index, published atomically (`ctindex rebuild`); by the
+        share host's daemon on a share where one runs."""
+        from ctindex.client.update_route import run
 
         with self._lock:
-            return self._report(rebuild(self.project, self.plan()))
+            return self._report(run(self.project, self.plan(), "rebuild").report)
 
     def _report(self, report: transaction.UpdateReport) -> UpdateReport:
         from ctindex.service.types import update_report_of

@@ -246,6 +246,22 @@ class Rig:
                 proc.wait(timeout=10)
 
 
+def rig_for_test(work: Path) -> Iterator[Rig]:
+    """The tests' fixture body: a started rig, torn down afterwards even
+    when the test fails; pytest.skip with the one line when it cannot start."""
+    import pytest
+
+    r = Rig(work)
+    try:
+        r.start()
+    except RigUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield r
+    finally:
+        r.close()
+
+
 @contextlib.contextmanager
 def rig(work: Path) -> Iterator[Rig]:
     r = Rig(work)

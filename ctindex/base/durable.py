@@ -12,7 +12,7 @@ store's manifest and records (ctindex/store/durable.py), the daemon's
 runtime records (ctindex/ipc/records.py), the config editor
 (ctindex/policy/config_edit.py), the roots cache (ctindex/policy/plan.py),
 the metrics file (ctindex/audit/metrics.py) and the shared-index request,
-answer and heartbeat files (ctindex/share_client.py,
+answer and heartbeat files (ctindex/client/share.py,
 ctindex/daemon/share_barrier.py), each with the mode, fsync and temp name
 it needs. A written file gets the mode its
 folder implies (``file_mode``): 0600 in a private folder, 0660 in one shared

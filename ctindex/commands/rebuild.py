@@ -9,12 +9,15 @@ from ctindex.commands import Context
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
+    from ctindex.client.update_route import run as run_routed
     from ctindex.commands.update import finish, strict_kinds
-    from ctindex.indexing.transaction import rebuild
     from ctindex.policy.plan import load_plan
 
     kinds = strict_kinds(getattr(args, "strict", None))
     plan = load_plan(ctx.project)
     missing = ctx.no_scopes_note(plan)
-    report = rebuild(ctx.project, plan, progress=None if ctx.quiet or ctx.json else ctx.err)
-    return finish(ctx, args, report, "rebuild", kinds, missing)
+    # On a share with a host daemon, the host runs it (docs/network-shares.md).
+    routed = run_routed(
+        ctx.project, plan, "rebuild", progress=None if ctx.quiet or ctx.json else ctx.err
+    )
+    return finish(ctx, args, routed.report, "rebuild", kinds, missing, routed.share_host)

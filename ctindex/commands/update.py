@@ -44,14 +44,17 @@ def strict_kinds(value: str | None) -> frozenset[str]:
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    from ctindex.indexing.transaction import update
+    from ctindex.client.update_route import run as run_routed
     from ctindex.policy.plan import load_plan
 
     kinds = strict_kinds(getattr(args, "strict", None))
     plan = load_plan(ctx.project)
     missing = ctx.no_scopes_note(plan)
-    report = update(ctx.project, plan, progress=None if ctx.quiet or ctx.json else ctx.err)
-    return finish(ctx, args, report, "update", kinds, missing)
+    # On a share with a host daemon, the host runs it (docs/network-shares.md).
+    routed = run_routed(
+        ctx.project, plan, "update", progress=None if ctx.quiet or ctx.json else ctx.err
+    )
+    return finish(ctx, args, routed.report, "update", kinds, missing, routed.share_host)
 
 
 _LABEL = {
@@ -68,6 +71,7 @@ def finish(
     verb: str,
     kinds: frozenset[str],
     missing: NoScopes | None = None,
+    share_host: str | None = None,
 ) -> int:
     found = problems(ctx.project, report.missing_roots)
     failing = {k: v for k, v in found.items() if k in kinds and v}
@@ -87,9 +91,11 @@ def finish(
         doc["exit_code"] = code
         if missing is not None:  # only then, as in search's document
             doc["no_scopes"] = missing.to_json()
+        if share_host is not None:  # run by the share host's daemon
+            doc["share_host"] = share_host
         ctx.emit_json(doc)
     elif not ctx.quiet:  # -q: nothing on success, only the --strict failures below
-        emit(ctx, report, verb)
+        emit(ctx, report, verb, share_host)
         for kind in STRICT_KINDS:
             items = found[kind]
             if kind in failing or not items:
@@ -112,7 +118,7 @@ def finish(
     return code
 
 
-def emit(ctx: Context, report: UpdateReport, verb: str) -> None:
+def emit(ctx: Context, report: UpdateReport, verb: str, share_host: str | None = None) -> None:
     r = report
     if r.rebuilt:
         head = f"rebuilt ({r.reason})" if verb == "update" else "rebuilt"
@@ -127,6 +133,7 @@ def emit(ctx: Context, report: UpdateReport, verb: str) -> None:
         f"{r.errors} provider errors, {r.warnings} frontmatter warnings; "
         f"reconciled {r.entries_visited:,} entries in {human_ms(r.reconcile_ms)}, "
         f"total {human_ms(r.duration_ms)}"
+        + (f"; by share host {share_host}" if share_host is not None else "")
     )
     for note in r.notes:
         ctx.note(note)

@@ -41,6 +41,7 @@ from ctindex.daemon.share_barrier import (
     ShareRequest,
     open_folder_watcher,
 )
+from ctindex.daemon.share_updates import RUN_KEY, ShareUpdates
 from ctindex.daemon.signals import SignalWake
 from ctindex.daemon.status import Identity, Stats, StatusRecord, StatusWriter
 from ctindex.daemon.storeguard import StoreGuard
@@ -49,6 +50,7 @@ from ctindex.errors import PolicyError
 from ctindex.ipc.build_id import build_id
 from ctindex.ipc.records import read_record
 from ctindex.ipc.runtime_dir import RuntimePaths, ensure_fallback_dir, ensure_runtime_dir
+from ctindex.ipc.share_channel import Request
 from ctindex.ipc.spawn_failure import STOPPED_PREFIX, record_spawn_failure
 
 if TYPE_CHECKING:
@@ -146,6 +148,13 @@ class Daemon:
             self._share_request,
             wall,
             self.build,
+            start_write=self._share_write,
+            log=self._log,
+        )
+        # ... and updates or rebuilds those clients ask it to run
+        # (ctindex/daemon/share_updates.py).
+        self.share_runs = ShareUpdates(
+            self.share, project.root, self.sel, clock, self._share_published, self._log
         )
         self.status = StatusWriter(
             Identity(self.pid, self.instance, wall(), self.build, os.fspath(paths.socket)),
@@ -271,6 +280,8 @@ class Daemon:
                 self.check_mounts()
             elif key.data == SHARE_KEY:
                 self.share.read()
+            elif key.data == RUN_KEY:
+                self.share_runs.read()
             elif key.data == "wake" and self._wake is not None:
                 self._wake.drain()
             elif self.server is not None:
@@ -480,6 +491,39 @@ class Daemon:
         self.stats.barriers += 1
         self.barrier.start(req, request.get("timeout_ms"), now)
 
+    def _share_write(self, req: ShareRequest, request: Request, now: float) -> None:
+        """A client on another host asks for an `update` or `rebuild`: run
+        here, under this host's lock, for a client of this build and plan."""
+        self.last_activity = now
+        if self.plan_outdated():
+            self.replan()
+        if self.stop_reason is not None:
+            req.respond({"ok": False, "error": f"daemon stopping: {self.stop_reason}"})
+        elif request.build != self.build:
+            req.respond(
+                {"ok": False, "error": f"share host runs another build ({self.build[:12]})"}
+            )
+        elif request.plan != self.plan.digest:
+            req.respond({"ok": False, "error": "share host has a different plan"})
+        else:
+            self.share_runs.add(req)
+
+    def _share_published(self) -> dict[str, object]:
+        """After a run through the share: the generation it published, as
+        the daemon vouches for it from now on (its store check learns it)."""
+        from ctindex.store.durable import IndexCorrupt
+        from ctindex.store.generation import read_manifest
+
+        self.driver.check_store()
+        try:
+            m = read_manifest(Path(self.project.index_dir))
+        except (IndexCorrupt, OSError) as exc:
+            return {"error": f"index unreadable after the run: {exc}"}
+        if m is None:
+            return {"error": "no index after the run"}
+        self.stats.generation = m.generation
+        return {"generation": m.generation, "identity": m.identity, "plan": m.plan_digest}
+
     def answer_search(self, waiter: Waiter, outcome: Outcome) -> None:
         assert self.search is not None
         self.search.barrier_done(waiter, outcome)
@@ -530,6 +574,9 @@ class Daemon:
         if self.driver.outside is not None:
             self.dirty.request_rescan("store-check", mono)
         self.share.beat(self.plan.share_barrier_ms)  # clients on other hosts read it first
+        self.share_runs.beat()
+        if self.share_runs.busy:
+            self.last_activity = mono  # a run asked through the share is activity
         self.rss = sysinfo.rss()
         if self.rss > self.plan.memory_ceiling:
             self.stop_reason = MEMORY_LIMIT
@@ -595,6 +642,7 @@ class Daemon:
         if self.server is not None:
             self.server.close()
         self.watch.close()
+        self.share_runs.close(f"daemon stopping: {reason}")
         self.share.close(self.sel)
         if self.status.owner:  # after losing the lock file these belong to a successor
             with contextlib.suppress(OSError):

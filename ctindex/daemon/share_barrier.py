@@ -2,15 +2,21 @@
 
 A client on another host cannot reach this daemon's socket, but it can
 write into the store: it renames a request into `.ct/okf/barrier/`
-(ctindex/share_client.py). This daemon watches that folder with a watcher
-of its own; a request it sees was created on the server after every change
-that reached the server before it. The request then becomes an ordinary
+(ctindex/client/share.py; the format is ctindex/ipc/share_channel.py).
+This daemon watches that folder with a watcher of its own; a request it
+sees was created on the server after every change that reached the server
+before it. The request then becomes an ordinary
 barrier (ctindex/daemon/barrier.py): a local cookie in the runtime folder,
 seen back through the main watcher, proves every event queued before it has
 been read, the dirty set is applied, and the answer — generation, manifest
 identity, plan digest, this host's name and heartbeat — is written into the
 request's own file (a sibling, then renamed over it: a reader never sees
 half an answer).
+
+An `update` or `rebuild` asked the same way is handed to the share's
+update queue (ctindex/daemon/share_updates.py), which answers into the
+request's file the same way once its run is done, and rewrites it with a
+progress record every beat until then (`mark`).
 
 The heartbeat record `host.json` is rewritten every beat; a client that
 finds it absent or old does not ask. Old request and answer files are
@@ -31,7 +37,21 @@ from typing import Any
 
 from ctindex.backends.base import Watcher
 from ctindex.base.durable import WriteFailed, atomic_write
-from ctindex.share_client import FOLDER, HEARTBEAT, REQUEST, hostname, pad, parse, read_slot
+from ctindex.ipc.share_channel import (
+    BARRIER,
+    FOLDER,
+    HEARTBEAT,
+    REQUEST,
+    WORKING,
+    WRITE_SLOT,
+    Request,
+    hostname,
+    pad,
+    parse,
+    parse_request,
+    read_slot,
+    slot_for,
+)
 
 SHARE_KEY = "share"  # the selector key of the request folder's watcher
 IN_FLIGHT = 64  # requests served at once; more are deleted unanswered
@@ -42,6 +62,8 @@ HEARTBEAT_TMP = HEARTBEAT + ".tmp"
 FIELD_MAX = 160  # characters of a reason kept in an answer (the slot is fixed)
 
 Starter = Callable[["ShareRequest", dict[str, Any], float], None]
+WriteStarter = Callable[["ShareRequest", Request, float], None]
+Logger = Callable[..., None]  # (event, **fields): one line in the daemon's log
 Opener = Callable[[str], Watcher]  # folder key -> a watcher of it (cookies only)
 
 
@@ -49,11 +71,15 @@ class ShareRequest:
     """One client's request: answered by writing into its file. Stands where
     the barrier keeps a socket connection (`request` is what it asked)."""
 
-    def __init__(self, host: ShareHost, name: str, token: str, request: dict[str, Any]) -> None:
+    def __init__(
+        self, host: ShareHost, name: str, token: str, request: dict[str, Any], op: str = BARRIER
+    ) -> None:
         self.host = host
         self.name = name
         self.token = token
         self.request = request
+        self.op = op
+        self.slot = slot_for(op)  # the answer fills the request's own size
 
     def respond(self, answer: dict[str, Any]) -> None:
         self.host.respond(self, answer)
@@ -69,8 +95,13 @@ class ShareHost:
         start: Starter,
         wall: Callable[[], float],
         build: str = "",
+        *,
+        start_write: WriteStarter | None = None,
+        log: Logger | None = None,
     ) -> None:
         self.root = root
+        self.start_write = start_write  # None: updates through the share are refused
+        self.log = log
         self.build = build
         self.folder = index_dir / FOLDER
         self.index_dir = index_dir
@@ -87,6 +118,8 @@ class ShareHost:
         self.budget_ms: int | None = None
         self.answered = 0
         self.dropped = 0
+        # Requests deleted since the last beat, by why (one log line a beat).
+        self.dropped_since: dict[str, int] = {}
         self._fd: int | None = None
 
     # -- lifecycle ----------------------------------------------------------------
@@ -153,23 +186,25 @@ class ShareHost:
             if not name.endswith(REQUEST) or name in self.pending:
                 continue  # ours (an answer written, the heartbeat) or one being written
             if len(self.pending) >= IN_FLIGHT:
-                self._drop(name)
+                self._drop(name, "over_cap")
                 continue
             try:
-                doc = parse(read_slot(self.folder / name))
+                doc = parse(read_slot(self.folder / name, WRITE_SLOT))
             except OSError:
                 continue  # gone already (its client gave up), or not a file
-            if doc is None or "ok" in doc:
-                if doc is None:
-                    self._drop(name)  # not a request of ours: nobody waits for it
-                continue  # an answer (ours, renamed into place): its client reads it
-            token = doc.get("token")
-            if doc.get("op") != "barrier" or not isinstance(token, str) or len(token) > 64:
-                self._drop(name)
+            if doc is not None and ("ok" in doc or WORKING in doc):
+                continue  # an answer or progress record of ours: its client reads it
+            req = parse_request(doc) if doc is not None else "not a JSON object"
+            if isinstance(req, str) or (req.op != BARRIER and self.start_write is None):
+                self._drop(name, "malformed")  # nobody waits for an answer to it
                 continue
-            req = ShareRequest(self, name, token, doc)
-            self.pending[name] = req
-            self.start(req, doc, now)
+            share_req = ShareRequest(self, name, req.token, doc or {}, req.op)
+            self.pending[name] = share_req
+            if req.op == BARRIER:
+                self.start(share_req, doc or {}, now)
+            else:
+                assert self.start_write is not None
+                self.start_write(share_req, req, now)
 
     def respond(self, req: ShareRequest, answer: dict[str, Any]) -> None:
         """Write `answer` into the request's file: a sibling, then a rename."""
@@ -185,13 +220,34 @@ class ShareHost:
             "heartbeat": self.last_beat,
             "build": self.build,
         }
-        tmp = f"{req.name}{ANSWER_TMP}{self.instance}-{os.urandom(4).hex()}"
-        with contextlib.suppress(WriteFailed):
-            self._write(path, _fit(doc), tmp)
+        if self._replace(req, _fit(doc, req.slot)):
             self.answered += 1
 
-    def _drop(self, name: str) -> None:
+    def mark(self, req: ShareRequest, record: dict[str, object]) -> bool:
+        """Rewrite a waiting request's file with a progress record (its
+        client waits while these change); False when the file is gone: its
+        client gave up (Ctrl-C, its bound)."""
+        if req.name not in self.pending or not os.path.lexists(self.folder / req.name):
+            return False
+        doc = {**record, "token": req.token, "host": self.host, "heartbeat": self.last_beat}
+        return self._replace(req, _fit(doc, req.slot))
+
+    def forget(self, req: ShareRequest) -> None:
+        """A request nobody waits for any more (its file is gone)."""
+        self.pending.pop(req.name, None)
+
+    def _replace(self, req: ShareRequest, data: bytes) -> bool:
+        """`data` into the request's file: a sibling, then a rename."""
+        tmp = f"{req.name}{ANSWER_TMP}{self.instance}-{os.urandom(4).hex()}"
+        try:
+            self._write(self.folder / req.name, data, tmp)
+        except WriteFailed:
+            return False
+        return True
+
+    def _drop(self, name: str, why: str) -> None:
         self.dropped += 1
+        self.dropped_since[why] = self.dropped_since.get(why, 0) + 1
         with contextlib.suppress(OSError):
             os.unlink(self.folder / name)
 
@@ -216,6 +272,10 @@ class ShareHost:
             self._write(self.folder / HEARTBEAT, pad(record), tmp)
             self.last_beat = now
         self.collect(now)
+        if self.dropped_since and self.log is not None:
+            # A flood or junk costs one line a beat, whatever its size.
+            self.log("share-requests-dropped", **self.dropped_since)
+        self.dropped_since = {}
 
     def collect(self, now: float) -> int:
         """Delete request and answer files older than MAX_AGE_S, then the
@@ -275,14 +335,14 @@ def open_folder_watcher(root: Path, key: str) -> Watcher:
     return open_watcher(root, [], lambda _key: False, key)
 
 
-def _fit(doc: dict[str, Any]) -> bytes:
+def _fit(doc: dict[str, Any], size: int) -> bytes:
     """`doc` in one slot: long reasons shortened, else a plain error."""
     try:
-        return pad(doc)
+        return pad(doc, size)
     except ValueError:
         pass
     short = {k: v[:FIELD_MAX] if isinstance(v, str) else v for k, v in doc.items()}
     try:
-        return pad(short)
+        return pad(short, size)
     except ValueError:
-        return pad({"ok": False, "error": "answer too large", "token": doc.get("token")})
+        return pad({"ok": False, "error": "answer too large", "token": doc.get("token")}, size)

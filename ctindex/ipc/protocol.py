@@ -251,7 +251,7 @@ _BARRIER_FIELDS = (
 class BarrierResult:
     """A barrier's successful answer: what the daemon sends (`to_wire`) and
     what a client reads (`from_reply`), over the socket or through a share
-    (ctindex/share_client.py). A plain class, not a dataclass: this module
+    (ctindex/client/share.py). A plain class, not a dataclass: this module
     is imported by every `ctindex` process."""
 
     __slots__ = _BARRIER_FIELDS

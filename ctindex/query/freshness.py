@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     from ctindex.client.daemon_requests import BarrierFailed
+    from ctindex.client.share import Answered as ShareAnswered
+    from ctindex.client.share import NotAnswered as ShareNotAnswered
     from ctindex.ipc.protocol import BarrierResult
     from ctindex.ipc.runtime_dir import RuntimePaths
     from ctindex.policy.netfs import Share
-    from ctindex.share_client import Answered as ShareAnswered
-    from ctindex.share_client import NotAnswered as ShareNotAnswered
 
     ShareOutcome = ShareAnswered | ShareNotAnswered
     from ctindex.policy.plan import Plan
@@ -363,7 +363,7 @@ def _share_hinted(
     files as the request found them; a host of another build computes
     digests with other code, so the slow path compares its own. Returns the
     answer, or what was learnt for the slow path (None: ask again there)."""
-    from ctindex import share_client
+    from ctindex.client import share as share_client
     from ctindex.ipc.build_id import build_id
 
     outcome = share_client.ask(project.index_dir, None)
@@ -466,10 +466,10 @@ def _on_share(
 ) -> Proof:
     """A network filesystem: no local daemon can see the server's changes
     (ctindex/policy/netfs.py), so the share's own host is asked through the share
-    (ctindex/share_client.py). Its answer is judged like a local barrier's
+    (ctindex/client/share.py). Its answer is judged like a local barrier's
     and labelled with its name; without one this walk is the query's one
     and only freshness, and no spawn is attempted."""
-    from ctindex import share_client
+    from ctindex.client import share as share_client
     from ctindex.policy.netfs import cache_note, freshness_reason
 
     digest = plan.digest()

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from ctindex.share_client import NO_HOST
+from ctindex.ipc.share_channel import NO_HOST
 from tests import oracle
 from tests.conftest import CORPUS
-from tests.netshare import Rig, RigUnavailable, unavailable
+from tests.netshare import Rig, rig_for_test, unavailable
 
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=unavailable() or "")
 
@@ -33,15 +33,7 @@ REASON = "network filesystem fuse.sshfs: reconciled in "
 
 @pytest.fixture
 def net(tmp_path: Path) -> Iterator[Rig]:
-    rig = Rig(tmp_path / "rig")
-    try:
-        rig.start()
-    except RigUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        yield rig
-    finally:
-        rig.close()
+    yield from rig_for_test(tmp_path / "rig")
 
 
 def _project(rig: Rig, watch: bool = True) -> Path:

@@ -23,12 +23,15 @@ from typing import Any
 
 import pytest
 
+from ctindex.api import Index
+from ctindex.client.share import NO_ANSWER
 from ctindex.daemon.share_barrier import KEEP_FILES
-from ctindex.share_client import HEARTBEAT, NO_ANSWER, NO_HOST, STALE, pad
+from ctindex.ipc.build_id import build_id
+from ctindex.ipc.share_channel import HEARTBEAT, NO_HOST, STALE, WRITE_SLOT, pad
 from tests import oracle
 from tests.conftest import CORPUS
 from tests.daemon_support import require_daemon
-from tests.netshare import Rig, RigUnavailable, unavailable
+from tests.netshare import Rig, rig_for_test, unavailable
 
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=unavailable() or "")
 
@@ -40,15 +43,7 @@ ENV = {k: v for k, v in os.environ.items() if k not in ("CI", "CTINDEX_WATCH")}
 @pytest.fixture
 def net(tmp_path: Path) -> Iterator[Rig]:
     require_daemon()  # every test here runs the share host's daemon
-    rig = Rig(tmp_path / "rig")
-    try:
-        rig.start()
-    except RigUnavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        yield rig
-    finally:
-        rig.close()
+    yield from rig_for_test(tmp_path / "rig")
 
 
 @pytest.fixture
@@ -203,7 +198,7 @@ def test_share_host_flood_of_requests_is_bounded_and_answers_stay_right(
     _vouched(_agrees(net, client, server, "zqxv7flood"))
     folder = server / ".ct" / "okf" / "barrier"
     for i in range(KEEP_FILES * 3):  # valid requests nobody waits for, and junk
-        body = pad({"op": "barrier", "plan": "x", "token": f"t{i}"}) if i % 2 else b"junk"
+        body = pad({"op": "barrier", "plan": "x", "token": f"{i:04x}"}) if i % 2 else b"junk"
         (folder / f"flood-{os.getpid()}-{i:05}.req").write_bytes(body)
     (server / _concept("zz_f.md")).write_text("# F\n\nzqxv7flood under a flood\n")
     fresh = _agrees(net, client, server, "zqxv7flood")
@@ -228,3 +223,172 @@ def test_share_host_client_with_attribute_caches_on(net: Rig, server: Path) -> N
     _vouched(_agrees(net, client, server, "zqxv7cache"))
     (server / _concept("zz_c.md")).write_text("# C\n\nzqxv7cache on the server\n")
     _vouched(_agrees(net, client, server, "zqxv7cache"))
+
+
+# -- writers on other hosts: update and rebuild run by the share host -------------------
+
+
+def _write_command(rig: Rig, client: Path, *argv: str) -> dict[str, Any]:
+    done = rig.run([sys.executable, "-m", "ctindex", "-C", str(client), "--json", *argv], env=ENV)
+    assert done.returncode == 0, (argv, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def _log(server: Path) -> str:
+    return (server / ".ct" / "okf" / "runtime" / "daemon.log").read_text(errors="replace")
+
+
+def test_share_host_runs_update_and_rebuild_asked_through_a_mount(net: Rig, server: Path) -> None:
+    a, b = net.mount("hostA") / "proj", net.mount("hostB") / "proj"
+    _vouched(_agrees(net, b, server, "zqxv7upd"))
+    _write_through(net, a, _concept("zz_u.md"), "# U\n\nzqxv7upd written on host A\n")
+    doc = _write_command(net, a, "update")
+    assert doc["share_host"] == os.uname().nodename, doc  # the host ran it, and says so
+    # (The host's watcher may have indexed the file first: then nothing is left to add.)
+    assert doc["generation"] >= 1 and doc["documents"] >= 1, doc
+    assert all(not n.startswith((NO_HOST, STALE, NO_ANSWER)) for n in doc["notes"]), doc
+    fresh = _agrees(net, b, server, "zqxv7upd")  # B's next query: the host's generation
+    _vouched(fresh)
+    assert fresh["generation"] >= doc["generation"]
+    # The text form: the report line of a local update, labelled.
+    done = net.run([sys.executable, "-m", "ctindex", "-C", str(b), "update"], env=ENV)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    line = done.stdout.strip().splitlines()[0]
+    assert line.startswith("up to date: generation ") and line.endswith(
+        f"; by share host {os.uname().nodename}"
+    ), line
+    (server / _concept("zz_r.md")).write_text("# R\n\nzqxv7upd on the server before a rebuild\n")
+    doc = _write_command(net, b, "rebuild")
+    assert doc["share_host"] == os.uname().nodename and doc["rebuilt"], doc
+    _vouched(_agrees(net, a, server, "zqxv7upd"))
+    assert "share-run op=update" in _log(server) and "share-run op=rebuild" in _log(server)
+    # The index the host wrote is whole and current.
+    assert _host_ctindex(server, "verify").returncode == 0
+    assert sorted(os.listdir(server / ".ct" / "okf" / "barrier")) == [HEARTBEAT]
+
+
+def test_share_host_updates_from_two_clients_serialise(net: Rig, server: Path) -> None:
+    a, b = net.mount("hostA") / "proj", net.mount("hostB") / "proj"
+    _vouched(_agrees(net, a, server, "zqxv7two"))
+    for round_ in range(3):
+        _write_through(net, a, _concept(f"zz_a{round_}.md"), f"# A\n\nzqxv7two a {round_}\n")
+        _write_through(net, b, _concept(f"zz_b{round_}.md"), f"# B\n\nzqxv7two b {round_}\n")
+        procs = [
+            subprocess.Popen(
+                [*net.nsenter(), sys.executable, "-m", "ctindex", "-C", str(c), "--json", "update"],
+                env=ENV,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for c in (a, b)
+        ]
+        docs = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=300)
+            assert proc.returncode == 0 and "Traceback" not in err, err
+            docs.append(json.loads(out))
+        assert [d.get("share_host") for d in docs] == [os.uname().nodename] * 2, docs
+        for client in (a, b):
+            _vouched(_agrees(net, client, server, "zqxv7two"))
+    # One run at a time: each run logged its end before the next began,
+    # and every run's report was a whole one (the host's lock, one writer).
+    runs = [line for line in _log(server).splitlines() if "share-run op=update" in line]
+    assert 3 <= len(runs) <= 6 and all("exit=0" in line for line in runs), runs
+    assert _host_ctindex(server, "verify").returncode == 0
+
+
+def test_share_host_stopped_or_killed_update_falls_back(net: Rig, server: Path) -> None:
+    client = net.mount("hostA") / "proj"
+    _vouched(_agrees(net, client, server, "zqxv7fall"))
+    pid = _daemon_pid(server)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        (server / _concept("zz_f.md")).write_text("# F\n\nzqxv7fall while stopped\n")
+        doc = _write_command(net, client, "update")
+        assert "share_host" not in doc, doc
+        # Not answered (the heartbeat still fresh), or the heartbeat already stale.
+        assert doc["notes"][0].startswith((NO_ANSWER, STALE)), doc["notes"]
+        assert doc["notes"][0].endswith("; update written over the share by this host")
+        assert doc["added"] == 1, doc
+        # Ctrl-C while waiting for the host: exit 130, one line at most, the
+        # request removed (the host never runs it), the index whole. The
+        # heartbeat made fresh again, as if the host had just beaten.
+        folder = server / ".ct" / "okf" / "barrier"
+        record = json.loads((folder / HEARTBEAT).read_text())
+        (folder / HEARTBEAT).write_bytes(pad({**record, "wall": time.time() + 30}))
+        waiting = subprocess.Popen(
+            [*net.nsenter(), sys.executable, "-m", "ctindex", "-C", str(client), "update"],
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not any(n.endswith(".req") for n in os.listdir(folder)):
+            assert time.monotonic() < deadline and waiting.poll() is None, waiting.stderr
+            time.sleep(0.02)
+        waiting.send_signal(signal.SIGINT)
+        _out, err = waiting.communicate(timeout=60)
+        assert waiting.returncode == 130 and len(err.strip().splitlines()) <= 1, err
+        assert not any(n.endswith(".req") for n in os.listdir(folder))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    _vouched(_agrees(net, client, server, "zqxv7fall"))
+    assert "share-run" not in _log(server)  # the interrupted request never ran
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (server / _concept("zz_f.md")).write_text("# F\n\nzqxv7fall after the kill, longer\n")
+    doc = _write_command(net, client, "rebuild")
+    assert "share_host" not in doc and doc["notes"][0].startswith((NO_ANSWER, STALE)), doc
+    assert doc["notes"][0].endswith("; rebuild written over the share by this host")
+    _agrees(net, client, server, "zqxv7fall")
+    (server / ".ct" / "okf" / "barrier" / HEARTBEAT).unlink()
+    doc = _write_command(net, client, "update")
+    assert doc["notes"][0].startswith(NO_HOST), doc
+    assert _host_ctindex(server, "verify").returncode == 0
+
+
+def test_share_host_malformed_and_flooded_update_requests(net: Rig, server: Path) -> None:
+    client = net.mount("hostA") / "proj"
+    _vouched(_agrees(net, client, server, "zqxv7junk"))
+    folder = server / ".ct" / "okf" / "barrier"
+    outside = server.parent / "written-by-a-request"
+    bad = [
+        {"op": "update", "token": "ab", "path": str(outside)},  # no paths, no options
+        {"op": "update", "token": "ab", "argv": ["touch", str(outside)]},
+        {"op": "exec", "token": "ab"},
+        {"op": "update", "token": "../../x"},
+        {"op": "rebuild", "token": "ab", "plan": ["not", "a", "digest"]},
+    ]
+    for i, body in enumerate(bad):
+        (folder / f"bad-{i}.req").write_bytes(pad(body, WRITE_SLOT))
+    (folder / "junk.req").write_bytes(b"\x00" * WRITE_SLOT)
+    # Requests nobody waits for: of another build (refused at once) and
+    # valid ones (one run serves every one waiting by then).
+    digest = Index(server).plan().digest()
+    for i in range(200):
+        build = build_id() if i % 2 else "another"
+        valid = {"op": "update", "token": f"{i:04x}", "plan": digest, "client": "x", "build": build}
+        (folder / f"flood-{i:04}.req").write_bytes(pad(valid, WRITE_SLOT))
+    (server / _concept("zz_j.md")).write_text("# J\n\nzqxv7junk under a flood\n")
+    doc = _write_command(net, client, "update")
+    # Answered by the host, or written here when the flood filled its queue.
+    assert doc.get("share_host") == os.uname().nodename or doc["notes"][0].startswith(NO_ANSWER)
+    _agrees(net, client, server, "zqxv7junk")
+    beat = (folder / HEARTBEAT).read_bytes()
+    deadline = time.monotonic() + 30
+    while (folder / HEARTBEAT).read_bytes() == beat and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    assert not outside.exists()
+    assert Path(f"/proc/{_daemon_pid(server)}").exists()  # no crash
+    assert len(os.listdir(folder)) <= KEEP_FILES + 2
+    dropped = [line for line in _log(server).splitlines() if "share-requests-dropped" in line]
+    assert dropped and "malformed=" in dropped[0], _log(server)[-2000:]
+    doc = _write_command(net, client, "update")
+    assert doc.get("share_host") == os.uname().nodename, doc
+    _vouched(_agrees(net, client, server, "zqxv7junk"))

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from ctindex import share_client as sc
+from ctindex.client import share as sc
 from ctindex.daemon import share_barrier as sb
+from ctindex.ipc import share_channel as ch
 
 
 class Host:
@@ -87,37 +88,37 @@ def test_a_client_request_is_answered_in_its_own_file(host: Host) -> None:
     out = _ask(host)
     assert isinstance(out, sc.Answered), out
     assert (out.result.generation, out.result.identity) == (3, "id-3")
-    assert out.host == sc.hostname()
+    assert out.host == ch.hostname()
     assert len(host.started) == 1 and host.share.answered == 1
-    assert os.listdir(host.share.folder) == [sc.HEARTBEAT]
+    assert os.listdir(host.share.folder) == [ch.HEARTBEAT]
 
 
 def test_heartbeat_record_and_modes(host: Host) -> None:
-    doc = sc.parse((host.share.folder / sc.HEARTBEAT).read_bytes())
+    doc = ch.parse((host.share.folder / ch.HEARTBEAT).read_bytes())
     assert doc is not None and doc["instance"] == "inst1" and doc["pid"] == os.getpid()
     assert abs(doc["wall"] - time.time()) < 60
     # Modes follow the store's folder (the daemon runs with umask 077).
     mode = os.stat(host.index_dir).st_mode & 0o777
     assert os.stat(host.share.folder).st_mode & 0o777 == mode | 0o700
-    assert os.stat(host.share.folder / sc.HEARTBEAT).st_mode & 0o777 == (mode & 0o666) | 0o600
+    assert os.stat(host.share.folder / ch.HEARTBEAT).st_mode & 0o777 == (mode & 0o666) | 0o600
 
 
 def test_close_removes_only_its_own_heartbeat(tmp_path: Path) -> None:
     h = Host(tmp_path)
     h.share.open(h.sel)
     h.share.close(h.sel)
-    assert not (h.share.folder / sc.HEARTBEAT).exists()
+    assert not (h.share.folder / ch.HEARTBEAT).exists()
     h.share.open(h.sel)
-    (h.share.folder / sc.HEARTBEAT).write_bytes(sc.pad({"instance": "other", "wall": 1}))
+    (h.share.folder / ch.HEARTBEAT).write_bytes(ch.pad({"instance": "other", "wall": 1}))
     h.share.close(h.sel)
-    assert (h.share.folder / sc.HEARTBEAT).exists()  # a successor's, kept
+    assert (h.share.folder / ch.HEARTBEAT).exists()  # a successor's, kept
 
 
 def test_junk_and_answers_are_not_taken_as_requests(host: Host) -> None:
     folder = host.share.folder
     (folder / "junk.req").write_bytes(b"not json")
-    (folder / "wrong-op.req").write_bytes(sc.pad({"op": "rebuild-everything", "token": "t"}))
-    (folder / "answered.req").write_bytes(sc.pad({"ok": True, "token": "t"}))
+    (folder / "wrong-op.req").write_bytes(ch.pad({"op": "rebuild-everything", "token": "ab"}))
+    (folder / "answered.req").write_bytes(ch.pad({"ok": True, "token": "ab"}))
     (folder / "writing.new").write_bytes(b"")
     host.pump(time.monotonic() + 0.3)
     assert host.started == []
@@ -130,12 +131,12 @@ def test_no_stray_answer_when_the_client_gave_up(tmp_path: Path) -> None:
     h = Host(tmp_path, hold=True)
     h.share.open(h.sel)
     try:
-        (h.share.folder / "c-1-a.req").write_bytes(sc.pad({"op": "barrier", "token": "t"}))
+        (h.share.folder / "c-1-a.req").write_bytes(ch.pad({"op": "barrier", "token": "ab"}))
         h.pump(time.monotonic() + 0.3)
         [req] = h.started
         os.unlink(h.share.folder / "c-1-a.req")
         req.respond({"ok": True})
-        assert os.listdir(h.share.folder) == [sc.HEARTBEAT]
+        assert os.listdir(h.share.folder) == [ch.HEARTBEAT]
         assert h.share.pending == {}
     finally:
         h.share.close(h.sel)
@@ -149,7 +150,7 @@ def test_in_flight_cap_and_collection_bound_a_flood(tmp_path: Path) -> None:
         count = sb.KEEP_FILES + sb.IN_FLIGHT * 2
         for i in range(count):
             tmp = folder / f"f-{i:05}.new"
-            tmp.write_bytes(sc.pad({"op": "barrier", "token": f"t{i}"}))
+            tmp.write_bytes(ch.pad({"op": "barrier", "token": f"{i:04x}"}))
             os.rename(tmp, folder / f"f-{i:05}.req")
         h.pump(time.monotonic() + 0.5)
         assert len(h.started) == sb.IN_FLIGHT  # the rest deleted unanswered
@@ -162,7 +163,7 @@ def test_in_flight_cap_and_collection_bound_a_flood(tmp_path: Path) -> None:
             if i < 20:
                 os.utime(path, (old, old))
         h.share.beat()
-        left = [n for n in os.listdir(folder) if n != sc.HEARTBEAT and n not in h.share.pending]
+        left = [n for n in os.listdir(folder) if n != ch.HEARTBEAT and n not in h.share.pending]
         assert len(left) == sb.KEEP_FILES
         assert not any(n.startswith("left-0000") for n in left)  # the oldest went first
     finally:
@@ -170,12 +171,12 @@ def test_in_flight_cap_and_collection_bound_a_flood(tmp_path: Path) -> None:
 
 
 def test_an_answer_always_fits_its_slot(host: Host) -> None:
-    (host.share.folder / "c-1-b.req").write_bytes(sc.pad({"op": "barrier", "token": "t"}))
+    (host.share.folder / "c-1-b.req").write_bytes(ch.pad({"op": "barrier", "token": "ab"}))
     host.hold = True
     host.pump(time.monotonic() + 0.3)
     [req] = host.started
     req.respond({"ok": False, "error": "x" * 5000, "instance": "inst1"})
     data = (host.share.folder / "c-1-b.req").read_bytes()
-    assert len(data) == sc.SLOT
-    doc = sc.parse(data)
-    assert doc is not None and doc["ok"] is False and doc["token"] == "t"
+    assert len(data) == ch.SLOT
+    doc = ch.parse(data)
+    assert doc is not None and doc["ok"] is False and doc["token"] == "ab"

@@ -1,5 +1,5 @@
 """The client's side of the barrier through a share: heartbeat, request,
-bounded poll, answer (ctindex/share_client.py). The host here is a thread
+bounded poll, answer (ctindex/client/share.py). The host here is a thread
 that renames an answer over the request, as the daemon does."""
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctindex import share_client as sc
+from ctindex.client import share as sc
+from ctindex.ipc import share_channel as ch
 
 DIGEST = "d" * 64
 
 
 def _beat(index_dir: Path, wall: float | None = None, host: str = "server1") -> None:
-    folder = sc.folder(index_dir)
+    folder = ch.folder(index_dir)
     folder.mkdir(parents=True, exist_ok=True)
     record = {
         "host": host,
@@ -30,7 +31,7 @@ def _beat(index_dir: Path, wall: float | None = None, host: str = "server1") -> 
         "instance": "i",
         "wall": time.time() if wall is None else wall,
     }
-    (folder / sc.HEARTBEAT).write_bytes(sc.pad(record))
+    (folder / ch.HEARTBEAT).write_bytes(ch.pad(record))
 
 
 Answerer = Callable[[dict[str, Any]], dict[str, Any] | None]
@@ -66,20 +67,20 @@ def host(tmp_path: Path) -> Iterator[Callable[[Answerer], list[str]]]:
 
     def start(answer: Answerer) -> list[str]:
         seen: list[str] = []
-        folder = sc.folder(tmp_path)
+        folder = ch.folder(tmp_path)
 
         def run() -> None:
             while not stop.is_set():
                 for name in os.listdir(folder):
-                    if not name.endswith(sc.REQUEST) or name in seen:
+                    if not name.endswith(ch.REQUEST) or name in seen:
                         continue
                     seen.append(name)
-                    doc = sc.parse((folder / name).read_bytes())
+                    doc = ch.parse((folder / name).read_bytes())
                     assert doc is not None and "ok" not in doc
                     reply = answer(doc)
                     if reply is not None:
                         tmp = folder / (name + ".ans-test")
-                        tmp.write_bytes(sc.pad(reply))
+                        tmp.write_bytes(ch.pad(reply))
                         os.replace(tmp, folder / name)
                 time.sleep(0.001)
 
@@ -96,23 +97,23 @@ def host(tmp_path: Path) -> Iterator[Callable[[Answerer], list[str]]]:
 
 def test_no_heartbeat_no_request(tmp_path: Path) -> None:
     out = sc.ask(tmp_path, DIGEST, 50)
-    assert isinstance(out, sc.NotAnswered) and out.reason.startswith(sc.NO_HOST)
-    assert not sc.folder(tmp_path).exists()  # nothing written
+    assert isinstance(out, sc.NotAnswered) and out.reason.startswith(ch.NO_HOST)
+    assert not ch.folder(tmp_path).exists()  # nothing written
 
 
 def test_stale_heartbeat_no_request(tmp_path: Path) -> None:
-    _beat(tmp_path, wall=time.time() - sc.STALE_S - 5)
+    _beat(tmp_path, wall=time.time() - ch.STALE_S - 5)
     out = sc.ask(tmp_path, DIGEST, 50)
-    assert isinstance(out, sc.NotAnswered) and out.reason.startswith(sc.STALE), out
+    assert isinstance(out, sc.NotAnswered) and out.reason.startswith(ch.STALE), out
     assert "server1" in out.reason
-    assert os.listdir(sc.folder(tmp_path)) == [sc.HEARTBEAT]
+    assert os.listdir(ch.folder(tmp_path)) == [ch.HEARTBEAT]
 
 
 def test_garbage_heartbeat_is_no_host(tmp_path: Path) -> None:
-    sc.folder(tmp_path).mkdir(parents=True)
-    (sc.folder(tmp_path) / sc.HEARTBEAT).write_bytes(b"\x00not json")
+    ch.folder(tmp_path).mkdir(parents=True)
+    (ch.folder(tmp_path) / ch.HEARTBEAT).write_bytes(b"\x00not json")
     out = sc.ask(tmp_path, DIGEST, 50)
-    assert isinstance(out, sc.NotAnswered) and out.reason.startswith(sc.NO_HOST)
+    assert isinstance(out, sc.NotAnswered) and out.reason.startswith(ch.NO_HOST)
 
 
 def test_answered_request_becomes_a_barrier_result(tmp_path: Path, host: Any) -> None:
@@ -126,7 +127,7 @@ def test_answered_request_becomes_a_barrier_result(tmp_path: Path, host: Any) ->
     assert r.barrier_ms > 0
     # One request, named <host>-<pid>-<random>.req, removed after reading.
     assert len(seen) == 1 and seen[0].split("-")[-2] == str(os.getpid())
-    assert os.listdir(sc.folder(tmp_path)) == [sc.HEARTBEAT]
+    assert os.listdir(ch.folder(tmp_path)) == [ch.HEARTBEAT]
 
 
 @pytest.mark.parametrize(
@@ -155,7 +156,7 @@ def test_a_wrong_or_missing_answer_is_never_taken(
     out = sc.ask(tmp_path, DIGEST, 100)
     assert isinstance(out, sc.NotAnswered), out
     assert out.reason.startswith(expect), out
-    assert os.listdir(sc.folder(tmp_path)) == [sc.HEARTBEAT]  # cleaned up either way
+    assert os.listdir(ch.folder(tmp_path)) == [ch.HEARTBEAT]  # cleaned up either way
 
 
 def test_unanswered_request_gives_up_after_the_bound(tmp_path: Path) -> None:
@@ -170,27 +171,27 @@ def test_unanswered_request_gives_up_after_the_bound(tmp_path: Path) -> None:
 
 def test_request_folder_not_writable(tmp_path: Path) -> None:
     _beat(tmp_path)
-    (sc.folder(tmp_path) / sc.HEARTBEAT).rename(tmp_path / "beat")
-    os.rmdir(sc.folder(tmp_path))
-    sc.folder(tmp_path).mkdir()
-    os.replace(tmp_path / "beat", sc.folder(tmp_path) / sc.HEARTBEAT)
-    os.chmod(sc.folder(tmp_path), 0o500)
+    (ch.folder(tmp_path) / ch.HEARTBEAT).rename(tmp_path / "beat")
+    os.rmdir(ch.folder(tmp_path))
+    ch.folder(tmp_path).mkdir()
+    os.replace(tmp_path / "beat", ch.folder(tmp_path) / ch.HEARTBEAT)
+    os.chmod(ch.folder(tmp_path), 0o500)
     try:
-        if os.access(sc.folder(tmp_path), os.W_OK):
+        if os.access(ch.folder(tmp_path), os.W_OK):
             pytest.skip("root writes anywhere")
         out = sc.ask(tmp_path, DIGEST, 30)
         assert isinstance(out, sc.NotAnswered)
         assert out.reason.startswith("share host: cannot write a request")
     finally:
-        os.chmod(sc.folder(tmp_path), 0o700)
+        os.chmod(ch.folder(tmp_path), 0o700)
 
 
 def test_read_slot_refuses_symlinks_and_fifos(tmp_path: Path) -> None:
     os.symlink("/dev/zero", tmp_path / "link")
     with pytest.raises(OSError):
-        sc.read_slot(tmp_path / "link")
+        ch.read_slot(tmp_path / "link")
     os.mkfifo(tmp_path / "fifo")
-    assert sc.read_slot(tmp_path / "fifo") == b""  # never blocks
+    assert ch.read_slot(tmp_path / "fifo") == b""  # never blocks
 
 
 JSON = st.recursive(
@@ -205,11 +206,11 @@ JSON = st.recursive(
 @given(st.dictionaries(st.text(max_size=10), JSON, max_size=8))
 def test_pad_is_one_slot_and_parses_back(doc: dict[str, Any]) -> None:
     try:
-        data = sc.pad(doc)
+        data = ch.pad(doc)
     except ValueError:
-        assert len(json.dumps(doc, separators=(",", ":"), ensure_ascii=True)) > sc.SLOT - 1
+        assert len(json.dumps(doc, separators=(",", ":"), ensure_ascii=True)) > ch.SLOT - 1
         return
-    assert len(data) == sc.SLOT
-    assert sc.parse(data) == doc
+    assert len(data) == ch.SLOT
+    assert ch.parse(data) == doc
     # A reader that kept a shorter cached size sees a prefix: never a valid answer.
-    assert sc.parse(data[: len(data) // 2]) in (None, doc)
+    assert ch.parse(data[: len(data) // 2]) in (None, doc)
