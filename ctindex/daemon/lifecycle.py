@@ -17,7 +17,7 @@ import os
 import secrets
 import selectors
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -472,7 +472,9 @@ class Daemon:
             self.share.close(self.sel)
             self._log("share-barrier-off", error=f"{exc.strerror or exc}")
 
-    def _share_request(self, req: ShareRequest, request: Message, _seen: float) -> None:
+    def _share_request(
+        self, req: ShareRequest, request: Mapping[str, object], _seen: float
+    ) -> None:
         """A client on another host asked through the share: a barrier like
         any other, answered into its file."""
         now = self.clock()

@@ -31,12 +31,12 @@ import contextlib
 import os
 import selectors
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from ctindex.backends.base import Watcher
 from ctindex.base.durable import WriteFailed, atomic_write
+from ctindex.base.jsontypes import JSONObject
 from ctindex.ipc.share_channel import (
     BARRIER,
     FOLDER,
@@ -61,7 +61,7 @@ ANSWER_TMP = ".ans-"  # `<request>.ans-<instance>`: an answer being written
 HEARTBEAT_TMP = HEARTBEAT + ".tmp"
 FIELD_MAX = 160  # characters of a reason kept in an answer (the slot is fixed)
 
-Starter = Callable[["ShareRequest", dict[str, Any], float], None]
+Starter = Callable[["ShareRequest", Mapping[str, object], float], None]
 WriteStarter = Callable[["ShareRequest", Request, float], None]
 Logger = Callable[..., None]  # (event, **fields): one line in the daemon's log
 Opener = Callable[[str], Watcher]  # folder key -> a watcher of it (cookies only)
@@ -72,7 +72,7 @@ class ShareRequest:
     the barrier keeps a socket connection (`request` is what it asked)."""
 
     def __init__(
-        self, host: ShareHost, name: str, token: str, request: dict[str, Any], op: str = BARRIER
+        self, host: ShareHost, name: str, token: str, request: JSONObject, op: str = BARRIER
     ) -> None:
         self.host = host
         self.name = name
@@ -81,7 +81,7 @@ class ShareRequest:
         self.op = op
         self.slot = slot_for(op)  # the answer fills the request's own size
 
-    def respond(self, answer: dict[str, Any]) -> None:
+    def respond(self, answer: dict[str, object]) -> None:
         self.host.respond(self, answer)
 
 
@@ -206,7 +206,7 @@ class ShareHost:
                 assert self.start_write is not None
                 self.start_write(share_req, req, now)
 
-    def respond(self, req: ShareRequest, answer: dict[str, Any]) -> None:
+    def respond(self, req: ShareRequest, answer: dict[str, object]) -> None:
         """Write `answer` into the request's file: a sibling, then a rename."""
         self.pending.pop(req.name, None)
         path = self.folder / req.name
@@ -335,7 +335,7 @@ def open_folder_watcher(root: Path, key: str) -> Watcher:
     return open_watcher(root, [], lambda _key: False, key)
 
 
-def _fit(doc: dict[str, Any], size: int) -> bytes:
+def _fit(doc: dict[str, object], size: int) -> bytes:
     """`doc` in one slot: long reasons shortened, else a plain error."""
     try:
         return pad(doc, size)
