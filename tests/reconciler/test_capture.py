@@ -141,7 +141,7 @@ def test_a_file_that_keeps_changing_is_dirty(
 
     monkeypatch.setattr(hashing, "_read_all", read_while_growing)
     # The fault is injected into the pure attempt; the C one
-    # (tests/reconciler/test_read_native.py) gives the same verdicts.
+    # (tests/reconciler/test_hashing_native.py) gives the same verdicts.
     monkeypatch.setattr(hashing, "_attempt_native", lambda: None)
     with KeyReader(str(tmp_path), clock_ns=_clock) as reader:
         captured = [Captured.of(p.key, reader.read(p)) for p in res.pending]
