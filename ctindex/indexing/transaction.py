@@ -16,12 +16,12 @@ import contextlib
 import gc
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ctindex.base.jsontypes import JSON, JSONObject
-from ctindex.base.output import Progress, counted_keys, path_messages
+from ctindex.base.output import Progress, counted_keys
 from ctindex.ipc.build_id import build_id
 from ctindex.policy.project import key_under_any
 from ctindex.providers import INDEX_PROVIDER, PROVIDERS
@@ -73,11 +73,6 @@ class UpdateReport:
     reconcile_ms: float = 0.0
     duration_ms: float = 0.0
     notes: tuple[str, ...] = ()
-    # What the published generation could not take in, kind (errors,
-    # warnings, missing_roots) -> [{path, message}]. A pass leaves it empty
-    # (reading the diagnostics would cost a nothing-changed update a file
-    # read); `with_problems` fills it for those who show it.
-    problems: Mapping[str, list[dict[str, str]]] = field(default_factory=dict)
     # Files seen with more than one name -> (fingerprint, recorded_ns) as the
     # new file table records them; `linked_full`: the pass walked every root
     # (else only the keys it was narrowed to). The daemon re-checks these at
@@ -100,41 +95,20 @@ class UpdateReport:
 
     def as_dict(self) -> dict[str, Any]:
         """The `update --json` fields. `linked` and `seen` are the daemon's
-        input, not part of it (and `seen` is the whole new file table);
-        `problems` is added by whoever shows them."""
+        input, not part of it (and `seen` is the whole new file table); what
+        the index could not take in is read by whoever shows it
+        (ctindex/service/update_problems.py)."""
         return {
             f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name not in _INTERNAL
         }
 
 
-_INTERNAL = frozenset(("linked", "linked_full", "seen", "identity", "problems"))
+_INTERNAL = frozenset(("linked", "linked_full", "seen", "identity"))
 
 
 def _plain(value: object) -> object:
     """A field as JSON has it: tuples as lists."""
     return list(value) if isinstance(value, tuple) else value
-
-
-def with_problems(report: UpdateReport, index_dir: Path) -> UpdateReport:
-    """`report` with `problems` filled from the published generation's
-    diagnostics (read here, not by the pass: see UpdateReport.problems)."""
-    errors: dict[str, str] = {}
-    warnings: dict[str, str] = {}
-    try:
-        m = read_manifest(index_dir)
-        if m is not None and m.diag and (m.errors or m.warnings):
-            errors, warnings = read_diag(index_dir / m.diag)
-    except (IndexCorrupt, OSError, ValueError, KeyError):
-        pass  # counted in the report all the same; `verify` names the damage
-    problems = {
-        "errors": path_messages(errors),
-        "warnings": path_messages(warnings),
-        "missing_roots": [
-            {"path": r, "message": "scope root missing, a symlink or not a folder"}
-            for r in sorted(report.missing_roots)
-        ],
-    }
-    return replace(report, problems=problems)
 
 
 # Off only in tests that compare a rebuild with the pass's own reads.
