@@ -31,9 +31,8 @@ if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
 
-# What only the daemon reads of a report (and the problems, which the
-# client reads from the generation itself): an answer is not asked for them.
-DAEMON_ONLY = ("linked", "linked_full", "seen", "identity", "problems")
+# What only the daemon reads of a report: an answer is not asked for them.
+DAEMON_ONLY = ("linked", "linked_full", "seen", "identity")
 
 
 class Routed(NamedTuple):
