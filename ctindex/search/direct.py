@@ -12,7 +12,7 @@ import os
 import stat
 from array import array
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ctindex.base.output import counted_keys
 from ctindex.providers import INDEX_PROVIDER, load
@@ -81,7 +81,7 @@ class MemoryPartition:
     def rank(self, term: str) -> int | None:
         return self._rank.get(term) if term in self._post else None
 
-    def sequences(self, docs: Iterable[int]) -> Iterator[tuple[int, array[Any]]]:
+    def sequences(self, docs: Iterable[int]) -> Iterator[tuple[int, array[int]]]:
         for d in docs:
             yield d, array("I", [self._rank[t] for t in self.analyses[d].tokens])
 
@@ -94,13 +94,13 @@ class MemoryPartition:
     def key(self, doc: int) -> str:
         return self.docs[doc].key
 
-    def lengths(self) -> array[Any]:
+    def lengths(self) -> array[int]:
         return array("I", [a.length for a in self.analyses])
 
     def length_sum(self) -> int:
         return sum(a.length for a in self.analyses)
 
-    def field_lengths(self) -> list[array[Any]]:
+    def field_lengths(self) -> list[array[int]]:
         # arrays of u32, as a segment's: the C scoring loops read them
         return [array("I", [a.flens[f] for a in self.analyses]) for f in range(4)]
 

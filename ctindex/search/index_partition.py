@@ -6,7 +6,6 @@ import weakref
 from array import array
 from bisect import bisect_left
 from collections.abc import Collection, Iterable, Iterator
-from typing import Any
 
 from ctindex.store.segment_read import Segment
 from ctindex.store.snapshot import SegmentView
@@ -22,7 +21,7 @@ class SegmentPartition:
         self.deleted = view.deleted
         self.ref = view.ref
         self._tf: dict[str, dict[int, int]] = {}
-        self._arrays: dict[str, tuple[array[Any], array[Any]] | None] = {}
+        self._arrays: dict[str, tuple[array[int], array[int]] | None] = {}
         self._universe: set[int] | None = None
         self._prefix: dict[str, set[int]] = {}
         self._flen_sums: list[int] | None = None
@@ -66,12 +65,12 @@ class SegmentPartition:
             gone += at < n and ids[at] == d
         return n - gone
 
-    def posting_arrays(self, term: str) -> tuple[array[Any], array[Any]] | None:
+    def posting_arrays(self, term: str) -> tuple[array[int], array[int]] | None:
         """(doc ids, weighted tfs) of `term` as the segment stores them,
         tombstoned documents included (the dense scoring masks them)."""
         return self._posting(term)
 
-    def _posting(self, term: str) -> tuple[array[Any], array[Any]] | None:
+    def _posting(self, term: str) -> tuple[array[int], array[int]] | None:
         if term not in self._arrays:
             self._arrays[term] = self.seg.postings(term)
         return self._arrays[term]
@@ -146,7 +145,7 @@ class SegmentPartition:
     def rank(self, term: str) -> int | None:
         return self.seg.rank(term)
 
-    def sequences(self, docs: Iterable[int]) -> Iterator[tuple[int, array[Any]]]:
+    def sequences(self, docs: Iterable[int]) -> Iterator[tuple[int, array[int]]]:
         return self.seg.sequences(docs)
 
     def phrase_docs(self, docs: Iterable[int], ranks: list[int]) -> set[int]:
@@ -169,13 +168,13 @@ class SegmentPartition:
     def key(self, doc: int) -> str:
         return self.seg.keys()[doc]
 
-    def lengths(self) -> array[Any]:
+    def lengths(self) -> array[int]:
         return self.seg.lengths()
 
     def length_sum(self) -> int:
         return self.ref.length_sum
 
-    def field_lengths(self) -> list[array[Any]]:
+    def field_lengths(self) -> list[array[int]]:
         return self.seg.field_lengths()
 
     def field_length_sums(self) -> list[int]:

@@ -12,7 +12,7 @@ import heapq
 import math
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple, Protocol, cast
+from typing import NamedTuple, Protocol, cast
 
 from ctindex.providers.fields import (
     EXACT_ID,
@@ -94,7 +94,7 @@ class Partition(Protocol):
     def prefix_docs(self, prefix: str) -> set[int]: ...  # live docs with a word term
     #                                                        starting with prefix
     def rank(self, term: str) -> int | None: ...  # id of a term in token streams
-    def sequences(self, docs: Iterable[int]) -> Iterator[tuple[int, array[Any]]]: ...
+    def sequences(self, docs: Iterable[int]) -> Iterator[tuple[int, array[int]]]: ...
     #                                               (doc, token stream as term ranks)
     def sep_rank(self) -> int: ...
     def path_prefix(self, prefix: str) -> set[int]: ...  # docs whose key starts with prefix
@@ -111,7 +111,7 @@ def path_matches(key: str, prefix: str) -> bool:
     return key.startswith(prefix)
 
 
-def has_run(seq: array[Any], ranks: Sequence[int]) -> bool:
+def has_run(seq: array[int], ranks: Sequence[int]) -> bool:
     """True when `ranks` occur consecutively in `seq` (a phrase match).
 
     Works on the raw bytes with ``bytes.find`` (C speed); a hit must start on
@@ -130,7 +130,7 @@ def has_run(seq: array[Any], ranks: Sequence[int]) -> bool:
     return False
 
 
-def positions(seq: array[Any], rank: int) -> list[int]:
+def positions(seq: array[int], rank: int) -> list[int]:
     """Indexes of `rank` in `seq`, found with ``bytes.find`` on item
     boundaries (as ``has_run``): O(occurrences) finds at C speed, not a
     Python step per token."""
@@ -492,7 +492,7 @@ class ArrayPartition(Partition, Protocol):
     """A partition that can hand a term's posting as arrays (a segment's:
     doc ids and weighted tfs, tombstoned documents included)."""
 
-    def posting_arrays(self, term: str) -> tuple[array[Any], array[Any]] | None: ...
+    def posting_arrays(self, term: str) -> tuple[array[int], array[int]] | None: ...
 
 
 # The dense scores serve a query matching at least one document in this many.
@@ -664,7 +664,7 @@ PROXIMITY_REACH = 32
 # as ``has_run`` does: C speed, not a Python step per token.)
 
 
-def min_span(seq: array[Any], ranks: Sequence[int], sep: int) -> int | None:
+def min_span(seq: array[int], ranks: Sequence[int], sep: int) -> int | None:
     """The length of the shortest run of `seq` inside one field (no `sep`)
     holding every one of `ranks` (distinct); None when no field holds them
     all. A stream longer than PROXIMITY_LONG is first narrowed to the
@@ -680,7 +680,7 @@ def min_span(seq: array[Any], ranks: Sequence[int], sep: int) -> int | None:
     return _min_span_py(seq, ranks, sep)
 
 
-def _min_span_py(seq: array[Any], ranks: Sequence[int], sep: int) -> int | None:
+def _min_span_py(seq: array[int], ranks: Sequence[int], sep: int) -> int | None:
     """`min_span` on a stream already narrowed (ctindex/search/_rank.c
     `min_span` answers the same)."""
     k = len(ranks)
@@ -707,7 +707,7 @@ def _min_span_py(seq: array[Any], ranks: Sequence[int], sep: int) -> int | None:
     return best
 
 
-def _narrow(seq: array[Any], ranks: Sequence[int], sep: int) -> array[Any] | None:
+def _narrow(seq: array[int], ranks: Sequence[int], sep: int) -> array[int] | None:
     """The windows of a long stream around the first occurrences of its
     anchor, `ranks[0]` (the caller puts the query's rarest word first),
     joined by `sep` so no run crosses from one to the next; None when the

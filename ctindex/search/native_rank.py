@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast
+from typing import Protocol, cast
 
 from ctindex.base import native_modules
 
@@ -83,8 +83,8 @@ class RankModule(Protocol):
         self,
         acc: array[float],
         mask: bytearray,
-        main: tuple[array[Any], array[Any]],
-        fields: tuple[tuple[array[Any], array[Any]] | None, ...],
+        main: tuple[array[int], array[int]],
+        fields: tuple[tuple[array[int], array[int]] | None, ...],
         lengths: Sequence[int],
         flens: tuple[Sequence[int], ...],
         fparams: tuple[tuple[float, float, float], ...],
@@ -97,7 +97,7 @@ class RankModule(Protocol):
     def add_arrays(self, acc: array[float], other: array[float], /) -> None: ...
     def kth_largest(self, dicts: Sequence[dict[int, float]], k: int, /) -> float: ...
     def at_least(self, scores: dict[int, float], bar: float, /) -> list[int]: ...
-    def min_span(self, seq: array[Any], ranks: list[int], sep: int, /) -> int | None: ...
+    def min_span(self, seq: array[int], ranks: list[int], sep: int, /) -> int | None: ...
 
 
 def module() -> RankModule | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 MAGIC = b"CTSEG\x00\x01\x00"
 # 2: section 10, the per-field lengths BM25F normalises by (docs/format.md).
@@ -63,14 +63,14 @@ TF_MAX = 0xFFFF
 LITTLE = sys.byteorder == "little"
 
 
-def to_le(arr: array[Any]) -> bytes:
+def to_le(arr: array[int]) -> bytes:
     if not LITTLE:  # pragma: no cover - the format is little-endian everywhere
         arr = array(arr.typecode, arr)
         arr.byteswap()
     return arr.tobytes()
 
 
-def from_le(code: str, data: bytes | memoryview) -> array[Any]:
+def from_le(code: str, data: bytes | memoryview) -> array[int]:
     out = array(code)
     out.frombytes(data)
     if not LITTLE:  # pragma: no cover

@@ -15,7 +15,6 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from ctindex.base.statefile import open_regular
 from ctindex.store.durable import IndexCorrupt, crc
@@ -108,12 +107,12 @@ class Segment:
             os.close(self._fd)
             raise
         self._blocks: dict[int, tuple[list[str], memoryview]] = {}
-        self._lengths: array[Any] | None = None
-        self._flens: list[array[Any]] | None = None
+        self._lengths: array[int] | None = None
+        self._flens: list[array[int]] | None = None
         self._keys: list[str] | None = None
         self._rtable: bytes | None = None
-        self._seq_offs: array[Any] | None = None
-        self._seq_crcs: array[Any] = array("I")
+        self._seq_offs: array[int] | None = None
+        self._seq_crcs: array[int] = array("I")
         self._rblock: tuple[int, bytes] | None = None  # the last record block read
 
     def _corrupt(self, what: str) -> IndexCorrupt:
@@ -235,7 +234,7 @@ class Segment:
             b += 1
         return out
 
-    def postings(self, term: str) -> tuple[array[Any], array[Any]] | None:
+    def postings(self, term: str) -> tuple[array[int], array[int]] | None:
         """(doc ids, weighted tfs) of a term, verified, or None when absent."""
         found = self.lookup(term)
         if found is None:
@@ -300,12 +299,12 @@ class Segment:
         return None if found is None else found[3] - self.word_base
 
     # -- documents ---------------------------------------------------------------
-    def lengths(self) -> array[Any]:
+    def lengths(self) -> array[int]:
         if self._lengths is None:
             self._lengths = from_le("I", self._section(S_LENGTHS))
         return self._lengths
 
-    def field_lengths(self) -> list[array[Any]]:
+    def field_lengths(self) -> list[array[int]]:
         """Raw token counts per field (title, tags, description, concept ID),
         one array of ndocs each."""
         if self._flens is None:
@@ -360,10 +359,10 @@ class Segment:
             raise self._corrupt(f"document {docid}")
         return rec
 
-    def sequence(self, docid: int) -> array[Any]:
+    def sequence(self, docid: int) -> array[int]:
         return next(self.sequences([docid]))[1]
 
-    def sequences(self, docids: Iterable[int]) -> Iterator[tuple[int, array[Any]]]:
+    def sequences(self, docids: Iterable[int]) -> Iterator[tuple[int, array[int]]]:
         """Token streams (term ranks) of documents. Streams are read and
         CRC-checked in runs of SEQ_BLOCK_DOCS documents; give ids in
         increasing order so each run is read once."""
@@ -382,7 +381,7 @@ class Segment:
                 run = r
             yield docid, from_le(self.seq_code, data[offs[docid] - start : offs[docid + 1] - start])
 
-    def _seq_index(self) -> tuple[array[Any], array[Any]]:
+    def _seq_index(self) -> tuple[array[int], array[int]]:
         if self._seq_offs is None:
             data = self._section(S_SEQOFFS)
             cut = 8 * (self.ndocs + 1)
