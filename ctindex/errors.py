@@ -16,7 +16,8 @@ can name them without loading the modules that raise them.
     │   └── UnsafeStorePath      a store folder is a symbolic link or another user's
     ├── IndexWriteError          writing the index failed (spec §11)
     │   ├── IndexBusy            another writer held the update lock too long
-    │   └── IndexReadOnly        the index folder cannot be written (store/lock.py)
+    │   ├── IndexReadOnly        the index folder cannot be written (store/lock.py)
+    │   └── WriteFailed          one atomic write failed, and at which step (base/durable.py)
     ├── IndexCorrupt             the published index cannot be read consistently
     │   └── IndexFormatChanged   written in another storage format: rebuilt, not repaired
     ├── ConceptNotFound          exit 1: no concept has that ID (with close matches)

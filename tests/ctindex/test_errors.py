@@ -6,12 +6,14 @@ from __future__ import annotations
 import functools
 import importlib
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import ctindex.errors as errors
+from ctindex.base.durable import WriteFailed
 from ctindex.errors import (
     AmbiguousConcept,
     ConceptNotFound,
@@ -79,6 +81,8 @@ def _instance(cls: type[CtindexError], message: str) -> CtindexError:
         return cls(message, field=message, suggestions=(message,))
     if issubclass(cls, ConceptNotFound):
         return cls(message, (message, "x"))
+    if issubclass(cls, WriteFailed):
+        return cls(message, "write", OSError(28, "No space left on device"), Path("x"))
     if issubclass(cls, AmbiguousConcept):
         return cls(message, (message, "b/x.md"))
     return cls(message)
@@ -125,7 +129,7 @@ def _documented_tree() -> list[tuple[str, str | None, int]]:
 def test_the_docstring_tree_is_parsed_whole() -> None:
     names = [name for name, _parent, _code in _documented_tree()]
     assert names[0] == "CtindexError"
-    assert len(names) == 18, names
+    assert len(names) == 19, names
 
 
 def test_the_docstring_tree_lists_every_error_type_of_the_package() -> None:
