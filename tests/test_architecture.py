@@ -24,6 +24,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 # repository folder -> installed package name
 ROOMS = {"ctindex": "ctindex", "reconciler": "ctindex.reconciler", "backends": "ctindex.backends"}
@@ -381,3 +383,13 @@ def test_every_module_has_tests_found_by_its_name() -> None:
 
 def test_every_exception_names_a_module_that_exists() -> None:
     assert [k for k in UNTESTED_BY_NAME if not (REPO / k).is_file()] == []
+
+
+def test_pyproject_lists_every_package() -> None:
+    """pyproject.toml names its packages one by one: a folder missing from the
+    list installs in a checkout's path-based editable mode and nowhere else."""
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(config["tool"]["setuptools"]["packages"])
+    found = {m for m, path in modules().items() if path.name == "__init__.py"}
+    assert found == listed
