@@ -122,12 +122,9 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value  # the next lookup is a plain attribute
         return value
     if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
+        from ctindex.service.version import version
 
-        try:
-            return version("ctindex")
-        except PackageNotFoundError:
-            return "unknown"
+        return version()
     raise AttributeError(f"module 'ctindex' has no attribute {name!r}")
 
 

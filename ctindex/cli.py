@@ -722,7 +722,10 @@ def _silence_stdout(out: TextIO) -> None:
     if out is sys.stdout:
         with contextlib.suppress(OSError, ValueError):
             devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            try:
+                os.dup2(devnull, sys.stdout.fileno())
+            finally:
+                os.close(devnull)
 
 
 _GLOBAL_WITH_VALUE = ("-C", "--project", "--color")

@@ -199,6 +199,9 @@ def _print(answer: SearchAnswer) -> int:
 def _silence_stdout() -> None:
     try:
         fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, sys.stdout.fileno())
+        try:
+            os.dup2(fd, sys.stdout.fileno())
+        finally:
+            os.close(fd)
     except (OSError, ValueError):
         pass

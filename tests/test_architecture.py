@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,6 +87,10 @@ def layer_of(module: str) -> int | None:
     return None if best is None else best[1]
 
 
+# `from ctindex import Index` loads ctindex.api (ctindex/__init__.py, _WHERE).
+LAZY_NAMES: dict[str, str] = dict(importlib.import_module("ctindex")._WHERE)
+
+
 def modules() -> dict[str, Path]:
     """Installed module name -> source file, for every module of the package."""
     found: dict[str, Path] = {}
@@ -123,15 +128,14 @@ def imports(
                 if not (typing_only and (top_level_only or not typing)):
                     yield from walk(node.body)
                 yield from walk(node.orelse)
-            elif isinstance(node, ast.Try):
-                for block in (node.body, node.orelse, node.finalbody):
-                    yield from walk(block)
-                for handler in node.handlers:
-                    yield from walk(handler.body)
-            elif not top_level_only and isinstance(
-                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With, ast.For)
-            ):
-                yield from walk(node.body)
+                continue
+            if top_level_only and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue  # runs when called, not when the module is imported
+            # Every other statement's blocks: with, for, while, try (and
+            # try*), match cases, class bodies and, unless skipped above,
+            # function bodies.
+            for block in _blocks(node):
+                yield from walk(block)
 
     for node in walk(tree.body):
         if isinstance(node, ast.Import):
@@ -146,6 +150,20 @@ def imports(
             yield node.lineno, target
             for alias in node.names:  # `from ctindex.store import writer` imports a module
                 yield node.lineno, f"{target}.{alias.name}"
+                if target == "ctindex" and alias.name in LAZY_NAMES:
+                    # the package's names load their module on first use
+                    yield node.lineno, LAZY_NAMES[alias.name]
+
+
+def _blocks(node: ast.stmt) -> Iterator[list[ast.stmt]]:
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(node, field, None)
+        if isinstance(block, list):
+            yield block
+    for handler in getattr(node, "handlers", ()):
+        yield handler.body
+    for case in getattr(node, "cases", ()):
+        yield case.body
 
 
 def _known(name: str, mods: dict[str, Path]) -> str | None:
@@ -393,3 +411,17 @@ def test_pyproject_lists_every_package() -> None:
     listed = set(config["tool"]["setuptools"]["packages"])
     found = {m for m, path in modules().items() if path.name == "__init__.py"}
     assert found == listed
+
+
+def test_imports_sees_lazy_package_names_and_every_block(tmp_path: Path) -> None:
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "def f():\n"
+        "    while True:\n"
+        "        from ctindex import Index\n"
+        "    match 1:\n"
+        "        case 1:\n"
+        "            import ctindex.cli\n"
+    )
+    found = {t for _line, t in imports("ctindex.store.probe", source, top_level_only=False)}
+    assert {"ctindex.api", "ctindex.cli"} <= found

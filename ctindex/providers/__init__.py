@@ -68,10 +68,6 @@ INDEX_PROVIDER = OKF_MARKDOWN.id
 _LOADED: dict[str, Provider] = {}
 
 
-def get_provider(provider_id: str) -> ProviderInfo | None:
-    return PROVIDERS.get(provider_id)
-
-
 def load(provider_id: str) -> Provider:
     """The provider registered under `provider_id`, its module imported on
     first use. KeyError for an id the registry does not hold (the policy
