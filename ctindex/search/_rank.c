@@ -106,8 +106,10 @@ static PyObject *field_scores(PyObject *self, PyObject *args) {
             ok = in == 0;
             continue;
         }
-        long long d = PyLong_AsLongLong(key), t = PyLong_AsLongLong(value), len;
-        if (PyErr_Occurred() || u32_at(&lens, d, &len) < 0) {
+        /* Each conversion checked before the next: no call with an error set. */
+        long long d = PyLong_AsLongLong(key), t, len;
+        if ((d == -1 && PyErr_Occurred()) || ((t = PyLong_AsLongLong(value)) == -1 && PyErr_Occurred()) ||
+            u32_at(&lens, d, &len) < 0) {
             ok = 0;
             break;
         }
@@ -160,13 +162,14 @@ static PyObject *body_scores(PyObject *self, PyObject *args) {
             ok = in == 0;
             continue;
         }
-        long long d = PyLong_AsLongLong(key), body = PyLong_AsLongLong(value);
-        if (PyErr_Occurred()) {
+        long long d = PyLong_AsLongLong(key), body;
+        if ((d == -1 && PyErr_Occurred()) ||
+            ((body = PyLong_AsLongLong(value)) == -1 && PyErr_Occurred())) {
             ok = 0;
             break;
         }
         int in_field = 0;
-        for (int f = 0; f < 3 && !in_field; f++) {
+        for (int f = 0; ok && f < 3 && !in_field; f++) {
             int c = PyDict_Contains(field[f], key);
             if (c < 0) ok = 0;
             in_field = c > 0;
@@ -174,7 +177,7 @@ static PyObject *body_scores(PyObject *self, PyObject *args) {
         if (!ok) break;
         if (in_field) {
             long long t[3];
-            for (int f = 0; f < 3; f++)
+            for (int f = 0; ok && f < 3; f++)
                 if (int_get(field[f], key, &t[f]) < 0) ok = 0;
             if (!ok) break;
             body -= w[0] * t[0] + w[1] * t[1] + w[2] * t[2];
@@ -185,7 +188,7 @@ static PyObject *body_scores(PyObject *self, PyObject *args) {
             ok = 0;
             break;
         }
-        for (int f = 0; f < 3; f++)
+        for (int f = 0; ok && f < 3; f++)
             if (u32_at(&flens[f], d, &fl[f]) < 0) ok = 0;
         if (!ok) break;
         long long body_len = len - w[0] * fl[0] - w[1] * fl[1] - w[2] * fl[2];
@@ -211,8 +214,10 @@ static PyObject *add_into(PyObject *self, PyObject *args) {
             if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
             return NULL;
         }
-        double s = PyFloat_AsDouble(old), v = PyFloat_AsDouble(value);
-        if (PyErr_Occurred()) return NULL;
+        double s = PyFloat_AsDouble(old), v;
+        if (s == -1.0 && PyErr_Occurred()) return NULL;
+        v = PyFloat_AsDouble(value);
+        if (v == -1.0 && PyErr_Occurred()) return NULL;
         PyObject *sum = PyFloat_FromDouble(s + v);
         if (sum == NULL) return NULL;
         int rc = PyDict_SetItem(scores, key, sum);
@@ -230,10 +235,11 @@ static PyObject *max_into(PyObject *self, PyObject *args) {
     PyObject *key, *value;
     while (PyDict_Next(got, &pos, &key, &value)) {
         PyObject *old = PyDict_GetItemWithError(best, key);
-        double b = 0.0, v = PyFloat_AsDouble(value);
         if (old == NULL && PyErr_Occurred()) return NULL;
+        double b = 0.0, v = PyFloat_AsDouble(value);
+        if (v == -1.0 && PyErr_Occurred()) return NULL;
         if (old != NULL) b = PyFloat_AsDouble(old);
-        if (PyErr_Occurred()) return NULL;
+        if (b == -1.0 && PyErr_Occurred()) return NULL;
         if (v > b && PyDict_SetItem(best, key, value) < 0) return NULL;
     }
     Py_RETURN_NONE;
@@ -748,8 +754,22 @@ static PyObject *kth_largest(PyObject *self, PyObject *args) {
                 PyErr_SetString(PyExc_ValueError, "_rank.kth_largest: a NaN score");
                 return NULL;
             }
+            /* A value's __float__ may run Python code that grows a dict:
+             * never write past the n counted above. */
+            if (at >= n) {
+                PyMem_Free(v);
+                Py_DECREF(seq);
+                PyErr_SetString(PyExc_RuntimeError, "_rank.kth_largest: a dict changed size");
+                return NULL;
+            }
             v[at++] = x;
         }
+    }
+    if (at != n) {
+        PyMem_Free(v);
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_RuntimeError, "_rank.kth_largest: a dict changed size");
+        return NULL;
     }
     double got = kth_largest_of(v, n, k);
     PyMem_Free(v);

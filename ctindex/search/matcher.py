@@ -497,6 +497,8 @@ class ArrayPartition(Partition, Protocol):
 
 # The dense scores serve a query matching at least one document in this many.
 DENSE_SHARE = 16
+# A term's main posting where a segment has none (its ids, its counts).
+_NO_POSTING: tuple[array[int], array[int]] = (array("I"), array("I"))
 
 
 class _Dense:
@@ -564,14 +566,23 @@ class _Dense:
         )
         body = (1 - FIELDS[4][2], FIELDS[4][2] / st.avg[4], w * PER_FIELD[4][1] * k1p)
         for p, acc, mask in zip(self.parts, into, masks, strict=True):
-            main = p.posting_arrays(term) if mask is not None else None
-            if main is None or mask is None:
+            if mask is None:
                 continue
+            fields = tuple(p.posting_arrays(head + term) for head in FIELD_TERM)
+            main = p.posting_arrays(term)
+            if main is None:
+                # The concept ID's terms are not in the main posting
+                # (ctindex/providers/fields.py), so a document matched by
+                # another clause still gets its ID share, as in the dict
+                # loops (`_per_field_scores`), from an empty main posting.
+                if all(f is None for f in fields):
+                    continue
+                main = _NO_POSTING
             self.native.score_term(
                 acc,
                 mask,
                 main,
-                tuple(p.posting_arrays(head + term) for head in FIELD_TERM),
+                fields,
                 p.lengths(),
                 tuple(p.field_lengths()),
                 fparams,

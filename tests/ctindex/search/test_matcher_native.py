@@ -13,7 +13,9 @@ from __future__ import annotations
 import heapq
 import importlib
 import random
+import shutil
 import struct
+import tempfile
 from array import array
 from pathlib import Path
 from types import ModuleType
@@ -303,3 +305,182 @@ def test_index_answers_are_the_oracles(index_root: Path) -> None:
             (r.path, r.score, r.snippet) for r in want.results
         ], q
         assert (got.total, got.keys) == (want.total, want.keys), q
+
+
+# -- every ranking path against the others, on small random indexes ----------------------------
+#
+# The dense scores (`_Dense`, `score_term` in C) run when a query matches a
+# large enough share of the documents (DENSE_SHARE); the dict loops (C
+# kernels, or pure with CTINDEX_PURE=1) otherwise; --direct reads the files.
+# All four must give the same results and the same floats. Concept-ID terms
+# (`\x01i...`) are outside a term's main posting, so a document matched by
+# one clause of an OR and holding the other word only in its ID is where
+# they once parted.
+
+# DENSE_SHARE 0: the dense scores never apply; 10**9: whenever anything matches.
+_MODES = (("native", None), ("native-dict", 0), ("native-dense", 10**9), ("pure", None))
+
+
+def _project(root: Path) -> Project:
+    (root / ".git").mkdir(parents=True, exist_ok=True)
+    (root / ".ct").mkdir(exist_ok=True)
+    (root / ".ct" / "index.jsonc").write_text('{"version": 1, "watch": false}')
+    return Project.at(root)
+
+
+def _every_path(root: Path, queries: list[str]) -> dict[str, list[list[tuple[str, bytes]]]]:
+    """Per ranking path, per query: the results as (path, score bytes)."""
+    project = Project.at(root)
+
+    def shown(outcome: Outcome) -> list[tuple[str, bytes]]:
+        return [(r.path, struct.pack("<d", r.score)) for r in outcome.results]
+
+    out: dict[str, list[list[tuple[str, bytes]]]] = {}
+    for name, share in _MODES:
+        with pytest.MonkeyPatch.context() as mp:
+            if name == "pure":
+                mp.setenv("CTINDEX_PURE", "1")
+            else:
+                mp.delenv("CTINDEX_PURE", raising=False)
+            if share is not None:
+                mp.setattr(matcher, "DENSE_SHARE", share)
+            native_modules.reset()
+            try:
+                out[name] = with_snapshot(
+                    project.index_dir,
+                    lambda snap: [
+                        shown(search_snapshot(snap, parse_query(q), 50)) for q in queries
+                    ],
+                )
+            finally:
+                native_modules.reset()
+        native_modules.reset()
+    plan = load_plan(project)
+    out["direct"] = [shown(search_direct(str(root), plan, parse_query(q), 50)) for q in queries]
+    return out
+
+
+def _assert_all_paths_agree(
+    root: Path, queries: list[str]
+) -> dict[str, list[list[tuple[str, bytes]]]]:
+    got = _every_path(root, queries)
+    for name, answers in got.items():
+        for q, answer, want in zip(queries, answers, got["pure"], strict=True):
+            assert answer == want, (name, q)
+    return got
+
+
+def test_an_id_share_survives_a_segment_without_the_main_posting(tmp_path: Path) -> None:
+    """The reviewer's case: `zzqx` only in a concept ID, the document matched
+    through `margin`; every path gives it its ID share."""
+    _native()
+    root = tmp_path / "sample"
+    shutil.copytree(Path(__file__).parents[3] / "fixtures" / "sample", root)
+    metrics = root / "okf" / "bundles" / "acme_retail" / "metrics"
+    (metrics / "zzqx.md").write_text(
+        "---\ntitle: Quarterly figure\n---\n\n# Quarterly figure\n\nThe margin of the quarter.\n"
+    )
+    project = _project(root)
+    update(project, load_plan(project))
+    got = _assert_all_paths_agree(root, ["zzqx OR margin", "margin", "zzqx"])
+    zzqx = [s for p, s in got["native"][0] if p.endswith("metrics/zzqx.md")]
+    alone = [s for p, s in got["native"][1] if p.endswith("metrics/zzqx.md")]
+    assert len(zzqx) == 1 and len(alone) == 1
+    # The ID share counts: the OR scores it above `margin` alone.
+    assert struct.unpack("<d", zzqx[0])[0] > struct.unpack("<d", alone[0])[0]
+
+
+_VOCAB = ["ab", "abc", "abd", "bx", "by", "cz", "kq"]
+_words = st.lists(st.sampled_from(_VOCAB), min_size=0, max_size=6)
+_doc = st.tuples(
+    st.lists(st.sampled_from(_VOCAB), min_size=1, max_size=2, unique=True),  # file name (the ID)
+    _words,  # title
+    _words,  # tags
+    _words,  # body
+)
+_query = st.one_of(
+    st.sampled_from(_VOCAB),
+    st.tuples(st.sampled_from(_VOCAB), st.sampled_from(_VOCAB)).map(" OR ".join),
+    st.tuples(st.sampled_from(_VOCAB), st.sampled_from(_VOCAB)).map(" ".join),
+    st.sampled_from(["a*", "ab*", "b*"]),
+    st.tuples(st.sampled_from(["a*", "b*"]), st.sampled_from(_VOCAB)).map(" OR ".join),
+)
+
+
+def _write_doc(kb: Path, i: int, doc: tuple[list[str], list[str], list[str], list[str]]) -> None:
+    name, title, tags, body = doc
+    front = f"---\ntitle: {' '.join(title) or 'x'}\ntags: [{', '.join(tags)}]\n---\n\n"
+    (kb / f"{'-'.join(name)}-{i}.md").write_text(front + " ".join(body) + "\n")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    first=st.lists(_doc, min_size=1, max_size=8),
+    second=st.lists(_doc, min_size=0, max_size=4),
+    deleted=st.sets(st.integers(0, 7), max_size=3),
+    queries=st.lists(_query, min_size=1, max_size=4),
+)
+def test_every_ranking_path_gives_the_same_floats(
+    first: list[tuple[list[str], list[str], list[str], list[str]]],
+    second: list[tuple[list[str], list[str], list[str], list[str]]],
+    deleted: set[int],
+    queries: list[str],
+) -> None:
+    _native()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "p"
+        kb = root / "kb"
+        kb.mkdir(parents=True)
+        (kb / "index.md").write_text("# kb\n")
+        project = _project(root)
+        for i, doc in enumerate(first):
+            _write_doc(kb, i, doc)
+        update(project, load_plan(project))
+        # A second generation: new and rewritten pages, deletions (tombstones).
+        for i, doc in enumerate(second):
+            _write_doc(kb, 100 + i, doc)
+        for i, doc in enumerate(first):
+            if i in deleted:
+                (kb / f"{'-'.join(doc[0])}-{i}.md").unlink()
+        update(project, load_plan(project))
+        _assert_all_paths_agree(root, queries)
+
+
+# -- the C loops' error paths: one clear exception, no call with an error set --------------------
+
+
+class _Grower:
+    """A score whose conversion to float adds an entry to another dict."""
+
+    def __init__(self, grows: dict[int, float]) -> None:
+        self.grows = grows
+
+    def __float__(self) -> float:
+        self.grows[len(self.grows) + 100] = 1.0
+        return 1.0
+
+
+def test_the_leaders_cut_refuses_dicts_that_grow_under_it() -> None:
+    later: dict[int, float] = {}
+    with pytest.raises(RuntimeError, match="changed size"):
+        _native().kth_largest([{0: _Grower(later)}, later], 1)
+
+
+def test_bad_postings_raise_one_type_error() -> None:
+    native = _native()
+    lens = array("I", [1, 1])
+    with pytest.raises(TypeError):
+        native.field_scores({}, {"d": "t"}, None, lens, 1.0, 1.0, 1.0, matcher.K1)
+    with pytest.raises(TypeError):
+        native.field_scores({}, {0: "t"}, None, lens, 1.0, 1.0, 1.0, matcher.K1)
+    flens = (lens, lens, lens)
+    for main, fields in (
+        ({"d": "t"}, ({}, {}, {})),
+        ({0: 5}, ({0: "a"}, {0: "b"}, {0: "c"})),
+    ):
+        with pytest.raises(TypeError):
+            native.body_scores({}, main, None, fields, lens, flens, (3, 2, 2), 1.0, 1.0, 1.0, 1.2)
+    with pytest.raises(TypeError):
+        native.add_into({0: "s"}, {0: "v"})
+    with pytest.raises(TypeError):
+        native.max_into({0: "b"}, {0: "v"})
