@@ -106,11 +106,14 @@ class ShareUpdates:
 
     def _start(self, op: str, requests: list[ShareRequest]) -> None:
         env = {**os.environ, LOCAL_WRITES_ENV: "1"}
-        argv = [sys.executable, "-m", "ctindex", "-C", os.fspath(self.root), "--json", op]
+        argv = [*_python(), "-m", "ctindex", "-C", os.fspath(self.root), "--json", op]
         try:
             proc = subprocess.Popen(
                 argv,
-                cwd=self.root,
+                # Never the project folder: every share client can write it, and
+                # `-m` puts the working folder first on sys.path (an `argparse.py`
+                # dropped there would run as the host's user).
+                cwd="/",
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -240,6 +243,16 @@ class ShareUpdates:
             "queued": sum(len(r) for r in self.queued.values()),
             "runs": self.runs,
         }
+
+
+def _python() -> list[str]:
+    """The interpreter for a run, told not to put any folder first on sys.path
+    (`-P`, Python 3.11+); before 3.11 the run's working folder is "/", which
+    `-m` puts there instead, and no share client writes it.  Not `-I`: it
+    would drop PYTHONPATH, which a development install may need."""
+    if sys.version_info >= (3, 11):
+        return [sys.executable, "-P"]
+    return [sys.executable]
 
 
 def _fitting(answer: dict[str, object], size: int) -> dict[str, object]:

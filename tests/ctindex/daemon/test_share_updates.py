@@ -147,3 +147,19 @@ def test_a_stop_answers_every_waiting_client(host: Host) -> None:
         assert answer is not None and answer == {**answer, "ok": False}
         assert answer["error"] == "daemon stopping: test"
     assert not host.runs.busy
+
+
+def test_a_module_dropped_in_the_project_never_runs_in_the_hosts_run(host: Host) -> None:
+    # Every share client can write the project folder: a run started there with
+    # `-m` would import this file ahead of the standard library's argparse.
+    marker = host.root / "pwned"
+    (host.root / "argparse.py").write_text(
+        f"open({os.fspath(marker)!r}, 'w').close()\nraise SystemExit(0)\n"
+    )
+    (host.root / "ctindex").mkdir()
+    (host.root / "ctindex" / "__init__.py").write_text(
+        f"open({os.fspath(marker)!r}, 'w').close()\n"
+    )
+    (answer,) = _until_answered(host, [host.request("aa")])
+    assert not marker.exists()
+    assert answer["ok"] is True and answer["report"]["documents"] > 0
