@@ -59,7 +59,7 @@ KEEP_FILES = 256  # request-like files left in the folder after a beat's collect
 MAX_AGE_S = 10.0  # an older request or answer is nobody's any more
 ANSWER_TMP = ".ans-"  # `<request>.ans-<instance>`: an answer being written
 HEARTBEAT_TMP = HEARTBEAT + ".tmp"
-FIELD_MAX = 160  # characters of a reason kept in an answer (the slot is fixed)
+REASON_MAX = 160  # characters of a reason kept in an answer (the slot is fixed)
 
 Starter = Callable[["ShareRequest", Mapping[str, object], float], None]
 WriteStarter = Callable[["ShareRequest", Request, float], None]
@@ -341,7 +341,7 @@ def _fit(doc: dict[str, object], size: int) -> bytes:
         return pad(doc, size)
     except ValueError:
         pass
-    short = {k: v[:FIELD_MAX] if isinstance(v, str) else v for k, v in doc.items()}
+    short = {k: v[:REASON_MAX] if isinstance(v, str) else v for k, v in doc.items()}
     try:
         return pad(short, size)
     except ValueError:

@@ -319,7 +319,7 @@ class BarrierResult:
             lane=lane,
             backend=backend,
             backend_reason=_opt_str(reply.get("backend_reason")),
-            degraded=_opt_str(reply.get("degraded")),
+            degraded=_degraded(reply.get("degraded")),
             reconciled=bool(reply.get("reconciled")),
             reconcile_reason=_opt_str(reply.get("reconcile_reason")),
             reconcile_ms=_opt_float(reply.get("reconcile_ms")),
@@ -332,6 +332,14 @@ class BarrierResult:
     def to_wire(self) -> Message:
         """The answer line's fields, as the daemon sends them."""
         return {"ok": True, **{f: getattr(self, f) for f in _BARRIER_FIELDS}}
+
+
+def _degraded(value: object) -> str | None:
+    """Why the lane is degraded, or None: only an absent or null field reads as
+    trusted; anything else that is not a reason is a malformed answer."""
+    if value is None or isinstance(value, str):
+        return value
+    raise ProtocolError("barrier answer: degraded is not a reason")
 
 
 def _opt_str(value: object) -> str | None:

@@ -21,6 +21,7 @@ that cached size still returns the whole answer.
 from __future__ import annotations
 
 import json
+import math
 import os
 import string
 from collections.abc import Mapping
@@ -159,15 +160,25 @@ def heartbeat(index_dir: Path | str, now: float) -> tuple[JSONObject | None, str
         return None, f"{NO_HOST} (no heartbeat in {path.parent})"
     except OSError as exc:
         return None, f"{NO_HOST} ({path}: {exc.strerror or exc})"
-    wall = doc.get("wall") if doc is not None else None
-    if doc is None or not isinstance(wall, (int, float)):
+    wall = _finite_time(doc.get("wall")) if doc is not None else None
+    if doc is None or wall is None:
         return None, f"{NO_HOST} ({path}: not a heartbeat record)"
     named = doc.get("host")
     host = named if isinstance(named, str) else "?"
-    age = now - float(wall)
+    age = now - wall
     if age > STALE_S:
         return None, f"{STALE} ({host}, last beat {age:.0f} s ago)"
+    if age < -STALE_S:  # a beat from the future proves nothing about now
+        return None, f"{STALE} ({host}, last beat {-age:.0f} s in the future)"
     return doc, None
+
+
+def _finite_time(wall: object) -> float | None:
+    """A heartbeat's wall time: a finite number, else None (NaN or infinity
+    would read as fresh forever; JSON's 1e400 parses as infinity)."""
+    if isinstance(wall, bool) or not isinstance(wall, (int, float)):
+        return None
+    return float(wall) if math.isfinite(wall) else None
 
 
 def hostname() -> str:

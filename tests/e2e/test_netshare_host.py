@@ -314,10 +314,16 @@ def test_share_host_stopped_or_killed_update_falls_back(net: Rig, server: Path) 
         assert doc["added"] == 1, doc
         # Ctrl-C while waiting for the host: exit 130, one line at most, the
         # request removed (the host never runs it), the index whole. The
-        # heartbeat made fresh again, as if the host had just beaten.
+        # heartbeat kept fresh, as if the host were beating (a beat from
+        # further in the future than the staleness bound is not fresh).
         folder = server / ".ct" / "okf" / "barrier"
         record = json.loads((folder / HEARTBEAT).read_text())
-        (folder / HEARTBEAT).write_bytes(pad({**record, "wall": time.time() + 30}))
+
+        def beat() -> None:  # whole, as the daemon's: a reader never sees half of it
+            (folder / "beat.tmp").write_bytes(pad({**record, "wall": time.time()}))
+            os.replace(folder / "beat.tmp", folder / HEARTBEAT)
+
+        beat()
         waiting = subprocess.Popen(
             [*net.nsenter(), sys.executable, "-m", "ctindex", "-C", str(client), "update"],
             env=ENV,
@@ -328,6 +334,7 @@ def test_share_host_stopped_or_killed_update_falls_back(net: Rig, server: Path) 
         deadline = time.monotonic() + 60
         while not any(n.endswith(".req") for n in os.listdir(folder)):
             assert time.monotonic() < deadline and waiting.poll() is None, waiting.stderr
+            beat()
             time.sleep(0.02)
         waiting.send_signal(signal.SIGINT)
         _out, err = waiting.communicate(timeout=60)

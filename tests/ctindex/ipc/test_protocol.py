@@ -200,3 +200,12 @@ def test_events_are_trusted_from_a_native_watcher_that_is_not_degraded(
     backend: str, degraded: str | None, trusted: bool
 ) -> None:
     assert events_trusted(backend, degraded) is trusted
+
+
+@pytest.mark.parametrize("degraded", [1, True, False, 0, ["inotify overflow"], {"why": "x"}, 0.5])
+def test_a_degraded_field_that_is_not_a_reason_is_a_malformed_answer(degraded: object) -> None:
+    # Read as "absent" it would make a degraded lane's answer look trusted.
+    reply = {"ok": True, "generation": 3, "instance": "i", "lane": "clean", "backend": "inotify"}
+    assert BarrierResult.from_reply({**reply, "degraded": None}, 1.0).degraded is None
+    with pytest.raises(ProtocolError, match="degraded"):
+        BarrierResult.from_reply({**reply, "degraded": degraded}, 1.0)

@@ -67,3 +67,26 @@ def test_pad_fills_the_slot_exactly_and_parses_back(doc: dict[str, str]) -> None
 def test_parse_refuses_what_is_not_an_object() -> None:
     for data in (b"", b"\x00" * 10, b"[1, 2]", b"\xff\xfe", b"{" * 100_000):
         assert ch.parse(data) is None
+
+
+@pytest.mark.parametrize(
+    "wall", ["NaN", "Infinity", "-Infinity", "1e400", "true", "1000000030.0", '"1000000000"']
+)
+def test_a_heartbeat_of_no_finite_present_time_is_never_fresh(tmp_path: Any, wall: str) -> None:
+    # NaN compares false with every bound and infinity is always "just now":
+    # either would read as a live host forever. A beat from the future proves
+    # nothing about the host now.
+    folder = ch.folder(tmp_path)
+    folder.mkdir(parents=True)
+    (folder / ch.HEARTBEAT).write_text(f'{{"host": "h", "wall": {wall}}}')
+    doc, why = ch.heartbeat(tmp_path, 1_000_000_000.0)
+    assert doc is None and why is not None
+
+
+@pytest.mark.parametrize("wall", ["999999996.0", "1000000000", "1000000004.5"])
+def test_a_heartbeat_within_the_bound_either_side_is_fresh(tmp_path: Any, wall: str) -> None:
+    folder = ch.folder(tmp_path)
+    folder.mkdir(parents=True)
+    (folder / ch.HEARTBEAT).write_text(f'{{"host": "h", "wall": {wall}}}')
+    doc, why = ch.heartbeat(tmp_path, 1_000_000_000.0)
+    assert why is None and doc is not None and doc["host"] == "h"
