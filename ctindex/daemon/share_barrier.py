@@ -28,6 +28,7 @@ bound, whoever writes into it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import selectors
 import stat
@@ -41,6 +42,7 @@ from ctindex.ipc.share_channel import (
     BARRIER,
     FOLDER,
     HEARTBEAT,
+    HEARTBEAT_LIMIT,
     REQUEST,
     WORKING,
     WRITE_SLOT,
@@ -52,6 +54,7 @@ from ctindex.ipc.share_channel import (
     read_slot,
     slot_for,
 )
+from ctindex.reconciler.platform_features import has_dir_fd
 
 SHARE_KEY = "share"  # the selector key of the request folder's watcher
 IN_FLIGHT = 64  # requests served at once; more are deleted unanswered
@@ -60,6 +63,13 @@ MAX_AGE_S = 10.0  # an older request or answer is nobody's any more
 ANSWER_TMP = ".ans-"  # `<request>.ans-<instance>`: an answer being written
 HEARTBEAT_TMP = HEARTBEAT + ".tmp"
 REASON_MAX = 160  # characters of a reason kept in an answer (the slot is fixed)
+# Bytes of a request's name: longer is dropped as malformed (the answer's
+# temporary name adds ~30 bytes, and must stay under the system's NAME_MAX).
+NAME_BOUND = 128
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 Starter = Callable[["ShareRequest", Mapping[str, object], float], None]
 WriteStarter = Callable[["ShareRequest", Request, float], None]
@@ -121,6 +131,13 @@ class ShareHost:
         # Requests deleted since the last beat, by why (one log line a beat).
         self.dropped_since: dict[str, int] = {}
         self._fd: int | None = None
+        # The folder as opened: every file operation goes through this
+        # descriptor (None without descriptor-relative calls), and each beat
+        # checks the path still names this folder (dev, ino): a client may
+        # swap the folder, or `.ct/okf`, for a link to any other folder.
+        self._dir: int | None = None
+        self._ident: tuple[int, int] | None = None
+        self._sel: selectors.BaseSelector | None = None
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -138,6 +155,8 @@ class ShareHost:
             raise NotADirectoryError(f"{self.folder}: not a folder")
         if stat.S_IMODE(found.st_mode) != folder_mode:
             os.chmod(self.folder, folder_mode)
+        self._hold(found)
+        self._sel = sel
         key = os.path.relpath(self.folder, self.root).replace(os.sep, "/")
         self.watcher = self.opener(key)
         self._fd = self.watcher.fileno()
@@ -145,7 +164,53 @@ class ShareHost:
             sel.register(self._fd, selectors.EVENT_READ, SHARE_KEY)
         self.beat()
         with contextlib.suppress(OSError):
-            self._take(sorted(os.listdir(self.folder)), self.wall())
+            self._take(sorted(self._listdir()), self.wall())
+
+    def _hold(self, found: os.stat_result) -> None:
+        """Open the folder just checked, never through a link, and keep it."""
+        self._ident = (found.st_dev, found.st_ino)
+        if not has_dir_fd():
+            return  # paths, checked against the identity before each beat
+        flags = os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC
+        fd = os.open(self.root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
+        try:
+            for name in Path(os.path.relpath(self.folder, self.root)).parts:
+                child = os.open(name, flags, dir_fd=fd)
+                os.close(fd)
+                fd = child
+        except OSError:
+            os.close(fd)
+            raise
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != self._ident:
+            os.close(fd)
+            raise NotADirectoryError(f"{self.folder}: replaced while opened")
+        self._dir = fd
+
+    def _same_folder(self) -> bool:
+        """The folder's path still names the folder opened (nothing on the
+        way, `.ct`, `okf` or the folder itself, swapped for a link)."""
+        if self._ident is None:
+            return False
+        try:
+            found = os.lstat(self.folder)
+            if not stat.S_ISDIR(found.st_mode):
+                return False
+            current = os.fstat(self._dir) if self._dir is not None else None
+        except OSError:
+            return False
+        held = (current.st_dev, current.st_ino) if current is not None else self._ident
+        return (found.st_dev, found.st_ino) == self._ident == held
+
+    def _lost(self) -> None:
+        """The folder was swapped: stop serving the share (clients see no
+        heartbeat and fall back) rather than follow the link anywhere."""
+        if self.log is not None:
+            self.log("share-barrier-off", error=f"{self.folder}: no longer the folder opened")
+        self.pending.clear()
+        self._ident = None
+        if self._sel is not None:
+            self.close(self._sel)
 
     def close(self, sel: selectors.BaseSelector) -> None:
         """Stop serving: unregister, and remove the heartbeat if it is ours
@@ -158,10 +223,15 @@ class ShareHost:
             with contextlib.suppress(Exception):
                 self.watcher.close()
             self.watcher = None
-        with contextlib.suppress(OSError):
-            doc = parse(read_slot(self.folder / HEARTBEAT))
-            if doc is not None and doc.get("instance") == self.instance:
-                os.unlink(self.folder / HEARTBEAT)
+        if self._ident is not None and self._same_folder():
+            with contextlib.suppress(OSError):
+                doc = parse(self._read(HEARTBEAT, HEARTBEAT_LIMIT))
+                if doc is not None and doc.get("instance") == self.instance:
+                    self._remove(HEARTBEAT)
+        self._ident = None
+        if self._dir is not None:
+            os.close(self._dir)
+            self._dir = None
 
     @property
     def polled(self) -> bool:
@@ -172,24 +242,27 @@ class ShareHost:
 
     def read(self) -> None:
         """New names in the folder: start a barrier for each complete request."""
-        if self.watcher is None:
+        if self.watcher is None or self._ident is None:
             return
         batch = self.watcher.read(0.0)
         names = sorted(batch.cookies)
         if batch.rescan:  # the watcher lost track: look at the folder itself
             with contextlib.suppress(OSError):
-                names = sorted(os.listdir(self.folder))
+                names = sorted(self._listdir())
         self._take(names, self.wall())
 
     def _take(self, names: list[str], now: float) -> None:
         for name in names:
             if not name.endswith(REQUEST) or name in self.pending:
                 continue  # ours (an answer written, the heartbeat) or one being written
+            if len(os.fsencode(name)) > NAME_BOUND:
+                self._drop(name, "malformed")  # its answer's temporary name would not fit
+                continue
             if len(self.pending) >= IN_FLIGHT:
                 self._drop(name, "over_cap")
                 continue
             try:
-                doc = parse(read_slot(self.folder / name, WRITE_SLOT))
+                doc = parse(self._read(name, WRITE_SLOT))
             except OSError:
                 continue  # gone already (its client gave up), or not a file
             if doc is not None and ("ok" in doc or WORKING in doc):
@@ -209,8 +282,7 @@ class ShareHost:
     def respond(self, req: ShareRequest, answer: dict[str, object]) -> None:
         """Write `answer` into the request's file: a sibling, then a rename."""
         self.pending.pop(req.name, None)
-        path = self.folder / req.name
-        if not os.path.lexists(path):
+        if self._ident is None or not self._exists(req.name):
             return  # its client gave up and removed it: no stray answer
         doc = {
             **answer,
@@ -227,7 +299,7 @@ class ShareHost:
         """Rewrite a waiting request's file with a progress record (its
         client waits while these change); False when the file is gone: its
         client gave up (Ctrl-C, its bound)."""
-        if req.name not in self.pending or not os.path.lexists(self.folder / req.name):
+        if req.name not in self.pending or not self._exists(req.name):
             return False
         doc = {**record, "token": req.token, "host": self.host, "heartbeat": self.last_beat}
         return self._replace(req, _fit(doc, req.slot))
@@ -240,7 +312,7 @@ class ShareHost:
         """`data` into the request's file: a sibling, then a rename."""
         tmp = f"{req.name}{ANSWER_TMP}{self.instance}-{os.urandom(4).hex()}"
         try:
-            self._write(self.folder / req.name, data, tmp)
+            self._write(req.name, data, tmp)
         except WriteFailed:
             return False
         return True
@@ -248,14 +320,18 @@ class ShareHost:
     def _drop(self, name: str, why: str) -> None:
         self.dropped += 1
         self.dropped_since[why] = self.dropped_since.get(why, 0) + 1
-        with contextlib.suppress(OSError):
-            os.unlink(self.folder / name)
+        self._remove(name)
 
     # -- heartbeat and collection -------------------------------------------------
 
     def beat(self, budget_ms: int | None = None) -> None:
         """Rewrite the heartbeat record, then collect old files. `budget_ms`:
         the plan's share_barrier_ms, for clients that ask before loading it."""
+        if self._ident is None:
+            return  # not serving (never opened, or the folder was swapped)
+        if not self._same_folder():
+            self._lost()
+            return
         now = self.wall()
         if budget_ms is not None:
             self.budget_ms = budget_ms
@@ -269,7 +345,7 @@ class ShareHost:
         }
         tmp = f"{HEARTBEAT_TMP}-{os.urandom(4).hex()}"
         with contextlib.suppress(WriteFailed):
-            self._write(self.folder / HEARTBEAT, pad(record), tmp)
+            self._write(HEARTBEAT, pad(record), tmp)
             self.last_beat = now
         self.collect(now)
         if self.dropped_since and self.log is not None:
@@ -281,7 +357,7 @@ class ShareHost:
         """Delete request and answer files older than MAX_AGE_S, then the
         oldest beyond KEEP_FILES; returns how many were deleted."""
         try:
-            entries = list(os.scandir(self.folder))
+            entries = self._scandir()
         except OSError:
             return 0
         kept: list[tuple[float, str]] = []
@@ -304,20 +380,78 @@ class ShareHost:
         return removed
 
     def _unlink(self, name: str) -> int:
-        try:
-            os.unlink(self.folder / name)
-        except OSError:
-            return 0
-        return 1
+        return 1 if self._remove(name) else 0
 
-    def _write(self, path: Path, data: bytes, tmp_name: str) -> None:
-        """Replace `path` through a new file of ours, `tmp_name` (O_EXCL, so
+    # -- the folder's files, through its descriptor ----------------------------------
+
+    # Without descriptor-relative calls (Windows, the no-dir-fd simulation)
+    # each operation re-checks the folder's identity first: a swap between
+    # the check and the call is not excluded there, only narrowed.
+
+    def _checked(self, name: str = "") -> Path:
+        if not self._same_folder():
+            raise FileNotFoundError(errno.ENOENT, "no longer the folder opened", str(self.folder))
+        return self.folder / name if name else self.folder
+
+    def _listdir(self) -> list[str]:
+        return os.listdir(self._dir if self._dir is not None else self._checked())
+
+    def _scandir(self) -> list[os.DirEntry[str]]:
+        if self._dir is not None:
+            return list(os.scandir(self._dir))
+        return list(os.scandir(self._checked()))
+
+    def _read(self, name: str, limit: int) -> bytes:
+        if self._dir is None:
+            return read_slot(self._checked(name), limit)
+        flags = os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+        fd = os.open(name, flags, dir_fd=self._dir)
+        try:
+            return os.read(fd, limit)
+        finally:
+            os.close(fd)
+
+    def _exists(self, name: str) -> bool:
+        try:
+            if self._dir is None:
+                os.lstat(self._checked(name))
+            else:
+                os.stat(name, dir_fd=self._dir, follow_symlinks=False)
+        except OSError:
+            return False
+        return True
+
+    def _remove(self, name: str) -> bool:
+        try:
+            if self._dir is None:
+                os.unlink(self._checked(name))
+            else:
+                os.unlink(name, dir_fd=self._dir)
+        except OSError:
+            return False
+        return True
+
+    def _write(self, name: str, data: bytes, tmp_name: str) -> None:
+        """Replace `name` through a new file of ours, `tmp_name` (O_EXCL, so
         a name someone placed in the folder beforehand, a link to another
         file, is never written through), in the folder's mode whatever the
         daemon's umask (077). Not synced: a lost answer is asked again."""
-        atomic_write(
-            path, data, sync=False, mode=self.file_mode, exact_mode=True, tmp_name=tmp_name
-        )
+        if self._dir is None:
+            try:
+                path = self._checked(name)
+            except OSError as exc:
+                where = self.folder / name
+                raise WriteFailed(f"cannot write {where}", "create", exc, where) from exc
+            atomic_write(
+                path,
+                data,
+                sync=False,
+                mode=self.file_mode,
+                exact_mode=True,
+                tmp_name=tmp_name,
+            )
+            return
+        _write_at(self._dir, name, data, tmp_name, self.file_mode, self.folder)
 
     def status(self) -> dict[str, int | str | None]:
         return {
@@ -333,6 +467,31 @@ def open_folder_watcher(root: Path, key: str) -> Watcher:
     from ctindex.backends import open_watcher
 
     return open_watcher(root, [], lambda _key: False, key)
+
+
+def _write_at(folder: int, name: str, data: bytes, tmp: str, mode: int, path: Path) -> None:
+    """`data` as `name` in the folder `folder`: a new file `tmp` (O_EXCL,
+    never through a link) in exactly `mode`, then a rename; WriteFailed."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    try:
+        fd = os.open(tmp, flags, mode, dir_fd=folder)
+    except OSError as exc:
+        raise WriteFailed(f"cannot create {path / tmp}", "create", exc, path / tmp) from exc
+    stage = "write"
+    try:
+        try:
+            os.fchmod(fd, mode)  # whatever the umask
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        stage = "rename"
+        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=folder)
+        raise WriteFailed(f"cannot write {path / name}", stage, exc, path / name) from exc
 
 
 def _fit(doc: dict[str, object], size: int) -> bytes:

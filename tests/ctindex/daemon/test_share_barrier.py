@@ -180,3 +180,79 @@ def test_an_answer_always_fits_its_slot(host: Host) -> None:
     assert len(data) == ch.SLOT
     doc = ch.parse(data)
     assert doc is not None and doc["ok"] is False and doc["token"] == "ab"
+
+
+def _old_file(folder: Path, name: str) -> Path:
+    path = folder / name
+    path.write_bytes(b"keep me")
+    old = time.time() - sb.MAX_AGE_S - 60
+    os.utime(path, (old, old))
+    return path
+
+
+@pytest.mark.parametrize("swapped", ["barrier", "okf"])
+def test_a_folder_swapped_for_a_link_stops_the_share_host_it_is_never_followed(
+    tmp_path: Path, swapped: str
+) -> None:
+    # Every share client can write `.ct/okf`: one that puts a link to another
+    # folder where `barrier/` (or `okf/` itself) was would have the host's
+    # collection delete that folder's old files and write host.json into it.
+    h = Host(tmp_path / "proj", hold=True)
+    logged: list[str] = []
+    h.share.log = lambda event, **_fields: logged.append(event)
+    h.share.open(h.sel)
+    try:
+        victim = tmp_path / "victim"
+        (victim / ch.FOLDER).mkdir(parents=True)
+        precious = [_old_file(victim, "precious.req"), _old_file(victim / ch.FOLDER, "x.req")]
+        moved = h.share.folder if swapped == "barrier" else h.index_dir
+        os.rename(moved, tmp_path / "moved-away")
+        os.symlink(victim, moved)
+        h.share.beat()
+        h.share.beat()
+        assert all(p.read_bytes() == b"keep me" for p in precious)
+        assert not (victim / ch.HEARTBEAT).exists()
+        assert not (victim / ch.FOLDER / ch.HEARTBEAT).exists()
+        assert logged == ["share-barrier-off"] and h.share.watcher is None
+        # A request written there now is nobody's to answer: it stays.
+        (victim / "c-1-a.req").write_bytes(ch.pad({"op": "barrier", "token": "ab"}))
+        h.pump(time.monotonic() + 0.2)
+        assert h.started == [] and (victim / "c-1-a.req").exists()
+    finally:
+        h.share.close(h.sel)
+
+
+def test_an_answer_in_flight_when_the_folder_is_swapped_is_not_written_through_the_link(
+    tmp_path: Path,
+) -> None:
+    h = Host(tmp_path / "proj", hold=True)
+    h.share.open(h.sel)
+    try:
+        (h.share.folder / "c-1-a.req").write_bytes(ch.pad({"op": "barrier", "token": "ab"}))
+        h.pump(time.monotonic() + 0.3)
+        [req] = h.started
+        victim = tmp_path / "victim"
+        victim.mkdir()
+        (victim / "c-1-a.req").write_bytes(b"keep me")
+        os.rename(h.share.folder, tmp_path / "moved-away")
+        os.symlink(victim, h.share.folder)
+        req.respond({"ok": True})
+        assert (victim / "c-1-a.req").read_bytes() == b"keep me"
+        assert os.listdir(victim) == ["c-1-a.req"]
+    finally:
+        h.share.close(h.sel)
+
+
+def test_a_request_name_longer_than_the_bound_is_dropped_unanswered(host: Host) -> None:
+    # Near NAME_MAX its answer's temporary name could not be made: it would
+    # wait unanswered until its client gave up.
+    folder = host.share.folder
+    long = "c" * (sb.NAME_BOUND - len(ch.REQUEST) + 1) + ch.REQUEST
+    bounded = "d" * (sb.NAME_BOUND - len(ch.REQUEST)) + ch.REQUEST
+    for name in (long, bounded):
+        (folder / name).write_bytes(ch.pad({"op": "barrier", "token": "ab"}))
+    host.pump(time.monotonic() + 0.3)
+    assert [r.name for r in host.started] == [bounded]
+    assert not (folder / long).exists() and host.share.dropped == 1
+    doc = ch.parse((folder / bounded).read_bytes())
+    assert doc is not None and doc["ok"] is True
