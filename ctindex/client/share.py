@@ -25,7 +25,9 @@ through Vouched (plan digest and manifest identity).
 takes the request within ACK_S, then rewrites the request's file with a
 progress record (`working`, a beat counter) every second while the run
 waits or works; the client waits while the counter moves, at most
-WRITE_LIMIT_S in all, and gives up after STALE_S without a new beat.
+WRITE_LIMIT_S (plus STALE_S) from when the record first says `running` —
+the host's limit runs from the start of the run, which may follow a queued
+wait for another — and gives up after STALE_S without a new beat.
 
 Standard library only, imported by every query on a share.
 """
@@ -250,9 +252,11 @@ def _poll(req: Path, token: str, deadline: float) -> JSONObject | None:
 def _wait_write(
     req: Path, token: str, started: float, ack_by: float
 ) -> tuple[JSONObject | None, str]:
-    """Poll an update's request: its answer, or None and why the wait ended."""
+    """Poll an update's request: its answer, or None and why the wait ended.
+    The run's bound restarts once, when its record first says `running`."""
     wait = POLL_FIRST_S
     last_beat: object = None
+    seen_running = False
     alive_until = ack_by  # before the first progress record: the ack bound
     while True:
         doc = _read(req, slot_for(WRITE_OPS[0]))
@@ -265,6 +269,8 @@ def _wait_write(
             if WORKING in doc and doc.get("beat") != last_beat:
                 last_beat = doc.get("beat")
                 alive_until = now + STALE_S
+            if doc.get(WORKING) == "running" and not seen_running:
+                seen_running, started = True, now  # the host's limit starts about now
         if now - started > WRITE_LIMIT_S + STALE_S:  # the host stops its run first
             return None, f"within {WRITE_LIMIT_S:.0f} s"
         if now > alive_until:

@@ -214,3 +214,62 @@ def test_pad_is_one_slot_and_parses_back(doc: dict[str, Any]) -> None:
     assert ch.parse(data) == doc
     # A reader that kept a shorter cached size sees a prefix: never a valid answer.
     assert ch.parse(data[: len(data) // 2]) in (None, doc)
+
+
+class _Host:
+    """A share host simulated on a fake clock: a request queued behind
+    another run for `queued_s`, then running for `running_s`, then answered;
+    its progress record gets a new beat every second, as the daemon writes."""
+
+    def __init__(self, req: Path, queued_s: float, running_s: float) -> None:
+        self.req, self.now = req, 0.0
+        self.queued_s, self.running_s = queued_s, running_s
+        self.beat = -1
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(seconds, 0.001)
+        beat = int(self.now)
+        if beat == self.beat:
+            return
+        self.beat = beat
+        if self.now >= self.queued_s + self.running_s:
+            doc: dict[str, Any] = {"ok": True, "token": "ab"}
+        else:
+            state = "queued" if self.now < self.queued_s else "running"
+            doc = {ch.WORKING: state, "op": "update", "beat": beat, "token": "ab"}
+        self.req.write_bytes(ch.pad(doc, ch.WRITE_SLOT))
+
+
+def test_the_write_bound_runs_from_the_start_of_the_run_not_from_the_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The host stops a run WRITE_LIMIT_S after it starts, which may be long
+    # after the request (queued behind another run): the client must not give
+    # up on a run the host still allows.
+    limit = 30.0  # the hour, shortened: the logic is the same, the polls fewer
+    monkeypatch.setattr(sc, "WRITE_LIMIT_S", limit)
+    req = tmp_path / "c-1-a.req"
+    host = _Host(req, queued_s=limit * 0.8, running_s=limit * 0.9)
+    host.sleep(0)
+    monkeypatch.setattr(sc, "time", host)
+    answer, why = sc._wait_write(req, "ab", 0.0, ch.ACK_S)
+    assert why == "" and answer == {"ok": True, "token": "ab"}
+    assert host.now > limit + ch.STALE_S  # past the old bound from the request
+
+
+def test_a_run_past_the_hosts_limit_is_given_up_after_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limit = 30.0
+    monkeypatch.setattr(sc, "WRITE_LIMIT_S", limit)
+    req = tmp_path / "c-1-a.req"
+    queued_s = limit * 0.5
+    host = _Host(req, queued_s=queued_s, running_s=limit * 2)
+    host.sleep(0)
+    monkeypatch.setattr(sc, "time", host)
+    answer, why = sc._wait_write(req, "ab", 0.0, ch.ACK_S)
+    assert answer is None and why == f"within {limit:.0f} s"
+    assert queued_s + limit < host.now <= queued_s + limit + ch.STALE_S + 2
