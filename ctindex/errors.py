@@ -114,7 +114,7 @@ class ConceptNotFound(CtindexError):
     def __init__(self, concept_id: str, suggestions: tuple[str, ...] = ()) -> None:
         from ctindex.base.suggest import did_you_mean
 
-        super().__init__(f"{shown(concept_id)}: no such concept{did_you_mean(suggestions)}")
+        super().__init__(f"{concept_id}: no such concept{did_you_mean(suggestions)}")
         self.concept_id = concept_id
         self.suggestions = suggestions
         # Set when the project has no scope at all (ctindex/service/no_scopes.py).
@@ -127,7 +127,7 @@ class AmbiguousConcept(UsageError):
 
     def __init__(self, concept_id: str, candidates: tuple[str, ...]) -> None:
         super().__init__(
-            f"{shown(concept_id)}: ambiguous concept ID, found in {len(candidates)} "
+            f"{concept_id}: ambiguous concept ID, found in {len(candidates)} "
             f"scopes: {', '.join(candidates)} (name one by its path or scope)"
         )
         self.concept_id = concept_id
