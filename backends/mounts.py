@@ -181,11 +181,21 @@ class MountTable:
     they are watched by a private epoll whose own fd turns readable on a
     change: that fd goes into the caller's selector (`fileno()`).
 
-    `changed()` is the cheap confirmation for the moments that must not
-    trust a notification (a barrier): one read of the table and a hash of
-    its bytes; only when those differ are the lines relevant to `paths`
-    parsed and compared. The first reading is taken at construction, so
-    open this before classifying or watching anything.
+    `changed()` is the confirmation for the moments that must not trust a
+    notification (a barrier). It asks a second, private descriptor of the
+    kernel's table with a zero-timeout poll(): the kernel compares its
+    namespace's mount event counter with the one this descriptor last saw,
+    synchronously, inside the call, so a change made before the call is
+    never missed, and no change means the table read last is still the
+    table. That costs one system call where re-reading and comparing the
+    table cost tens of microseconds on every query. The probe has its own
+    descriptor because the counter is kept per open file: the descriptor
+    the selector polls is consumed by the loop at times of its own. When
+    the probe says changed, or there is none (another source, no poll), the
+    table is read and its bytes compared; only when those differ are the
+    lines relevant to `paths` parsed and compared. `changed(reread=True)`
+    (the heartbeat) always reads. The first reading is taken at
+    construction, so open this before classifying or watching anything.
     """
 
     def __init__(self, source: str | None = None) -> None:
@@ -193,10 +203,15 @@ class MountTable:
         # No table (macOS, Windows, the simulation): every reading is the
         # same "unreadable", so changed() never fires.
         self.source = source if source is not None else MOUNTINFO if has_mountinfo() else None
-        self.checks = 0  # table reads (barriers, heartbeats and notifications)
+        self.checks = 0  # checks (barriers, heartbeats and notifications)
+        self.reads = 0  # of which read the table (the probe could not vouch)
         self.changes = 0  # relevant changes found
         self._file: BinaryIO | None = None
         self._poll: select.epoll | None = None
+        self._probe: BinaryIO | None = None
+        self._probe_poll: select.poll | None = None
+        if source is None and self.source is not None:
+            self._open_probe(self.source)  # before the first reading: see changed()
         try:
             if self.source is None:
                 raise FileNotFoundError(errno.ENOENT, "no mount table on this platform")
@@ -217,13 +232,40 @@ class MountTable:
     def fileno(self) -> int | None:
         return self._poll.fileno() if self._poll is not None else None
 
-    def changed(self) -> bool:
-        """Re-read the table; True when the mounts relevant to the paths differ
-        from the last reading (an unreadable table differs from any readable one)."""
+    def _open_probe(self, source: str) -> None:
+        try:
+            self._probe = open(source, "rb")  # noqa: SIM115 -- held open: its counter is polled
+            self._probe_poll = select.poll()
+            self._probe_poll.register(self._probe.fileno(), select.POLLPRI)
+        except (OSError, AttributeError):  # no poll(): every check reads the table
+            self._close_probe()
+
+    def _probed_unchanged(self) -> bool:
+        """True when the kernel says the table is the one read last (the
+        probe's poll consumes the mark: a read follows whenever it is set)."""
+        if self._probe_poll is None or not isinstance(self._raw, bytes):
+            return False
+        try:
+            events = self._probe_poll.poll(0)
+        except OSError:
+            self._close_probe()  # cannot ask any more: read from now on
+            return False
+        return not any(mask & (select.POLLPRI | select.POLLERR) for _, mask in events)
+
+    def changed(self, reread: bool = False) -> bool:
+        """True when the mounts relevant to the paths differ from the last
+        reading (an unreadable table differs from any readable one). The
+        table is read again unless the probe vouches for it (see the class
+        docstring); `reread` reads it regardless."""
         self.checks += 1
         if self._poll is not None:
             with contextlib.suppress(OSError):
                 self._poll.poll(0)  # consume the notification, if any
+        # Ask before reading: a change after the question shows in this
+        # reading or in the next question's answer.
+        if self._probed_unchanged() and not reread:
+            return False
+        self.reads += 1
         raw = self._read()
         if isinstance(raw, bytes) and raw == self._raw:
             return False  # the common case: one read and a comparison
@@ -254,7 +296,14 @@ class MountTable:
         data = "\n".join(lines).encode(errors="surrogateescape")
         return hashlib.blake2b(data, digest_size=16).hexdigest()
 
+    def _close_probe(self) -> None:
+        self._probe_poll = None
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
+
     def close(self) -> None:
+        self._close_probe()
         if self._poll is not None:
             self._poll.close()
             self._poll = None

@@ -348,15 +348,16 @@ class Daemon:
 
     # -- watcher ---------------------------------------------------------------
 
-    def check_mounts(self) -> None:
+    def check_mounts(self, reread: bool = False) -> None:
         """A mount or unmount inside or above a scope: nothing announced it
         to the watches (the folders they hold are now hidden, or the new
         ones have none), and the filesystem type may call for the poll lane.
         So the watcher is opened anew (classification and watches) and every
         scope is reconciled. Waiting barriers are then satisfied by that full
         pass, which starts after their requests; their cookie events were
-        in the closed watcher."""
-        if not self.watch.mounts_changed():
+        in the closed watcher. `reread` reads the table even when the
+        kernel's change counter says it is unchanged (backends/mounts.py)."""
+        if not self.watch.mounts_changed(reread):
             return
         with contextlib.suppress(Exception):
             self.drain_watcher()  # cookies and events read so far still count
@@ -558,7 +559,7 @@ class Daemon:
         if self.stop_reason is not None:
             return
         self.drain_watcher()  # lets the backend retry lost roots / cookie folder
-        self.check_mounts()  # a second chance for a missed mount notification
+        self.check_mounts(reread=True)  # a second chance, trusting no counter
         beat = self.schedule.beat()
         mono = self.clock()
         if beat.gap:  # suspend/resume or a clock jump: events may have been missed

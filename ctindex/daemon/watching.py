@@ -76,8 +76,8 @@ class WatchSlot:
         self._sync_fd()
         return batch
 
-    def mounts_changed(self) -> bool:
-        return self.mounts is not None and self.mounts.changed()
+    def mounts_changed(self, reread: bool = False) -> bool:
+        return self.mounts is not None and self.mounts.changed(reread)
 
     def polled(self) -> bool:
         """No fd to select on (the poll lane): the loop must read it itself."""

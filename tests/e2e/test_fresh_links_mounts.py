@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -620,6 +621,53 @@ def test_links_tracker_rules(tmp_path: Path) -> None:
     assert links.over_cap and len(links) == 0 and links.check() == []
     links.learn({"c.md": entry(tmp_path / "c.md")}, True, ())
     assert not links.over_cap and len(links) == 1
+
+
+PROBE_SCRIPT = """
+import select, subprocess, sys
+from ctindex.backends.mounts import MountTable
+
+point = sys.argv[1]
+table = MountTable()
+table.track([point])
+assert not any(table.changed() for _ in range(20))
+assert table.reads == 0, table.reads  # the kernel's counter vouched twenty times
+subprocess.run(["mount", "-t", "tmpfs", "none", point], check=True)
+if table._poll is not None:
+    table._poll.poll(0)  # the selector's descriptor is consumed first: the probe must not care
+assert table.changed() and table.reads == 1
+assert not table.changed() and table.reads == 1
+subprocess.run(["umount", point], check=True)
+assert table.changed() and table.reads == 2
+assert not table.changed(reread=True) and table.reads == 3  # the heartbeat reads regardless
+print("ok")
+"""
+
+
+def test_mounts_probe_vouches_without_reading_and_misses_no_change(tmp_path: Path) -> None:
+    """The barrier's mount check asks the kernel's change counter instead of
+    reading the table; a mount or unmount must still show at once. In a
+    private mount namespace, so mounts made elsewhere on the machine cannot
+    make the table read."""
+    (tmp_path / "point").mkdir()
+    done = subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            sys.executable,
+            "-c",
+            PROBE_SCRIPT,
+            str(tmp_path / "point"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0 and "unshare failed" in done.stderr:
+        pytest.skip(f"no private mount namespace here: {done.stderr.strip()}")
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
 def test_mounts_relevant_lines_are_above_at_and_below_the_paths(tmp_path: Path) -> None:

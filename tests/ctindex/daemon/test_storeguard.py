@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 from ctindex.daemon.storeguard import StoreGuard
@@ -88,3 +89,51 @@ def test_a_removed_manifest_damage_and_a_resized_segment_are_reported(tmp_path: 
     assert "checksum" in str(guard.check())
     manifest.unlink()
     assert guard.check() == "MANIFEST removed"
+
+
+def settled() -> int:
+    """A wall clock far enough ahead that nothing just written is racily clean."""
+    return time.time_ns() + 60 * 10**9
+
+
+def test_a_settled_manifest_is_read_once_then_vouched_for_by_its_fingerprint(
+    tmp_path: Path,
+) -> None:
+    project = make(tmp_path / "p")
+    guard = StoreGuard(project.index_dir, clock_ns=settled)
+    guard.learn(publish(project, "beta"))
+    assert [guard.check() for _ in range(4)] == [None] * 4
+    assert guard.reads == 1
+    later = publish(project, "gamma")  # another file: read again, then vouched for
+    assert [guard.check() for _ in range(3)] == [None] * 3
+    assert guard.reads == 2 and guard.known == later
+
+
+def test_a_racily_clean_manifest_is_read_on_every_check(tmp_path: Path) -> None:
+    project = make(tmp_path / "p")
+    guard = StoreGuard(project.index_dir)  # the real clock: published this instant
+    guard.learn(publish(project, "beta"))
+    assert [guard.check() for _ in range(3)] == [None] * 3
+    assert guard.reads == 3
+
+
+def test_an_older_manifest_written_back_in_place_with_its_mtime_is_reported(
+    tmp_path: Path,
+) -> None:
+    """The cached manifest's fingerprint must not vouch for other bytes: the
+    same inode, the accepted file's mtime put back (`cp -p`, `tar`), only
+    ctime tells."""
+    project = make(tmp_path / "p")
+    publish(project, "beta")
+    manifest = project.index_dir / "MANIFEST"
+    old = manifest.read_bytes()
+    guard = StoreGuard(project.index_dir, clock_ns=settled)
+    guard.learn(publish(project, "gamma"))
+    assert guard.check() is None and guard.check() is None and guard.reads == 1
+    st = manifest.stat()
+    with manifest.open("r+b") as f:
+        f.write(old)
+        f.truncate()
+    os.utime(manifest, ns=(st.st_atime_ns, st.st_mtime_ns))
+    why = guard.check()
+    assert why is not None and "not one published on top of" in why
