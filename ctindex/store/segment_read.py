@@ -12,7 +12,7 @@ import struct
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -49,6 +49,10 @@ from ctindex.store.segment import (
     StoredDoc,
     from_le,
 )
+
+# Inflated record blocks a reader keeps per segment (see Segment.__init__):
+# about 64 blocks of usual pages, or a few of the largest.
+RECORD_CACHE_BYTES = 2 * 1024 * 1024
 
 # One decompressor per thread (an instance is not safe to share between
 # threads; the daemon answers queries on a worker thread): making one costs
@@ -113,7 +117,13 @@ class Segment:
         self._rtable: bytes | None = None
         self._seq_offs: array[int] | None = None
         self._seq_crcs: array[int] = array("I")
-        self._rblock: tuple[int, bytes] | None = None  # the last record block read
+        # Decompressed record blocks, least recently used first, within
+        # RECORD_CACHE_BYTES: a long-lived reader (ctindex.Index, the daemon's
+        # query service) shows the same documents again and again, and a
+        # large page's block costs far more to inflate than to keep. Each
+        # record read from a kept block is still checked against its CRC.
+        self._rblocks: OrderedDict[int, bytes] = OrderedDict()
+        self._rblocks_bytes = 0
 
     def _corrupt(self, what: str) -> IndexCorrupt:
         return IndexCorrupt(f"{self.path}: {what} checksum mismatch (damaged index file)")
@@ -182,7 +192,11 @@ class Segment:
         """Drop the cached dictionary blocks and record block; they are read
         again when needed."""
         self._blocks.clear()
-        self._rblock = None
+        self._forget_records()
+
+    def _forget_records(self) -> None:
+        self._rblocks.clear()
+        self._rblocks_bytes = 0
 
     # -- dictionary ------------------------------------------------------------
     def _block(self, b: int) -> tuple[list[str], memoryview]:
@@ -341,23 +355,37 @@ class Segment:
         # One document: read its reference alone (checked via the record CRC).
         ref = self._read(self.sections[S_DOCREFS][0] + docid * DOCREF.size, DOCREF.size)
         block, start, length, want = DOCREF.unpack(ref)
-        if self._rblock is None or self._rblock[0] != block:
-            if self._rtable is None:
-                self._rtable = self._section(S_RTABLE)
-            if (block + 1) * RBLOCK.size > len(self._rtable):
-                raise self._corrupt(f"document {docid} reference")
-            off, blen, bcrc = RBLOCK.unpack_from(self._rtable, block * RBLOCK.size)
-            data = self._read(self.sections[S_RECORDS][0] + off, blen)
-            if crc(data) != bcrc:
-                raise self._corrupt(f"record block {block}")
-            try:
-                self._rblock = (block, _decompress(data))
-            except ValueError:
-                raise self._corrupt(f"record block {block}") from None
-        rec = self._rblock[1][start : start + length]
+        records = self._rblocks.get(block)
+        if records is None:
+            records = self._record_block(block, docid)
+        else:
+            self._rblocks.move_to_end(block)
+        rec = records[start : start + length]
         if crc(rec) != want:
             raise self._corrupt(f"document {docid}")
         return rec
+
+    def _record_block(self, block: int, docid: int) -> bytes:
+        """Read, check and inflate one record block, and keep it (dropping
+        the least recently used beyond the budget; the newest always stays)."""
+        if self._rtable is None:
+            self._rtable = self._section(S_RTABLE)
+        if (block + 1) * RBLOCK.size > len(self._rtable):
+            raise self._corrupt(f"document {docid} reference")
+        off, blen, bcrc = RBLOCK.unpack_from(self._rtable, block * RBLOCK.size)
+        data = self._read(self.sections[S_RECORDS][0] + off, blen)
+        if crc(data) != bcrc:
+            raise self._corrupt(f"record block {block}")
+        try:
+            records = _decompress(data)
+        except ValueError:
+            raise self._corrupt(f"record block {block}") from None
+        self._rblocks[block] = records
+        self._rblocks_bytes += len(records)
+        while self._rblocks_bytes > RECORD_CACHE_BYTES and len(self._rblocks) > 1:
+            _, dropped = self._rblocks.popitem(last=False)
+            self._rblocks_bytes -= len(dropped)
+        return records
 
     def sequence(self, docid: int) -> array[int]:
         return next(self.sequences([docid]))[1]
@@ -496,7 +524,7 @@ class Segment:
                 raise IndexCorrupt(
                     f"{self.path}: document {docid} unreadable ({exc}) (damaged index file)"
                 ) from exc
-        self._rblock = None
+        self._forget_records()
         # Token streams, run by run; their offsets must end at the section end.
         offs, _ = self._seq_index()
         if self.ndocs and offs[self.ndocs] != self.sections[S_SEQS][1]:
