@@ -14,12 +14,9 @@ reported, and the driver (ctindex/daemon/reconcile.py) rebuilds from the
 files before the next answer: the file table of a manifest nobody vouches
 for is not trusted (docs/daemon.md, "Index changed outside ctindex").
 
-A manifest read and accepted once is not read again while its full stat
-fingerprint (reconciler/fingerprint.py) is the one it had: a restore, a
-copy or any write gives the file another inode or ctime. A fingerprint
-that is racily clean (taken within a timestamp tick of its last change)
-vouches for nothing, so a manifest published a moment ago is read on
-every check until it settles. The segments' sizes are checked every time.
+The manifest is read through ctindex/store/generation.py's ManifestReader:
+not again while its full stat fingerprint is the one it had once settled.
+The segments' sizes are checked every time.
 """
 
 from __future__ import annotations
@@ -29,23 +26,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ctindex.reconciler.fingerprint import Fingerprint, fingerprint_of, racily_clean
 from ctindex.store.durable import IndexCorrupt
-from ctindex.store.generation import MANIFEST_NAME, StoreManifest, read_manifest
+from ctindex.store.generation import ManifestReader, StoreManifest
 
 
 class StoreGuard:
     def __init__(self, index_dir: Path, clock_ns: Callable[[], int] = time.time_ns) -> None:
         self.index_dir = index_dir
-        self.clock_ns = clock_ns  # wall clock, as file timestamps are
+        self.manifest = ManifestReader(index_dir, clock_ns)
         # The identity of the generation this daemon vouches for; None until
         # its first pass (which builds on what it finds, checked by the
         # indexer like any writer's full pass).
         self.known: str | None = None
-        # The manifest last accepted, and the fingerprint that vouches for
-        # its bytes (None while racily clean or after any doubt).
-        self._accepted: tuple[Fingerprint, StoreManifest] | None = None
-        self.reads = 0  # manifest reads (a settled, unchanged manifest needs none)
 
     def learn(self, identity: str) -> None:
         """A pass published (or checked) the generation of `identity`."""
@@ -56,34 +48,18 @@ class StoreGuard:
         identity a writer's later pass published is learnt); else why not."""
         if self.known is None:
             return None
-        before = self.clock_ns()  # before the stat: the racy rule's reference
         try:
-            fp: Fingerprint | None = fingerprint_of(os.lstat(self.index_dir / MANIFEST_NAME))
-        except OSError:
-            fp = None  # gone or unreadable: the read below says which
-        accepted = self._accepted
-        self._accepted = None
-        if fp is not None and accepted is not None and accepted[0] == fp:
-            m = accepted[1]
-        else:
-            try:
-                self.reads += 1
-                found = read_manifest(self.index_dir)
-            except IndexCorrupt as exc:
-                return f"{exc}"
-            except OSError as exc:  # the folder itself is gone or unreadable
-                return f"{self.index_dir}: {exc.strerror or exc}"
-            if found is None:
-                return "MANIFEST removed"
-            m = found
+            m = self.manifest.read()
+        except IndexCorrupt as exc:
+            return f"{exc}"
+        except OSError as exc:  # the folder itself is gone or unreadable
+            return f"{self.index_dir}: {exc.strerror or exc}"
+        if m is None:
+            return "MANIFEST removed"
         why = self._foreign(m)
         if why is not None:
             return why
         self.known = m.identity
-        # The bytes read may be newer than the stat (a publish in between):
-        # then the next stat differs and they are read again.
-        if fp is not None and not racily_clean(fp, before):
-            self._accepted = (fp, m)
         return None
 
     def _foreign(self, m: StoreManifest) -> str | None:

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from ctindex.store.durable import IndexCorrupt
-from ctindex.store.generation import SegmentRef, StoreManifest, read_dels, read_manifest
+from ctindex.store.generation import (
+    ManifestReader,
+    SegmentRef,
+    StoreManifest,
+    read_dels,
+    read_manifest,
+)
 from ctindex.store.segment_read import Segment
 
 T = TypeVar("T")
@@ -128,19 +134,22 @@ def with_snapshot(index_dir: Path, work: Callable[[Snapshot], T], *, close: bool
 
 class OpenGeneration:
     """The published generation, kept open between reads by a long-lived
-    reader (the Python API's Index, the daemon's query path): MANIFEST is
-    read on every call and compared in full (not by its stat) with the one
-    held; only a different one opens the newer generation, and the older is
-    closed then (its files may be collected: nothing reads them). Not
-    thread-safe: one reader thread per instance."""
+    reader (the Python API's Index, the daemon's query path): on every call
+    MANIFEST is checked (ctindex/store/generation.py ManifestReader: read
+    again unless its full stat fingerprint vouches for the bytes read) and
+    compared in full with the one held; only a different one opens the
+    newer generation, and the older is closed then (its files may be
+    collected: nothing reads them). Not thread-safe: one reader thread per
+    instance."""
 
     def __init__(self, index_dir: Path) -> None:
         self.index_dir = index_dir
+        self.manifest = ManifestReader(index_dir)
         self.snap: Snapshot | None = None
         self.opened = 0  # generations opened so far
 
     def current(self) -> Snapshot:
-        m = read_manifest(self.index_dir)
+        m = self.manifest.read()
         if m is not None and self.snap is not None and self.snap.manifest == m:
             # The same manifest; its files are immutable, but one truncated
             # or rewritten in place under us (a restore, a careless copy)

@@ -103,10 +103,10 @@ def test_a_settled_manifest_is_read_once_then_vouched_for_by_its_fingerprint(
     guard = StoreGuard(project.index_dir, clock_ns=settled)
     guard.learn(publish(project, "beta"))
     assert [guard.check() for _ in range(4)] == [None] * 4
-    assert guard.reads == 1
+    assert guard.manifest.reads == 1
     later = publish(project, "gamma")  # another file: read again, then vouched for
     assert [guard.check() for _ in range(3)] == [None] * 3
-    assert guard.reads == 2 and guard.known == later
+    assert guard.manifest.reads == 2 and guard.known == later
 
 
 def test_a_racily_clean_manifest_is_read_on_every_check(tmp_path: Path) -> None:
@@ -114,7 +114,7 @@ def test_a_racily_clean_manifest_is_read_on_every_check(tmp_path: Path) -> None:
     guard = StoreGuard(project.index_dir)  # the real clock: published this instant
     guard.learn(publish(project, "beta"))
     assert [guard.check() for _ in range(3)] == [None] * 3
-    assert guard.reads == 3
+    assert guard.manifest.reads == 3
 
 
 def test_an_older_manifest_written_back_in_place_with_its_mtime_is_reported(
@@ -129,7 +129,7 @@ def test_an_older_manifest_written_back_in_place_with_its_mtime_is_reported(
     old = manifest.read_bytes()
     guard = StoreGuard(project.index_dir, clock_ns=settled)
     guard.learn(publish(project, "gamma"))
-    assert guard.check() is None and guard.check() is None and guard.reads == 1
+    assert guard.check() is None and guard.check() is None and guard.manifest.reads == 1
     st = manifest.stat()
     with manifest.open("r+b") as f:
         f.write(old)

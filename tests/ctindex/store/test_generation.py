@@ -334,3 +334,67 @@ def test_a_manifest_without_a_retired_list_reads(tmp_path: Path) -> None:
     _publish_raw(tmp_path, body)
     got = read_manifest(tmp_path)
     assert got is not None and got.retired == [] and got.generation == 3
+
+
+# -- ManifestReader: a stat fingerprint vouches for the bytes read -----------------
+
+
+def _published(root: Path, text: str) -> Path:
+    from ctindex.indexing import transaction
+    from ctindex.policy.plan import load_plan
+    from ctindex.policy.project import Project
+
+    if not (root / ".git").exists():
+        (root / ".git").mkdir(parents=True)
+        (root / "kb").mkdir()
+        (root / "kb" / "index.md").write_text("# kb\n")
+    (root / "kb" / "a.md").write_text(f"# A\n\n{text}\n")
+    project = Project.at(root)
+    transaction.update(project, load_plan(project))
+    return Path(project.index_dir)
+
+
+def test_manifest_reader_reads_a_settled_manifest_once(tmp_path: Path) -> None:
+    import time
+
+    from ctindex.store.generation import ManifestReader, read_manifest
+
+    index_dir = _published(tmp_path, "alpha")
+    reader = ManifestReader(index_dir, clock_ns=lambda: time.time_ns() + 60 * 10**9)
+    first = reader.read()
+    assert all(reader.read() is first for _ in range(5)) and reader.reads == 1
+    _published(tmp_path, "beta")  # a new file under the name
+    assert reader.read() == read_manifest(index_dir) != first and reader.reads == 2
+
+
+def test_manifest_reader_reads_a_racily_clean_manifest_every_time(tmp_path: Path) -> None:
+    from ctindex.store.generation import ManifestReader
+
+    index_dir = _published(tmp_path, "alpha")
+    reader = ManifestReader(index_dir)  # the real clock: published a moment ago
+    for _ in range(3):
+        reader.read()
+    assert reader.reads == 3
+
+
+def test_manifest_reader_sees_bytes_written_back_in_place_with_the_old_mtime(
+    tmp_path: Path,
+) -> None:
+    import os
+    import time
+
+    from ctindex.store.generation import ManifestReader, read_manifest
+
+    index_dir = _published(tmp_path, "alpha")
+    old = (index_dir / "MANIFEST").read_bytes()
+    index_dir = _published(tmp_path, "beta")
+    manifest = index_dir / "MANIFEST"
+    reader = ManifestReader(index_dir, clock_ns=lambda: time.time_ns() + 60 * 10**9)
+    newer = reader.read()
+    st = manifest.stat()
+    with manifest.open("r+b") as f:  # the same inode, as `cp` onto it writes
+        f.write(old)
+        f.truncate()
+    os.utime(manifest, ns=(st.st_atime_ns, st.st_mtime_ns))
+    got = reader.read()
+    assert got == read_manifest(index_dir) and got != newer and reader.reads == 2
