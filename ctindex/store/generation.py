@@ -230,13 +230,19 @@ class ManifestReader:
     is). A restore, a copy or any write in place gives the file another
     inode or ctime, so an unchanged fingerprint means unchanged bytes; the
     rule spares each query and each barrier a read, a parse and a checksum.
-    Raises as read_manifest does."""
+    Only on the local, kernel-owned filesystem the folder was on when this
+    reader was made: a network client's stat may come from its attribute
+    cache while open() revalidates (NFS close-to-open, sshfs), so there
+    every call reads. Raises as read_manifest does."""
 
     def __init__(self, index_dir: Path, clock_ns: Callable[[], int] = time.time_ns) -> None:
         self.index_dir = index_dir
         self.clock_ns = clock_ns  # the wall clock, as file timestamps are
         self.reads = 0
         self._kept: tuple[Fingerprint, StoreManifest] | None = None
+        # The device fingerprints may vouch on (its filesystem judged local
+        # once, at the first manifest seen); -1: none.
+        self._local_dev: int | None = None
 
     def read(self) -> StoreManifest | None:
         before = self.clock_ns()  # before the stat: the racy rule's reference
@@ -252,9 +258,18 @@ class ManifestReader:
         m = read_manifest(self.index_dir)
         # Bytes newer than the stat (a publish in between) are kept under the
         # older fingerprint, which the next stat no longer matches.
-        if m is not None and fp is not None and not racily_clean(fp, before):
+        trusted = m is not None and fp is not None and fp.dev == self._local(fp.dev)
+        if trusted and m is not None and fp is not None and not racily_clean(fp, before):
             self._kept = (fp, m)
         return m
+
+    def _local(self, dev: int) -> int:
+        if self._local_dev is None:
+            from ctindex.backends.mounts import check_paths
+
+            local = check_paths([os.fspath(self.index_dir)]) is None
+            self._local_dev = dev if local else -1
+        return self._local_dev
 
 
 # -- tombstone files ----------------------------------------------------------------

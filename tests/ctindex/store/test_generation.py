@@ -398,3 +398,22 @@ def test_manifest_reader_sees_bytes_written_back_in_place_with_the_old_mtime(
     os.utime(manifest, ns=(st.st_atime_ns, st.st_mtime_ns))
     got = reader.read()
     assert got == read_manifest(index_dir) and got != newer and reader.reads == 2
+
+
+def test_manifest_reader_reads_every_time_off_a_local_filesystem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a network share a stat may come from the client's attribute cache:
+    no fingerprint vouches there."""
+    import time
+
+    from ctindex.backends import mounts
+
+    from ctindex.store.generation import ManifestReader
+
+    index_dir = _published(tmp_path, "alpha")
+    monkeypatch.setattr(mounts, "check_paths", lambda paths: "nfs4: remote filesystem")
+    reader = ManifestReader(index_dir, clock_ns=lambda: time.time_ns() + 60 * 10**9)
+    for _ in range(3):
+        reader.read()
+    assert reader.reads == 3
