@@ -258,8 +258,12 @@ class ManifestReader:
         m = read_manifest(self.index_dir)
         # Bytes newer than the stat (a publish in between) are kept under the
         # older fingerprint, which the next stat no longer matches.
-        trusted = m is not None and fp is not None and fp.dev == self._local(fp.dev)
-        if trusted and m is not None and fp is not None and not racily_clean(fp, before):
+        if (
+            m is not None
+            and fp is not None
+            and fp.dev == self._local(fp.dev)
+            and not racily_clean(fp, before)
+        ):
             self._kept = (fp, m)
         return m
 
