@@ -50,9 +50,46 @@ from ctindex.store.segment import (
     from_le,
 )
 
-# Inflated record blocks a reader keeps per segment (see Segment.__init__):
-# about 64 blocks of usual pages, or a few of the largest.
+# What a reader keeps per segment (see Segment.__init__): inflated record
+# blocks (about 64 blocks of usual pages, or a few of the largest) and
+# checked runs of token streams.
 RECORD_CACHE_BYTES = 2 * 1024 * 1024
+RUN_CACHE_BYTES = 2 * 1024 * 1024
+
+
+class KeptBytes:
+    """Byte strings by key, least recently used first, the oldest dropped
+    beyond `budget` bytes (the newest always stays, whatever its size)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.nbytes = 0
+        self._items: OrderedDict[int, bytes] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def keys(self) -> list[int]:
+        return list(self._items)
+
+    def get(self, key: int) -> bytes | None:
+        got = self._items.get(key)
+        if got is not None:
+            self._items.move_to_end(key)
+        return got
+
+    def put(self, key: int, value: bytes) -> None:
+        old = self._items.pop(key, None)
+        self.nbytes += len(value) - (len(old) if old is not None else 0)
+        self._items[key] = value
+        while self.nbytes > self.budget and len(self._items) > 1:
+            _, dropped = self._items.popitem(last=False)
+            self.nbytes -= len(dropped)
+
+    def clear(self) -> None:
+        self._items.clear()
+        self.nbytes = 0
+
 
 # One decompressor per thread (an instance is not safe to share between
 # threads; the daemon answers queries on a worker thread): making one costs
@@ -117,13 +154,13 @@ class Segment:
         self._rtable: bytes | None = None
         self._seq_offs: array[int] | None = None
         self._seq_crcs: array[int] = array("I")
-        # Decompressed record blocks, least recently used first, within
-        # RECORD_CACHE_BYTES: a long-lived reader (ctindex.Index, the daemon's
-        # query service) shows the same documents again and again, and a
-        # large page's block costs far more to inflate than to keep. Each
-        # record read from a kept block is still checked against its CRC.
-        self._rblocks: OrderedDict[int, bytes] = OrderedDict()
-        self._rblocks_bytes = 0
+        # A long-lived reader (ctindex.Index, the daemon's query service)
+        # shows the same documents and ranks the same candidates again and
+        # again: it keeps inflated record blocks (a large page's costs far
+        # more to inflate than to keep; each record read from one is still
+        # checked against its own CRC) and token-stream runs whose CRC held.
+        self._rblocks = KeptBytes(RECORD_CACHE_BYTES)
+        self._runs = KeptBytes(RUN_CACHE_BYTES)
 
     def _corrupt(self, what: str) -> IndexCorrupt:
         return IndexCorrupt(f"{self.path}: {what} checksum mismatch (damaged index file)")
@@ -196,7 +233,7 @@ class Segment:
 
     def _forget_records(self) -> None:
         self._rblocks.clear()
-        self._rblocks_bytes = 0
+        self._runs.clear()
 
     # -- dictionary ------------------------------------------------------------
     def _block(self, b: int) -> tuple[list[str], memoryview]:
@@ -358,8 +395,6 @@ class Segment:
         records = self._rblocks.get(block)
         if records is None:
             records = self._record_block(block, docid)
-        else:
-            self._rblocks.move_to_end(block)
         rec = records[start : start + length]
         if crc(rec) != want:
             raise self._corrupt(f"document {docid}")
@@ -380,11 +415,7 @@ class Segment:
             records = _decompress(data)
         except ValueError:
             raise self._corrupt(f"record block {block}") from None
-        self._rblocks[block] = records
-        self._rblocks_bytes += len(records)
-        while self._rblocks_bytes > RECORD_CACHE_BYTES and len(self._rblocks) > 1:
-            _, dropped = self._rblocks.popitem(last=False)
-            self._rblocks_bytes -= len(dropped)
+        self._rblocks.put(block, records)
         return records
 
     def sequence(self, docid: int) -> array[int]:
@@ -394,20 +425,30 @@ class Segment:
         """Token streams (term ranks) of documents. Streams are read and
         CRC-checked in runs of SEQ_BLOCK_DOCS documents; give ids in
         increasing order so each run is read once."""
-        offs, crcs = self._seq_index()
-        base = self.sections[S_SEQS][0]
+        offs, _ = self._seq_index()
         run, data, start = -1, b"", 0
         for docid in docids:
             r = docid // SEQ_BLOCK_DOCS
             if r != run:
-                first = r * SEQ_BLOCK_DOCS
-                start = offs[first]
-                end = offs[min(first + SEQ_BLOCK_DOCS, self.ndocs)]
-                data = self._read(base + start, end - start)
-                if crc(data) != crcs[r]:
-                    raise self._corrupt(f"token streams of documents {first}+")
+                data = self._run(r)
+                start = offs[r * SEQ_BLOCK_DOCS]
                 run = r
             yield docid, from_le(self.seq_code, data[offs[docid] - start : offs[docid + 1] - start])
+
+    def _run(self, r: int) -> bytes:
+        """The token streams of run `r`, read and checked once, then kept."""
+        got = self._runs.get(r)
+        if got is not None:
+            return got
+        offs, crcs = self._seq_index()
+        first = r * SEQ_BLOCK_DOCS
+        start = offs[first]
+        end = offs[min(first + SEQ_BLOCK_DOCS, self.ndocs)]
+        data = self._read(self.sections[S_SEQS][0] + start, end - start)
+        if crc(data) != crcs[r]:
+            raise self._corrupt(f"token streams of documents {first}+")
+        self._runs.put(r, data)
+        return data
 
     def _seq_index(self) -> tuple[array[int], array[int]]:
         if self._seq_offs is None:
@@ -470,6 +511,7 @@ class Segment:
         sections tile the file exactly (no gap, overlap or trailing bytes,
         each of which would be bytes no checksum covers). Returns the bytes
         read; raises IndexCorrupt naming the part at fault."""
+        self.forget_blocks()  # every byte from the file, none from what queries kept
         size = self.file_size()
         pos = HEADER_SIZE
         for idx, (off, length, _) in enumerate(self.sections):

@@ -1,7 +1,7 @@
-"""Segment's kept record blocks (segment_read.RECORD_CACHE_BYTES): any order
-of reads gives what a fresh reader gives, the blocks kept stay within the
-budget (the newest always kept), and damage in a block not yet kept is
-still found."""
+"""What a Segment keeps between reads (segment_read.KeptBytes: inflated
+record blocks, checked token-stream runs): any order of reads gives what a
+fresh reader gives, what is kept stays within its budget (the newest always
+kept), and damage in a part not yet kept is still found."""
 
 from __future__ import annotations
 
@@ -37,25 +37,30 @@ def test_any_read_order_matches_a_fresh_reader_within_the_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(segment_read, "RECORD_CACHE_BYTES", 150_000)
+    monkeypatch.setattr(segment_read, "RUN_CACHE_BYTES", 20_000)
     path = tmp_path / "s.seg"
     make(path)
     rng = random.Random(3)
     kept = Segment(path)
     try:
         seen: set[int] = set()
+        runs: set[int] = set()
         for docid in [rng.randrange(kept.ndocs) for _ in range(600)]:
             fresh = Segment(path)
             try:
                 assert kept.stored(docid) == fresh.stored(docid)
+                assert kept.sequence(docid) == fresh.sequence(docid)
             finally:
                 fresh.close()
-            assert len(kept._rblocks) >= 1
-            assert kept._rblocks_bytes <= 150_000 or len(kept._rblocks) == 1
-            assert kept._rblocks_bytes == sum(map(len, kept._rblocks.values()))
-            seen |= set(kept._rblocks)
+            for what, budget in ((kept._rblocks, 150_000), (kept._runs, 20_000)):
+                assert len(what) >= 1
+                assert what.nbytes <= budget or len(what) == 1
+            seen |= set(kept._rblocks.keys())
+            runs |= set(kept._runs.keys())
         assert len(seen) > len(kept._rblocks) + 3  # blocks were dropped and read again
+        assert len(runs) > len(kept._runs)
         kept.forget_blocks()
-        assert not kept._rblocks and kept._rblocks_bytes == 0
+        assert not kept._rblocks and not kept._runs and kept._rblocks.nbytes == 0
     finally:
         kept.close()
 
@@ -74,5 +79,27 @@ def test_a_damaged_block_not_kept_is_reported(tmp_path: Path) -> None:
         assert seg.stored(0).key == "d0000.md"  # checked when it was read
         with pytest.raises(IndexCorrupt, match="record block"):
             seg.stored(last)
+    finally:
+        seg.close()
+
+
+def test_a_damaged_run_not_kept_is_reported_and_verify_reads_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "s.seg"
+    make(path)
+    seg = Segment(path)
+    try:
+        seg.sequence(0)  # run 0 kept
+        off, length, _ = seg.sections[segment_read.S_SEQS]
+        data = bytearray(path.read_bytes())
+        data[off + length - 1] ^= 0xFF  # inside the last run
+        path.write_bytes(bytes(data))
+        seg.sequence(0)
+        with pytest.raises(IndexCorrupt, match="token streams"):
+            seg.sequence(seg.ndocs - 1)
+        data[off + length - 1] ^= 0xFF
+        data[off] ^= 0xFF  # inside run 0, which a query kept: verify must still see it
+        path.write_bytes(bytes(data))
+        with pytest.raises(IndexCorrupt):
+            seg.verify_all()
     finally:
         seg.close()
