@@ -14,9 +14,9 @@ from setuptools import Extension, setup
 
 # The scan reads the little-endian packed file table in place and uses
 # POSIX fstatat/fdopendir: Linux and macOS on little-endian CPUs. The segment
-# builder, the tokenizer and the ranking loops (ctindex/store/_invert.c,
-# ctindex/providers/_words.c, ctindex/search/_rank.c) are portable C99,
-# built beside it.
+# builder, the tokenizer, the ranking loops and the snippet window
+# (ctindex/store/_invert.c, ctindex/providers/_words.c, ctindex/search/_rank.c,
+# ctindex/search/_snippet.c) are portable C99, built beside it.
 SUPPORTED = sys.byteorder == "little" and (
     sys.platform.startswith("linux") or sys.platform == "darwin"
 )
@@ -42,6 +42,12 @@ ext_modules = (
             ["ctindex/search/_rank.c"],
             optional=True,
             extra_compile_args=["-O2", "-std=c99", "-Wall", "-ffp-contract=off"],
+        ),
+        Extension(
+            "ctindex.search._snippet",
+            ["ctindex/search/_snippet.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-std=c99", "-Wall"],
         ),
         Extension(
             "ctindex.providers._words",

@@ -1,9 +1,10 @@
 """The optional C modules of the index engine, loaded when built, else None.
 
-Three small extensions sit beside the pure-Python code they speed up:
+Four small extensions sit beside the pure-Python code they speed up:
 ctindex/store/_invert.c (segment building), ctindex/providers/_words.c
-(the okf-markdown word tokenizer and field counting) and
-ctindex/search/_rank.c (a query's scoring loops). Each pure function
+(the okf-markdown word tokenizer and field counting),
+ctindex/search/_rank.c (a query's scoring loops) and
+ctindex/search/_snippet.c (a shown result's snippet window). Each pure function
 is the specification its C twin matches byte for byte
 (docs/decisions/native.md). Same rule as the reconciler's scan
 (reconciler/native.py): ``CTINDEX_PURE=1`` forces the pure path, and a module

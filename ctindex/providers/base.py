@@ -103,6 +103,13 @@ def _add_to(analysis: Analysis, sink: TermSink) -> Lengths:
     return analysis.length, analysis.flens
 
 
+class AsciiTerms(NamedTuple):
+    """An ASCII text's terms as a provider keeps them (``Provider.ascii_terms``)."""
+
+    stems: dict[str, str]  # raw word (letters and digits, case kept) -> term
+    fill: Callable[[Iterable[str]], None]  # puts the missing raw words' terms in `stems`
+
+
 class Provider(Protocol):
     """One compiled-in format. Eligibility is decided before any of this runs
     (ctindex/policy/decide.py, from ``info``); every method here is pure and
@@ -168,6 +175,14 @@ class Provider(Protocol):
 
     def term_spans(self, text: str) -> Iterator[tuple[int, int, str]]:
         """(start, end, term) of every word of a text: what snippets mark."""
+        ...
+
+    def ascii_terms(self) -> AsciiTerms | None:
+        """When the words of an ASCII text are exactly its maximal runs of
+        ASCII letters and digits, each one's term read from a dict: that dict
+        and how to fill it, so a snippet's C core (ctindex/search/_snippet.c)
+        can read an ASCII text's words and terms itself. None otherwise
+        (snippets then use ``term_spans``)."""
         ...
 
     def facet(self, value: str) -> str:

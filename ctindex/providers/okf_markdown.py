@@ -26,6 +26,7 @@ from typing import Any, Protocol, cast
 from ctindex.providers import OKF_MARKDOWN, ProviderInfo, frontmatter
 from ctindex.providers.base import (
     Analysis,
+    AsciiTerms,
     ConceptLink,
     ConceptText,
     Document,
@@ -299,6 +300,12 @@ def term_spans(text: str) -> Iterator[tuple[int, int, str]]:
     return zip(map(re.Match.start, matches), map(re.Match.end, matches), stems, strict=True)
 
 
+def ascii_terms() -> AsciiTerms:
+    """The cache behind `term_spans`'s ASCII path: its words are the runs of
+    `_ASCII_WORD_RE`, their terms `_CACHE`'s values (filled by `_stem_words`)."""
+    return AsciiTerms(_CACHE, _stem_words)
+
+
 def _folded_spans(text: str) -> Iterator[tuple[int, int, str]]:
     folded = FoldedText(text)
     matches = list(WORD_RE.finditer(folded.text))
@@ -550,6 +557,7 @@ class OkfMarkdown:
     terms = staticmethod(terms)
     normalize_term = staticmethod(normalize_term)
     term_spans = staticmethod(term_spans)
+    ascii_terms = staticmethod(ascii_terms)
     facet = staticmethod(facet)
 
 

@@ -16,9 +16,12 @@ from itertools import compress
 from operator import itemgetter
 
 from ctindex.providers import INDEX_PROVIDER, load
+from ctindex.providers.base import AsciiTerms
+from ctindex.search import native_snippet
 
 OPEN, CLOSE = "«", "»"
 WINDOW_WORDS = 24  # words considered per candidate window
+BACK_WORDS = 6  # words shown before the window's first hit
 MAX_CHARS = 220  # of the plain text, before any markers
 # Bounded work per shown result, whatever the document's size: the first
 # HEAD_CHARS characters are tokenized whole (all of a usual page, so its
@@ -29,6 +32,8 @@ MAX_CHARS = 220  # of the plain text, before any markers
 HEAD_CHARS = 4_096
 REGION_CHARS = 2_048
 _SPACE = re.compile(r"\s")
+# The words of an ASCII text, as the provider's `ascii_terms` promises them.
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
 
 Span = tuple[int, int]
 _TERM = itemgetter(2)  # of a (start, end, term) span
@@ -60,9 +65,23 @@ def snippet_spans(
     to the start of the body. A word is matched when its term is one of
     `terms` or starts with one of `prefixes`. A long text is read in bounded
     pieces (`_pieces`)."""
+    provider = load(INDEX_PROVIDER)
+    native = native_snippet.module()
+    ascii_terms = provider.ascii_terms() if native is not None else None
     for text in (body, description):
         for start, end in _pieces(text, terms, prefixes):
-            found = load(INDEX_PROVIDER).term_spans(text[start:end])
+            piece = text[start:end]
+            if native is not None and ascii_terms is not None and piece.isascii():
+                got = _native_window(native, ascii_terms, piece, terms, prefixes)
+                if got is None:
+                    continue
+                core, spans_in, more_before, more_after = got
+                lead = "…" if more_before or start > 0 else ""
+                trail = "…" if more_after or end < len(text) else ""
+                if lead:
+                    spans_in = [(s + 1, e + 1) for s, e in spans_in]
+                return _clip(lead + core + trail, spans_in)
+            found = provider.term_spans(piece)
             spans = [(s + start, e + start, t) for s, e, t in found] if start else list(found)
             # Distinct terms are tested once; the hits are then found by
             # C-level passes (map, compress), not a Python step per word.
@@ -76,6 +95,23 @@ def snippet_spans(
             if hits:
                 return _window(text, spans, hits, marked, start > 0, end < len(text))
     return _clip(*_flat([((description or body)[:HEAD_CHARS], False)]))
+
+
+def _native_window(
+    native: native_snippet.SnippetModule,
+    ascii_terms: AsciiTerms,
+    piece: str,
+    terms: Collection[str],
+    prefixes: tuple[str, ...],
+) -> native_snippet.Window | None:
+    """`_window`'s result for an ASCII piece, made by the C twin: None when
+    no word of it is matched. A word whose term is not known yet is stemmed
+    (with the piece's other words) and the piece read again."""
+    try:
+        return native.window(piece, ascii_terms.stems, terms, prefixes, WINDOW_WORDS, BACK_WORDS)
+    except KeyError:
+        ascii_terms.fill(_ASCII_WORD.findall(piece))
+        return native.window(piece, ascii_terms.stems, terms, prefixes, WINDOW_WORDS, BACK_WORDS)
 
 
 def _pieces(
@@ -178,7 +214,7 @@ def _window(
     """`before`/`after`: `spans` cover a piece of `text` that has more
     words before / after it."""
     best = _best_start(spans, hits)
-    first = max(best - 6, 0)
+    first = max(best - BACK_WORDS, 0)
     last = min(best + WINDOW_WORDS, len(spans)) - 1
     start, end = spans[first][0], spans[last][1]
     pieces: list[tuple[str, bool]] = [("…" if first > 0 or before else "", False)]

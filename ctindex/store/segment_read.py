@@ -15,6 +15,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from ctindex.base.statefile import open_regular
 from ctindex.store.durable import IndexCorrupt, crc
@@ -51,20 +52,24 @@ from ctindex.store.segment import (
 )
 
 # What a reader keeps per segment (see Segment.__init__): inflated record
-# blocks (about 64 blocks of usual pages, or a few of the largest) and
-# checked runs of token streams.
+# blocks (about 64 blocks of usual pages, or a few of the largest), checked
+# runs of token streams, and parsed records (by their size in bytes).
 RECORD_CACHE_BYTES = 2 * 1024 * 1024
 RUN_CACHE_BYTES = 2 * 1024 * 1024
+DOC_CACHE_BYTES = 2 * 1024 * 1024
+
+V = TypeVar("V")
 
 
-class KeptBytes:
-    """Byte strings by key, least recently used first, the oldest dropped
-    beyond `budget` bytes (the newest always stays, whatever its size)."""
+class Kept(Generic[V]):
+    """Values by key, least recently used first, the oldest dropped beyond
+    `budget` bytes as their owner counts them (the newest always stays,
+    whatever its size)."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.nbytes = 0
-        self._items: OrderedDict[int, bytes] = OrderedDict()
+        self._items: OrderedDict[int, tuple[V, int]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -72,19 +77,20 @@ class KeptBytes:
     def keys(self) -> list[int]:
         return list(self._items)
 
-    def get(self, key: int) -> bytes | None:
+    def get(self, key: int) -> V | None:
         got = self._items.get(key)
-        if got is not None:
-            self._items.move_to_end(key)
-        return got
+        if got is None:
+            return None
+        self._items.move_to_end(key)
+        return got[0]
 
-    def put(self, key: int, value: bytes) -> None:
+    def put(self, key: int, value: V, size: int) -> None:
         old = self._items.pop(key, None)
-        self.nbytes += len(value) - (len(old) if old is not None else 0)
-        self._items[key] = value
+        self.nbytes += size - (old[1] if old is not None else 0)
+        self._items[key] = (value, size)
         while self.nbytes > self.budget and len(self._items) > 1:
-            _, dropped = self._items.popitem(last=False)
-            self.nbytes -= len(dropped)
+            _, (_, dropped) = self._items.popitem(last=False)
+            self.nbytes -= dropped
 
     def clear(self) -> None:
         self._items.clear()
@@ -158,9 +164,11 @@ class Segment:
         # shows the same documents and ranks the same candidates again and
         # again: it keeps inflated record blocks (a large page's costs far
         # more to inflate than to keep; each record read from one is still
-        # checked against its own CRC) and token-stream runs whose CRC held.
-        self._rblocks = KeptBytes(RECORD_CACHE_BYTES)
-        self._runs = KeptBytes(RUN_CACHE_BYTES)
+        # checked against its own CRC), token-stream runs whose CRC held, and
+        # records parsed (a large page's JSON costs more than its inflating).
+        self._rblocks: Kept[bytes] = Kept(RECORD_CACHE_BYTES)
+        self._runs: Kept[bytes] = Kept(RUN_CACHE_BYTES)
+        self._docs: Kept[StoredDoc] = Kept(DOC_CACHE_BYTES)
 
     def _corrupt(self, what: str) -> IndexCorrupt:
         return IndexCorrupt(f"{self.path}: {what} checksum mismatch (damaged index file)")
@@ -234,6 +242,7 @@ class Segment:
     def _forget_records(self) -> None:
         self._rblocks.clear()
         self._runs.clear()
+        self._docs.clear()
 
     # -- dictionary ------------------------------------------------------------
     def _block(self, b: int) -> tuple[list[str], memoryview]:
@@ -415,7 +424,7 @@ class Segment:
             records = _decompress(data)
         except ValueError:
             raise self._corrupt(f"record block {block}") from None
-        self._rblocks.put(block, records)
+        self._rblocks.put(block, records, len(records))
         return records
 
     def sequence(self, docid: int) -> array[int]:
@@ -447,7 +456,7 @@ class Segment:
         data = self._read(self.sections[S_SEQS][0] + start, end - start)
         if crc(data) != crcs[r]:
             raise self._corrupt(f"token streams of documents {first}+")
-        self._runs.put(r, data)
+        self._runs.put(r, data, len(data))
         return data
 
     def _seq_index(self) -> tuple[array[int], array[int]]:
@@ -500,8 +509,14 @@ class Segment:
         return out
 
     def stored(self, docid: int) -> StoredDoc:
-        key, cid, scope, title, typ, desc, tags, body, size = json.loads(self._record(docid))
-        return StoredDoc(key, cid, scope, title, typ, desc, tuple(tags), body, size)
+        got = self._docs.get(docid)
+        if got is not None:
+            return got
+        rec = self._record(docid)
+        key, cid, scope, title, typ, desc, tags, body, size = json.loads(rec)
+        doc = StoredDoc(key, cid, scope, title, typ, desc, tuple(tags), body, size)
+        self._docs.put(docid, doc, len(rec))
+        return doc
 
     # -- audit ---------------------------------------------------------------------
     def verify_all(self) -> int:

@@ -6,14 +6,15 @@ in bounded pieces (ctindex/search/snippet.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctindex.providers import INDEX_PROVIDER, load
-from ctindex.providers.base import Provider
-from ctindex.search import snippet
+from ctindex.providers.base import AsciiTerms, Provider
+from ctindex.search import native_snippet, snippet
 from ctindex.search.snippet import HEAD_CHARS, MAX_CHARS, make_snippet, mark, snippet_spans
 
 WORDS = ["margin", "revenue", "cost", "«quoted»", "**bold**", "ünïcode", "—", "x", "grossly"]
@@ -101,7 +102,17 @@ def test_long_document_tokenizes_a_bounded_amount(monkeypatch: pytest.MonkeyPatc
             seen.append(len(text))
             return self.provider.term_spans(text)
 
+        def ascii_terms(self) -> AsciiTerms | None:
+            return self.provider.ascii_terms()
+
+    real_window = snippet._native_window
+
+    def counted(*args: Any) -> native_snippet.Window | None:
+        seen.append(len(args[2]))  # the piece the C window reads
+        return real_window(*args)
+
     monkeypatch.setattr(snippet, "load", lambda name: Counting(real(name)))
+    monkeypatch.setattr(snippet, "_native_window", counted)
     body = _filler(40 * HEAD_CHARS) + " needleword " + _filler(40 * HEAD_CHARS)
     got = make_snippet(body, "", {"needleword"})
     assert "«needleword»" in got

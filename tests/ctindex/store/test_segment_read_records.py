@@ -1,5 +1,5 @@
-"""What a Segment keeps between reads (segment_read.KeptBytes: inflated
-record blocks, checked token-stream runs): any order of reads gives what a
+"""What a Segment keeps between reads (segment_read.Kept: inflated record
+blocks, checked token-stream runs, parsed records): any order of reads gives what a
 fresh reader gives, what is kept stays within its budget (the newest always
 kept), and damage in a part not yet kept is still found."""
 
@@ -14,6 +14,7 @@ from ctindex.indexing.analyse import build_input
 from ctindex.providers import okf_markdown as okf
 from ctindex.store import segment_read
 from ctindex.store.durable import IndexCorrupt
+from ctindex.store.segment import RECORD_BLOCK_DOCS
 from ctindex.store.segment_build import build_segment
 from ctindex.store.segment_read import Segment
 
@@ -38,6 +39,7 @@ def test_any_read_order_matches_a_fresh_reader_within_the_budget(
 ) -> None:
     monkeypatch.setattr(segment_read, "RECORD_CACHE_BYTES", 150_000)
     monkeypatch.setattr(segment_read, "RUN_CACHE_BYTES", 20_000)
+    monkeypatch.setattr(segment_read, "DOC_CACHE_BYTES", 50_000)
     path = tmp_path / "s.seg"
     make(path)
     rng = random.Random(3)
@@ -52,7 +54,11 @@ def test_any_read_order_matches_a_fresh_reader_within_the_budget(
                 assert kept.sequence(docid) == fresh.sequence(docid)
             finally:
                 fresh.close()
-            for what, budget in ((kept._rblocks, 150_000), (kept._runs, 20_000)):
+            for what, budget in (
+                (kept._rblocks, 150_000),
+                (kept._runs, 20_000),
+                (kept._docs, 50_000),
+            ):
                 assert len(what) >= 1
                 assert what.nbytes <= budget or len(what) == 1
             seen |= set(kept._rblocks.keys())
@@ -60,7 +66,8 @@ def test_any_read_order_matches_a_fresh_reader_within_the_budget(
         assert len(seen) > len(kept._rblocks) + 3  # blocks were dropped and read again
         assert len(runs) > len(kept._runs)
         kept.forget_blocks()
-        assert not kept._rblocks and not kept._runs and kept._rblocks.nbytes == 0
+        assert not kept._rblocks and not kept._runs and not kept._docs
+        assert kept._rblocks.nbytes == kept._runs.nbytes == kept._docs.nbytes == 0
     finally:
         kept.close()
 
@@ -72,6 +79,7 @@ def test_a_damaged_block_not_kept_is_reported(tmp_path: Path) -> None:
     try:
         seg.stored(0)  # block 0 kept
         last = seg.ndocs - 1
+        assert last // RECORD_BLOCK_DOCS > 0  # in another block
         off, length, _ = seg.sections[segment_read.S_RECORDS]
         data = bytearray(path.read_bytes())
         data[off + length - 3] ^= 0xFF  # inside the last record block
