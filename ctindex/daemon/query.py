@@ -56,6 +56,9 @@ QUERY_BUDGET_S = 2.0  # ctindex/fast_entry.py waits this long beyond the barrier
 SLICE_S = 0.005  # sys.setswitchinterval: the longest the worker keeps the loop waiting
 MAX_OUTPUT = 8 << 20  # characters of stdout + stderr; the client takes 64 MiB of JSON
 CACHE_BLOCKS = 2048  # dictionary blocks (64 terms each) kept open between queries
+# Records, token streams and parsed records the segments keep between
+# queries, in all (each segment also bounds its own: store/segment_read.py).
+CACHE_BYTES = 8 << 20
 # Outcomes of the open generation by (query, limit): deterministic for one
 # generation, dropped with it. Capped in entries and in results per entry
 # (a --paths listing of every match is not kept).
@@ -316,6 +319,8 @@ class QueryService:
         snap = self._open.snap
         if snap is None:
             return
-        if sum(v.segment.cached_blocks for v in snap.views) > CACHE_BLOCKS:
+        blocks = sum(v.segment.cached_blocks for v in snap.views)
+        kept = sum(v.segment.kept_bytes for v in snap.views)
+        if blocks > CACHE_BLOCKS or kept > CACHE_BYTES:
             for v in snap.views:
                 v.segment.forget_blocks()

@@ -233,6 +233,12 @@ class Segment:
         reader caps them: ctindex/daemon/query.py)."""
         return len(self._blocks)
 
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of record blocks, token-stream runs and parsed records kept
+        from earlier reads (each within its own budget per segment)."""
+        return self._rblocks.nbytes + self._runs.nbytes + self._docs.nbytes
+
     def forget_blocks(self) -> None:
         """Drop the cached dictionary blocks and record block; they are read
         again when needed."""

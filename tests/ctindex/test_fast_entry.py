@@ -425,6 +425,13 @@ def test_the_daemons_query_caches_are_capped(
     monkeypatch.setattr(query, "CACHE_BLOCKS", 0)
     service._cap()
     assert sum(v.segment.cached_blocks for v in snap.views) == 0
+    # What the segments keep of records and token streams is capped in all too.
+    service._outcome(snap, parse_query('"gross margin" OR revenue'), 10)
+    assert sum(v.segment.kept_bytes for v in snap.views) > 0
+    monkeypatch.setattr(query, "CACHE_BLOCKS", 1 << 30)
+    monkeypatch.setattr(query, "CACHE_BYTES", 0)
+    service._cap()
+    assert sum(v.segment.kept_bytes for v in snap.views) == 0
     service._open.close()
 
 
