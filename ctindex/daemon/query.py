@@ -57,8 +57,10 @@ SLICE_S = 0.005  # sys.setswitchinterval: the longest the worker keeps the loop 
 MAX_OUTPUT = 8 << 20  # characters of stdout + stderr; the client takes 64 MiB of JSON
 CACHE_BLOCKS = 2048  # dictionary blocks (64 terms each) kept open between queries
 # Records, token streams and parsed records the segments keep between
-# queries, in all (each segment also bounds its own: store/segment_read.py).
-CACHE_BYTES = 8 << 20
+# queries: per segment, and in all. Small: the daemon's memory is counted per
+# indexed file (docs/benchmarks.md), and a repeated query is kept whole anyway.
+KEEP_BYTES = 256 << 10
+CACHE_BYTES = 1 << 20
 # Outcomes of the open generation by (query, limit): deterministic for one
 # generation, dropped with it. Capped in entries and in results per entry
 # (a --paths listing of every match is not kept).
@@ -158,7 +160,7 @@ class QueryService:
 
         self.root = os.fspath(root)
         self._command = command  # None: every search is declined, the client answers it
-        self._open = OpenGeneration(index_dir)  # used by the worker thread only
+        self._open = OpenGeneration(index_dir, KEEP_BYTES)  # used by the worker thread only
         self._outcomes: dict[tuple[Node, int], Outcome] = {}  # of self._open.snap
         self._outcomes_of = 0  # the `opened` count they belong to
         self._wake = wake

@@ -88,6 +88,13 @@ class Kept(Generic[V]):
         old = self._items.pop(key, None)
         self.nbytes += size - (old[1] if old is not None else 0)
         self._items[key] = (value, size)
+        self._trim()
+
+    def resize(self, budget: int) -> None:
+        self.budget = budget
+        self._trim()
+
+    def _trim(self) -> None:
         while self.nbytes > self.budget and len(self._items) > 1:
             _, (_, dropped) = self._items.popitem(last=False)
             self.nbytes -= dropped
@@ -232,6 +239,13 @@ class Segment:
         """Term-dictionary blocks held from earlier reads (a long-lived
         reader caps them: ctindex/daemon/query.py)."""
         return len(self._blocks)
+
+    def keep_within(self, nbytes: int) -> None:
+        """Keep at most `nbytes` of records, token streams and parsed records
+        in all (a third each; a long-lived process sharing memory with more,
+        the daemon, keeps less)."""
+        for kept in (self._rblocks, self._runs, self._docs):
+            kept.resize(nbytes // 3)
 
     @property
     def kept_bytes(self) -> int:

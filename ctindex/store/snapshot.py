@@ -142,8 +142,9 @@ class OpenGeneration:
     collected: nothing reads them). Not thread-safe: one reader thread per
     instance."""
 
-    def __init__(self, index_dir: Path) -> None:
+    def __init__(self, index_dir: Path, keep_bytes: int | None = None) -> None:
         self.index_dir = index_dir
+        self.keep_bytes = keep_bytes  # per segment (Segment.keep_within); None: its defaults
         self.manifest = ManifestReader(index_dir)
         self.snap: Snapshot | None = None
         self.opened = 0  # generations opened so far
@@ -160,6 +161,9 @@ class OpenGeneration:
         fresh = open_snapshot(self.index_dir)
         if fresh is None:
             raise FileNotFoundError(str(self.index_dir / "MANIFEST"))
+        if self.keep_bytes is not None:
+            for view in fresh.views:
+                view.segment.keep_within(self.keep_bytes)
         self.close()
         self.snap = fresh
         self.opened += 1

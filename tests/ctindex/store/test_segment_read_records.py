@@ -111,3 +111,23 @@ def test_a_damaged_run_not_kept_is_reported_and_verify_reads_the_file(tmp_path: 
             seg.verify_all()
     finally:
         seg.close()
+
+
+def test_keep_within_bounds_everything_kept(tmp_path: Path) -> None:
+    """The daemon's query thread keeps less (ctindex/daemon/query.py KEEP_BYTES)."""
+    path = tmp_path / "s.seg"
+    make(path)
+    seg = Segment(path)
+    try:
+        for docid in range(seg.ndocs):
+            seg.stored(docid)
+            seg.sequence(docid)
+        assert seg.kept_bytes > 90_000
+        seg.keep_within(90_000)
+        for kept in (seg._rblocks, seg._runs, seg._docs):
+            assert kept.nbytes <= 30_000 or len(kept) == 1
+        for docid in range(0, seg.ndocs, 7):
+            seg.stored(docid)
+            assert seg._docs.nbytes <= 30_000 or len(seg._docs) == 1
+    finally:
+        seg.close()
