@@ -7,6 +7,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Collection, Iterable, Iterator
 
+from ctindex.search import native_rank
 from ctindex.store.segment_read import Segment
 from ctindex.store.snapshot import SegmentView
 
@@ -149,7 +150,7 @@ class SegmentPartition:
         return self.seg.sequences(docs)
 
     def phrase_docs(self, docs: Iterable[int], ranks: list[int]) -> set[int]:
-        return self.seg.phrase_docs(docs, ranks)
+        return self.seg.phrase_docs(list(docs), ranks, native_rank.phrase_scan())
 
     def sep_rank(self) -> int:
         return self.seg.sep_rank
