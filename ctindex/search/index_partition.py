@@ -5,7 +5,7 @@ from __future__ import annotations
 import weakref
 from array import array
 from bisect import bisect_left
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
 from ctindex.search import native_rank
 from ctindex.store.segment_read import Segment
@@ -151,6 +151,9 @@ class SegmentPartition:
 
     def phrase_docs(self, docs: Iterable[int], ranks: list[int]) -> set[int]:
         return self.seg.phrase_docs(list(docs), ranks, native_rank.phrase_scan())
+
+    def stream_lengths(self, docs: Sequence[int]) -> list[int]:
+        return self.seg.stream_lengths(docs)
 
     def sep_rank(self) -> int:
         return self.seg.sep_rank

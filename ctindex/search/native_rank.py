@@ -120,10 +120,11 @@ def module() -> RankModule | None:
 
 
 def phrase_scan() -> PhraseScan:
-    """The scan Segment.phrase_docs runs on each run of token streams: C
+    """The scan Segment.phrase_docs runs on each stretch of streams: C
     when built, else ``phrase_scan_py``."""
-    native = module()
-    return phrase_scan_py if native is None else native.phrase_scan
+    # A build older than the scan (not rebuilt since) serves the pure path.
+    native: PhraseScan | None = getattr(module(), "phrase_scan", None)
+    return phrase_scan_py if native is None else native
 
 
 def phrase_scan_py(

@@ -487,6 +487,13 @@ class Segment:
         self._runs.put(r, data, len(data))
         return data
 
+    def stream_lengths(self, docids: Sequence[int]) -> list[int]:
+        """Tokens in each document's stream, from the stream offsets alone
+        (no stream is read)."""
+        offs, _ = self._seq_index()
+        size = array(self.seq_code).itemsize
+        return [(offs[d + 1] - offs[d]) // size for d in docids]
+
     def _seq_index(self) -> tuple[array[int], array[int]]:
         if self._seq_offs is None:
             data = self._section(S_SEQOFFS)
