@@ -120,7 +120,7 @@ def module() -> RankModule | None:
 
 
 def phrase_scan() -> PhraseScan:
-    """The scan Segment.phrase_docs runs on each stretch of streams: C
+    """The scan Segment.phrase_docs runs on each run of streams: C
     when built, else ``phrase_scan_py``."""
     # A build older than the scan (not rebuilt since) serves the pure path.
     native: PhraseScan | None = getattr(module(), "phrase_scan", None)

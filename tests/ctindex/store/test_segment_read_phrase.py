@@ -80,8 +80,9 @@ def test_bulk_phrase_scan_matches_per_document_check(
 @pytest.mark.parametrize("scan", _scans())
 def test_a_damaged_token_stream_is_index_corrupt(tmp_path: Path, scan: PhraseScan) -> None:
     # One byte of the second run's streams flipped: a phrase reading that
-    # run fails naming it, whether the run is read alone or inside a stretch
-    # of runs read with one pread; the first run still answers as before.
+    # run fails naming it, alone or among other runs, and again when asked
+    # again (a run failing its check is not kept); the first run still
+    # answers as before.
     path = _segment(tmp_path)
     seg = Segment(path)
     try:
@@ -100,7 +101,7 @@ def test_a_damaged_token_stream_is_index_corrupt(tmp_path: Path, scan: PhraseSca
     seg = Segment(path)
     try:
         second_run = list(range(SEQ_BLOCK_DOCS, 2 * SEQ_BLOCK_DOCS))
-        for ids in (second_run, list(range(seg.ndocs)), [0, SEQ_BLOCK_DOCS + 1]):
+        for ids in (second_run, list(range(seg.ndocs)), [0, SEQ_BLOCK_DOCS + 1], second_run):
             with pytest.raises(
                 IndexCorrupt, match=f"token streams of documents {SEQ_BLOCK_DOCS}\\+"
             ):
