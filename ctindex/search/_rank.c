@@ -14,6 +14,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 /* A read-only view of an array('I') (or any buffer of native uint32). */
 typedef struct {
@@ -800,6 +801,88 @@ static PyObject *at_least(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* -- phrases: the streams of one run ------------------------------------- */
+
+/* Whether the stream s[0..m) holds the pattern at an item boundary. memchr
+ * finds each byte that can start it (a scan many bytes at a time); one off
+ * an item boundary resumes at the next boundary. */
+static int holds_aligned(const char *s, Py_ssize_t m, const char *pat, Py_ssize_t plen,
+                         Py_ssize_t size) {
+    Py_ssize_t q = 0;
+    while (q + plen <= m) {
+        const char *hit = memchr(s + q, (unsigned char)pat[0], (size_t)(m - plen + 1 - q));
+        if (hit == NULL) return 0;
+        Py_ssize_t at = hit - s;
+        Py_ssize_t off = at % size;
+        if (off) {
+            q = at - off + size;
+            continue;
+        }
+        if (memcmp(hit, pat, (size_t)plen) == 0) return 1;
+        q = at + size;
+    }
+    return 0;
+}
+
+/* phrase_scan(run, offs, start, wanted, pattern, size): native_rank.
+ * phrase_scan_py. Each wanted stream is scanned on its own (offs, an
+ * array('Q'), gives its bytes within the run), so a hit is never mapped back
+ * to its document and a stream that is not wanted is never read. */
+static PyObject *phrase_scan(PyObject *self, PyObject *args) {
+    Py_buffer run, pat, offs;
+    PyObject *offs_obj, *wanted_obj;
+    unsigned long long start;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "y*OKOy*n", &run, &offs_obj, &start, &wanted_obj, &pat, &size))
+        return NULL;
+    PyObject *result = NULL, *wanted = NULL, *out = NULL;
+    offs.obj = NULL;
+    if (PyObject_GetBuffer(offs_obj, &offs, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) goto done;
+    if (offs.itemsize != 8 || offs.format == NULL || strcmp(offs.format, "Q") != 0) {
+        PyErr_SetString(PyExc_TypeError, "_rank.phrase_scan: offsets must be array('Q')");
+        goto done;
+    }
+    wanted = PySequence_Fast(wanted_obj, "_rank.phrase_scan: wanted");
+    if (wanted == NULL) goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(wanted);
+    if (pat.len == 0 || n == 0) {
+        PyErr_SetString(PyExc_ValueError, "phrase_scan: an empty pattern or no wanted document");
+        goto done;
+    }
+    if (size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "phrase_scan: the item size must be positive");
+        goto done;
+    }
+    const uint64_t *off = (const uint64_t *)offs.buf;
+    Py_ssize_t noffs = offs.len / 8;
+    out = PyList_New(0);
+    if (out == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *id = PySequence_Fast_GET_ITEM(wanted, i);
+        Py_ssize_t d = PyLong_AsSsize_t(id);
+        if (d == -1 && PyErr_Occurred()) goto done;
+        if (d < 0 || d + 1 >= noffs || off[d] < start || off[d + 1] < off[d] ||
+            off[d + 1] - start > (uint64_t)run.len) {
+            PyErr_SetString(PyExc_ValueError, "phrase_scan: a wanted stream outside the run");
+            goto done;
+        }
+        const char *s = (const char *)run.buf + (off[d] - start);
+        Py_ssize_t m = (Py_ssize_t)(off[d + 1] - off[d]);
+        if (holds_aligned(s, m, (const char *)pat.buf, pat.len, size) &&
+            PyList_Append(out, id) < 0)
+            goto done;
+    }
+    result = out;
+    out = NULL;
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(wanted);
+    if (offs.obj != NULL) PyBuffer_Release(&offs);
+    PyBuffer_Release(&pat);
+    PyBuffer_Release(&run);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"field_scores", field_scores, METH_VARARGS, "Add one field's scores of a term."},
     {"body_scores", body_scores, METH_VARARGS, "Add the body's scores of a term."},
@@ -812,6 +895,7 @@ static PyMethodDef methods[] = {
     {"kth_largest", kth_largest, METH_VARARGS, "The k-th largest value of some dicts."},
     {"at_least", at_least, METH_VARARGS, "The keys of a dict whose value reaches a bar."},
     {"min_span", min_span, METH_VARARGS, "Shortest run holding every rank inside one field."},
+    {"phrase_scan", phrase_scan, METH_VARARGS, "The wanted streams of a run holding a pattern."},
     {NULL, NULL, 0, NULL},
 };
 

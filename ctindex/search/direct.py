@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from ctindex.base.output import counted_keys
@@ -84,6 +84,9 @@ class MemoryPartition:
     def sequences(self, docs: Iterable[int]) -> Iterator[tuple[int, array[int]]]:
         for d in docs:
             yield d, array("I", [self._rank[t] for t in self.analyses[d].tokens])
+
+    def stream_lengths(self, docs: Sequence[int]) -> list[int]:
+        return [len(self.analyses[d].tokens) for d in docs]
 
     def sep_rank(self) -> int:
         return _SEP_RANK

@@ -5,8 +5,9 @@ from __future__ import annotations
 import weakref
 from array import array
 from bisect import bisect_left
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
+from ctindex.search import native_rank
 from ctindex.store.segment_read import Segment
 from ctindex.store.snapshot import SegmentView
 
@@ -149,7 +150,10 @@ class SegmentPartition:
         return self.seg.sequences(docs)
 
     def phrase_docs(self, docs: Iterable[int], ranks: list[int]) -> set[int]:
-        return self.seg.phrase_docs(docs, ranks)
+        return self.seg.phrase_docs(list(docs), ranks, native_rank.phrase_scan())
+
+    def stream_lengths(self, docs: Sequence[int]) -> list[int]:
+        return self.seg.stream_lengths(docs)
 
     def sep_rank(self) -> int:
         return self.seg.sep_rank

@@ -96,6 +96,8 @@ class Partition(Protocol):
     def rank(self, term: str) -> int | None: ...  # id of a term in token streams
     def sequences(self, docs: Iterable[int]) -> Iterator[tuple[int, array[int]]]: ...
     #                                               (doc, token stream as term ranks)
+    def stream_lengths(self, docs: Sequence[int]) -> list[int]: ...  # tokens per stream,
+    #                                               without reading the streams
     def sep_rank(self) -> int: ...
     def path_prefix(self, prefix: str) -> set[int]: ...  # docs whose key starts with prefix
     def key(self, doc: int) -> str: ...  # the document's project-relative path
@@ -816,10 +818,37 @@ def _proximity(
     for i, (p, sc) in enumerate(zip(parts, scores, strict=True)):
         want = [r for r in ranks[i] if r is not None]
         sep = p.sep_rank()
-        for d, seq in p.sequences(sorted(by_part[i])):
+        docs = sorted(by_part[i])
+        known = _phrase_span(node, p, want)
+        if known is not None and docs:
+            # Streams short enough to be searched whole have this span; a
+            # longer one is narrowed around its anchor first, so it is read.
+            lens = p.stream_lengths(docs)
+            for d, n in zip(docs, lens, strict=True):
+                if n <= PROXIMITY_LONG:
+                    sc[d] += PROXIMITY_WEIGHT * len(want) ** 2 / known
+            docs = [d for d, n in zip(docs, lens, strict=True) if n > PROXIMITY_LONG]
+        for d, seq in p.sequences(docs):
             span = min_span(seq, want, sep)
             if span is not None:
                 sc[d] += PROXIMITY_WEIGHT * len(want) ** 2 / span
+
+
+def _phrase_span(node: Node, part: Partition, want: list[int]) -> int | None:
+    """The span `min_span` finds in every match of `node` whose stream is
+    searched whole, when it is known without reading it: `node` is a phrase
+    whose own words hold every one of `want` (its distinct words) in a run
+    of len(want) tokens. Every match holds the phrase inside one field, so
+    it has such a run, and no run of fewer tokens holds len(want) distinct
+    words. (In `"a b b c"` the shortest run is the phrase itself, 4 tokens,
+    but a match may also hold `a b c` elsewhere: None, its streams are read.)"""
+    if not isinstance(node, Phrase) or not want:
+        return None
+    ranks = [part.rank(t) for t in node.terms]
+    words = array("q", [r for r in ranks if r is not None])
+    if len(words) < len(ranks):
+        return None
+    return len(want) if _min_span_py(words, want, part.sep_rank()) == len(want) else None
 
 
 def search(node: Node, parts: Sequence[Partition]) -> Ranking:

@@ -2,16 +2,21 @@
 
 ``module()`` is None when it is not built or ``CTINDEX_PURE=1``
 (ctindex/base/native_modules.py); ctindex/search/matcher.py then runs its pure
-functions, which the C ones match bit for bit.
+functions, which the C ones match bit for bit. The phrase scan's pure twin,
+``phrase_scan_py``, lives here: its caller is the segment reader
+(ctindex/store/segment_read.py `phrase_docs`), which the search side hands
+the scan it should use (``phrase_scan``).
 """
 
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from typing import Protocol, cast
 
 from ctindex.base import native_modules
+from ctindex.store.segment_read import PhraseScan
 
 # (got, posting, only, lens, a, bl, wf, k1): matcher._field_scores_py
 FieldScores = Callable[
@@ -98,7 +103,68 @@ class RankModule(Protocol):
     def kth_largest(self, dicts: Sequence[dict[int, float]], k: int, /) -> float: ...
     def at_least(self, scores: dict[int, float], bar: float, /) -> list[int]: ...
     def min_span(self, seq: array[int], ranks: list[int], sep: int, /) -> int | None: ...
+    def phrase_scan(
+        self,
+        run: bytes,
+        offs: array[int],
+        start: int,
+        wanted: list[int],
+        pattern: bytes,
+        size: int,
+        /,
+    ) -> list[int]: ...
 
 
 def module() -> RankModule | None:
     return cast("RankModule | None", native_modules.load("ctindex.search._rank"))
+
+
+def phrase_scan() -> PhraseScan:
+    """The scan Segment.phrase_docs runs on each run of streams: C
+    when built, else ``phrase_scan_py``."""
+    # A build older than the scan (not rebuilt since) serves the pure path.
+    native: PhraseScan | None = getattr(module(), "phrase_scan", None)
+    return phrase_scan_py if native is None else native
+
+
+def phrase_scan_py(
+    run: bytes, offs: array[int], start: int, wanted: list[int], pattern: bytes, size: int
+) -> list[int]:
+    """The ids of `wanted` (increasing) whose token stream holds `pattern`
+    (the phrase's ranks, `size` bytes each, little-endian) at an item
+    boundary. `run` holds the streams section from byte `start` on; document
+    d's stream is its bytes `offs[d]` to `offs[d + 1]` (offsets are whole
+    items, so an item boundary of the run is one of every stream in it).
+
+    One ``bytes.find`` pass from the first wanted stream to the end of the
+    last: a byte match off an item boundary resumes at the next boundary,
+    and a decided document (a hit, a hit spilling into the next stream, or
+    not wanted) is skipped whole, so a stream full of occurrences costs
+    one find, not one per occurrence."""
+    if not pattern or not wanted:
+        raise ValueError("phrase_scan: an empty pattern or no wanted document")
+    if size <= 0:
+        raise ValueError("phrase_scan: the item size must be positive")
+    n = len(wanted)
+    top = wanted[-1] + 1
+    stop = offs[top] - start  # a hit past the last wanted stream is of no use
+    if offs[wanted[0]] < start or stop > len(run):
+        raise ValueError("phrase_scan: a wanted stream outside the run")
+    out: list[int] = []
+    i = 0  # wanted[i]: the first wanted document not yet decided
+    at = run.find(pattern, offs[wanted[0]] - start, stop)
+    while at >= 0:
+        if at % size:
+            at = run.find(pattern, at - at % size + size, stop)
+            continue
+        pos = start + at
+        d = bisect_right(offs, pos, wanted[i], top) - 1  # the stream the hit starts in
+        i = bisect_left(wanted, d, i)
+        if i < n and wanted[i] == d:
+            if pos + len(pattern) <= offs[d + 1]:
+                out.append(d)
+            i += 1
+        if i == n:
+            break
+        at = run.find(pattern, offs[wanted[i]] - start, stop)
+    return out

@@ -12,8 +12,8 @@ import struct
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections import OrderedDict, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -49,6 +49,7 @@ from ctindex.store.segment import (
     WORD_START,
     StoredDoc,
     from_le,
+    to_le,
 )
 
 # What a reader keeps per segment (see Segment.__init__): inflated record
@@ -103,6 +104,13 @@ class Kept(Generic[V]):
         self._items.clear()
         self.nbytes = 0
 
+
+# (run, offsets, start, wanted, pattern, item size) -> the wanted documents
+# holding the pattern: ctindex/search/native_rank.py `phrase_scan_py` and
+# its C twin. `run` is the streams section from byte `start` on, `offsets`
+# the section's per-document byte offsets (ndocs + 1), `wanted` increasing
+# ids whose streams lie inside `run`.
+PhraseScan = Callable[[bytes, "array[int]", int, list[int], bytes, int], list[int]]
 
 # One decompressor per thread (an instance is not safe to share between
 # threads; the daemon answers queries on a worker thread): making one costs
@@ -479,6 +487,13 @@ class Segment:
         self._runs.put(r, data, len(data))
         return data
 
+    def stream_lengths(self, docids: Sequence[int]) -> list[int]:
+        """Tokens in each document's stream, from the stream offsets alone
+        (no stream is read)."""
+        offs, _ = self._seq_index()
+        size = array(self.seq_code).itemsize
+        return [(offs[d + 1] - offs[d]) // size for d in docids]
+
     def _seq_index(self) -> tuple[array[int], array[int]]:
         if self._seq_offs is None:
             data = self._section(S_SEQOFFS)
@@ -487,45 +502,29 @@ class Segment:
             self._seq_crcs = from_le("I", data[cut:])
         return self._seq_offs, self._seq_crcs
 
-    def phrase_docs(self, docids: Iterable[int], ranks: Sequence[int]) -> set[int]:
+    def phrase_docs(
+        self, docids: Sequence[int], ranks: Sequence[int], scan: PhraseScan
+    ) -> set[int]:
         """Those of `docids` (increasing) whose token stream holds `ranks`
-        consecutively. One ``bytes.find`` scan per run of SEQ_BLOCK_DOCS
-        streams instead of one array per document: a phrase of common words
-        checks tens of thousands of documents."""
-        offs, crcs = self._seq_index()
+        consecutively. `scan` (the search side's C scan or its pure twin,
+        ctindex/search/native_rank.py) finds them in one call per run of
+        SEQ_BLOCK_DOCS streams, read and checked once (`_run`): a phrase of
+        common words checks thousands of documents, and a Python step per
+        document or per occurrence would cost more than reading them."""
         if not ranks:
             return set(docids)
-        pattern = array(self.seq_code, ranks).tobytes()
+        pattern = to_le(array(self.seq_code, ranks))
         size = len(pattern) // len(ranks)
-        base = self.sections[S_SEQS][0]
+        ids = docids if isinstance(docids, list) else list(docids)
+        offs, _ = self._seq_index()
         out: set[int] = set()
-        by_run: dict[int, set[int]] = defaultdict(set)
-        for d in docids:
-            by_run[d // SEQ_BLOCK_DOCS].add(d)
-        for r, wanted in by_run.items():
-            first = r * SEQ_BLOCK_DOCS
-            last = min(first + SEQ_BLOCK_DOCS, self.ndocs)
-            start = offs[first]
-            data = self._read(base + start, offs[last] - start)
-            if crc(data) != crcs[r]:
-                raise self._corrupt(f"token streams of documents {first}+")
-            # Every find resumes at the next item boundary at least, and a
-            # document that is decided (found, or not a candidate) is skipped
-            # whole: a stream with many occurrences costs one pass, not one
-            # find per overlapping occurrence.
-            at = data.find(pattern)
-            while at >= 0:
-                if at % size:
-                    at = data.find(pattern, at - at % size + size)
-                    continue
-                pos = start + at
-                d = bisect_right(offs, pos, first, last) - 1
-                end = offs[d + 1]
-                # A hit running past `end` spills into the next document, and
-                # so would every later hit in this one.
-                if d in wanted and pos + len(pattern) <= end:
-                    out.add(d)
-                at = data.find(pattern, end - start)  # next document
+        i = 0
+        while i < len(ids):
+            r = ids[i] // SEQ_BLOCK_DOCS
+            j = bisect_left(ids, (r + 1) * SEQ_BLOCK_DOCS, i)
+            data = self._run(r)  # ids[i:j] are this run's candidates
+            out.update(scan(data, offs, offs[r * SEQ_BLOCK_DOCS], ids[i:j], pattern, size))
+            i = j
         return out
 
     def stored(self, docid: int) -> StoredDoc:

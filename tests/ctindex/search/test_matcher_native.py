@@ -28,7 +28,7 @@ from ctindex.base import native_modules
 from ctindex.indexing.transaction import update
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
-from ctindex.search import matcher
+from ctindex.search import matcher, native_rank
 from ctindex.search.execute import Outcome, search_direct, search_snapshot
 from ctindex.search.query import parse_query
 from ctindex.store.snapshot import Snapshot, with_snapshot
@@ -490,3 +490,73 @@ def test_bad_postings_raise_one_type_error() -> None:
         native.add_into({0: "s"}, {0: "v"})
     with pytest.raises(TypeError):
         native.max_into({0: "b"}, {0: "v"})
+
+
+# Phrase scans (native_rank.phrase_scan_py and _rank.phrase_scan) over one
+# stretch of token streams. Items are drawn so that their bytes collide:
+# 0x0102 and 0x0201 (u16), or their u32 kin, make byte matches that straddle
+# an item boundary, which must not count.
+_NARROW_ITEMS = [0, 1, 2, 0x0100, 0x0201, 0x0102, 0x0002]
+_WIDE_ITEMS = [0, 1, 2, 0x01000000, 0x00020100, 0x00000201, 0x02000000]
+
+
+@st.composite
+def _stretches(draw: st.DrawFn) -> tuple[list[list[int]], int, int, list[int], list[int], str]:
+    """Streams, a stretch [first, last) of them, wanted ids inside it and a
+    phrase. Streams before and after the stretch make its start nonzero and
+    give a hit a place to spill into."""
+    code = draw(st.sampled_from(["H", "I"]))
+    items = st.sampled_from(_NARROW_ITEMS if code == "H" else _WIDE_ITEMS)
+    streams = draw(st.lists(st.lists(items, max_size=12), min_size=1, max_size=12))
+    first = draw(st.integers(0, len(streams) - 1))
+    last = draw(st.integers(first + 1, len(streams)))
+    wanted = sorted(draw(st.sets(st.integers(first, last - 1), min_size=1)))
+    phrase = draw(st.lists(items, min_size=1, max_size=3))
+    return streams, first, last, wanted, phrase, code
+
+
+def _holds(stream: list[int], phrase: list[int]) -> bool:
+    k = len(phrase)
+    return any(stream[i : i + k] == phrase for i in range(len(stream) - k + 1))
+
+
+@settings(max_examples=600, deadline=None)
+@given(case=_stretches())
+def test_phrase_scan_is_the_pure_scan_and_the_oracle(
+    case: tuple[list[list[int]], int, int, list[int], list[int], str],
+) -> None:
+    streams, first, last, wanted, phrase, code = case
+    section = b"".join(array(code, s).tobytes() for s in streams)
+    size = array(code).itemsize
+    offs = array("Q", [0])
+    for s in streams:
+        offs.append(offs[-1] + size * len(s))
+    start = offs[first]
+    run = section[start : offs[last]]
+    pattern = array(code, phrase).tobytes()
+    oracle = [d for d in wanted if _holds(streams[d], phrase)]
+    assert native_rank.phrase_scan_py(run, offs, start, wanted, pattern, size) == oracle
+    # The whole section as the run: a hit may now spill into a stream after it.
+    assert native_rank.phrase_scan_py(section, offs, 0, wanted, pattern, size) == oracle
+    native = _native()
+    assert native.phrase_scan(run, offs, start, wanted, pattern, size) == oracle
+    assert native.phrase_scan(section, offs, 0, wanted, pattern, size) == oracle
+
+
+def test_phrase_scans_refuse_bad_input_alike() -> None:
+    offs = array("Q", [0, 4, 8])
+    run = array("H", [1, 2, 1, 2]).tobytes()
+    pattern = array("H", [1, 2]).tobytes()
+    for scan in (native_rank.phrase_scan_py, _native().phrase_scan):
+        assert scan(run, offs, 0, [0, 1], pattern, 2) == [0, 1]
+        for args in (
+            (run, offs, 0, [], pattern, 2),  # no wanted document
+            (run, offs, 0, [0], b"", 2),  # an empty pattern
+            (run, offs, 0, [0], pattern, 0),  # no item size
+            (run[:6], offs, 0, [1], pattern, 2),  # a stream past the run's end
+            (run[4:], offs, 4, [0], pattern, 2),  # a stream before the run
+        ):
+            with pytest.raises(ValueError, match="phrase_scan"):
+                scan(*args)
+    with pytest.raises(TypeError):
+        _native().phrase_scan(run, array("I", [0, 4, 8]), 0, [0], pattern, 2)

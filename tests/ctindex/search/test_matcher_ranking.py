@@ -475,3 +475,52 @@ def test_per_field_saturation_title_worth_independent_of_body(tmp_path: Path) ->
     scores = {r.id: r.score for r in out.results}
     title_only = scores["c/title"]
     assert scores["b/both"] - scores["a/body"] > 0.5 * title_only
+
+
+def test_phrase_span_known_without_reading_is_the_span_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A phrase query's proximity bonus is taken from the phrase itself for
+    # streams searched whole (matcher._phrase_span); it must be the float
+    # reading every stream gives, bit for bit: short pages, a page past
+    # PROXIMITY_LONG whose phrase sits beyond the anchors min_span looks at,
+    # a page whose phrase is in its title, and a phrase ("a b b c") whose own
+    # shortest run is longer than its distinct words.
+    from ctindex.search import matcher
+    from ctindex.search.index_partition import SegmentPartition
+    from ctindex.store.snapshot import Snapshot, with_snapshot
+
+    filler = " ".join(f"zqf{i % 50}" for i in range(matcher.PROXIMITY_LONG))
+    anchors = " ".join(["zqa"] * (matcher.PROXIMITY_ANCHORS + 5))
+    docs = {
+        "s/one.md": _doc("One", "zqa zqb zqc and more zqa zqb zqb zqc"),
+        "s/two.md": _doc("Zqa zqb", "words zqc zqb zqa zqb zqb zqc"),
+        "s/three.md": _doc("Three", "zqa zqb zqb zqc zqa zqb zqc"),
+        "l/long.md": _doc("Long", f"{anchors} {filler} zqa zqb zqc zqa zqb zqb zqc"),
+    }
+    project = _project(tmp_path, docs)
+    queries = ['"zqa zqb"', '"zqa zqb zqc"', '"zqa zqb zqb zqc"', '"zqb zqa"', '"zqa zqb zqa"']
+
+    def rankings() -> list[list[dict[int, float]]]:
+        def run(snap: Snapshot) -> list[list[dict[int, float]]]:
+            parts = [SegmentPartition(v) for v in snap.views]
+            return [matcher.search(parse_query(q), parts).scores for q in queries]
+
+        return with_snapshot(project.index_dir, run)
+
+    known = rankings()
+    asked: list[int | None] = []
+
+    def declined(node: matcher.Node, part: matcher.Partition, want: list[int]) -> None:
+        asked.append(real(node, part, want))
+
+    real = matcher._phrase_span
+    monkeypatch.setattr(matcher, "_phrase_span", declined)
+    read = rankings()  # every stream of the pool read and measured
+    assert 2 in asked and 3 in asked and None in asked  # each case was met
+    assert [[{d: v.hex() for d, v in sc.items()} for sc in r] for r in known] == [
+        [{d: v.hex() for d, v in sc.items()} for sc in r] for r in read
+    ]
+    assert any(len(sc) >= 3 for r in known for sc in r)  # the phrases do match
+    for q in queries:  # and the index still agrees with --direct
+        _ordered(project, q, 10)

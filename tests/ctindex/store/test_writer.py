@@ -9,6 +9,7 @@ import pytest
 
 from ctindex.indexing.analyse import build_input
 from ctindex.providers import okf_markdown as okf
+from ctindex.search import native_rank
 from ctindex.store import snapshot as snapshot_mod
 from ctindex.store import writer as writer_mod
 from ctindex.store.durable import IndexCorrupt
@@ -307,6 +308,7 @@ def test_ranking_terms_do_not_widen_the_token_streams(tmp_path: Path) -> None:
         assert seg.keys()[5] == docs[5].key and stream == okf.analyze(docs[5]).tokens
         assert seg.rank("\x01twaa") is None  # a ranking term is in no stream
         ranks = [seg.rank(t) for t in okf.analyze(docs[5]).tokens[-3:]]
-        assert 5 in seg.phrase_docs(range(seg.ndocs), [r for r in ranks if r is not None])
+        want = [r for r in ranks if r is not None]
+        assert 5 in seg.phrase_docs(range(seg.ndocs), want, native_rank.phrase_scan())
     finally:
         seg.close()
