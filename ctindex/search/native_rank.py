@@ -136,6 +136,8 @@ def prefix_union_py(
     C-speed ``set.update`` of a view of the read."""
     code: Literal["I", "H"] = "I" if wide else "H"
     width = 6 if wide else 4  # a doc id and a u16 tf per document
+    if len(entries) % ENTRY.size:
+        raise ValueError(f"prefix_union: entries of {ENTRY.size} bytes")
     rows = list(ENTRY.iter_unpack(entries))
     order = sorted(range(len(rows)), key=lambda i: -rows[i][1])
     view = memoryview(data)

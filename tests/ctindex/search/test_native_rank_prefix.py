@@ -113,6 +113,8 @@ def test_a_damaged_posting_is_reported_alike(
 
 def test_the_union_refuses_malformed_entries() -> None:
     with pytest.raises(ValueError):
+        native_rank.prefix_union_py(b"", 0, b"\x00" * 15, False, 3)
+    with pytest.raises(ValueError):
         _native().prefix_union(b"", 0, b"\x00" * 15, False, 3)
 
 
