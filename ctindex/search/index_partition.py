@@ -57,7 +57,7 @@ class SegmentPartition:
             return len(self._tf[term])
         if not self.deleted:
             run = self._covering(term)
-            found = self.seg.lookup(term) if run is None else self.seg.run_entry(run, term)
+            found = self.seg.lookup(term) if run is None else self.seg.entry_in(run, term)
             return 0 if found is None else found[1]
         post = self._posting(term)
         if post is None:
@@ -80,7 +80,7 @@ class SegmentPartition:
     def _posting(self, term: str) -> tuple[array[int], array[int]] | None:
         if term not in self._arrays:
             run = self._covering(term)
-            got = self.seg.postings(term) if run is None else self.seg.run_postings(run, term)
+            got = self.seg.postings(term) if run is None else self.seg.postings_in(run, term)
             self._arrays[term] = got
         return self._arrays[term]
 

@@ -376,7 +376,7 @@ class Segment:
         data = self._read(self.sections[S_POSTINGS][0] + first, length)
         return PrefixRun(terms, entries, first, data)
 
-    def run_entry(self, run: PrefixRun, term: str) -> tuple[int, int, int] | None:
+    def entry_in(self, run: PrefixRun, term: str) -> tuple[int, int, int] | None:
         """(postings offset, df, crc) of `term`, which starts with the run's
         prefix (so is in the run or not in this segment), or None."""
         i = bisect_left(run.terms, term)
@@ -385,10 +385,10 @@ class Segment:
         off, df, want = ENTRY.unpack_from(run.entries, i * ENTRY.size)
         return off, df, want
 
-    def run_postings(self, run: PrefixRun, term: str) -> tuple[array[int], array[int]] | None:
+    def postings_in(self, run: PrefixRun, term: str) -> tuple[array[int], array[int]] | None:
         """`postings(term)` for a term of the run, taken from the run's
         read (no dictionary lookup, no read of its own), checked as there."""
-        found = self.run_entry(run, term)
+        found = self.entry_in(run, term)
         if found is None:
             return None
         off, df, want = found

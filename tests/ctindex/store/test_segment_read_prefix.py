@@ -1,5 +1,5 @@
 """A prefix's run of the term dictionary (Segment.prefix_postings,
-terms_with_prefix, run_entry, run_postings) against the dictionary read
+terms_with_prefix, entry_in, postings_in) against the dictionary read
 term by term: the same terms, entries and postings, across block
 boundaries, for prefixes that match nothing, one term, or many."""
 
@@ -56,10 +56,10 @@ def test_a_prefix_run_is_the_dictionary_read_term_by_term(seg: Segment, prefix: 
     for t in want:
         found = seg.lookup(t)
         assert found is not None
-        assert seg.run_entry(run, t) == found[:3]
-        assert seg.run_postings(run, t) == seg.postings(t)
+        assert seg.entry_in(run, t) == found[:3]
+        assert seg.postings_in(run, t) == seg.postings(t)
     absent = prefix + "\x7f"
-    assert seg.run_entry(run, absent) is None and seg.run_postings(run, absent) is None
+    assert seg.entry_in(run, absent) is None and seg.postings_in(run, absent) is None
     if want:
         off, df, _ = ENTRY.unpack_from(run.entries, len(run.entries) - ENTRY.size)
         assert run.first == ENTRY.unpack_from(run.entries)[0]
