@@ -15,6 +15,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <stdlib.h>
 
 /* A read-only view of an array('I') (or any buffer of native uint32). */
 typedef struct {
@@ -820,6 +821,91 @@ static int holds_aligned(const char *s, Py_ssize_t m, const char *pat, Py_ssize_
         }
         if (memcmp(hit, pat, (size_t)plen) == 0) return 1;
         q = at + size;
+/* -- a prefix's documents: the union of its terms' postings --------------- */
+
+/* CRC-32 (the zlib / ISO-HDLC polynomial, as zlib.crc32), slice by 4: the
+ * same table code as ctindex/store/_invert.c, built on first use. */
+static uint32_t crc_table[4][256];
+static int crc_ready;
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = crc_table[0][i];
+        for (int t = 1; t < 4; t++) {
+            c = crc_table[0][c & 0xFF] ^ (c >> 8);
+            crc_table[t][i] = c;
+        }
+    }
+    crc_ready = 1;
+}
+
+static uint32_t crc32_of(const unsigned char *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 4) {
+        c ^= (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+             ((uint32_t)p[3] << 24);
+        c = crc_table[3][c & 0xFF] ^ crc_table[2][(c >> 8) & 0xFF] ^
+            crc_table[1][(c >> 16) & 0xFF] ^ crc_table[0][c >> 24];
+        p += 4;
+        n -= 4;
+    }
+    while (n--) c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+static uint64_t le64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static uint32_t le32(const unsigned char *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+
+/* One term of the run: where its posting starts, how many documents, its
+ * CRC, and its place in the dictionary (the tie-break of the order). */
+typedef struct {
+    uint64_t off;
+    uint32_t df, want;
+    Py_ssize_t at;
+} PEntry;
+
+/* Most frequent first; equal counts keep dictionary order (Python's stable
+ * sort on -df). */
+static int by_df_desc(const void *a, const void *b) {
+    const PEntry *x = a, *y = b;
+    if (x->df != y->df) return x->df > y->df ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* Adds the ids of one checked posting: marks those below ndocs, puts any
+ * other in `extra` (a damaged but checksummed posting stays the pure
+ * path's set); keeps `count` = distinct ids seen. */
+static int union_ids(const unsigned char *ids, uint32_t df, int wide, Py_ssize_t ndocs,
+                     unsigned char *seen, PyObject **extra, Py_ssize_t *count) {
+    for (uint32_t k = 0; k < df; k++) {
+        uint32_t d = wide ? le32(ids + 4 * (size_t)k)
+                          : (uint32_t)ids[2 * (size_t)k] | ((uint32_t)ids[2 * (size_t)k + 1] << 8);
+        if ((Py_ssize_t)d < ndocs) {
+            *count += !seen[d];
+            seen[d] = 1;
+            continue;
+        }
+        if (*extra == NULL && (*extra = PySet_New(NULL)) == NULL) return -1;
+        PyObject *key = PyLong_FromUnsignedLong(d);
+        if (key == NULL) return -1;
+        Py_ssize_t before = PySet_GET_SIZE(*extra);
+        int rc = PySet_Add(*extra, key);
+        Py_DECREF(key);
+        if (rc < 0) return -1;
+        *count += PySet_GET_SIZE(*extra) - before;
     }
     return 0;
 }
@@ -880,6 +966,91 @@ done:
     if (offs.obj != NULL) PyBuffer_Release(&offs);
     PyBuffer_Release(&pat);
     PyBuffer_Release(&run);
+/* The set of the marked ids and the extra ones. */
+static PyObject *id_set(const unsigned char *seen, Py_ssize_t ndocs, PyObject *extra) {
+    PyObject *out = PySet_New(extra);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t d = 0; d < ndocs; d++) {
+        if (!seen[d]) continue;
+        PyObject *key = PyLong_FromSsize_t(d);
+        if (key == NULL || PySet_Add(out, key) < 0) {
+            Py_XDECREF(key);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(key);
+    }
+    return out;
+}
+
+/* prefix_union(data, first, entries, wide, ndocs) -> (ids, bad): the union
+ * of the doc ids of the dictionary entries `entries` (packed <QII: postings
+ * offset, df, CRC), whose postings lie in `data` (read from offset `first`),
+ * each posting checked against its CRC before it is used. Most frequent
+ * first, stopping once ndocs ids are in (the rest could add nothing); `bad`
+ * is the index in `entries` of the first posting, in that order, out of
+ * `data` or failing its CRC (ids then empty), else -1.
+ * native_rank.prefix_union_py is the specification. */
+static PyObject *prefix_union(PyObject *self, PyObject *args) {
+    PyObject *data_obj, *ents_obj;
+    unsigned long long first;
+    int wide;
+    Py_ssize_t ndocs;
+    if (!PyArg_ParseTuple(args, "OKOpn", &data_obj, &first, &ents_obj, &wide, &ndocs))
+        return NULL;
+    if (ndocs < 0) {
+        PyErr_SetString(PyExc_ValueError, "_rank.prefix_union: ndocs < 0");
+        return NULL;
+    }
+    if (!crc_ready) crc_init();
+    Py_buffer data, ents;
+    if (PyObject_GetBuffer(data_obj, &data, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(ents_obj, &ents, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    PyObject *result = NULL, *extra = NULL, *ids = NULL;
+    PEntry *order = NULL;
+    unsigned char *seen = NULL;
+    Py_ssize_t n = ents.len / 16, bad = -1, count = 0;
+    size_t width = wide ? 6 : 4;
+    if (ents.len % 16) {
+        PyErr_SetString(PyExc_ValueError, "_rank.prefix_union: entries of 16 bytes");
+        goto done;
+    }
+    order = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *order);
+    seen = PyMem_Calloc((size_t)(ndocs ? ndocs : 1), 1);
+    if (order == NULL || seen == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *e = (const unsigned char *)ents.buf + 16 * i;
+        order[i] = (PEntry){le64(e), le32(e + 8), le32(e + 12), i};
+    }
+    qsort(order, (size_t)n, sizeof *order, by_df_desc);
+    const unsigned char *buf = data.buf;
+    size_t len = (size_t)data.len;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const PEntry *e = &order[i];
+        uint64_t start = e->off - first;
+        uint64_t need = (uint64_t)e->df * width;
+        if (e->off < first || start > len || need > len - start ||
+            crc32_of(buf + start, (size_t)need) != e->want) {
+            bad = e->at;
+            break;
+        }
+        if (union_ids(buf + start, e->df, wide, ndocs, seen, &extra, &count) < 0) goto done;
+        if (count >= ndocs) break;
+    }
+    ids = bad >= 0 ? PySet_New(NULL) : id_set(seen, ndocs, extra);
+    if (ids != NULL) result = Py_BuildValue("(Nn)", ids, bad);
+done:
+    Py_XDECREF(extra);
+    PyMem_Free(order);
+    PyMem_Free(seen);
+    PyBuffer_Release(&ents);
+    PyBuffer_Release(&data);
     return result;
 }
 
@@ -896,6 +1067,7 @@ static PyMethodDef methods[] = {
     {"at_least", at_least, METH_VARARGS, "The keys of a dict whose value reaches a bar."},
     {"min_span", min_span, METH_VARARGS, "Shortest run holding every rank inside one field."},
     {"phrase_scan", phrase_scan, METH_VARARGS, "The wanted streams of a run holding a pattern."},
+    {"prefix_union", prefix_union, METH_VARARGS, "The checked union of a prefix's postings."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -7,8 +7,9 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Collection, Iterable, Iterator, Sequence
 
+from ctindex.providers.fields import FIELD_TERM
 from ctindex.search import native_rank
-from ctindex.store.segment_read import Segment
+from ctindex.store.segment_read import PrefixRun, Segment
 from ctindex.store.snapshot import SegmentView
 
 # Below one wanted document per this many posting entries, `tf_in` binary
@@ -25,6 +26,10 @@ class SegmentPartition:
         self._arrays: dict[str, tuple[array[int], array[int]] | None] = {}
         self._universe: set[int] | None = None
         self._prefix: dict[str, set[int]] = {}
+        # Runs of the dictionary read for a prefix (its terms, and each
+        # field's terms starting with it): matching, and then scoring the
+        # expansions, take their entries and postings from them.
+        self._runs: dict[str, PrefixRun] = {}
         self._flen_sums: list[int] | None = None
 
     def universe(self) -> set[int]:
@@ -51,7 +56,8 @@ class SegmentPartition:
         if term in self._tf:
             return len(self._tf[term])
         if not self.deleted:
-            found = self.seg.lookup(term)
+            run = self._covering(term)
+            found = self.seg.lookup(term) if run is None else self.seg.entry_in(run, term)
             return 0 if found is None else found[1]
         post = self._posting(term)
         if post is None:
@@ -73,8 +79,23 @@ class SegmentPartition:
 
     def _posting(self, term: str) -> tuple[array[int], array[int]] | None:
         if term not in self._arrays:
-            self._arrays[term] = self.seg.postings(term)
+            run = self._covering(term)
+            got = self.seg.postings(term) if run is None else self.seg.postings_in(run, term)
+            self._arrays[term] = got
         return self._arrays[term]
+
+    def _run(self, prefix: str) -> PrefixRun:
+        run = self._runs.get(prefix)
+        if run is None:
+            run = self._runs[prefix] = self.seg.prefix_postings(prefix)
+        return run
+
+    def _covering(self, term: str) -> PrefixRun | None:
+        """A run read earlier that holds `term` if this segment has it."""
+        for prefix, run in self._runs.items():
+            if term.startswith(prefix):
+                return run
+        return None
 
     def tf_in(self, term: str, docs: set[int]) -> dict[int, int]:
         """`tf(term)` restricted to `docs` (live documents). When `docs` are
@@ -138,10 +159,24 @@ class SegmentPartition:
     def prefix_docs(self, prefix: str) -> set[int]:
         got = self._prefix.get(prefix)
         if got is None:
-            got = self.seg.prefix_doc_ids(prefix)
+            got = self._prefix_ids(prefix)
             got.difference_update(self.deleted)
             self._prefix[prefix] = got
         return got
+
+    def _prefix_ids(self, prefix: str) -> set[int]:
+        """Doc ids (tombstones included) of every term starting with
+        `prefix`: their postings are adjacent, read at once, and united in
+        one call (ctindex/search/native_rank.py `prefix_union_py`, or its C
+        twin), each term's CRC checked."""
+        run = self._run(prefix)
+        if not run.terms:
+            return set()
+        union = native_rank.prefix_union()
+        ids, bad = union(run.data, run.first, run.entries, self.seg.doc_size == 4, self.seg.ndocs)
+        if bad >= 0:
+            raise self.seg.corrupt_postings(run.terms[bad])
+        return ids
 
     def rank(self, term: str) -> int | None:
         return self.seg.rank(term)
@@ -187,7 +222,13 @@ class SegmentPartition:
         return self._flen_sums
 
     def terms_with_prefix(self, prefix: str) -> list[str]:
-        return self.seg.terms_with_prefix(prefix)
+        """The words starting with `prefix`. The matcher scores some of them
+        next, each in every field: the runs read here (the words', and each
+        field's terms starting with `prefix`) then give their entries and
+        postings, instead of a dictionary lookup and a read per term and field."""
+        for head in FIELD_TERM:
+            self._run(head + prefix)
+        return list(self._run(prefix).terms)
 
 
 # Per open segment, (its tombstones, its live field length sums): a

@@ -874,7 +874,10 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
         for p in parts:
             for form in clause.forms:
                 found.update(p.terms_with_prefix(form))
-        expansions = sorted(found, key=lambda t: (len(t), t))
+        # By length, then in term order: a stable sort by length of the
+        # sorted terms (no key tuple per term).
+        expansions = sorted(found)
+        expansions.sort(key=len)
         if len(expansions) > PREFIX_CAP:
             notes.append(
                 f"prefix {clause.forms[0]}* has {len(expansions)} expansions: the "

@@ -13,9 +13,11 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
-from typing import Protocol, cast
+from typing import Literal, Protocol, cast
 
 from ctindex.base import native_modules
+from ctindex.store.durable import crc
+from ctindex.store.segment import ENTRY, LITTLE, from_le
 from ctindex.store.segment_read import PhraseScan
 
 # (got, posting, only, lens, a, bl, wf, k1): matcher._field_scores_py
@@ -113,6 +115,9 @@ class RankModule(Protocol):
         size: int,
         /,
     ) -> list[int]: ...
+    def prefix_union(
+        self, data: bytes, first: int, entries: bytes, wide: bool, ndocs: int, /
+    ) -> tuple[set[int], int]: ...
 
 
 def module() -> RankModule | None:
@@ -168,3 +173,48 @@ def phrase_scan_py(
             break
         at = run.find(pattern, offs[wanted[i]] - start, stop)
     return out
+
+
+PrefixUnion = Callable[[bytes, int, bytes, bool, int], tuple[set[int], int]]
+
+
+def prefix_union() -> PrefixUnion:
+    """`prefix_union_py` or its C twin when built."""
+    native = module()
+    return prefix_union_py if native is None else native.prefix_union
+
+
+def prefix_union_py(
+    data: bytes, first: int, entries: bytes, wide: bool, ndocs: int
+) -> tuple[set[int], int]:
+    """(ids, bad): the union of the doc ids of the dictionary `entries`
+    (packed ENTRY records: postings offset, df, CRC) whose postings lie in
+    `data`, read from postings offset `first` (a prefix's run:
+    ctindex/store/segment_read.py `prefix_postings`). Each posting is
+    checked against its CRC before it is used. Most frequent terms first:
+    once ndocs ids are in, the rest could add nothing (a short prefix often
+    matches every document), so they are not read. `bad` is the index in
+    `entries` of the first posting, in that order, lying outside `data` or
+    failing its CRC (ids then empty), else -1.
+
+    The pure path, and the specification of ctindex/search/_rank.c
+    `prefix_union`: the one Python step per term left here is a CRC and a
+    C-speed ``set.update`` of a view of the read."""
+    code: Literal["I", "H"] = "I" if wide else "H"
+    width = 6 if wide else 4  # a doc id and a u16 tf per document
+    if len(entries) % ENTRY.size:
+        raise ValueError(f"prefix_union: entries of {ENTRY.size} bytes")
+    rows = list(ENTRY.iter_unpack(entries))
+    order = sorted(range(len(rows)), key=lambda i: -rows[i][1])
+    view = memoryview(data)
+    out: set[int] = set()
+    for i in order:
+        off, df, want = rows[i]
+        start, end = off - first, off - first + df * width
+        if start < 0 or end > len(data) or crc(view[start:end]) != want:
+            return set(), i
+        ids = view[start : start + df * (width - 2)]
+        out.update(ids.cast(code) if LITTLE else from_le(code, ids))
+        if len(out) >= ndocs:
+            break
+    return out, -1

@@ -15,7 +15,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from ctindex.base.statefile import open_regular
 from ctindex.store.durable import IndexCorrupt, crc
@@ -28,7 +28,6 @@ from ctindex.store.segment import (
     FORMAT,
     HEAD,
     HEADER_SIZE,
-    LITTLE,
     MAGIC,
     NFIELDS,
     NSECTIONS,
@@ -148,6 +147,28 @@ class _KeyView:
         return bytes(self._blob[self._offs[i] : self._offs[i + 1]]).decode(
             "utf-8", "surrogateescape"
         )
+
+
+class PrefixRun(NamedTuple):
+    """The dictionary's run of terms starting with a prefix (`Segment.prefix_postings`)."""
+
+    terms: list[str]  # in dictionary order
+    entries: bytes  # their ENTRY records (postings offset, df, crc), packed, same order
+    first: int  # the postings offset `data` starts at
+    data: bytes  # the postings of all of them, one read
+
+
+def _run_end(names: list[str], prefix: str, start: int) -> int:
+    """The end of the run of `names` (sorted) starting with `prefix` from
+    `start` on: those names are adjacent, so a bisection finds it."""
+    lo, hi = start, len(names)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if names[mid].startswith(prefix):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 class Segment:
@@ -309,18 +330,27 @@ class Segment:
             return self._entry(b, i)
         return None
 
-    def terms_with_prefix(self, prefix: str) -> list[str]:
+    def _prefix_entries(self, prefix: str) -> tuple[list[str], bytes]:
+        """The terms starting with `prefix` (adjacent in the dictionary) and
+        their entries, packed as stored: one bisection per block at each end
+        of the run, no Python step per term."""
         enc = prefix.encode("utf-8", "surrogatepass")
         b = max(bisect_left(self._first, enc) - 1, 0)
-        out: list[str] = []
+        terms: list[str] = []
+        packed: list[bytes] = []
         while b < self.nblocks:
-            names, _ = self._block(b)
-            for name in names[bisect_left(names, prefix) :]:
-                if not name.startswith(prefix):
-                    return out
-                out.append(name)
+            names, ents = self._block(b)
+            start = bisect_left(names, prefix)
+            stop = _run_end(names, prefix, start)
+            terms += names[start:stop]
+            packed.append(bytes(ents[start * ENTRY.size : stop * ENTRY.size]))
+            if stop < len(names):
+                break
             b += 1
-        return out
+        return terms, b"".join(packed)
+
+    def terms_with_prefix(self, prefix: str) -> list[str]:
+        return self._prefix_entries(prefix)[0]
 
     def postings(self, term: str) -> tuple[array[int], array[int]] | None:
         """(doc ids, weighted tfs) of a term, verified, or None when absent."""
@@ -330,53 +360,52 @@ class Segment:
         off, df, want, _ = found
         data = self._read(self.sections[S_POSTINGS][0] + off, df * (self.doc_size + 2))
         if crc(data) != want:
-            raise self._corrupt(f"postings of {term!r}")
+            raise self.corrupt_postings(term)
         cut = df * self.doc_size
         return from_le(self.doc_code, data[:cut]), from_le("H", data[cut:])
 
-    def prefix_doc_ids(self, prefix: str) -> set[int]:
-        """Doc ids (tombstones included) of every term starting with `prefix`.
+    def corrupt_postings(self, term: str) -> IndexCorrupt:
+        """The error of a posting failing its checksum (raised by whoever
+        checks it: `postings`, or a prefix's union, ctindex/search/native_rank.py)."""
+        return self._corrupt(f"postings of {term!r}")
 
-        Those terms are adjacent in the dictionary and so are their postings:
-        one read covers them all; each term's CRC is still checked."""
-        enc = prefix.encode("utf-8", "surrogatepass")
-        b = max(bisect_left(self._first, enc) - 1, 0)
-        entries: list[tuple[int, int, int]] = []
-        while b < self.nblocks:
-            names, ents = self._block(b)
-            start = bisect_left(names, prefix)
-            stop = start
-            while stop < len(names) and names[stop].startswith(prefix):
-                stop += 1
-            entries.extend(ENTRY.unpack_from(ents, i * ENTRY.size) for i in range(start, stop))
-            if stop < len(names):
-                break
-            b += 1
-        out: set[int] = set()
-        if not entries:
-            return out
-        width = self.doc_size + 2
-        first = entries[0][0]
-        data = memoryview(
-            self._read(
-                self.sections[S_POSTINGS][0] + first,
-                entries[-1][0] + entries[-1][1] * width - first,
-            )
-        )
-        # Most frequent terms first: once every document is in, the rest
-        # can add nothing (a short prefix often matches them all). Chunks
-        # are views of the one read: no copy per term.
-        entries.sort(key=lambda e: -e[1])
-        code, size, wide = self.doc_code, self.doc_size, self.doc_size == 4
-        for off, df, want in entries:
-            chunk = data[off - first : off - first + df * width]
-            if crc(chunk) != want:
-                raise self._corrupt("postings")
-            ids = chunk[: df * size]
-            out.update(ids.cast("I" if wide else "H") if LITTLE else from_le(code, ids))
-            if len(out) >= self.ndocs:
-                break
-        return out
+    def prefix_postings(self, prefix: str) -> PrefixRun:
+        """Every term starting with `prefix`, their entries and one read of
+        their postings (adjacent, as the terms are), not yet checked: each
+        term's CRC is in its entry, checked as its posting is used."""
+        terms, entries = self._prefix_entries(prefix)
+        if not terms:
+            return PrefixRun(terms, entries, 0, b"")
+        first = ENTRY.unpack_from(entries)[0]
+        off, df, _ = ENTRY.unpack_from(entries, len(entries) - ENTRY.size)
+        # A damaged dictionary may order offsets wrongly: the read is then
+        # empty and the union reports the first posting outside it.
+        length = max(off + df * (self.doc_size + 2) - first, 0)
+        data = self._read(self.sections[S_POSTINGS][0] + first, length)
+        return PrefixRun(terms, entries, first, data)
+
+    def entry_in(self, run: PrefixRun, term: str) -> tuple[int, int, int] | None:
+        """(postings offset, df, crc) of `term`, which starts with the run's
+        prefix (so is in the run or not in this segment), or None."""
+        i = bisect_left(run.terms, term)
+        if i == len(run.terms) or run.terms[i] != term:
+            return None
+        off, df, want = ENTRY.unpack_from(run.entries, i * ENTRY.size)
+        return off, df, want
+
+    def postings_in(self, run: PrefixRun, term: str) -> tuple[array[int], array[int]] | None:
+        """`postings(term)` for a term of the run, taken from the run's
+        read (no dictionary lookup, no read of its own), checked as there."""
+        found = self.entry_in(run, term)
+        if found is None:
+            return None
+        off, df, want = found
+        start = off - run.first
+        data = run.data[start : start + df * (self.doc_size + 2)] if start >= 0 else b""
+        if crc(data) != want or len(data) != df * (self.doc_size + 2):
+            raise self.corrupt_postings(term)
+        cut = df * self.doc_size
+        return from_le(self.doc_code, data[:cut]), from_le("H", data[cut:])
 
     def rank(self, term: str) -> int | None:
         """The rank token streams store for `term`; None if no stream holds
