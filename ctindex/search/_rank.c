@@ -14,8 +14,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
-#include <string.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A read-only view of an array('I') (or any buffer of native uint32). */
 typedef struct {
@@ -821,6 +821,69 @@ static int holds_aligned(const char *s, Py_ssize_t m, const char *pat, Py_ssize_
         }
         if (memcmp(hit, pat, (size_t)plen) == 0) return 1;
         q = at + size;
+    }
+    return 0;
+}
+
+/* phrase_scan(run, offs, start, wanted, pattern, size): native_rank.
+ * phrase_scan_py. Each wanted stream is scanned on its own (offs, an
+ * array('Q'), gives its bytes within the run), so a hit is never mapped back
+ * to its document and a stream that is not wanted is never read. */
+static PyObject *phrase_scan(PyObject *self, PyObject *args) {
+    Py_buffer run, pat, offs;
+    PyObject *offs_obj, *wanted_obj;
+    unsigned long long start;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "y*OKOy*n", &run, &offs_obj, &start, &wanted_obj, &pat, &size))
+        return NULL;
+    PyObject *result = NULL, *wanted = NULL, *out = NULL;
+    offs.obj = NULL;
+    if (PyObject_GetBuffer(offs_obj, &offs, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) goto done;
+    if (offs.itemsize != 8 || offs.format == NULL || strcmp(offs.format, "Q") != 0) {
+        PyErr_SetString(PyExc_TypeError, "_rank.phrase_scan: offsets must be array('Q')");
+        goto done;
+    }
+    wanted = PySequence_Fast(wanted_obj, "_rank.phrase_scan: wanted");
+    if (wanted == NULL) goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(wanted);
+    if (pat.len == 0 || n == 0) {
+        PyErr_SetString(PyExc_ValueError, "phrase_scan: an empty pattern or no wanted document");
+        goto done;
+    }
+    if (size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "phrase_scan: the item size must be positive");
+        goto done;
+    }
+    const uint64_t *off = (const uint64_t *)offs.buf;
+    Py_ssize_t noffs = offs.len / 8;
+    out = PyList_New(0);
+    if (out == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *id = PySequence_Fast_GET_ITEM(wanted, i);
+        Py_ssize_t d = PyLong_AsSsize_t(id);
+        if (d == -1 && PyErr_Occurred()) goto done;
+        if (d < 0 || d + 1 >= noffs || off[d] < start || off[d + 1] < off[d] ||
+            off[d + 1] - start > (uint64_t)run.len) {
+            PyErr_SetString(PyExc_ValueError, "phrase_scan: a wanted stream outside the run");
+            goto done;
+        }
+        const char *s = (const char *)run.buf + (off[d] - start);
+        Py_ssize_t m = (Py_ssize_t)(off[d + 1] - off[d]);
+        if (holds_aligned(s, m, (const char *)pat.buf, pat.len, size) &&
+            PyList_Append(out, id) < 0)
+            goto done;
+    }
+    result = out;
+    out = NULL;
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(wanted);
+    if (offs.obj != NULL) PyBuffer_Release(&offs);
+    PyBuffer_Release(&pat);
+    PyBuffer_Release(&run);
+    return result;
+}
+
 /* -- a prefix's documents: the union of its terms' postings --------------- */
 
 /* CRC-32 (the zlib / ISO-HDLC polynomial, as zlib.crc32), slice by 4: the
@@ -910,62 +973,6 @@ static int union_ids(const unsigned char *ids, uint32_t df, int wide, Py_ssize_t
     return 0;
 }
 
-/* phrase_scan(run, offs, start, wanted, pattern, size): native_rank.
- * phrase_scan_py. Each wanted stream is scanned on its own (offs, an
- * array('Q'), gives its bytes within the run), so a hit is never mapped back
- * to its document and a stream that is not wanted is never read. */
-static PyObject *phrase_scan(PyObject *self, PyObject *args) {
-    Py_buffer run, pat, offs;
-    PyObject *offs_obj, *wanted_obj;
-    unsigned long long start;
-    Py_ssize_t size;
-    if (!PyArg_ParseTuple(args, "y*OKOy*n", &run, &offs_obj, &start, &wanted_obj, &pat, &size))
-        return NULL;
-    PyObject *result = NULL, *wanted = NULL, *out = NULL;
-    offs.obj = NULL;
-    if (PyObject_GetBuffer(offs_obj, &offs, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) goto done;
-    if (offs.itemsize != 8 || offs.format == NULL || strcmp(offs.format, "Q") != 0) {
-        PyErr_SetString(PyExc_TypeError, "_rank.phrase_scan: offsets must be array('Q')");
-        goto done;
-    }
-    wanted = PySequence_Fast(wanted_obj, "_rank.phrase_scan: wanted");
-    if (wanted == NULL) goto done;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(wanted);
-    if (pat.len == 0 || n == 0) {
-        PyErr_SetString(PyExc_ValueError, "phrase_scan: an empty pattern or no wanted document");
-        goto done;
-    }
-    if (size <= 0) {
-        PyErr_SetString(PyExc_ValueError, "phrase_scan: the item size must be positive");
-        goto done;
-    }
-    const uint64_t *off = (const uint64_t *)offs.buf;
-    Py_ssize_t noffs = offs.len / 8;
-    out = PyList_New(0);
-    if (out == NULL) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *id = PySequence_Fast_GET_ITEM(wanted, i);
-        Py_ssize_t d = PyLong_AsSsize_t(id);
-        if (d == -1 && PyErr_Occurred()) goto done;
-        if (d < 0 || d + 1 >= noffs || off[d] < start || off[d + 1] < off[d] ||
-            off[d + 1] - start > (uint64_t)run.len) {
-            PyErr_SetString(PyExc_ValueError, "phrase_scan: a wanted stream outside the run");
-            goto done;
-        }
-        const char *s = (const char *)run.buf + (off[d] - start);
-        Py_ssize_t m = (Py_ssize_t)(off[d + 1] - off[d]);
-        if (holds_aligned(s, m, (const char *)pat.buf, pat.len, size) &&
-            PyList_Append(out, id) < 0)
-            goto done;
-    }
-    result = out;
-    out = NULL;
-done:
-    Py_XDECREF(out);
-    Py_XDECREF(wanted);
-    if (offs.obj != NULL) PyBuffer_Release(&offs);
-    PyBuffer_Release(&pat);
-    PyBuffer_Release(&run);
 /* The set of the marked ids and the extra ones. */
 static PyObject *id_set(const unsigned char *seen, Py_ssize_t ndocs, PyObject *extra) {
     PyObject *out = PySet_New(extra);
@@ -1053,6 +1060,7 @@ done:
     PyBuffer_Release(&data);
     return result;
 }
+
 
 static PyMethodDef methods[] = {
     {"field_scores", field_scores, METH_VARARGS, "Add one field's scores of a term."},
