@@ -63,6 +63,31 @@ def request(paths: RuntimePaths, payload: Message, timeout: float, *, ack: bool 
     within ACK_WAIT_S: a daemon that sends none is stopped or wedged,
     remembered as such (ctindex/client/unanswered.py), and skipped by the
     next requests with `ack` until it shows life again."""
+    return send_request(paths, payload, timeout, ack=ack).reply()
+
+
+class SentRequest:
+    """A request on the wire (`send_request`): `reply()` reads its answer,
+    with `request`'s failure vocabulary and bookkeeping."""
+
+    def __init__(self, paths: RuntimePaths, sent: protocol.Sent, ack: bool) -> None:
+        self._paths, self._sent, self._ack = paths, sent, ack
+
+    def reply(self) -> Message:
+        paths, ack = self._paths, self._ack
+        try:
+            reply = self._sent.answer()
+        except ExchangeFailed as failed:
+            raise _failed(paths, failed, ack) from failed
+        if ack:
+            unanswered.clear(paths)
+        return reply
+
+
+def send_request(
+    paths: RuntimePaths, payload: Message, timeout: float, *, ack: bool = False
+) -> SentRequest:
+    """`request`'s first half: checked and sent (raises BarrierFailed)."""
     disabled = no_peer_check()
     if disabled is not None:  # no daemon may be trusted here: never started, never asked
         raise BarrierFailed(disabled)
@@ -71,16 +96,18 @@ def request(paths: RuntimePaths, payload: Message, timeout: float, *, ack: bool 
         if skipped is not None:
             raise BarrierFailed(skipped)
     try:
-        reply = protocol.exchange(paths.socket, {**payload, "build": build_id()}, timeout, ack=ack)
+        sent = protocol.send(paths.socket, {**payload, "build": build_id()}, timeout, ack=ack)
     except ExchangeFailed as failed:
-        if failed.unacknowledged:
-            raise BarrierFailed(unanswered.strike(paths)) from failed
-        if ack and failed.heard:
-            unanswered.clear(paths)  # it answered, if not in shape: alive
-        raise BarrierFailed(failed.reason, spawnable=failed.spawnable) from failed
-    if ack:
-        unanswered.clear(paths)
-    return reply
+        raise _failed(paths, failed, ack) from failed
+    return SentRequest(paths, sent, ack)
+
+
+def _failed(paths: RuntimePaths, failed: ExchangeFailed, ack: bool) -> BarrierFailed:
+    if failed.unacknowledged:
+        return BarrierFailed(unanswered.strike(paths))
+    if ack and failed.heard:
+        unanswered.clear(paths)  # it answered, if not in shape: alive
+    return BarrierFailed(failed.reason, spawnable=failed.spawnable)
 
 
 def ping(paths: RuntimePaths, timeout: float = 0.5) -> bool:
@@ -112,6 +139,40 @@ def barrier(
     """Ask the daemon to prove it has applied every event queued before now.
     `config`: the config file's stat as the client saw it (the daemon reloads
     its plan first when its own differs)."""
+    return send_barrier(paths, plan_digest, timeout_ms, config).result()
+
+
+class SentBarrier:
+    """A barrier on the wire (`send_barrier`): `result()` reads and judges
+    the daemon's answer. What the caller does in between (a read of the
+    generation it holds, ctindex/query/freshness.py) overlaps the daemon's
+    work; the answer proves only what it proves, whenever it is read."""
+
+    def __init__(self, paths: RuntimePaths, sent: SentRequest, digest: str, started: float) -> None:
+        self._paths, self._sent, self._digest, self._started = paths, sent, digest, started
+
+    def result(self) -> BarrierResult:
+        """The daemon's answer (raises BarrierFailed)."""
+        paths, plan_digest = self._paths, self._digest
+        reply = self._sent.reply()
+        _check_build(paths, reply)
+        if reply.get("ok") is not True:
+            error = reply.get("error")
+            raise BarrierFailed(f"daemon: {error}" if isinstance(error, str) else "daemon error")
+        if reply.get("plan") != plan_digest:
+            raise BarrierFailed(PLAN_MISMATCH)
+        try:
+            return BarrierResult.from_reply(
+                reply, round((time.monotonic() - self._started) * 1000, 3)
+            )
+        except ValueError as exc:
+            raise BarrierFailed(protocol.MALFORMED) from exc
+
+
+def send_barrier(
+    paths: RuntimePaths, plan_digest: str, timeout_ms: int, config: list[int] | str | None = None
+) -> SentBarrier:
+    """`barrier`'s first half: the request sent (raises BarrierFailed)."""
     started = time.monotonic()
     payload: Message = {
         "op": "barrier",
@@ -121,14 +182,5 @@ def barrier(
     }
     if config is not None:
         payload["config"] = config
-    reply = request(paths, payload, timeout_ms / 1000, ack=True)
-    _check_build(paths, reply)
-    if reply.get("ok") is not True:
-        error = reply.get("error")
-        raise BarrierFailed(f"daemon: {error}" if isinstance(error, str) else "daemon error")
-    if reply.get("plan") != plan_digest:
-        raise BarrierFailed(PLAN_MISMATCH)
-    try:
-        return BarrierResult.from_reply(reply, round((time.monotonic() - started) * 1000, 3))
-    except ValueError as exc:
-        raise BarrierFailed(protocol.MALFORMED) from exc
+    sent = send_request(paths, payload, timeout_ms / 1000, ack=True)
+    return SentBarrier(paths, sent, plan_digest, started)

@@ -127,6 +127,51 @@ def exchange(
     `timeout`, the answer by `max_reply` bytes. With `ack`, the ACK line
     must come within ACK_WAIT_S. Only a daemon of this user is asked (the
     peer's uid, ctindex/ipc/peer.py). Raises ExchangeFailed with a reason."""
+    return send(socket_path, request, timeout, ack=ack, max_reply=max_reply).answer()
+
+
+class Sent:
+    """An exchange whose request is on the wire (`send`): `answer()` reads
+    the reply, as `exchange` would have right away. The bounds run from
+    the send, so work done in between (a query read while the daemon
+    answers a barrier) is never waited for twice: a reply that came
+    meanwhile is in the socket's buffer."""
+
+    def __init__(
+        self, sock: _socket.socket, first_by: float, deadline: float, ack: bool, max_reply: int
+    ) -> None:
+        self._sock = sock
+        self._first_by, self._deadline = first_by, deadline
+        self._ack, self._max_reply = ack, max_reply
+
+    def answer(self) -> Message:
+        """The reply (raises ExchangeFailed); the connection is closed."""
+        try:
+            line = _read_answer(
+                self._sock, self._first_by, self._deadline, self._ack, self._max_reply
+            )
+        finally:
+            self._sock.close()
+        try:
+            return decode(line)
+        except ProtocolError as exc:
+            raise ExchangeFailed(MALFORMED, heard=True) from exc
+
+    def close(self) -> None:
+        """Give up on the reply."""
+        self._sock.close()
+
+
+def send(
+    socket_path: Path,
+    request: Message,
+    timeout: float,
+    *,
+    ack: bool = False,
+    max_reply: int = MAX_REPLY,
+) -> Sent:
+    """The first half of `exchange`: connect and send `request` (raises
+    ExchangeFailed); read the reply with `Sent.answer()`."""
     if ack:
         request = {**request, "ack": True}
     started = time.monotonic()
@@ -136,13 +181,11 @@ def exchange(
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         _connect(sock, socket_path, min(CONNECT_TIMEOUT_S, timeout), ack)
-        line = _converse(sock, encode(request), first_by, deadline, ack, max_reply)
-    finally:
+        _send(sock, encode(request), first_by, ack)
+    except BaseException:
         sock.close()
-    try:
-        return decode(line)
-    except ProtocolError as exc:
-        raise ExchangeFailed(MALFORMED, heard=True) from exc
+        raise
+    return Sent(sock, first_by, deadline, ack, max_reply)
 
 
 def _connect(sock: _socket.socket, socket_path: Path, timeout: float, ack: bool) -> None:
@@ -161,15 +204,26 @@ def _connect(sock: _socket.socket, socket_path: Path, timeout: float, ack: bool)
         raise ExchangeFailed(WRONG_OWNER)
 
 
-def _converse(
-    sock: _socket.socket, data: bytes, first_by: float, deadline: float, ack: bool, max_reply: int
-) -> bytearray:
-    """Send `data`, then read until the answer's line (past an ACK line)."""
-    buf = bytearray()
-    heard = False  # an ACK or an answer came: the daemon's loop is alive
+def _send(sock: _socket.socket, data: bytes, first_by: float, ack: bool) -> None:
     try:
         sock.settimeout(max(first_by - time.monotonic(), 0.001))
         sock.sendall(data)
+    except TimeoutError as exc:
+        if ack:
+            raise ExchangeFailed(UNACKNOWLEDGED, unacknowledged=True) from exc
+        raise ExchangeFailed(BARRIER_TIMEOUT) from exc
+    except (OSError, ValueError) as exc:  # ValueError: the socket closed under us
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ExchangeFailed(f"daemon connection failed: {detail}") from exc
+
+
+def _read_answer(
+    sock: _socket.socket, first_by: float, deadline: float, ack: bool, max_reply: int
+) -> bytearray:
+    """Read until the answer's line (past an ACK line)."""
+    buf = bytearray()
+    heard = False  # an ACK or an answer came: the daemon's loop is alive
+    try:
         while True:
             line, newline, rest = buf.partition(b"\n")
             if newline and not (ack and line == ACK_LINE):
@@ -179,9 +233,16 @@ def _converse(
                 continue
             left = (deadline if heard else first_by) - time.monotonic()
             if left <= 0:
-                raise TimeoutError
-            sock.settimeout(left)
-            chunk = sock.recv(65536)
+                # The time is up, but what already came is read first: an
+                # answer read late (after work done meanwhile) still counts.
+                sock.setblocking(False)
+                try:
+                    chunk = sock.recv(65536)
+                except BlockingIOError:
+                    raise TimeoutError from None
+            else:
+                sock.settimeout(left)
+                chunk = sock.recv(65536)
             if not chunk:
                 raise ExchangeFailed(CLOSED)
             buf += chunk

@@ -136,6 +136,10 @@ class Options(NamedTuple):
     # long-lived one (ctindex/api.py) keeps its plan and records it itself.
     plan_hint: bool = False
     spawn: bool = True  # may start a daemon (CI mode still forbids it: ctindex/query/cimode.py)
+    # A long-lived reader holding its generation open (ctindex/api.py): read
+    # it while the daemon answers the barrier, and keep that answer when the
+    # barrier vouches for the very generation read (`_early_read`).
+    overlap: bool = False
 
 
 DEFAULT_OPTIONS = Options()
@@ -278,10 +282,12 @@ def fresh_answer(
         return Answered(Freshness(DIRECT, NO_SCOPES_REASON, None), from_files(plan))
     from ctindex.store.lock import IndexBusy, IndexReadOnly
 
+    early = _EarlyRead(read, opener) if options.overlap else None
     try:
-        proof = prove(project, plan, prior, spawn=options.spawn, asked=asked)
+        proof = prove(project, plan, prior, spawn=options.spawn, asked=asked, meanwhile=early)
         fresh = proof.fresh
-        value = _read_repairing(project, plan, read, opener, proof)
+        kept = early.accepted(proof) if early is not None else None
+        value = kept[0] if kept is not None else _read_repairing(project, plan, read, opener, proof)
     except IndexBusy as busy:  # a stopped or slow writer holds the update lock
         if from_files is None:
             raise
@@ -295,6 +301,47 @@ def fresh_answer(
 
         plan_record.remember(project, plan)
     return Answered(fresh, value)
+
+
+class _EarlyRead(Generic[T]):
+    """The read of the generation a long-lived reader holds, run while the
+    daemon answers the barrier (`prove`'s `meanwhile`) instead of after it.
+
+    A generation's files never change once published, so an answer read
+    from it is the same whenever it is read; what the barrier adds is which
+    generation may answer. The early answer is kept only when the barrier's
+    proof is the daemon's and vouches for the very generation read, by the
+    same check a read after it makes (ctindex/search/execute.py Vouched: its
+    plan, and its identity or one it descends from); any other proof, or a
+    generation the barrier's answer does not vouch for (the daemon applied
+    a change meanwhile), drops it and the read runs after the proof as
+    always. So does any error of the early read: the read after the proof
+    meets it again and handles it (a damaged file repaired, a busy index)."""
+
+    def __init__(self, read: Reader[T], opener: Opener[T]) -> None:
+        self._read, self._opener = read, opener
+        self._got: tuple[Snapshot, T] | None = None
+
+    def __call__(self) -> None:
+        def keep(snap: Snapshot) -> T:
+            value = self._read(snap)
+            self._got = (snap, value)
+            return value
+
+        try:
+            self._opener(keep)
+        except Exception:  # met again, and handled, by the read after the proof
+            self._got = None
+
+    def accepted(self, proof: Proof) -> tuple[T] | None:
+        """(the early answer,) when `proof` vouches for its generation."""
+        if self._got is None or not proof.by_daemon or proof.expect is None:
+            return None
+        snap, value = self._got
+        if not proof.expect.matches(snap):
+            return None
+        proof.fresh.generation = snap.generation  # the statement names the generation read
+        return (value,)
 
 
 def _opener(project: Project) -> Opener[T]:
@@ -416,12 +463,21 @@ def _vouched(read: Reader[T], fresh: Freshness, vouched: Vouched) -> Reader[T]:
 
 
 def _barrier(
-    paths: RuntimePaths, digest: str, budget_ms: int, config: list[int] | str | None = None
+    paths: RuntimePaths,
+    digest: str,
+    budget_ms: int,
+    config: list[int] | str | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> BarrierResult | BarrierFailed:
-    from ctindex.client.daemon_requests import BarrierFailed, barrier
+    """The daemon's answer to a barrier; `meanwhile` runs between sending
+    it and reading the answer (not at all when it cannot be sent)."""
+    from ctindex.client.daemon_requests import BarrierFailed, send_barrier
 
     try:
-        return barrier(paths, digest, budget_ms, config=config)
+        sent = send_barrier(paths, digest, budget_ms, config=config)
+        if meanwhile is not None:
+            meanwhile()
+        return sent.result()
     except BarrierFailed as failed:
         return failed
 
@@ -433,9 +489,11 @@ def prove(
     *,
     spawn: bool = True,
     asked: ShareOutcome | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> Proof:
     """Step 3: make the index reflect the files before a read; say how, and
-    what the read must find (`Proof`).
+    what the read must find (`Proof`). `meanwhile` runs while the daemon
+    answers the barrier, if one is asked (fresh_answer's early read).
     Raises IndexBusy / IndexReadOnly (from the indexer) when it cannot."""
     if not plan.settings.watch:
         return reconcile(project, plan, RECONCILE_ON_QUERY, "watch disabled")
@@ -452,7 +510,7 @@ def prove(
     if prior is not None and (prior.digest == digest or _other_build(prior.outcome)):
         outcome = prior.outcome  # (a daemon of another build leaves whatever plan was asked)
     else:
-        outcome = _barrier(paths, digest, plan.settings.barrier_timeout_ms)
+        outcome = _barrier(paths, digest, plan.settings.barrier_timeout_ms, meanwhile=meanwhile)
     if isinstance(outcome, BarrierFailed):
         return _without_daemon(project, plan, paths, outcome, spawn)
     verdict = judge(outcome)

@@ -85,9 +85,11 @@ class Hit:
 class Timings:
     """Where the time of one call went, in milliseconds."""
 
-    fresh_ms: float  # proving freshness: barrier, or reconciliation (and any update)
-    query_ms: float  # opening (or reusing) the generation and running the query
-    total_ms: float
+    # proving freshness (barrier, or reconciliation and any update), less
+    # the query's read when that ran while the daemon answered the barrier
+    fresh_ms: float
+    query_ms: float  # opening (or reusing) the generation and running the query that answered
+    total_ms: float  # fresh_ms + query_ms
 
 
 @dataclass(frozen=True)

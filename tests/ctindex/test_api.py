@@ -247,6 +247,47 @@ def test_long_lived_index_sees_changes_with_a_daemon(
     _sees_every_change(cp.root, scratch, "watcher-clean")
 
 
+def test_the_read_overlaps_the_barrier_and_runs_again_unless_vouched_for(
+    make_cli_project: Callable[..., CliProject], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Index.search reads the generation it holds while the daemon answers
+    the barrier (ctindex/query/freshness.py _EarlyRead). Nothing changed:
+    that one read answers. A change the daemon had not applied yet (a long
+    debounce holds it back until the barrier): the barrier applies it, so
+    the early read was of a generation it does not vouch for, and the read
+    runs again on the new one; the answer is the files'."""
+    from ctindex.search import execute
+
+    cp = make_cli_project(config={"debounce_ms": 60_000})
+    cp.cli("watch", "start")
+    cp.wait_daemon()
+    real = execute.search_snapshot
+    generations: list[int] = []
+
+    def counted(snap: Any, node: Any, limit: int, want_keys: bool = False) -> execute.Outcome:
+        generations.append(snap.generation)
+        return real(snap, node, limit, want_keys)
+
+    monkeypatch.setattr(execute, "search_snapshot", counted)
+    with ctindex.Index(cp.root) as index:
+        index.search("margin")
+        for _ in range(3):
+            generations.clear()
+            got = index.search("margin")
+            assert got.freshness.mode == "watcher-clean" and len(generations) == 1
+        before = got.freshness.generation
+        for i in range(3):
+            page = cp.root / "acme_retail" / "metrics" / f"overlap{i}.md"
+            page.write_text(f"# Overlap\n\n{MARK}{i}\n")
+            generations.clear()
+            got = index.search(f"{MARK}{i}", limit=1000)
+            assert _paths(got) == oracle.containing(cp.root, f"{MARK}{i}") != set()
+            assert got.freshness.mode == "watcher-clean"
+            assert generations[0] == before and len(generations) == 2, generations
+            assert got.freshness.generation == generations[1] > before
+            before = generations[1]
+
+
 def test_daemon_sees_a_link_made_after_its_pass(
     make_cli_project: Callable[..., CliProject], tmp_path: Path
 ) -> None:
