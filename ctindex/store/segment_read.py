@@ -53,15 +53,19 @@ from ctindex.store.segment import (
 
 # What a reader keeps per segment (see Segment.__init__): inflated record
 # blocks (about 64 blocks of usual pages, or a few of the largest), checked
-# runs of token streams, and parsed records (by their size in bytes).
+# runs of token streams, parsed records (by their size in bytes), and
+# checked postings as arrays.
 RECORD_CACHE_BYTES = 2 * 1024 * 1024
 RUN_CACHE_BYTES = 2 * 1024 * 1024
 DOC_CACHE_BYTES = 2 * 1024 * 1024
+POSTING_CACHE_BYTES = 2 * 1024 * 1024
 
+K = TypeVar("K", int, str)
 V = TypeVar("V")
+Posting = tuple["array[int]", "array[int]"]  # (doc ids, weighted tfs); read-only to every caller
 
 
-class Kept(Generic[V]):
+class Kept(Generic[K, V]):
     """Values by key, least recently used first, the oldest dropped beyond
     `budget` bytes as their owner counts them (the newest always stays,
     whatever its size)."""
@@ -69,22 +73,22 @@ class Kept(Generic[V]):
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.nbytes = 0
-        self._items: OrderedDict[int, tuple[V, int]] = OrderedDict()
+        self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def keys(self) -> list[int]:
+    def keys(self) -> list[K]:
         return list(self._items)
 
-    def get(self, key: int) -> V | None:
+    def get(self, key: K) -> V | None:
         got = self._items.get(key)
         if got is None:
             return None
         self._items.move_to_end(key)
         return got[0]
 
-    def put(self, key: int, value: V, size: int) -> None:
+    def put(self, key: K, value: V, size: int) -> None:
         old = self._items.pop(key, None)
         self.nbytes += size - (old[1] if old is not None else 0)
         self._items[key] = (value, size)
@@ -200,11 +204,13 @@ class Segment:
         # shows the same documents and ranks the same candidates again and
         # again: it keeps inflated record blocks (a large page's costs far
         # more to inflate than to keep; each record read from one is still
-        # checked against its own CRC), token-stream runs whose CRC held, and
-        # records parsed (a large page's JSON costs more than its inflating).
-        self._rblocks: Kept[bytes] = Kept(RECORD_CACHE_BYTES)
-        self._runs: Kept[bytes] = Kept(RUN_CACHE_BYTES)
-        self._docs: Kept[StoredDoc] = Kept(DOC_CACHE_BYTES)
+        # checked against its own CRC), token-stream runs whose CRC held,
+        # records parsed (a large page's JSON costs more than its inflating)
+        # and postings checked and decoded (a prefix scores fifty of them).
+        self._rblocks: Kept[int, bytes] = Kept(RECORD_CACHE_BYTES)
+        self._runs: Kept[int, bytes] = Kept(RUN_CACHE_BYTES)
+        self._docs: Kept[int, StoredDoc] = Kept(DOC_CACHE_BYTES)
+        self._postings: Kept[str, Posting] = Kept(POSTING_CACHE_BYTES)
 
     def _corrupt(self, what: str) -> IndexCorrupt:
         return IndexCorrupt(f"{self.path}: {what} checksum mismatch (damaged index file)")
@@ -271,16 +277,16 @@ class Segment:
 
     def keep_within(self, nbytes: int) -> None:
         """Keep at most `nbytes` of records, token streams and parsed records
-        in all (a third each; a long-lived process sharing memory with more,
-        the daemon, keeps less)."""
-        for kept in (self._rblocks, self._runs, self._docs):
-            kept.resize(nbytes // 3)
+        in all (a quarter each; a long-lived process sharing memory with
+        more, the daemon, keeps less)."""
+        for kept in self._kept():
+            kept.resize(nbytes // 4)
 
     @property
     def kept_bytes(self) -> int:
         """Bytes of record blocks, token-stream runs and parsed records kept
         from earlier reads (each within its own budget per segment)."""
-        return self._rblocks.nbytes + self._runs.nbytes + self._docs.nbytes
+        return sum(kept.nbytes for kept in self._kept())
 
     def forget_blocks(self) -> None:
         """Drop the cached dictionary blocks and record block; they are read
@@ -289,9 +295,13 @@ class Segment:
         self._forget_records()
 
     def _forget_records(self) -> None:
-        self._rblocks.clear()
-        self._runs.clear()
-        self._docs.clear()
+        for kept in self._kept():
+            kept.clear()
+
+    def _kept(
+        self,
+    ) -> tuple[Kept[int, bytes], Kept[int, bytes], Kept[int, StoredDoc], Kept[str, Posting]]:
+        return self._rblocks, self._runs, self._docs, self._postings
 
     # -- dictionary ------------------------------------------------------------
     def _block(self, b: int) -> tuple[list[str], memoryview]:
@@ -352,8 +362,12 @@ class Segment:
     def terms_with_prefix(self, prefix: str) -> list[str]:
         return self._prefix_entries(prefix)[0]
 
-    def postings(self, term: str) -> tuple[array[int], array[int]] | None:
-        """(doc ids, weighted tfs) of a term, verified, or None when absent."""
+    def postings(self, term: str) -> Posting | None:
+        """(doc ids, weighted tfs) of a term, verified, or None when absent.
+        Kept for the next query: callers only read the arrays."""
+        got = self._postings.get(term)
+        if got is not None:
+            return got
         found = self.lookup(term)
         if found is None:
             return None
@@ -361,8 +375,13 @@ class Segment:
         data = self._read(self.sections[S_POSTINGS][0] + off, df * (self.doc_size + 2))
         if crc(data) != want:
             raise self.corrupt_postings(term)
+        return self._keep_posting(term, data, df)
+
+    def _keep_posting(self, term: str, data: bytes, df: int) -> Posting:
         cut = df * self.doc_size
-        return from_le(self.doc_code, data[:cut]), from_le("H", data[cut:])
+        got = from_le(self.doc_code, data[:cut]), from_le("H", data[cut:])
+        self._postings.put(term, got, len(data))
+        return got
 
     def corrupt_postings(self, term: str) -> IndexCorrupt:
         """The error of a posting failing its checksum (raised by whoever
@@ -396,6 +415,9 @@ class Segment:
     def postings_in(self, run: PrefixRun, term: str) -> tuple[array[int], array[int]] | None:
         """`postings(term)` for a term of the run, taken from the run's
         read (no dictionary lookup, no read of its own), checked as there."""
+        got = self._postings.get(term)
+        if got is not None:
+            return got
         found = self.entry_in(run, term)
         if found is None:
             return None
@@ -404,8 +426,7 @@ class Segment:
         data = run.data[start : start + df * (self.doc_size + 2)] if start >= 0 else b""
         if crc(data) != want or len(data) != df * (self.doc_size + 2):
             raise self.corrupt_postings(term)
-        cut = df * self.doc_size
-        return from_le(self.doc_code, data[:cut]), from_le("H", data[cut:])
+        return self._keep_posting(term, data, df)
 
     def rank(self, term: str) -> int | None:
         """The rank token streams store for `term`; None if no stream holds

@@ -1,7 +1,8 @@
 """What a Segment keeps between reads (segment_read.Kept: inflated record
-blocks, checked token-stream runs, parsed records): any order of reads gives what a
-fresh reader gives, what is kept stays within its budget (the newest always
-kept), and damage in a part not yet kept is still found."""
+blocks, checked token-stream runs, parsed records, checked postings): any
+order of reads gives what a fresh reader gives, what is kept stays within
+its budget (the newest always kept), and damage in a part not yet kept is
+still found."""
 
 from __future__ import annotations
 
@@ -124,10 +125,39 @@ def test_keep_within_bounds_everything_kept(tmp_path: Path) -> None:
             seg.sequence(docid)
         assert seg.kept_bytes > 90_000
         seg.keep_within(90_000)
-        for kept in (seg._rblocks, seg._runs, seg._docs):
-            assert kept.nbytes <= 30_000 or len(kept) == 1
+        for kept in (seg._rblocks, seg._runs, seg._docs, seg._postings):
+            assert kept.nbytes <= 22_500 or len(kept) == 1
         for docid in range(0, seg.ndocs, 7):
             seg.stored(docid)
-            assert seg._docs.nbytes <= 30_000 or len(seg._docs) == 1
+            assert seg._docs.nbytes <= 22_500 or len(seg._docs) == 1
     finally:
         seg.close()
+
+
+def test_kept_postings_are_the_postings_read_afresh_and_damage_is_still_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(segment_read, "POSTING_CACHE_BYTES", 400)
+    path = tmp_path / "s.seg"
+    make(path)
+    kept = Segment(path)
+    try:
+        terms = [f"w{i}" for i in range(0, 500, 3)]
+        rng = random.Random(5)
+        for term in [rng.choice(terms) for _ in range(400)]:
+            fresh = Segment(path)
+            try:
+                assert kept.postings(term) == fresh.postings(term)
+            finally:
+                fresh.close()
+            assert kept._postings.nbytes <= 400 or len(kept._postings) == 1
+        found = kept.lookup("w7")
+        assert found is not None
+        kept.forget_blocks()
+        data = bytearray(path.read_bytes())
+        data[kept.sections[segment_read.S_POSTINGS][0] + found[0]] ^= 0xFF
+        path.write_bytes(bytes(data))
+        with pytest.raises(IndexCorrupt, match="postings of 'w7'"):
+            kept.postings("w7")
+    finally:
+        kept.close()
