@@ -32,7 +32,7 @@ ext_modules = (
         Extension(
             "ctindex.store._invert",
             ["ctindex/store/_invert.c"],
-            depends=["ctindex/store/invert_api.h"],
+            depends=["ctindex/store/invert_api.h", "ctindex/store/crc32.h"],
             optional=True,
             extra_compile_args=["-O2", "-std=c99", "-Wall"],
         ),
@@ -40,6 +40,7 @@ ext_modules = (
         Extension(
             "ctindex.search._rank",
             ["ctindex/search/_rank.c"],
+            depends=["ctindex/store/crc32.h"],
             optional=True,
             extra_compile_args=["-O2", "-std=c99", "-Wall", "-ffp-contract=off"],
         ),

@@ -886,40 +886,10 @@ done:
 
 /* -- a prefix's documents: the union of its terms' postings --------------- */
 
-/* CRC-32 (the zlib / ISO-HDLC polynomial, as zlib.crc32), slice by 4: the
- * same table code as ctindex/store/_invert.c, built on first use. */
-static uint32_t crc_table[4][256];
+/* Checksums as the segment writer's (ctindex/store/crc32.h), the table
+ * built on first use. */
+#include "../store/crc32.h"
 static int crc_ready;
-
-static void crc_init(void) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = crc_table[0][i];
-        for (int t = 1; t < 4; t++) {
-            c = crc_table[0][c & 0xFF] ^ (c >> 8);
-            crc_table[t][i] = c;
-        }
-    }
-    crc_ready = 1;
-}
-
-static uint32_t crc32_of(const unsigned char *p, size_t n) {
-    uint32_t c = 0xFFFFFFFFu;
-    while (n >= 4) {
-        c ^= (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-             ((uint32_t)p[3] << 24);
-        c = crc_table[3][c & 0xFF] ^ crc_table[2][(c >> 8) & 0xFF] ^
-            crc_table[1][(c >> 16) & 0xFF] ^ crc_table[0][c >> 24];
-        p += 4;
-        n -= 4;
-    }
-    while (n--) c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}
 
 static uint64_t le64(const unsigned char *p) {
     uint64_t v = 0;
@@ -1009,7 +979,10 @@ static PyObject *prefix_union(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "_rank.prefix_union: ndocs < 0");
         return NULL;
     }
-    if (!crc_ready) crc_init();
+    if (!crc_ready) {
+        crc_init();
+        crc_ready = 1;
+    }
     Py_buffer data, ents;
     if (PyObject_GetBuffer(data_obj, &data, PyBUF_C_CONTIGUOUS) < 0) return NULL;
     if (PyObject_GetBuffer(ents_obj, &ents, PyBUF_C_CONTIGUOUS) < 0) {
