@@ -83,6 +83,10 @@ class SentRequest:
             unanswered.clear(paths)
         return reply
 
+    def close(self) -> None:
+        """Give up on the answer."""
+        self._sent.close()
+
 
 def send_request(
     paths: RuntimePaths, payload: Message, timeout: float, *, ack: bool = False
@@ -150,6 +154,10 @@ class SentBarrier:
 
     def __init__(self, paths: RuntimePaths, sent: SentRequest, digest: str, started: float) -> None:
         self._paths, self._sent, self._digest, self._started = paths, sent, digest, started
+
+    def close(self) -> None:
+        """Give up on the answer."""
+        self._sent.close()
 
     def result(self) -> BarrierResult:
         """The daemon's answer (raises BarrierFailed)."""

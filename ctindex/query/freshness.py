@@ -138,7 +138,7 @@ class Options(NamedTuple):
     spawn: bool = True  # may start a daemon (CI mode still forbids it: ctindex/query/cimode.py)
     # A long-lived reader holding its generation open (ctindex/api.py): read
     # it while the daemon answers the barrier, and keep that answer when the
-    # barrier vouches for the very generation read (`_early_read`).
+    # barrier vouches for the very generation read (`_EarlyRead`).
     overlap: bool = False
 
 
@@ -476,7 +476,11 @@ def _barrier(
     try:
         sent = send_barrier(paths, digest, budget_ms, config=config)
         if meanwhile is not None:
-            meanwhile()
+            try:
+                meanwhile()
+            except BaseException:  # an interrupt: the answer is not read
+                sent.close()
+                raise
         return sent.result()
     except BarrierFailed as failed:
         return failed
