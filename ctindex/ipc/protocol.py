@@ -204,17 +204,25 @@ def _connect(sock: _socket.socket, socket_path: Path, timeout: float, ack: bool)
         raise ExchangeFailed(WRONG_OWNER)
 
 
+def _failed(exc: Exception, ack: bool, heard: bool) -> ExchangeFailed:
+    """What a socket error while sending or reading means for the exchange:
+    a timeout before any ACK is an unacknowledged request, a later one the
+    barrier's timeout; anything else (ValueError: the socket closed under
+    us) a failed connection."""
+    if isinstance(exc, TimeoutError):
+        if ack and not heard:
+            return ExchangeFailed(UNACKNOWLEDGED, unacknowledged=True)
+        return ExchangeFailed(BARRIER_TIMEOUT)
+    detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+    return ExchangeFailed(f"daemon connection failed: {detail}")
+
+
 def _send(sock: _socket.socket, data: bytes, first_by: float, ack: bool) -> None:
     try:
         sock.settimeout(max(first_by - time.monotonic(), 0.001))
         sock.sendall(data)
-    except TimeoutError as exc:
-        if ack:
-            raise ExchangeFailed(UNACKNOWLEDGED, unacknowledged=True) from exc
-        raise ExchangeFailed(BARRIER_TIMEOUT) from exc
-    except (OSError, ValueError) as exc:  # ValueError: the socket closed under us
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise ExchangeFailed(f"daemon connection failed: {detail}") from exc
+    except (OSError, ValueError) as exc:  # TimeoutError is an OSError
+        raise _failed(exc, ack, heard=False) from exc
 
 
 def _read_answer(
@@ -248,13 +256,8 @@ def _read_answer(
             buf += chunk
             if len(buf) > max_reply:
                 raise ExchangeFailed(TOO_LARGE)
-    except TimeoutError as exc:
-        if ack and not heard:
-            raise ExchangeFailed(UNACKNOWLEDGED, unacknowledged=True) from exc
-        raise ExchangeFailed(BARRIER_TIMEOUT) from exc
-    except (OSError, ValueError) as exc:  # ValueError: the socket closed under us
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise ExchangeFailed(f"daemon connection failed: {detail}") from exc
+    except (OSError, ValueError) as exc:  # TimeoutError is an OSError
+        raise _failed(exc, ack, heard) from exc
 
 
 # -- the `search` op (docs/daemon.md "Query path") -----------------------------
