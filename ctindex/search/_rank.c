@@ -247,6 +247,42 @@ static PyObject *max_into(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* anchor_positions(seq, anchor, limit): matcher._anchor_positions_py, the
+ * first `limit` positions of `anchor` in a u16 or u32 stream, read in place
+ * (the pure twin copies the stream to bytes to find them). */
+static PyObject *anchor_positions(PyObject *self, PyObject *args) {
+    PyObject *seq_obj;
+    unsigned long long anchor;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "OKn", &seq_obj, &anchor, &limit)) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(seq_obj, &view, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    PyObject *out = NULL;
+    if (view.itemsize != 2 && view.itemsize != 4) {
+        PyErr_SetString(PyExc_TypeError, "_rank.anchor_positions: a u16 or u32 stream");
+        goto done;
+    }
+    out = PyList_New(0);
+    if (out == NULL) goto done;
+    Py_ssize_t n = view.len / view.itemsize;
+    const uint16_t *s16 = view.buf;
+    const uint32_t *s32 = view.buf;
+    for (Py_ssize_t p = 0; p < n && PyList_GET_SIZE(out) < limit; p++) {
+        unsigned long long x = view.itemsize == 2 ? s16[p] : s32[p];
+        if (x != anchor) continue;
+        PyObject *pos = PyLong_FromSsize_t(p);
+        if (pos == NULL || PyList_Append(out, pos) < 0) {
+            Py_XDECREF(pos);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_DECREF(pos);
+    }
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
+
 /* min_span(seq, ranks, sep): matcher._min_span_py on a stream already
  * narrowed (a buffer of u16 or u32 ranks); None or the span. */
 static PyObject *min_span(PyObject *self, PyObject *args) {
@@ -1047,6 +1083,7 @@ static PyMethodDef methods[] = {
     {"kth_largest", kth_largest, METH_VARARGS, "The k-th largest value of some dicts."},
     {"at_least", at_least, METH_VARARGS, "The keys of a dict whose value reaches a bar."},
     {"min_span", min_span, METH_VARARGS, "Shortest run holding every rank inside one field."},
+    {"anchor_positions", anchor_positions, METH_VARARGS, "The first positions of a rank."},
     {"phrase_scan", phrase_scan, METH_VARARGS, "The wanted streams of a run holding a pattern."},
     {"prefix_union", prefix_union, METH_VARARGS, "The checked union of a prefix's postings."},
     {NULL, NULL, 0, NULL},

@@ -40,6 +40,8 @@ typedef struct {
     Py_ssize_t *term;        /* per word: id of its matched term, or -1 */
     Py_ssize_t *hits;        /* indices of matched words */
     Py_ssize_t nwords, nhits;
+    Py_ssize_t nterms; /* distinct matched terms: ids are 0..nterms-1 */
+    Py_ssize_t best;   /* the window's first hit when `scan` settled it, else -1 */
 } Words;
 
 static void words_free(Words *w) {
@@ -64,10 +66,47 @@ static int matched(PyObject *term, PyObject *marked, PyObject *prefixes) {
     return 0;
 }
 
+/* The early end of `scan` (`Settle`): best_start's sliding window, run as
+ * the words are read. A hit's window is known once the word `window_words`
+ * after it is read; the first hit whose window holds `most` distinct terms
+ * (every term a word can match) is best_start's answer, as no later window
+ * holds more and a tie goes to the earliest. Then no later word needs its
+ * term: they are only counted, up to the one past the window (which says
+ * whether words follow it). */
+typedef struct {
+    Py_ssize_t most; /* distinct terms a window can hold at most; -1: unknown */
+    Py_ssize_t window_words;
+    Py_ssize_t *counts; /* per term id: its hits in the window */
+    Py_ssize_t behind, ahead, distinct;
+} Settle;
+
+/* After word `k` was read: settle every hit whose window is now known;
+ * 1 when one holds `most` terms (w->best set), else 0. */
+static int settle(Settle *st, Words *w, Py_ssize_t k) {
+    while (st->behind < w->nhits && w->hits[st->behind] + st->window_words - 1 <= k) {
+        Py_ssize_t h = w->hits[st->behind];
+        while (st->ahead < w->nhits && w->hits[st->ahead] < h + st->window_words) {
+            if (st->counts[w->term[w->hits[st->ahead]]]++ == 0)
+                st->distinct++;
+            st->ahead++;
+        }
+        if (st->distinct == st->most) {
+            w->best = h;
+            return 1;
+        }
+        if (--st->counts[w->term[h]] == 0)
+            st->distinct--;
+        st->behind++;
+    }
+    return 0;
+}
+
 /* Find the words, their terms and the matched ones; the ids number the
- * distinct matched terms (`ids`: term -> id). 0 on success, -1 on error. */
+ * distinct matched terms (`ids`: term -> id, or -1 for a term not matched).
+ * With `st->most` >= 0 the reading ends early once the window is settled.
+ * 0 on success, -1 on error. */
 static int scan(const Py_UCS1 *s, Py_ssize_t n, PyObject *stems, PyObject *marked,
-                PyObject *prefixes, PyObject *ids, Words *w) {
+                PyObject *prefixes, PyObject *ids, Words *w, Settle *st) {
     Py_ssize_t cap = n / 2 + 1; /* a word and a separator at least, but the last */
     w->start = malloc(cap * sizeof(Py_ssize_t));
     w->end = malloc(cap * sizeof(Py_ssize_t));
@@ -86,6 +125,15 @@ static int scan(const Py_UCS1 *s, Py_ssize_t n, PyObject *stems, PyObject *marke
         Py_ssize_t b = i;
         while (i < n && is_word(s[i]))
             i++;
+        Py_ssize_t k = w->nwords++;
+        w->start[k] = b;
+        w->end[k] = i;
+        w->term[k] = -1;
+        if (w->best >= 0) { /* settled: count up to the word past the window */
+            if (k > w->best + st->window_words - 1)
+                return 0;
+            continue;
+        }
         PyObject *raw = PyUnicode_FromStringAndSize((const char *)s + b, i - b);
         if (raw == NULL)
             return -1;
@@ -97,10 +145,6 @@ static int scan(const Py_UCS1 *s, Py_ssize_t n, PyObject *stems, PyObject *marke
             return -1;
         }
         Py_DECREF(raw);
-        Py_ssize_t k = w->nwords++;
-        w->start[k] = b;
-        w->end[k] = i;
-        w->term[k] = -1;
         PyObject *id = PyDict_GetItemWithError(ids, term); /* a term met before */
         if (id == NULL) {
             if (PyErr_Occurred())
@@ -108,7 +152,7 @@ static int scan(const Py_UCS1 *s, Py_ssize_t n, PyObject *stems, PyObject *marke
             int m = matched(term, marked, prefixes);
             if (m < 0)
                 return -1;
-            id = PyLong_FromSsize_t(m ? PyDict_GET_SIZE(ids) : -1);
+            id = PyLong_FromSsize_t(m ? w->nterms++ : -1);
             if (id == NULL)
                 return -1;
             int bad = PyDict_SetItem(ids, term, id);
@@ -121,6 +165,8 @@ static int scan(const Py_UCS1 *s, Py_ssize_t n, PyObject *stems, PyObject *marke
             w->term[k] = tid;
             w->hits[w->nhits++] = k;
         }
+        if (st->most >= 0 && settle(st, w, k) && k > w->best + st->window_words - 1)
+            return 0; /* (this word is already past the window) */
     }
     return 0;
 }
@@ -207,25 +253,39 @@ static PyObject *window(PyObject *self, PyObject *args) {
     }
     const Py_UCS1 *s = PyUnicode_1BYTE_DATA(piece);
     Py_ssize_t n = PyUnicode_GET_LENGTH(piece);
-    Words w = {NULL, NULL, NULL, NULL, 0, 0};
+    Words w = {NULL, NULL, NULL, NULL, 0, 0, 0, -1};
+    /* A window holds at most every term of a set of terms, when no prefix can
+     * match others; otherwise the whole piece is read. */
+    Settle st = {-1, window_words, NULL, 0, 0, 0};
     PyObject *ids = PyDict_New();
     PyObject *result = NULL;
     Py_ssize_t *counts = NULL;
     if (ids == NULL)
         goto done;
-    if (scan(s, n, stems, marked, prefixes, ids, &w) < 0)
+    if (PyAnySet_Check(marked) && PyTuple_GET_SIZE(prefixes) == 0 && PySet_GET_SIZE(marked) > 0) {
+        st.most = PySet_GET_SIZE(marked);
+        st.counts = calloc(st.most, sizeof(Py_ssize_t));
+        if (st.counts == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    if (scan(s, n, stems, marked, prefixes, ids, &w, &st) < 0)
         goto done;
     if (w.nhits == 0) {
         Py_INCREF(Py_None);
         result = Py_None;
         goto done;
     }
-    counts = malloc((PyDict_GET_SIZE(ids) + 1) * sizeof(Py_ssize_t));
-    if (counts == NULL) {
-        PyErr_NoMemory();
-        goto done;
+    Py_ssize_t best = w.best;
+    if (best < 0) {
+        counts = malloc((w.nterms + 1) * sizeof(Py_ssize_t));
+        if (counts == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        best = best_start(&w, w.nterms, window_words, counts);
     }
-    Py_ssize_t best = best_start(&w, PyDict_GET_SIZE(ids), window_words, counts);
     Py_ssize_t first = best - back > 0 ? best - back : 0;
     Py_ssize_t last = (best + window_words < w.nwords ? best + window_words : w.nwords) - 1;
     PyObject *flat = flatten(s, &w, first, last);
@@ -236,6 +296,7 @@ static PyObject *window(PyObject *self, PyObject *args) {
     Py_DECREF(flat);
 done:
     free(counts);
+    free(st.counts);
     words_free(&w);
     Py_XDECREF(ids);
     return result;

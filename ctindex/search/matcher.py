@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple, Protocol, cast
 
 from ctindex.providers.fields import (
@@ -725,22 +725,18 @@ def _narrow(seq: array[int], ranks: Sequence[int], sep: int) -> array[int] | Non
     anchor, `ranks[0]` (the caller puts the query's rarest word first),
     joined by `sep` so no run crosses from one to the next; None when the
     anchor is absent."""
-    hay = seq.tobytes()
-    pattern = array(seq.typecode, [ranks[0]]).tobytes()
-    size = seq.itemsize
+    # C when built (a build older than it, not rebuilt since, finds them here).
+    find: Callable[[array[int], int, int], list[int]] = getattr(
+        native_rank.module(), "anchor_positions", _anchor_positions_py
+    )
+    found = find(seq, ranks[0], PROXIMITY_ANCHORS)
     spans: list[list[int]] = []
-    at = hay.find(pattern)
-    while at >= 0 and len(spans) < PROXIMITY_ANCHORS:
-        if at % size:  # not on an item boundary: resume at the next one
-            at = hay.find(pattern, at - at % size + size)
-            continue
-        pos = at // size
+    for pos in found:
         lo, hi = max(pos - PROXIMITY_REACH, 0), pos + PROXIMITY_REACH + 1
         if spans and lo <= spans[-1][1]:
             spans[-1][1] = hi
         else:
             spans.append([lo, hi])
-        at = hay.find(pattern, at + size)
     if not spans:
         return None
     out = array(seq.typecode)
@@ -748,6 +744,23 @@ def _narrow(seq: array[int], ranks: Sequence[int], sep: int) -> array[int] | Non
         out.extend(seq[lo:hi])
         out.append(sep)
     return out
+
+
+def _anchor_positions_py(seq: array[int], anchor: int, limit: int) -> list[int]:
+    """The first `limit` positions of `anchor` in `seq` (ctindex/search/_rank.c
+    `anchor_positions` answers the same without copying the stream)."""
+    hay = seq.tobytes()
+    pattern = array(seq.typecode, [anchor]).tobytes()
+    size = seq.itemsize
+    found: list[int] = []
+    at = hay.find(pattern)
+    while at >= 0 and len(found) < limit:
+        if at % size:  # not on an item boundary: resume at the next one
+            at = hay.find(pattern, at - at % size + size)
+            continue
+        found.append(at // size)
+        at = hay.find(pattern, at + size)
+    return found
 
 
 # Tiers above scores in one float (a score stays far below it), so the best

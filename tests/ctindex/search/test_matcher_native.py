@@ -560,3 +560,22 @@ def test_phrase_scans_refuse_bad_input_alike() -> None:
                 scan(*args)
     with pytest.raises(TypeError):
         _native().phrase_scan(run, array("I", [0, 4, 8]), 0, [0], pattern, 2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seq=st.lists(st.sampled_from([1, 2, 3, 258, 65536 + 2]), max_size=300),
+    anchor=st.sampled_from([2, 3, 258, 65536 + 2]),
+    limit=st.integers(0, 70),
+    wide=st.booleans(),
+)
+def test_anchor_positions_are_the_pure_ones(
+    seq: list[int], anchor: int, limit: int, wide: bool
+) -> None:
+    """The same positions, found in place; in a u16 stream a rank of two
+    bytes whose halves straddle two items (258 = 0x0102) is no match."""
+    code = "I" if wide else "H"
+    stream = array(code, [x if wide else x & 0xFFFF for x in seq])
+    want = anchor if wide else anchor & 0xFFFF
+    got = _native().anchor_positions(stream, want, limit)
+    assert got == matcher._anchor_positions_py(stream, want, limit)

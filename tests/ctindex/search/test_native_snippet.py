@@ -89,3 +89,24 @@ def test_bad_arguments_are_errors_not_crashes() -> None:
     with pytest.raises(KeyError):
         NATIVE.window("unknown", {}, set(), (), 24, 6)
     assert NATIVE.window("a b", {"a": "a", "b": "b"}, set(), (), 24, 6) is None
+
+
+def test_words_past_a_settled_window_are_not_read() -> None:
+    """With a set of terms and no prefix, the reading ends once a window
+    holds every term: a word past it is never looked up (no KeyError for a
+    word the stems do not know), and the window is the one a full reading
+    finds, with the words after it still counted."""
+    assert NATIVE is not None
+    stems = {"a": "a", "b": "b", "c": "c"}
+    text = "b a " + "b " * 30 + "neverstemmed"
+    got = NATIVE.window(text, stems, frozenset({"a"}), (), 24, 6)
+    assert got == (" ".join(["b", "a", *["b"] * 23]), [(2, 3)], False, True)
+    # Two terms: the first window holding both settles it, not the first hit.
+    text = "a " + "b " * 30 + "a c b b neverstemmed"
+    got = NATIVE.window(text, stems, frozenset({"a", "c"}), (), 3, 1)
+    assert got == ("b a c b", [(2, 3), (4, 5)], True, True)
+    # A list of terms, or a prefix, may match more: the whole piece is read.
+    with pytest.raises(KeyError):
+        NATIVE.window(text, stems, ["a", "c"], (), 3, 1)
+    with pytest.raises(KeyError):
+        NATIVE.window(text, stems, frozenset({"a", "c"}), ("zz",), 3, 1)
