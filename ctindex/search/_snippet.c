@@ -25,6 +25,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,71 @@ static void words_free(Words *w) {
     free(w->end);
     free(w->term);
     free(w->hits);
+}
+
+/* A memo of `stems` lookups, across calls: a word's term is the stems
+ * dict's value for it, which never changes once there (a word always stems
+ * alike; the provider may clear its dict when it grows, never change an
+ * entry). Looking a word up in the dict makes a str of it and hashes it;
+ * most words of a text are frequent ones met before, found here by their
+ * bytes. Direct-mapped: a slot holds the last word whose hash led there.
+ * The memo mirrors one dict, held so its identity cannot be reused, and
+ * is emptied when another is passed. */
+#define MEMO_SLOTS 8192 /* a power of two */
+#define MEMO_WORD 24    /* longer words are not memoised */
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t len; /* 0: empty */
+    char raw[MEMO_WORD];
+    PyObject *term; /* strong */
+} MemoSlot;
+static MemoSlot memo[MEMO_SLOTS];
+static PyObject *memo_of = NULL; /* the stems dict the memo mirrors (strong) */
+
+static void memo_reset(PyObject *stems) {
+    for (Py_ssize_t i = 0; i < MEMO_SLOTS; i++) {
+        memo[i].len = 0;
+        Py_CLEAR(memo[i].term);
+    }
+    Py_INCREF(stems);
+    Py_XSETREF(memo_of, stems);
+}
+
+static uint64_t fnv1a(const Py_UCS1 *s, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+/* The term of the word s[0:n] (borrowed: the memo or the dict holds it);
+ * NULL with KeyError(word) when the dict does not know it, or another error. */
+static PyObject *term_of(const Py_UCS1 *s, Py_ssize_t n, PyObject *stems) {
+    uint64_t h = fnv1a(s, n);
+    MemoSlot *slot = &memo[h & (MEMO_SLOTS - 1)];
+    if (slot->len == n && slot->hash == h && memcmp(slot->raw, s, n) == 0)
+        return slot->term;
+    PyObject *raw = PyUnicode_FromStringAndSize((const char *)s, n);
+    if (raw == NULL)
+        return NULL;
+    PyObject *term = PyDict_GetItemWithError(stems, raw); /* borrowed */
+    if (term == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, raw);
+        Py_DECREF(raw);
+        return NULL;
+    }
+    Py_DECREF(raw);
+    if (n <= MEMO_WORD) {
+        Py_INCREF(term);
+        Py_XSETREF(slot->term, term);
+        memcpy(slot->raw, s, n);
+        slot->len = n;
+        slot->hash = h;
+    }
+    return term;
 }
 
 /* 1 when `term` is matched, 0 when not, -1 on error. */
@@ -134,17 +200,9 @@ static int scan(const Py_UCS1 *s, Py_ssize_t n, PyObject *stems, PyObject *marke
                 return 0;
             continue;
         }
-        PyObject *raw = PyUnicode_FromStringAndSize((const char *)s + b, i - b);
-        if (raw == NULL)
+        PyObject *term = term_of(s + b, i - b, stems); /* borrowed */
+        if (term == NULL)
             return -1;
-        PyObject *term = PyDict_GetItemWithError(stems, raw); /* borrowed */
-        if (term == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetObject(PyExc_KeyError, raw);
-            Py_DECREF(raw);
-            return -1;
-        }
-        Py_DECREF(raw);
         PyObject *id = PyDict_GetItemWithError(ids, term); /* a term met before */
         if (id == NULL) {
             if (PyErr_Occurred())
@@ -253,6 +311,8 @@ static PyObject *window(PyObject *self, PyObject *args) {
     }
     const Py_UCS1 *s = PyUnicode_1BYTE_DATA(piece);
     Py_ssize_t n = PyUnicode_GET_LENGTH(piece);
+    if (stems != memo_of)
+        memo_reset(stems);
     Words w = {NULL, NULL, NULL, NULL, 0, 0, 0, -1};
     /* A window holds at most every term of a set of terms, when no prefix can
      * match others; otherwise the whole piece is read. */

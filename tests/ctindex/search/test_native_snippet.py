@@ -110,3 +110,19 @@ def test_words_past_a_settled_window_are_not_read() -> None:
         NATIVE.window(text, stems, ["a", "c"], (), 3, 1)
     with pytest.raises(KeyError):
         NATIVE.window(text, stems, frozenset({"a", "c"}), ("zz",), 3, 1)
+
+
+def test_each_stems_dict_is_its_own_memo() -> None:
+    """Words met before are found by their bytes (a memo of the stems dict's
+    lookups); another dict passed in answers with its own terms."""
+    assert NATIVE is not None
+    first = {"one": "x1", "two": "x2"}
+    for _ in range(2):  # the second reading answers from the memo
+        got = NATIVE.window("one two", first, frozenset({"x1"}), (), 24, 6)
+        assert got == ("one two", [(0, 3)], False, False)
+    other = {"one": "y1", "two": "y2"}
+    assert NATIVE.window("one two", other, frozenset({"x1"}), (), 24, 6) is None
+    got = NATIVE.window("one two", other, frozenset({"y2"}), (), 24, 6)
+    assert got == ("one two", [(4, 7)], False, False)
+    with pytest.raises(KeyError):  # and a word it lacks is asked for, not remembered
+        NATIVE.window("one three", other, frozenset({"y2"}), (), 24, 6)
