@@ -11,6 +11,8 @@ that holds guillemets itself is read exactly from the spans
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Collection, Iterator, Sequence
 from itertools import compress
 from operator import itemgetter
@@ -134,7 +136,7 @@ def _pieces(
         # The usual case: the head holds a stem; the rest of a long text is
         # folded only if the head's words do not match after all.
         yield 0, head
-        yield from _later(text.lower(), text, head, stems)
+        yield from _later(_folded(text), text, head, stems)
         return
     folded = _folded(text)
     if len(folded) != len(text):  # offsets would not line up: the head only
@@ -178,14 +180,60 @@ def _folded(text: str) -> str:
     tokenizer folds: ``résumé`` is found by ``resum``) where that keeps one
     character per character, so offsets in it are offsets in `text`; else
     casefolded only (then an accented word past the head is not found and
-    the head is the snippet's)."""
+    the head is the snippet's). A long text's fold is kept (`_Folds`)."""
+    kept = _FOLDS.get(text)
+    if kept is not None:
+        return kept
     folded = text.casefold()
-    if text.isascii():
-        return folded
-    from ctindex.providers.folding import fold
+    if not text.isascii():
+        from ctindex.providers.folding import fold
 
-    accentless = fold(text).casefold()
-    return accentless if len(accentless) == len(text) else folded
+        accentless = fold(text).casefold()
+        folded = accentless if len(accentless) == len(text) else folded
+    if len(text) > HEAD_CHARS:
+        _FOLDS.put(text, folded)
+    return folded
+
+
+class _Folds:
+    """The folds of the long texts met last. A long-lived reader
+    (ctindex/api.py) shows the same large pages query after query and keeps
+    their records, so the very same str comes back; folding a 280 KB page
+    took ~85 us, more than the rest of its snippet. Keyed by the text's
+    identity, the text held so its id is not reused (hashing it would cost
+    what folding does); bounded by the characters held, text and fold."""
+
+    LIMIT = 2_000_000
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[int, tuple[str, str]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()  # Index objects of several threads share it
+
+    def get(self, text: str) -> str | None:
+        with self._lock:
+            got = self._kept.get(id(text))
+            if got is None or got[0] is not text:
+                return None
+            self._kept.move_to_end(id(text))
+            return got[1]
+
+    def put(self, text: str, folded: str) -> None:
+        size = len(text) + len(folded)
+        if size > self.LIMIT:
+            return
+        with self._lock:
+            old = self._kept.pop(id(text), None)
+            if old is not None:
+                self._chars -= len(old[0]) + len(old[1])
+            self._kept[id(text)] = (text, folded)
+            self._chars += size
+            while self._chars > self.LIMIT:
+                _, (t, f) = self._kept.popitem(last=False)
+                self._chars -= len(t) + len(f)
+
+
+_FOLDS = _Folds()
 
 
 def _region(text: str, at: int, head: int) -> tuple[int, int]:

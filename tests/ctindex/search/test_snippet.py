@@ -192,3 +192,26 @@ def test_a_long_text_whose_head_matches_is_not_folded_past_it(
     monkeypatch.setattr(snippet, "_folded", lambda text: folded.append(len(text)) or real(text))
     assert "«needleword»" in make_snippet(body, "", {"needleword"})
     assert folded == []
+
+
+def test_a_long_texts_fold_is_kept_for_that_very_text_within_a_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fold of a long text is kept for the same str (a long-lived reader
+    shows the same large pages again), never found for an equal copy, and
+    the folds kept stay within their bound, the oldest dropped first."""
+    folds = snippet._Folds()
+    folds.LIMIT = 5 * (2 * HEAD_CHARS + 40)
+    monkeypatch.setattr(snippet, "_FOLDS", folds)
+    pages = [f"{_filler(HEAD_CHARS)} Page{i} NeedleWord {_filler(HEAD_CHARS)}" for i in range(4)]
+    first = [make_snippet(p, "", {"needleword"}) for p in pages]
+    assert folds.get(pages[3]) == pages[3].casefold()
+    assert folds.get(pages[0]) is None  # dropped: four pages and folds exceed the bound
+    assert folds._chars <= folds.LIMIT
+    again = [make_snippet(p, "", {"needleword"}) for p in pages]
+    assert again == first and all("«NeedleWord»" in s for s in again)
+    copy = pages[3][:1] + pages[3][1:]
+    assert copy == pages[3] and copy is not pages[3] and folds.get(copy) is None
+    short = "a NeedleWord"
+    make_snippet(short, "", {"needleword"})
+    assert folds.get(short) is None  # a short text is read whole, not folded
