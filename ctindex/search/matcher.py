@@ -12,7 +12,7 @@ import heapq
 import math
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import NamedTuple, Protocol, cast
+from typing import NamedTuple, Protocol, TypeAlias, cast
 
 from ctindex.providers.fields import (
     EXACT_ID,
@@ -682,15 +682,27 @@ def min_span(seq: array[int], ranks: Sequence[int], sep: int) -> int | None:
     holding every one of `ranks` (distinct); None when no field holds them
     all. A stream longer than PROXIMITY_LONG is first narrowed to the
     windows around its anchors (`_narrow`)."""
+    return _min_span(seq, list(ranks), sep, _span_kernel())
+
+
+# `min_span` on a stream already narrowed: ctindex/search/_rank.c's or `_min_span_py`.
+SpanKernel: TypeAlias = "Callable[[array[int], list[int], int], int | None]"
+
+
+def _span_kernel() -> SpanKernel:
+    native = native_rank.module()
+    return native.min_span if native is not None else _min_span_py
+
+
+def _min_span(seq: array[int], ranks: list[int], sep: int, kernel: SpanKernel) -> int | None:
+    """`min_span` with its kernel chosen by the caller (once per query, not
+    once per document)."""
     if len(seq) > PROXIMITY_LONG:
         narrowed = _narrow(seq, ranks, sep)
         if narrowed is None:
             return None
         seq = narrowed
-    native = native_rank.module()
-    if native is not None and isinstance(seq, array):
-        return native.min_span(seq, list(ranks), sep)
-    return _min_span_py(seq, ranks, sep)
+    return kernel(seq, ranks, sep)
 
 
 def _min_span_py(seq: array[int], ranks: Sequence[int], sep: int) -> int | None:
@@ -815,19 +827,21 @@ def _proximity(
     ranks = [[p.rank(t) for t in terms] for p in parts]
     # A total key over all partitions, so the index and --direct pick the same pool.
     eligible = [sc if all(r is not None for r in ranks[i]) else {} for i, sc in enumerate(scores)]
-    pool = heapq.nsmallest(
-        PROXIMITY_POOL,
-        (
-            (-tiers[i].get(d, 0), -eligible[i][d], p.key(d), i, d)
-            for i, (p, docs) in enumerate(
-                zip(parts, leaders(eligible, tiers, PROXIMITY_POOL), strict=True)
-            )
-            for d in docs
-        ),
-    )
-    by_part: list[list[int]] = [[] for _ in parts]
-    for *_, i, d in pool:
-        by_part[i].append(d)
+    leading = leaders(eligible, tiers, PROXIMITY_POOL)
+    by_part: list[list[int]] = leading
+    if sum(map(len, leading)) > PROXIMITY_POOL:  # else every one of them is in the pool
+        by_part = [[] for _ in parts]
+        pool = heapq.nsmallest(
+            PROXIMITY_POOL,
+            (
+                (-tiers[i].get(d, 0), -eligible[i][d], p.key(d), i, d)
+                for i, (p, docs) in enumerate(zip(parts, leading, strict=True))
+                for d in docs
+            ),
+        )
+        for *_, i, d in pool:
+            by_part[i].append(d)
+    kernel = _span_kernel()
     for i, (p, sc) in enumerate(zip(parts, scores, strict=True)):
         want = [r for r in ranks[i] if r is not None]
         sep = p.sep_rank()
@@ -842,7 +856,7 @@ def _proximity(
                     sc[d] += PROXIMITY_WEIGHT * len(want) ** 2 / known
             docs = [d for d, n in zip(docs, lens, strict=True) if n > PROXIMITY_LONG]
         for d, seq in p.sequences(docs):
-            span = min_span(seq, want, sep)
+            span = _min_span(seq, want, sep, kernel)
             if span is not None:
                 sc[d] += PROXIMITY_WEIGHT * len(want) ** 2 / span
 
