@@ -882,12 +882,16 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
     """Score and tier of every match, per partition, with statistics
     summed over all partitions (so the index and --direct agree exactly)."""
     matched = [evaluate(node, p) for p in parts]
-    scores: list[dict[int, float]] = [dict.fromkeys(m, 0.0) for m in matched]
     tiers: list[dict[int, int]] = [{} for _ in parts]
     if not any(matched):
-        return Ranking(scores, tiers, ())
+        return Ranking([{} for _ in parts], tiers, ())
     st = _stats(parts)
     dense = _Dense.of(parts, matched)
+    # The dict loops add into a dict per partition; the dense scores are
+    # gathered into theirs once, at the end.
+    scores: list[dict[int, float]] = (
+        [] if dense is not None else [dict.fromkeys(m, 0.0) for m in matched]
+    )
     for t in scoring_terms(node):
         if dense is not None:
             dense.score(t, dense.accs, dense.masks, st, add=True)

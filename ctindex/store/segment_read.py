@@ -59,10 +59,12 @@ RECORD_CACHE_BYTES = 2 * 1024 * 1024
 RUN_CACHE_BYTES = 2 * 1024 * 1024
 DOC_CACHE_BYTES = 2 * 1024 * 1024
 POSTING_CACHE_BYTES = 2 * 1024 * 1024
+LOOKED_TERMS = 4096  # terms whose dictionary entry (or absence) is kept, per segment
 
 K = TypeVar("K", int, str)
 V = TypeVar("V")
 Posting = tuple["array[int]", "array[int]"]  # (doc ids, weighted tfs); read-only to every caller
+Entry = tuple[int, int, int, int]  # a term's (postings offset, df, crc, rank)
 
 
 class Kept(Generic[K, V]):
@@ -194,6 +196,10 @@ class Segment:
             os.close(self._fd)
             raise
         self._blocks: dict[int, tuple[list[str], memoryview]] = {}
+        # What `lookup` found for a term, absent ones too (a query asks for
+        # each word's field forms, most of which no document has): read
+        # from the blocks above and dropped with them.
+        self._looked: dict[str, Entry | None] = {}
         self._lengths: array[int] | None = None
         self._flens: list[array[int]] | None = None
         self._keys: list[str] | None = None
@@ -292,6 +298,7 @@ class Segment:
         """Drop the cached dictionary blocks and record block; they are read
         again when needed."""
         self._blocks.clear()
+        self._looked.clear()
         self._forget_records()
 
     def _forget_records(self) -> None:
@@ -328,17 +335,23 @@ class Segment:
         off, df, ccrc = ENTRY.unpack_from(ents, i * ENTRY.size)
         return off, df, ccrc, b * BLOCK_TERMS + i
 
-    def lookup(self, term: str) -> tuple[int, int, int, int] | None:
+    def lookup(self, term: str) -> Entry | None:
         """(postings offset, df, crc, rank) of a term, or None."""
+        looked = self._looked
+        if term in looked:
+            return looked[term]
         enc = term.encode("utf-8", "surrogatepass")
         b = bisect_right(self._first, enc) - 1
-        if b < 0:
-            return None
-        names, _ = self._block(b)
-        i = bisect_left(names, term)
-        if i < len(names) and names[i] == term:
-            return self._entry(b, i)
-        return None
+        found = None
+        if b >= 0:
+            names, _ = self._block(b)
+            i = bisect_left(names, term)
+            if i < len(names) and names[i] == term:
+                found = self._entry(b, i)
+        if len(looked) >= LOOKED_TERMS:
+            looked.clear()
+        looked[term] = found
+        return found
 
     def _prefix_entries(self, prefix: str) -> tuple[list[str], bytes]:
         """The terms starting with `prefix` (adjacent in the dictionary) and

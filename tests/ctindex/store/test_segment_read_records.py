@@ -7,6 +7,7 @@ still found."""
 from __future__ import annotations
 
 import random
+from bisect import bisect_right
 from pathlib import Path
 
 import pytest
@@ -159,5 +160,38 @@ def test_kept_postings_are_the_postings_read_afresh_and_damage_is_still_found(
         path.write_bytes(bytes(data))
         with pytest.raises(IndexCorrupt, match="postings of 'w7'"):
             kept.postings("w7")
+    finally:
+        kept.close()
+
+
+def test_kept_lookups_are_the_dictionarys_answers_absent_terms_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A term's entry, or its absence, is kept within LOOKED_TERMS and is
+    what a fresh reader finds; forgetting the blocks forgets them, so a
+    damaged dictionary block is still found by the next lookup."""
+    monkeypatch.setattr(segment_read, "LOOKED_TERMS", 7)
+    path = tmp_path / "s.seg"
+    make(path)
+    kept = Segment(path)
+    try:
+        terms = [f"w{i}" for i in range(0, 520, 7)] + ["zz", "", "a"]
+        rng = random.Random(9)
+        for term in [rng.choice(terms) for _ in range(300)]:
+            fresh = Segment(path)
+            try:
+                assert kept.lookup(term) == fresh.lookup(term)
+            finally:
+                fresh.close()
+            assert len(kept._looked) <= 7
+        assert kept.lookup("zz") is None and "zz" in kept._looked
+        kept.forget_blocks()
+        assert not kept._looked
+        block = bisect_right(kept._first, b"w0") - 1  # the block holding w0
+        data = bytearray(path.read_bytes())
+        data[kept.sections[segment_read.S_BLOCKS][0] + kept._block_offs[block] + 4] ^= 0xFF
+        path.write_bytes(bytes(data))
+        with pytest.raises(IndexCorrupt, match=f"term block {block}"):
+            kept.lookup("w0")
     finally:
         kept.close()
