@@ -237,6 +237,11 @@ class Plan:
         """Stable hash of everything that decides index content: scopes,
         exclusions, provider versions, size limit. Origins and daemon
         timings are left out, so `init --write` keeps the digest."""
+        return self._digest
+
+    @cached_property
+    def _digest(self) -> str:
+        # Once per plan, like the compiled patterns: every query asks for it.
         return _sha256(
             {
                 "policy": POLICY_VERSION,
