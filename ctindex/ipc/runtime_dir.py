@@ -48,11 +48,12 @@ class RuntimePaths:
     """File names of one project's runtime folder (a plain class, not a
     dataclass: this module is imported by every indexed query)."""
 
-    __slots__ = ("dir", "root")
+    __slots__ = ("_socket", "dir", "root")
 
     def __init__(self, root: Path, runtime_dir: Path) -> None:
         self.root = root  # the project root (identity for the short-path hash)
         self.dir = runtime_dir  # .ct/okf/runtime
+        self._socket: Path | None = None  # worked out once: every request asks for it
 
     def __repr__(self) -> str:
         return f"RuntimePaths(root={self.root!r}, dir={self.dir!r})"
@@ -104,10 +105,11 @@ class RuntimePaths:
     @property
     def socket(self) -> Path:
         """The IPC endpoint: in `dir` when it fits in sun_path, else the fallback."""
-        local = self.dir / "daemon.sock"
-        if len(os.fsencode(local)) <= SUN_PATH_MAX:
-            return local
-        return self.fallback_dir / "daemon.sock"
+        if self._socket is None:
+            local = self.dir / "daemon.sock"
+            fits = len(os.fsencode(local)) <= SUN_PATH_MAX
+            self._socket = local if fits else self.fallback_dir / "daemon.sock"
+        return self._socket
 
     @property
     def socket_is_fallback(self) -> bool:

@@ -81,13 +81,21 @@ class Project:
     """A project folder (immutable; equal when the roots are). Not a
     dataclass: every command imports this, and dataclasses cost ~8 ms."""
 
-    __slots__ = ("_real_root", "root")
+    __slots__ = ("_below", "_real_root", "root")
     root: Path
     _real_root: str
+    _below: dict[str, Path]  # the store's paths, made once: every query asks for them
 
     def __init__(self, root: Path, _real_root: str = "") -> None:
         object.__setattr__(self, "root", root)
         object.__setattr__(self, "_real_root", _real_root)
+        object.__setattr__(self, "_below", {})
+
+    def _under_root(self, key: str) -> Path:
+        got = self._below.get(key)
+        if got is None:
+            got = self._below[key] = self.root / key
+        return got
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Project is immutable: cannot set {name}")
@@ -120,19 +128,19 @@ class Project:
 
     @property
     def ct_dir(self) -> Path:
-        return self.root / CT_DIR
+        return self._under_root(CT_DIR)
 
     @property
     def config_path(self) -> Path:
-        return self.ct_dir / CONFIG_NAME
+        return self._under_root(f"{CT_DIR}/{CONFIG_NAME}")
 
     @property
     def index_dir(self) -> Path:
-        return self.root / INDEX_KEY
+        return self._under_root(INDEX_KEY)
 
     @property
     def runtime_dir(self) -> Path:
-        return self.root / RUNTIME_KEY
+        return self._under_root(RUNTIME_KEY)
 
     @property
     def real_root(self) -> str:
