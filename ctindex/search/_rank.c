@@ -247,6 +247,74 @@ static PyObject *max_into(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* restrict(ids, tfs, docs): native_rank.restrict_py, {d: tfs[i]} for each d
+ * of `docs` found at ids[i] by binary search in the sorted u16 or u32 ids
+ * (a frequent word's posting met by a few candidates); dict order is the
+ * iteration order of `docs`, as there. */
+static PyObject *restrict_(PyObject *self, PyObject *args) {
+    PyObject *ids_obj, *tfs_obj, *docs;
+    if (!PyArg_ParseTuple(args, "OOO", &ids_obj, &tfs_obj, &docs)) return NULL;
+    Py_buffer ids, tfs;
+    if (PyObject_GetBuffer(ids_obj, &ids, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(tfs_obj, &tfs, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&ids);
+        return NULL;
+    }
+    PyObject *out = NULL, *it = NULL, *item;
+    if ((ids.itemsize != 2 && ids.itemsize != 4) || tfs.itemsize != 2 ||
+        tfs.len / 2 != ids.len / ids.itemsize) {
+        PyErr_SetString(PyExc_TypeError, "_rank.restrict: u16/u32 ids and as many u16 counts");
+        goto done;
+    }
+    Py_ssize_t n = ids.len / ids.itemsize;
+    const uint16_t *i16 = ids.buf;
+    const uint32_t *i32 = ids.buf;
+    const uint16_t *tf = tfs.buf;
+    out = PyDict_New();
+    it = out ? PyObject_GetIter(docs) : NULL;
+    if (it == NULL) goto done;
+    while ((item = PyIter_Next(it)) != NULL) {
+        long long d = PyLong_AsLongLong(item);
+        if (d == -1 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                Py_DECREF(item);
+                break;
+            }
+            PyErr_Clear(); /* no id is that large: not found */
+            Py_DECREF(item);
+            continue;
+        }
+        Py_ssize_t lo = 0, hi = n;
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            long long v = ids.itemsize == 2 ? (long long)i16[mid] : (long long)i32[mid];
+            if (v < d)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        int rc = 0;
+        long long at = ids.itemsize == 2 ? (lo < n ? (long long)i16[lo] : -1)
+                                         : (lo < n ? (long long)i32[lo] : -1);
+        if (lo < n && at == d) {
+            PyObject *v = PyLong_FromLong(tf[lo]);
+            rc = v == NULL ? -1 : PyDict_SetItem(out, item, v);
+            Py_XDECREF(v);
+        }
+        Py_DECREF(item);
+        if (rc < 0) break;
+    }
+done:
+    Py_XDECREF(it);
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&tfs);
+    if (PyErr_Occurred()) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
 /* anchor_positions(seq, anchor, limit): matcher._anchor_positions_py, the
  * first `limit` positions of `anchor` in a u16 or u32 stream, read in place
  * (the pure twin copies the stream to bytes to find them). */
@@ -1084,6 +1152,7 @@ static PyMethodDef methods[] = {
     {"at_least", at_least, METH_VARARGS, "The keys of a dict whose value reaches a bar."},
     {"min_span", min_span, METH_VARARGS, "Shortest run holding every rank inside one field."},
     {"anchor_positions", anchor_positions, METH_VARARGS, "The first positions of a rank."},
+    {"restrict", restrict_, METH_VARARGS, "A posting's counts of some documents."},
     {"phrase_scan", phrase_scan, METH_VARARGS, "The wanted streams of a run holding a pattern."},
     {"prefix_union", prefix_union, METH_VARARGS, "The checked union of a prefix's postings."},
     {NULL, NULL, 0, NULL},

@@ -112,13 +112,7 @@ class SegmentPartition:
         if len(docs) * SKIP_RATIO >= len(ids):
             full = self.tf(term)
             return _restrict(full, docs)
-        out: dict[int, int] = {}
-        n = len(ids)
-        for d in docs:
-            at = bisect_left(ids, d)
-            if at < n and ids[at] == d:
-                out[d] = tfs[at]
-        return out
+        return native_rank.restrict()(ids, tfs, docs)
 
     def term_docs(self, term: str) -> set[int]:
         """The live documents holding `term`, made from the posting's ids at

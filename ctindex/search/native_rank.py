@@ -106,6 +106,7 @@ class RankModule(Protocol):
     def at_least(self, scores: dict[int, float], bar: float, /) -> list[int]: ...
     def min_span(self, seq: array[int], ranks: list[int], sep: int, /) -> int | None: ...
     def anchor_positions(self, seq: array[int], anchor: int, limit: int, /) -> list[int]: ...
+    def restrict(self, ids: array[int], tfs: array[int], docs: set[int], /) -> dict[int, int]: ...
     def phrase_scan(
         self,
         run: bytes,
@@ -123,6 +124,27 @@ class RankModule(Protocol):
 
 def module() -> RankModule | None:
     return cast("RankModule | None", native_modules.load("ctindex.search._rank"))
+
+
+def restrict() -> Callable[[array[int], array[int], set[int]], dict[int, int]]:
+    """`restrict_py`'s C twin when built (a build older than it serves the pure one)."""
+    native: Callable[[array[int], array[int], set[int]], dict[int, int]] | None = getattr(
+        module(), "restrict", None
+    )
+    return restrict_py if native is None else native
+
+
+def restrict_py(ids: array[int], tfs: array[int], docs: set[int]) -> dict[int, int]:
+    """{d: tfs[i]} for each of `docs` at ids[i] in a posting's sorted ids,
+    each found by binary search (skipping the posting's bulk), in the
+    iteration order of `docs`."""
+    out: dict[int, int] = {}
+    n = len(ids)
+    for d in docs:
+        at = bisect_left(ids, d)
+        if at < n and ids[at] == d:
+            out[d] = tfs[at]
+    return out
 
 
 def phrase_scan() -> PhraseScan:

@@ -526,11 +526,11 @@ class Segment:
         CRC-checked in runs of SEQ_BLOCK_DOCS documents; give ids in
         increasing order so each run is read once."""
         offs, _ = self._seq_index()
-        run, data, start = -1, b"", 0
+        run, data, start = -1, memoryview(b""), 0
         for docid in docids:
             r = docid // SEQ_BLOCK_DOCS
             if r != run:
-                data = self._run(r)
+                data = memoryview(self._run(r))  # sliced without a copy: a stream may be large
                 start = offs[r * SEQ_BLOCK_DOCS]
                 run = r
             yield docid, from_le(self.seq_code, data[offs[docid] - start : offs[docid + 1] - start])

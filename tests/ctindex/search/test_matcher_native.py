@@ -579,3 +579,21 @@ def test_anchor_positions_are_the_pure_ones(
     want = anchor if wide else anchor & 0xFFFF
     got = _native().anchor_positions(stream, want, limit)
     assert got == matcher._anchor_positions_py(stream, want, limit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ids=st.sets(st.integers(0, 70_000), max_size=200),
+    docs=st.sets(st.integers(-3, 70_003) | st.just(2**70), max_size=40),
+    wide=st.booleans(),
+)
+def test_restrict_is_the_pure_lookup(ids: set[int], docs: set[int], wide: bool) -> None:
+    """The same counts in the same order (the set's), found by binary
+    search in u16 or u32 ids; an id no posting can hold is simply absent."""
+    code = "I" if wide else "H"
+    posting = array(code, sorted(i if wide else i & 0xFFFF for i in ids))
+    posting = array(code, sorted(set(posting)))
+    tfs = array("H", [(i * 7 + 1) & 0xFFFF for i in range(len(posting))])
+    got = _native().restrict(posting, tfs, docs)
+    want = native_rank.restrict_py(posting, tfs, docs)
+    assert got == want and list(got) == list(want)
