@@ -878,6 +878,24 @@ def _phrase_span(node: Node, part: Partition, want: list[int]) -> int | None:
     return len(want) if _min_span_py(words, want, part.sep_rank()) == len(want) else None
 
 
+def _closest(found: set[str]) -> list[str]:
+    """The first PREFIX_CAP of `found` by length, then in term order. Ordered
+    by length alone first (a C-level key, no tuple per term), then only the
+    terms as short as the cut's are put in term order: a short prefix has
+    thousands of expansions, and comparing them all as strings cost more
+    than scoring the fifty kept."""
+    by_length = sorted(found, key=len)
+    if len(by_length) > PREFIX_CAP:
+        cut = len(by_length[PREFIX_CAP - 1])
+        end = PREFIX_CAP
+        while end < len(by_length) and len(by_length[end]) == cut:
+            end += 1
+        by_length = by_length[:end]
+    closest = sorted(by_length)
+    closest.sort(key=len)
+    return closest[:PREFIX_CAP]
+
+
 def search(node: Node, parts: Sequence[Partition]) -> Ranking:
     """Score and tier of every match, per partition, with statistics
     summed over all partitions (so the index and --direct agree exactly)."""
@@ -905,16 +923,12 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
         for p in parts:
             for form in clause.forms:
                 found.update(p.terms_with_prefix(form))
-        # By length, then in term order: a stable sort by length of the
-        # sorted terms (no key tuple per term).
-        expansions = sorted(found)
-        expansions.sort(key=len)
-        if len(expansions) > PREFIX_CAP:
+        expansions = _closest(found)
+        if len(found) > PREFIX_CAP:
             notes.append(
-                f"prefix {clause.forms[0]}* has {len(expansions)} expansions: the "
+                f"prefix {clause.forms[0]}* has {len(found)} expansions: the "
                 f"{PREFIX_CAP} closest score, all of them match"
             )
-            expansions = expansions[:PREFIX_CAP]
         if dense is not None:
             dense.best_of(expansions, inside, st)
             continue

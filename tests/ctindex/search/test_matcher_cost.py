@@ -133,3 +133,11 @@ def test_tf_in_and_df_match_tf_beside_tombstones(tmp_path: Path) -> None:
                     assert part.tf_in(term, live) == {d: full[d] for d in live if d in full}
 
     with_snapshot(project.index_dir, check)
+
+
+@settings(max_examples=200, deadline=None)
+@given(found=st.sets(st.text(alphabet="abcé", min_size=1, max_size=6), max_size=300))
+def test_the_closest_expansions_are_the_first_by_length_then_term(found: set[str]) -> None:
+    """The bounded ordering keeps what ordering every expansion would."""
+    want = sorted(found, key=lambda t: (len(t), t))[: matcher.PREFIX_CAP]
+    assert matcher._closest(found) == want
