@@ -94,9 +94,10 @@ class SegmentPartition:
 
     def _covering(self, term: str) -> PrefixRun | None:
         """A run read earlier that holds `term` if this segment has it (any
-        such run: each holds the same entries). Looked up by the term's
-        heads of the runs' prefix lengths, not tried run by run: a prefix
-        scores every expansion in five fields."""
+        such run: each holds the same entries). Found by looking up the
+        term's first n characters for each length n of the runs' prefixes,
+        not by trying run after run: a prefix scores every expansion in
+        five fields."""
         runs = self._runs
         for n in self._run_lengths:
             run = runs.get(term[:n])

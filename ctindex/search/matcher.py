@@ -673,8 +673,8 @@ PROXIMITY_POOL = 100
 PROXIMITY_LONG = 4096
 PROXIMITY_ANCHORS = 64
 PROXIMITY_REACH = 32
-# (An anchor's occurrences are found with ``bytes.find`` on item boundaries,
-# as ``has_run`` does: C speed, not a Python step per token.)
+# (An anchor's occurrences are found in place by ctindex/search/_rank.c, or
+# with ``bytes.find`` on item boundaries: C speed, not a Python step per token.)
 
 
 def min_span(seq: array[int], ranks: Sequence[int], sep: int) -> int | None:
