@@ -188,10 +188,11 @@ def evaluate(node: Node, part: Partition) -> set[int]:
     if isinstance(node, Facet):
         return part.term_docs(node.term)
     if isinstance(node, Phrase):
+        # Every word must be present: the rarest first, then each other word
+        # narrows the candidates by looking them up (as a conjunction does).
         cands: set[int] | None = None
-        for t in node.terms:
-            docs = part.term_docs(t)
-            cands = docs if cands is None else cands & docs
+        for t in sorted(set(node.terms), key=part.df):
+            cands = part.term_docs(t) if cands is None else part.term_docs_in(t, cands)
             if not cands:
                 return set()
         ranks = [part.rank(t) for t in node.terms]
