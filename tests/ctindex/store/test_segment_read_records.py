@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_right
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,18 @@ def make(path: Path, docs: int = 200) -> list[str]:
         bodies.append(body)
     build_segment(path, items, okf.SEP)
     return bodies
+
+
+def against_fresh(path: Path, terms: list[str], seed: int, n: int) -> Iterator[tuple[str, Segment]]:
+    """`n` random picks of `terms`, each with a segment opened afresh (and
+    closed after), to compare a long-lived reader's answers with."""
+    rng = random.Random(seed)
+    for term in [rng.choice(terms) for _ in range(n)]:
+        fresh = Segment(path)
+        try:
+            yield term, fresh
+        finally:
+            fresh.close()
 
 
 def test_any_read_order_matches_a_fresh_reader_within_the_budget(
@@ -143,14 +156,8 @@ def test_kept_postings_are_the_postings_read_afresh_and_damage_is_still_found(
     make(path)
     kept = Segment(path)
     try:
-        terms = [f"w{i}" for i in range(0, 500, 3)]
-        rng = random.Random(5)
-        for term in [rng.choice(terms) for _ in range(400)]:
-            fresh = Segment(path)
-            try:
-                assert kept.postings(term) == fresh.postings(term)
-            finally:
-                fresh.close()
+        for term, fresh in against_fresh(path, [f"w{i}" for i in range(0, 500, 3)], 5, 400):
+            assert kept.postings(term) == fresh.postings(term)
             assert kept._postings.nbytes <= 400 or len(kept._postings) == 1
         found = kept.lookup("w7")
         assert found is not None
@@ -176,13 +183,8 @@ def test_kept_lookups_are_the_dictionarys_answers_absent_terms_too(
     kept = Segment(path)
     try:
         terms = [f"w{i}" for i in range(0, 520, 7)] + ["zz", "", "a"]
-        rng = random.Random(9)
-        for term in [rng.choice(terms) for _ in range(300)]:
-            fresh = Segment(path)
-            try:
-                assert kept.lookup(term) == fresh.lookup(term)
-            finally:
-                fresh.close()
+        for term, fresh in against_fresh(path, terms, 9, 300):
+            assert kept.lookup(term) == fresh.lookup(term)
             assert len(kept._looked) <= 7
         assert kept.lookup("zz") is None and "zz" in kept._looked
         kept.forget_blocks()
