@@ -247,29 +247,47 @@ static PyObject *max_into(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* A read-only view of a buffer of u16 or u32 items. */
+typedef struct {
+    Py_buffer view;
+    Py_ssize_t n;
+    int wide;
+} Ids;
+
+static int ids_get(PyObject *obj, Ids *out) {
+    if (PyObject_GetBuffer(obj, &out->view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (out->view.itemsize != 2 && out->view.itemsize != 4) {
+        PyBuffer_Release(&out->view);
+        PyErr_SetString(PyExc_TypeError, "_rank: arrays of u16 or u32 items");
+        return -1;
+    }
+    out->wide = out->view.itemsize == 4;
+    out->n = out->view.len / out->view.itemsize;
+    return 0;
+}
+
+static inline uint32_t ids_at(const Ids *a, Py_ssize_t i) {
+    return a->wide ? ((const uint32_t *)a->view.buf)[i] : ((const uint16_t *)a->view.buf)[i];
+}
+
 /* restrict(ids, tfs, docs): native_rank.restrict_py, {d: tfs[i]} for each d
- * of `docs` found at ids[i] by binary search in the sorted u16 or u32 ids
- * (a frequent word's posting met by a few candidates); dict order is the
- * iteration order of `docs`, as there. */
+ * of `docs` found at ids[i] by binary search in the sorted ids (a frequent
+ * word's posting met by a few candidates); dict order is the iteration
+ * order of `docs`, as there. */
 static PyObject *restrict_(PyObject *self, PyObject *args) {
     PyObject *ids_obj, *tfs_obj, *docs;
     if (!PyArg_ParseTuple(args, "OOO", &ids_obj, &tfs_obj, &docs)) return NULL;
-    Py_buffer ids, tfs;
-    if (PyObject_GetBuffer(ids_obj, &ids, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (PyObject_GetBuffer(tfs_obj, &tfs, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&ids);
+    Ids ids, tfs;
+    if (ids_get(ids_obj, &ids) < 0) return NULL;
+    if (ids_get(tfs_obj, &tfs) < 0) {
+        PyBuffer_Release(&ids.view);
         return NULL;
     }
     PyObject *out = NULL, *it = NULL, *item;
-    if ((ids.itemsize != 2 && ids.itemsize != 4) || tfs.itemsize != 2 ||
-        tfs.len / 2 != ids.len / ids.itemsize) {
+    if (tfs.wide || tfs.n != ids.n) {
         PyErr_SetString(PyExc_TypeError, "_rank.restrict: u16/u32 ids and as many u16 counts");
         goto done;
     }
-    Py_ssize_t n = ids.len / ids.itemsize;
-    const uint16_t *i16 = ids.buf;
-    const uint32_t *i32 = ids.buf;
-    const uint16_t *tf = tfs.buf;
     out = PyDict_New();
     it = out ? PyObject_GetIter(docs) : NULL;
     if (it == NULL) goto done;
@@ -284,20 +302,17 @@ static PyObject *restrict_(PyObject *self, PyObject *args) {
             Py_DECREF(item);
             continue;
         }
-        Py_ssize_t lo = 0, hi = n;
+        Py_ssize_t lo = 0, hi = ids.n;
         while (lo < hi) {
             Py_ssize_t mid = lo + (hi - lo) / 2;
-            long long v = ids.itemsize == 2 ? (long long)i16[mid] : (long long)i32[mid];
-            if (v < d)
+            if ((long long)ids_at(&ids, mid) < d)
                 lo = mid + 1;
             else
                 hi = mid;
         }
         int rc = 0;
-        long long at = ids.itemsize == 2 ? (lo < n ? (long long)i16[lo] : -1)
-                                         : (lo < n ? (long long)i32[lo] : -1);
-        if (lo < n && at == d) {
-            PyObject *v = PyLong_FromLong(tf[lo]);
+        if (lo < ids.n && (long long)ids_at(&ids, lo) == d) {
+            PyObject *v = PyLong_FromUnsignedLong(ids_at(&tfs, lo));
             rc = v == NULL ? -1 : PyDict_SetItem(out, item, v);
             Py_XDECREF(v);
         }
@@ -306,8 +321,8 @@ static PyObject *restrict_(PyObject *self, PyObject *args) {
     }
 done:
     Py_XDECREF(it);
-    PyBuffer_Release(&ids);
-    PyBuffer_Release(&tfs);
+    PyBuffer_Release(&ids.view);
+    PyBuffer_Release(&tfs.view);
     if (PyErr_Occurred()) {
         Py_XDECREF(out);
         return NULL;
@@ -323,31 +338,16 @@ static PyObject *anchor_positions(PyObject *self, PyObject *args) {
     unsigned long long anchor;
     Py_ssize_t limit;
     if (!PyArg_ParseTuple(args, "OKn", &seq_obj, &anchor, &limit)) return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(seq_obj, &view, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    PyObject *out = NULL;
-    if (view.itemsize != 2 && view.itemsize != 4) {
-        PyErr_SetString(PyExc_TypeError, "_rank.anchor_positions: a u16 or u32 stream");
-        goto done;
-    }
-    out = PyList_New(0);
-    if (out == NULL) goto done;
-    Py_ssize_t n = view.len / view.itemsize;
-    const uint16_t *s16 = view.buf;
-    const uint32_t *s32 = view.buf;
-    for (Py_ssize_t p = 0; p < n && PyList_GET_SIZE(out) < limit; p++) {
-        unsigned long long x = view.itemsize == 2 ? s16[p] : s32[p];
-        if (x != anchor) continue;
+    Ids seq;
+    if (ids_get(seq_obj, &seq) < 0) return NULL;
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t p = 0; out != NULL && p < seq.n && PyList_GET_SIZE(out) < limit; p++) {
+        if (ids_at(&seq, p) != anchor) continue;
         PyObject *pos = PyLong_FromSsize_t(p);
-        if (pos == NULL || PyList_Append(out, pos) < 0) {
-            Py_XDECREF(pos);
-            Py_CLEAR(out);
-            goto done;
-        }
-        Py_DECREF(pos);
+        if (pos == NULL || PyList_Append(out, pos) < 0) Py_CLEAR(out);
+        Py_XDECREF(pos);
     }
-done:
-    PyBuffer_Release(&view);
+    PyBuffer_Release(&seq.view);
     return out;
 }
 
@@ -450,29 +450,6 @@ done:
 
 
 /* -- dense scoring: one term over a segment's posting arrays ------------- */
-
-/* A read-only view of a buffer of u16 or u32 items. */
-typedef struct {
-    Py_buffer view;
-    Py_ssize_t n;
-    int wide;
-} Ids;
-
-static int ids_get(PyObject *obj, Ids *out) {
-    if (PyObject_GetBuffer(obj, &out->view, PyBUF_C_CONTIGUOUS) < 0) return -1;
-    if (out->view.itemsize != 2 && out->view.itemsize != 4) {
-        PyBuffer_Release(&out->view);
-        PyErr_SetString(PyExc_TypeError, "_rank: postings are arrays of u16 or u32");
-        return -1;
-    }
-    out->wide = out->view.itemsize == 4;
-    out->n = out->view.len / out->view.itemsize;
-    return 0;
-}
-
-static inline uint32_t ids_at(const Ids *a, Py_ssize_t i) {
-    return a->wide ? ((const uint32_t *)a->view.buf)[i] : ((const uint16_t *)a->view.buf)[i];
-}
 
 /* mask(ndocs, docs) -> bytearray with 1 at every doc of the set `docs`. */
 static PyObject *mask(PyObject *self, PyObject *args) {
