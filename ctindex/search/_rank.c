@@ -351,75 +351,52 @@ static PyObject *anchor_positions(PyObject *self, PyObject *args) {
     return out;
 }
 
-/* min_span(seq, ranks, sep): matcher._min_span_py on a stream already
- * narrowed (a buffer of u16 or u32 ranks); None or the span. */
-static PyObject *min_span(PyObject *self, PyObject *args) {
-    PyObject *seq_obj, *ranks_obj;
-    unsigned long long sep;
-    if (!PyArg_ParseTuple(args, "OOK", &seq_obj, &ranks_obj, &sep)) return NULL;
-    PyObject *ranks = PySequence_Fast(ranks_obj, "_rank.min_span: ranks");
-    if (ranks == NULL) return NULL;
-    Py_ssize_t k = PySequence_Fast_GET_SIZE(ranks);
-    Py_buffer view;
-    if (PyObject_GetBuffer(seq_obj, &view, PyBUF_C_CONTIGUOUS) < 0) {
-        Py_DECREF(ranks);
-        return NULL;
+/* The shortest run of positions of stream s[0..n) holding every one of
+ * want[0..k) with no sep inside it (matcher._min_span_py's answer; its
+ * first pass, which only spares Python the walk when a word is missing, is
+ * left out: a run of all k words is then never seen); -1 when there is
+ * none. Items are `size` bytes (2 or 4), little-endian when `le` (a
+ * segment's run of streams, as stored) or native (an array('H'/'I')).
+ * `last` is k slots of scratch. */
+static inline unsigned long long item_at(const unsigned char *b, Py_ssize_t p, int size, int le) {
+#if !PY_LITTLE_ENDIAN
+    if (le) {
+        const unsigned char *q = b + p * size;
+        return size == 2 ? (unsigned long long)q[0] | (unsigned long long)q[1] << 8
+                         : (unsigned long long)q[0] | (unsigned long long)q[1] << 8 |
+                               (unsigned long long)q[2] << 16 | (unsigned long long)q[3] << 24;
     }
-    PyObject *result = NULL;
-    unsigned long long *want = PyMem_Calloc(k ? k : 1, sizeof *want);
-    Py_ssize_t *last = PyMem_Calloc(k ? k : 1, sizeof *last);
-    char *present = PyMem_Calloc(k ? k : 1, 1);
-    if (want == NULL || last == NULL || present == NULL) {
-        PyErr_NoMemory();
-        goto done;
+#else
+    (void)le; /* little-endian is native here */
+#endif
+    if (size == 2) {
+        uint16_t v;
+        memcpy(&v, b + p * 2, 2);
+        return v;
     }
-    if (view.itemsize != 2 && view.itemsize != 4) {
-        PyErr_SetString(PyExc_TypeError, "_rank.min_span: a u16 or u32 stream");
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < k; i++) {
-        want[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(ranks, i));
-        if (PyErr_Occurred()) goto done;
-    }
-    Py_ssize_t n = view.len / view.itemsize;
-    const uint16_t *s16 = view.buf;
-    const uint32_t *s32 = view.buf;
-    /* As the pure code's dict {rank: index}: a later equal rank wins, and
-     * the separator overrides a rank equal to it. */
-#define ITEM(p) (view.itemsize == 2 ? (unsigned long long)s16[p] : (unsigned long long)s32[p])
-#define INDEX_OF(x, out)                              \
-    do {                                              \
-        out = -2;                                     \
-        if ((x) == sep) {                             \
-            out = -1;                                 \
-        } else {                                      \
-            for (Py_ssize_t j = k - 1; j >= 0; j--) { \
-                if (want[j] == (x)) {                 \
-                    out = j;                          \
-                    break;                            \
-                }                                     \
-            }                                         \
-        }                                             \
-    } while (0)
-    Py_ssize_t distinct = 0;
-    for (Py_ssize_t p = 0; p < n; p++) {
-        Py_ssize_t idx;
-        INDEX_OF(ITEM(p), idx);
-        if (idx >= 0 && !present[idx]) {
-            present[idx] = 1;
-            distinct++;
-        }
-    }
-    if (distinct < k) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
+    uint32_t v;
+    memcpy(&v, b + p * 4, 4);
+    return v;
+}
+
+/* As the pure code's dict {rank: index}: a later equal rank wins, and the
+ * separator overrides a rank equal to it. -1: the separator; -2: neither. */
+static inline Py_ssize_t index_of(unsigned long long x, const unsigned long long *want,
+                                  Py_ssize_t k, unsigned long long sep) {
+    if (x == sep) return -1;
+    for (Py_ssize_t j = k - 1; j >= 0; j--)
+        if (want[j] == x) return j;
+    return -2;
+}
+
+static inline long long span_walk(const unsigned char *s, Py_ssize_t n, int size, int le,
+                                  const unsigned long long *want, Py_ssize_t k,
+                                  unsigned long long sep, Py_ssize_t *last) {
     long long best = -1;
     Py_ssize_t seen = 0;
     for (Py_ssize_t i = 0; i < k; i++) last[i] = -1;
     for (Py_ssize_t p = 0; p < n; p++) {
-        Py_ssize_t idx;
-        INDEX_OF(ITEM(p), idx);
+        Py_ssize_t idx = index_of(item_at(s, p, size, le), want, k, sep);
         if (idx == -2) continue;
         if (idx == -1) {
             for (Py_ssize_t i = 0; i < k; i++) last[i] = -1;
@@ -436,18 +413,132 @@ static PyObject *min_span(PyObject *self, PyObject *args) {
             if (best < 0 || span < best) best = span;
         }
     }
-#undef ITEM
-#undef INDEX_OF
-    result = best < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(best);
-done:
-    PyMem_Free(want);
-    PyMem_Free(last);
-    PyMem_Free(present);
-    PyBuffer_Release(&view);
+    return best;
+}
+
+/* span_walk with the item width a constant in each call, so each loop
+ * reads its items without a branch. */
+static long long span_in(const unsigned char *s, Py_ssize_t n, int size, int le,
+                         const unsigned long long *want, Py_ssize_t k, unsigned long long sep,
+                         Py_ssize_t *last) {
+    if (k == 0) return -1; /* no word: no run holds every one of none */
+    if (size == 2) return span_walk(s, n, 2, le, want, k, sep, last);
+    return span_walk(s, n, 4, le, want, k, sep, last);
+}
+
+/* The ranks as k unsigned values, with k slots of scratch for span_in;
+ * 0, or -1 with an error set. */
+typedef struct {
+    unsigned long long *want;
+    Py_ssize_t *last;
+    Py_ssize_t k;
+} Ranks;
+
+static void ranks_free(Ranks *r) {
+    PyMem_Free(r->want);
+    PyMem_Free(r->last);
+}
+
+static int ranks_get(PyObject *obj, Ranks *r) {
+    r->want = NULL;
+    r->last = NULL;
+    PyObject *ranks = PySequence_Fast(obj, "_rank: ranks");
+    if (ranks == NULL) return -1;
+    Py_ssize_t k = r->k = PySequence_Fast_GET_SIZE(ranks);
+    r->want = PyMem_Calloc(k ? k : 1, sizeof *r->want);
+    r->last = PyMem_Calloc(k ? k : 1, sizeof *r->last);
+    int rc = 0;
+    if (r->want == NULL || r->last == NULL) {
+        PyErr_NoMemory();
+        rc = -1;
+    }
+    for (Py_ssize_t i = 0; rc == 0 && i < k; i++) {
+        r->want[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(ranks, i));
+        if (PyErr_Occurred()) rc = -1;
+    }
     Py_DECREF(ranks);
+    if (rc < 0) ranks_free(r);
+    return rc;
+}
+
+static PyObject *span_object(long long best) {
+    return best < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(best);
+}
+
+/* min_span(seq, ranks, sep): matcher._min_span_py on a stream already
+ * narrowed (a buffer of u16 or u32 ranks); None or the span. */
+static PyObject *min_span(PyObject *self, PyObject *args) {
+    PyObject *seq_obj, *ranks_obj;
+    unsigned long long sep;
+    if (!PyArg_ParseTuple(args, "OOK", &seq_obj, &ranks_obj, &sep)) return NULL;
+    Ids seq;
+    if (ids_get(seq_obj, &seq) < 0) return NULL;
+    Ranks r;
+    PyObject *result = NULL;
+    if (ranks_get(ranks_obj, &r) == 0) {
+        result =
+            span_object(span_in(seq.view.buf, seq.n, seq.wide ? 4 : 2, 0, r.want, r.k, sep, r.last));
+        ranks_free(&r);
+    }
+    PyBuffer_Release(&seq.view);
     return result;
 }
 
+/* span_scan(run, offs, start, docs, ranks, sep, size): native_rank.
+ * span_scan_py, the min_span of each of `docs` (ids whose streams lie in
+ * the run: offs, an array('Q'), gives their bytes) read in place, one call
+ * per run of streams rather than a stream copied and a call per document. */
+static PyObject *span_scan(PyObject *self, PyObject *args) {
+    Py_buffer run, offs;
+    PyObject *offs_obj, *docs_obj, *ranks_obj;
+    unsigned long long start, sep;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "y*OKOOKn", &run, &offs_obj, &start, &docs_obj, &ranks_obj,
+                          &sep, &size))
+        return NULL;
+    PyObject *result = NULL, *docs = NULL, *out = NULL;
+    Ranks r = {NULL, NULL, 0};
+    offs.obj = NULL;
+    if (PyObject_GetBuffer(offs_obj, &offs, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) goto done;
+    if (offs.itemsize != 8 || offs.format == NULL || strcmp(offs.format, "Q") != 0) {
+        PyErr_SetString(PyExc_TypeError, "_rank.span_scan: offsets must be array('Q')");
+        goto done;
+    }
+    if (size != 2 && size != 4) {
+        PyErr_SetString(PyExc_ValueError, "span_scan: items of 2 or 4 bytes");
+        goto done;
+    }
+    docs = PySequence_Fast(docs_obj, "_rank.span_scan: docs");
+    if (docs == NULL || ranks_get(ranks_obj, &r) < 0) goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(docs);
+    const uint64_t *off = (const uint64_t *)offs.buf;
+    Py_ssize_t noffs = offs.len / 8;
+    out = PyList_New(n);
+    if (out == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t d = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(docs, i));
+        if (d == -1 && PyErr_Occurred()) goto done;
+        if (d < 0 || d + 1 >= noffs || off[d] < start || off[d + 1] < off[d] ||
+            off[d + 1] - start > (uint64_t)run.len || (off[d + 1] - off[d]) % (uint64_t)size) {
+            PyErr_SetString(PyExc_ValueError, "span_scan: a stream outside the run");
+            goto done;
+        }
+        const unsigned char *s = (const unsigned char *)run.buf + (off[d] - start);
+        Py_ssize_t items = (Py_ssize_t)((off[d + 1] - off[d]) / (uint64_t)size);
+        PyObject *span = span_object(span_in(s, items, (int)size, 1, r.want, r.k, sep, r.last));
+        if (span == NULL) goto done;
+        PyList_SET_ITEM(out, i, span);
+    }
+    result = out;
+    out = NULL;
+done:
+    ranks_free(&r);
+    Py_XDECREF(out);
+    Py_XDECREF(docs);
+    if (offs.obj != NULL) PyBuffer_Release(&offs);
+    PyBuffer_Release(&run);
+    return result;
+}
 
 /* -- dense scoring: one term over a segment's posting arrays ------------- */
 
@@ -1128,6 +1219,8 @@ static PyMethodDef methods[] = {
     {"kth_largest", kth_largest, METH_VARARGS, "The k-th largest value of some dicts."},
     {"at_least", at_least, METH_VARARGS, "The keys of a dict whose value reaches a bar."},
     {"min_span", min_span, METH_VARARGS, "Shortest run holding every rank inside one field."},
+    {"span_scan", span_scan, METH_VARARGS,
+     "min_span of each of some documents' streams in a run, read in place."},
     {"anchor_positions", anchor_positions, METH_VARARGS, "The first positions of a rank."},
     {"restrict", restrict_, METH_VARARGS, "A posting's counts of some documents."},
     {"phrase_scan", phrase_scan, METH_VARARGS, "The wanted streams of a run holding a pattern."},

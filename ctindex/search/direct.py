@@ -20,6 +20,7 @@ from ctindex.providers.base import Analysis, Document
 from ctindex.providers.fields import SEP
 from ctindex.reconciler.oserr import GONE
 from ctindex.search.matcher import path_matches
+from ctindex.search.native_rank import min_span_py
 
 if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
@@ -87,6 +88,9 @@ class MemoryPartition:
 
     def stream_lengths(self, docs: Sequence[int]) -> list[int]:
         return [len(self.analyses[d].tokens) for d in docs]
+
+    def spans(self, docs: Sequence[int], ranks: Sequence[int], sep: int) -> list[int | None]:
+        return [min_span_py(seq, ranks, sep) for _, seq in self.sequences(docs)]
 
     def sep_rank(self) -> int:
         return _SEP_RANK

@@ -192,6 +192,9 @@ class SegmentPartition:
     def stream_lengths(self, docs: Sequence[int]) -> list[int]:
         return self.seg.stream_lengths(docs)
 
+    def spans(self, docs: Sequence[int], ranks: Sequence[int], sep: int) -> list[int | None]:
+        return self.seg.spans(docs, ranks, sep, native_rank.span_scan())
+
     def sep_rank(self) -> int:
         return self.seg.sep_rank
 

@@ -98,6 +98,9 @@ class Partition(Protocol):
     #                                               (doc, token stream as term ranks)
     def stream_lengths(self, docs: Sequence[int]) -> list[int]: ...  # tokens per stream,
     #                                               without reading the streams
+    def spans(self, docs: Sequence[int], ranks: Sequence[int], sep: int) -> list[int | None]: ...
+    #    per doc (increasing ids), the fewest consecutive tokens of its whole
+    #    stream holding every rank with no `sep` among them (None: none)
     def sep_rank(self) -> int: ...
     def path_prefix(self, prefix: str) -> set[int]: ...  # docs whose key starts with prefix
     def key(self, doc: int) -> str: ...  # the document's project-relative path
@@ -686,13 +689,14 @@ def min_span(seq: array[int], ranks: Sequence[int], sep: int) -> int | None:
     return _min_span(seq, list(ranks), sep, _span_kernel())
 
 
-# `min_span` on a stream already narrowed: ctindex/search/_rank.c's or `_min_span_py`.
+# `min_span` on a stream already narrowed: ctindex/search/_rank.c's or
+# ctindex/search/native_rank.py `min_span_py`.
 SpanKernel: TypeAlias = "Callable[[array[int], list[int], int], int | None]"
 
 
 def _span_kernel() -> SpanKernel:
     native = native_rank.module()
-    return native.min_span if native is not None else _min_span_py
+    return native.min_span if native is not None else native_rank.min_span_py
 
 
 def _min_span(seq: array[int], ranks: list[int], sep: int, kernel: SpanKernel) -> int | None:
@@ -704,33 +708,6 @@ def _min_span(seq: array[int], ranks: list[int], sep: int, kernel: SpanKernel) -
             return None
         seq = narrowed
     return kernel(seq, ranks, sep)
-
-
-def _min_span_py(seq: array[int], ranks: Sequence[int], sep: int) -> int | None:
-    """`min_span` on a stream already narrowed (ctindex/search/_rank.c
-    `min_span` answers the same)."""
-    k = len(ranks)
-    want = {r: i for i, r in enumerate(ranks)}
-    want[sep] = -1
-    events = [(pos, want[x]) for pos, x in enumerate(seq) if x in want]
-    if len({i for _, i in events} - {-1}) < k:
-        return None
-    last = [-1] * k
-    seen = 0
-    best: int | None = None
-    for pos, i in events:
-        if i < 0:  # a field boundary: a run never spans it
-            last = [-1] * k
-            seen = 0
-            continue
-        if last[i] < 0:
-            seen += 1
-        last[i] = pos
-        if seen == k:
-            span = pos - min(last) + 1
-            if best is None or span < best:
-                best = span
-    return best
 
 
 def _narrow(seq: array[int], ranks: Sequence[int], sep: int) -> array[int] | None:
@@ -847,16 +824,20 @@ def _proximity(
         want = [r for r in ranks[i] if r is not None]
         sep = p.sep_rank()
         docs = sorted(by_part[i])
+        if not docs:
+            continue
+        lens = p.stream_lengths(docs)
+        short = [d for d, n in zip(docs, lens, strict=True) if n <= PROXIMITY_LONG]
+        # Streams short enough to be searched whole: all in one call per
+        # partition, unless a phrase's span is known without reading them.
         known = _phrase_span(node, p, want)
-        if known is not None and docs:
-            # Streams short enough to be searched whole have this span; a
-            # longer one is narrowed around its anchor first, so it is read.
-            lens = p.stream_lengths(docs)
-            for d, n in zip(docs, lens, strict=True):
-                if n <= PROXIMITY_LONG:
-                    sc[d] += PROXIMITY_WEIGHT * len(want) ** 2 / known
-            docs = [d for d, n in zip(docs, lens, strict=True) if n > PROXIMITY_LONG]
-        for d, seq in p.sequences(docs):
+        spans = [known] * len(short) if known is not None else p.spans(short, want, sep)
+        for d, span in zip(short, spans, strict=True):
+            if span is not None:
+                sc[d] += PROXIMITY_WEIGHT * len(want) ** 2 / span
+        # A longer one is narrowed around its anchor first.
+        longer = [d for d, n in zip(docs, lens, strict=True) if n > PROXIMITY_LONG]
+        for d, seq in p.sequences(longer):
             span = _min_span(seq, want, sep, kernel)
             if span is not None:
                 sc[d] += PROXIMITY_WEIGHT * len(want) ** 2 / span
@@ -876,7 +857,7 @@ def _phrase_span(node: Node, part: Partition, want: list[int]) -> int | None:
     words = array("q", [r for r in ranks if r is not None])
     if len(words) < len(ranks):
         return None
-    return len(want) if _min_span_py(words, want, part.sep_rank()) == len(want) else None
+    return len(want) if native_rank.min_span_py(words, want, part.sep_rank()) == len(want) else None
 
 
 def _closest(found: set[str]) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Literal, Protocol, cast
 from ctindex.base import native_modules
 from ctindex.store.durable import crc
 from ctindex.store.segment import ENTRY, LITTLE, from_le
-from ctindex.store.segment_read import PhraseScan
+from ctindex.store.segment_read import PhraseScan, SpanScan
 
 # (got, posting, only, lens, a, bl, wf, k1): matcher._field_scores_py
 FieldScores = Callable[
@@ -105,6 +105,17 @@ class RankModule(Protocol):
     def kth_largest(self, dicts: Sequence[dict[int, float]], k: int, /) -> float: ...
     def at_least(self, scores: dict[int, float], bar: float, /) -> list[int]: ...
     def min_span(self, seq: array[int], ranks: list[int], sep: int, /) -> int | None: ...
+    def span_scan(
+        self,
+        run: bytes,
+        offs: array[int],
+        start: int,
+        docs: list[int],
+        ranks: list[int],
+        sep: int,
+        size: int,
+        /,
+    ) -> list[int | None]: ...
     def anchor_positions(self, seq: array[int], anchor: int, limit: int, /) -> list[int]: ...
     def restrict(self, ids: array[int], tfs: array[int], docs: set[int], /) -> dict[int, int]: ...
     def phrase_scan(
@@ -195,6 +206,67 @@ def phrase_scan_py(
         if i == n:
             break
         at = run.find(pattern, offs[wanted[i]] - start, stop)
+    return out
+
+
+def min_span_py(seq: array[int], ranks: Sequence[int], sep: int) -> int | None:
+    """The fewest consecutive tokens of `seq` holding every one of `ranks`
+    with no `sep` (a field boundary) among them; None when no run does.
+    The specification of ctindex/search/_rank.c `min_span` and `span_scan`;
+    ctindex/search/matcher.py `min_span` narrows a long stream first."""
+    k = len(ranks)
+    want = {r: i for i, r in enumerate(ranks)}
+    want[sep] = -1
+    events = [(pos, want[x]) for pos, x in enumerate(seq) if x in want]
+    if len({i for _, i in events} - {-1}) < k:
+        return None
+    last = [-1] * k
+    seen = 0
+    best: int | None = None
+    for pos, i in events:
+        if i < 0:  # a field boundary: a run never spans it
+            last = [-1] * k
+            seen = 0
+            continue
+        if last[i] < 0:
+            seen += 1
+        last[i] = pos
+        if seen == k:
+            span = pos - min(last) + 1
+            if best is None or span < best:
+                best = span
+    return best
+
+
+def span_scan() -> SpanScan:
+    """The scan Segment.spans runs on each run of streams: C when built,
+    else ``span_scan_py``."""
+    native: SpanScan | None = getattr(module(), "span_scan", None)
+    return span_scan_py if native is None else native
+
+
+def span_scan_py(
+    run: bytes,
+    offs: array[int],
+    start: int,
+    docs: list[int],
+    ranks: list[int],
+    sep: int,
+    size: int,
+) -> list[int | None]:
+    """`min_span_py` of each of `docs`' whole streams: document d's is the
+    bytes `offs[d]` to `offs[d + 1]` of the streams section, which `run`
+    holds from byte `start` on, items of `size` bytes, little-endian."""
+    if size not in (2, 4):
+        raise ValueError("span_scan: items of 2 or 4 bytes")
+    code: Literal["H", "I"] = "H" if size == 2 else "I"
+    view = memoryview(run)
+    out: list[int | None] = []
+    for d in docs:
+        lo, hi = offs[d] - start, offs[d + 1] - start
+        if d < 0 or lo < 0 or hi < lo or hi > len(run) or (hi - lo) % size:
+            raise ValueError("span_scan: a stream outside the run")
+        out.append(min_span_py(from_le(code, view[lo:hi]), ranks, sep))
     return out
 
 

@@ -117,6 +117,12 @@ class Kept(Generic[K, V]):
 # ids whose streams lie inside `run`.
 PhraseScan = Callable[[bytes, "array[int]", int, list[int], bytes, int], list[int]]
 
+# (run, offsets, start, docs, ranks, separator, item size) -> for each of
+# `docs`, the fewest consecutive tokens of its stream holding every rank with
+# no separator among them (None: no such run): ctindex/search/native_rank.py
+# `span_scan_py` and its C twin. Arguments as PhraseScan's.
+SpanScan = Callable[[bytes, "array[int]", int, list[int], list[int], int, int], "list[int | None]"]
+
 # One decompressor per thread (an instance is not safe to share between
 # threads; the daemon answers queries on a worker thread): making one costs
 # about as much as decompressing a small record block.
@@ -587,6 +593,29 @@ class Segment:
             j = bisect_left(ids, (r + 1) * SEQ_BLOCK_DOCS, i)
             data = self._run(r)  # ids[i:j] are this run's candidates
             out.update(scan(data, offs, offs[r * SEQ_BLOCK_DOCS], ids[i:j], pattern, size))
+            i = j
+        return out
+
+    def spans(
+        self, docids: Sequence[int], ranks: Sequence[int], sep: int, scan: SpanScan
+    ) -> list[int | None]:
+        """For each of `docids` (increasing), the fewest consecutive tokens
+        of its whole stream holding every one of `ranks` within one field
+        (None: none does). One `scan` call per run of SEQ_BLOCK_DOCS streams,
+        read and checked once, each stream read in place: a conjunction's
+        proximity pool is up to a hundred short streams, and a copy and a
+        call per stream cost more than the walk."""
+        ids = docids if isinstance(docids, list) else list(docids)
+        want = list(ranks)
+        size = array(self.seq_code).itemsize
+        offs, _ = self._seq_index()
+        out: list[int | None] = []
+        i = 0
+        while i < len(ids):
+            r = ids[i] // SEQ_BLOCK_DOCS
+            j = bisect_left(ids, (r + 1) * SEQ_BLOCK_DOCS, i)
+            data = self._run(r)
+            out.extend(scan(data, offs, offs[r * SEQ_BLOCK_DOCS], ids[i:j], want, sep, size))
             i = j
         return out
 

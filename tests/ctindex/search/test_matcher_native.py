@@ -31,6 +31,7 @@ from ctindex.policy.project import Project
 from ctindex.search import matcher, native_rank
 from ctindex.search.execute import Outcome, search_direct, search_snapshot
 from ctindex.search.query import parse_query
+from ctindex.store.segment import to_le
 from ctindex.store.snapshot import Snapshot, with_snapshot
 
 SEP = 0xFFFF
@@ -171,7 +172,7 @@ def test_add_into_refuses_an_unknown_document_as_the_pure_loop() -> None:
 def test_min_span_is_the_pure_span(seq: list[int], ranks: list[int], wide: bool) -> None:
     sep = 0xFFFFFFFF if wide else SEP
     stream = array("I" if wide else "H", [sep if x == SEP else x for x in seq])
-    assert _native().min_span(stream, ranks, sep) == matcher._min_span_py(stream, ranks, sep)
+    assert _native().min_span(stream, ranks, sep) == native_rank.min_span_py(stream, ranks, sep)
 
 
 # -- the whole query, on a real index ------------------------------------------------------------
@@ -560,6 +561,74 @@ def test_phrase_scans_refuse_bad_input_alike() -> None:
                 scan(*args)
     with pytest.raises(TypeError):
         _native().phrase_scan(run, array("I", [0, 4, 8]), 0, [0], pattern, 2)
+
+
+# Span scans (native_rank.span_scan_py and _rank.span_scan): each wanted
+# stream's shortest run holding every rank inside one field, read in place
+# from a stretch of little-endian streams, against a brute-force oracle.
+@st.composite
+def _span_cases(
+    draw: st.DrawFn,
+) -> tuple[list[list[int]], int, int, list[int], list[int], int, str]:
+    code = draw(st.sampled_from(["H", "I"]))
+    sep = 0xFFFF if code == "H" else 0xFFFFFFFF
+    big = 0x0102 if code == "H" else 0x01000002  # bytes that collide with 1 and 2
+    items = st.sampled_from([1, 2, 3, 4, big, sep])
+    streams = draw(st.lists(st.lists(items, max_size=14), min_size=1, max_size=10))
+    first = draw(st.integers(0, len(streams) - 1))
+    last = draw(st.integers(first + 1, len(streams)))
+    docs = sorted(draw(st.sets(st.integers(first, last - 1), min_size=1)))
+    ranks = draw(st.lists(st.sampled_from([1, 2, 3, 5, big]), unique=True, max_size=3))
+    return streams, first, last, docs, ranks, sep, code
+
+
+def _shortest_run(stream: list[int], ranks: list[int], sep: int) -> int | None:
+    """The oracle: every window tried, shortest first."""
+    n = len(stream)
+    for width in range(len(ranks), n + 1):
+        for i in range(n - width + 1):
+            window = stream[i : i + width]
+            if sep not in window and all(r in window for r in ranks):
+                return width
+    return None
+
+
+@settings(max_examples=600, deadline=None)
+@given(case=_span_cases())
+def test_span_scan_is_the_pure_scan_and_the_oracle(
+    case: tuple[list[list[int]], int, int, list[int], list[int], int, str],
+) -> None:
+    streams, first, last, docs, ranks, sep, code = case
+    section = b"".join(to_le(array(code, s)) for s in streams)
+    size = array(code).itemsize
+    offs = array("Q", [0])
+    for s in streams:
+        offs.append(offs[-1] + size * len(s))
+    start = offs[first]
+    run = section[start : offs[last]]
+    # No rank to hold: no span (nothing is a run of every one of none).
+    oracle = [_shortest_run(streams[d], ranks, sep) if ranks else None for d in docs]
+    assert native_rank.span_scan_py(run, offs, start, docs, ranks, sep, size) == oracle
+    assert native_rank.span_scan_py(section, offs, 0, docs, ranks, sep, size) == oracle
+    native = _native()
+    assert native.span_scan(run, offs, start, docs, ranks, sep, size) == oracle
+    assert native.span_scan(section, offs, 0, docs, ranks, sep, size) == oracle
+
+
+def test_span_scans_refuse_bad_input_alike() -> None:
+    offs = array("Q", [0, 4, 8])
+    run = to_le(array("H", [1, 2, 2, 1]))
+    for scan in (native_rank.span_scan_py, _native().span_scan):
+        assert scan(run, offs, 0, [0, 1], [1, 2], SEP, 2) == [2, 2]
+        for args in (
+            (run, offs, 0, [0], [1], SEP, 3),  # no such item size
+            (run[:6], offs, 0, [1], [1], SEP, 2),  # a stream past the run's end
+            (run[4:], offs, 4, [0], [1], SEP, 2),  # a stream before the run
+        ):
+            with pytest.raises(ValueError, match="span_scan"):
+                scan(*args)
+    with pytest.raises(TypeError):
+        _native().span_scan(run, array("I", [0, 4, 8]), 0, [0], [1], SEP, 2)
 
 
 @settings(max_examples=300, deadline=None)
