@@ -332,7 +332,10 @@ done:
 
 /* anchor_positions(seq, anchor, limit): matcher._anchor_positions_py, the
  * first `limit` positions of `anchor` in a u16 or u32 stream, read in place
- * (the pure twin copies the stream to bytes to find them). */
+ * (the pure twin copies the stream to bytes to find them). As there, memchr
+ * finds each byte that can start the anchor, many bytes at a time (a rare
+ * anchor in a long page is a scan of the whole stream), and a byte off an
+ * item boundary resumes the search at the next boundary. */
 static PyObject *anchor_positions(PyObject *self, PyObject *args) {
     PyObject *seq_obj;
     unsigned long long anchor;
@@ -341,9 +344,30 @@ static PyObject *anchor_positions(PyObject *self, PyObject *args) {
     Ids seq;
     if (ids_get(seq_obj, &seq) < 0) return NULL;
     PyObject *out = PyList_New(0);
-    for (Py_ssize_t p = 0; out != NULL && p < seq.n && PyList_GET_SIZE(out) < limit; p++) {
-        if (ids_at(&seq, p) != anchor) continue;
-        PyObject *pos = PyLong_FromSsize_t(p);
+    const Py_ssize_t size = seq.wide ? 4 : 2;
+    unsigned char pat[4];
+    if (seq.wide) {
+        uint32_t v = (uint32_t)anchor;
+        memcpy(pat, &v, 4);
+    } else {
+        uint16_t v = (uint16_t)anchor;
+        memcpy(pat, &v, 2);
+    }
+    const int fits = anchor <= (seq.wide ? 0xFFFFFFFFull : 0xFFFFull);
+    const char *s = seq.view.buf;
+    const Py_ssize_t m = seq.n * size;
+    Py_ssize_t q = 0;
+    while (out != NULL && fits && q + size <= m && PyList_GET_SIZE(out) < limit) {
+        const char *hit = memchr(s + q, pat[0], (size_t)(m - size + 1 - q));
+        if (hit == NULL) break;
+        Py_ssize_t at = hit - s, off = at % size;
+        if (off) {
+            q = at - off + size;
+            continue;
+        }
+        q = at + size;
+        if (memcmp(hit, pat, (size_t)size) != 0) continue;
+        PyObject *pos = PyLong_FromSsize_t(at / size);
         if (pos == NULL || PyList_Append(out, pos) < 0) Py_CLEAR(out);
         Py_XDECREF(pos);
     }
@@ -818,6 +842,215 @@ done:
     Py_RETURN_NONE;
 }
 
+/* -- sparse scoring: one term over a few matches of a segment ----------- */
+
+/* A match of score_docs: its id and the dict key it came as. */
+typedef struct {
+    uint32_t d;
+    PyObject *key;
+} Doc;
+
+static int by_doc(const void *a, const void *b) {
+    uint32_t x = ((const Doc *)a)->d, y = ((const Doc *)b)->d;
+    return (x > y) - (x < y);
+}
+
+/* found[i] = 1 + the count of docs[i] in the posting (ids, tfs), 0 where
+ * it is absent. The posting's ids are sorted, as the docs are: a merge when
+ * the docs are not a sliver of the posting, else a binary search per doc
+ * from where the last one ended (the bulk of a frequent word's posting is
+ * skipped, as native_rank.restrict_py skips it). */
+static void lookup_counts(const Ids *ids, const Ids *tfs, const Doc *docs, Py_ssize_t n,
+                          uint64_t *found) {
+    Py_ssize_t lo = 0, p = ids->n;
+    if (n * 8 >= p) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            while (lo < p && ids_at(ids, lo) < docs[i].d) lo++;
+            found[i] = lo < p && ids_at(ids, lo) == docs[i].d ? 1 + (uint64_t)ids_at(tfs, lo) : 0;
+        }
+        return;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t hi = p;
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (ids_at(ids, mid) < docs[i].d)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        found[i] = lo < p && ids_at(ids, lo) == docs[i].d ? 1 + (uint64_t)ids_at(tfs, lo) : 0;
+    }
+}
+
+/* score_docs(scores, docs, (ids, tfs), fields, lengths, flens, fparams,
+ * (a, bl, wf), (w0, w1, w2), k1, add): score_term for the documents of the
+ * set `docs` only, into the dict `scores` (d -> float), each document's
+ * counts found in the postings rather than each posting walked into a
+ * per-document scratch: per document, got = 0.0, plus each field's share
+ * (title, tags, description, ID), plus the body's, then scores[d] =
+ * scores.get(d, 0.0) + got (`add`) or got where it is strictly higher
+ * (a prefix's best expansion); a document no posting holds is left as it
+ * is. The operations and their order are score_term's and the dict loops'
+ * (matcher._per_field_scores, then _add_into or _max_into), so the floats
+ * are the same. */
+static PyObject *score_docs(PyObject *self, PyObject *args) {
+    PyObject *scores, *docs_obj, *main_ids_obj, *main_tfs_obj, *fields, *lengths_obj, *flens_obj,
+        *fparams;
+    double ba, bbl, bwf, k1;
+    long long w[3];
+    int add;
+    if (!PyArg_ParseTuple(args, "O!O(OO)O!OO!O!(ddd)(LLL)dp", &PyDict_Type, &scores, &docs_obj,
+                          &main_ids_obj, &main_tfs_obj, &PyTuple_Type, &fields, &lengths_obj,
+                          &PyTuple_Type, &flens_obj, &PyTuple_Type, &fparams, &ba, &bbl, &bwf,
+                          &w[0], &w[1], &w[2], &k1, &add))
+        return NULL;
+    if (!PyAnySet_Check(docs_obj)) {
+        PyErr_SetString(PyExc_TypeError, "_rank.score_docs: docs is a set");
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(fields) != 4 || PyTuple_GET_SIZE(flens_obj) != 4 ||
+        PyTuple_GET_SIZE(fparams) != 4) {
+        PyErr_SetString(PyExc_TypeError, "_rank.score_docs: four fields");
+        return NULL;
+    }
+    Ids main_ids, main_tfs, fids[4], ftfs[4];
+    U32 lengths, flens[4];
+    int got_ids[4] = {0, 0, 0, 0}, got_tfs[4] = {0, 0, 0, 0}, present[4] = {0, 0, 0, 0};
+    int nflens = 0, have_main_ids = 0, have_main_tfs = 0, have_len = 0, ok = 0;
+    Doc *docs = NULL;
+    uint64_t *found = NULL; /* per posting (four fields, then main), per doc */
+    Py_ssize_t n = PySet_GET_SIZE(docs_obj);
+    double fa[4], fbl[4], fwf[4];
+    if (ids_get(main_ids_obj, &main_ids) < 0) goto done;
+    have_main_ids = 1;
+    if (ids_get(main_tfs_obj, &main_tfs) < 0) goto done;
+    have_main_tfs = 1;
+    if (u32_get(lengths_obj, &lengths) < 0) goto done;
+    have_len = 1;
+    for (; nflens < 4; nflens++)
+        if (u32_get(PyTuple_GET_ITEM(flens_obj, nflens), &flens[nflens]) < 0) goto done;
+    for (int f = 0; f < 4; f++) {
+        PyObject *pair = PyTuple_GET_ITEM(fields, f);
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fparams, f), "ddd", &fa[f], &fbl[f], &fwf[f]))
+            goto done;
+        present[f] = pair != Py_None;
+        if (!present[f]) continue;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "_rank.score_docs: a field is (ids, tfs) or None");
+            goto done;
+        }
+        if (ids_get(PyTuple_GET_ITEM(pair, 0), &fids[f]) < 0) goto done;
+        got_ids[f] = 1;
+        if (ids_get(PyTuple_GET_ITEM(pair, 1), &ftfs[f]) < 0) goto done;
+        got_tfs[f] = 1;
+        if (fids[f].n != ftfs[f].n) {
+            PyErr_SetString(PyExc_ValueError, "_rank.score_docs: a posting's arrays differ");
+            goto done;
+        }
+    }
+    if (main_ids.n != main_tfs.n) {
+        PyErr_SetString(PyExc_ValueError, "_rank.score_docs: a posting's arrays differ");
+        goto done;
+    }
+    docs = PyMem_Malloc((n ? n : 1) * sizeof *docs);
+    found = PyMem_Calloc(5 * (n ? n : 1), sizeof *found);
+    if (docs == NULL || found == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    {
+        /* The set's own key objects (borrowed: the set holds them and is
+         * not changed here) become the dict's keys. */
+        PyObject *it = PyObject_GetIter(docs_obj), *key;
+        Py_ssize_t i = 0;
+        if (it == NULL) goto done;
+        while (i < n && (key = PyIter_Next(it)) != NULL) {
+            Py_DECREF(key);
+            long long d = PyLong_AsLongLong(key);
+            if ((d == -1 && PyErr_Occurred()) || d < 0 || d >= lengths.n || d >= flens[0].n ||
+                d >= flens[1].n || d >= flens[2].n || d >= flens[3].n) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_IndexError, "_rank: document id out of range");
+                Py_DECREF(it);
+                goto done;
+            }
+            docs[i].d = (uint32_t)d;
+            docs[i].key = key;
+            i++;
+        }
+        Py_DECREF(it);
+        if (PyErr_Occurred()) goto done;
+        n = i;
+    }
+    qsort(docs, (size_t)n, sizeof *docs, by_doc);
+    for (int f = 0; f < 4; f++)
+        if (present[f]) lookup_counts(&fids[f], &ftfs[f], docs, n, found + f * n);
+    lookup_counts(&main_ids, &main_tfs, docs, n, found + 4 * n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t d = docs[i].d;
+        double got = 0.0;
+        int scored = 0, in_field = 0;
+        for (int f = 0; f < 4; f++) {
+            uint64_t t = found[f * n + i];
+            if (!t) continue;
+            t -= 1;
+            if (f < 3) in_field = 1;
+            double x = (double)t / (fa[f] + fbl[f] * (double)flens[f].items[d]);
+            got = got + fwf[f] * x / (x + k1);
+            scored = 1;
+        }
+        uint64_t mt = found[4 * n + i];
+        if (mt) {
+            long long body = (long long)(mt - 1);
+            int keep = 1;
+            if (in_field) {
+                long long t0 = found[i] ? (long long)found[i] - 1 : 0;
+                long long t1 = found[n + i] ? (long long)found[n + i] - 1 : 0;
+                long long t2 = found[2 * n + i] ? (long long)found[2 * n + i] - 1 : 0;
+                body -= w[0] * t0 + w[1] * t1 + w[2] * t2;
+                keep = body > 0;
+            }
+            if (keep) {
+                long long body_len = (long long)lengths.items[d] - w[0] * flens[0].items[d] -
+                                     w[1] * flens[1].items[d] - w[2] * flens[2].items[d];
+                double x = (double)body / (ba + bbl * (double)(body_len > 0 ? body_len : 0));
+                got = got + bwf * x / (x + k1);
+                scored = 1;
+            }
+        }
+        if (!scored) continue;
+        PyObject *old = PyDict_GetItemWithError(scores, docs[i].key);
+        double base = 0.0;
+        if (old != NULL) {
+            base = PyFloat_AsDouble(old);
+            if (base == -1.0 && PyErr_Occurred()) goto done;
+        } else if (PyErr_Occurred()) {
+            goto done;
+        }
+        if (!add && !(got > base)) continue; /* _max_into: strictly higher, from 0.0 */
+        PyObject *val = PyFloat_FromDouble(add ? base + got : got);
+        if (val == NULL) goto done;
+        int rc = PyDict_SetItem(scores, docs[i].key, val);
+        Py_DECREF(val);
+        if (rc < 0) goto done;
+    }
+    ok = 1;
+done:
+    PyMem_Free(docs);
+    PyMem_Free(found);
+    for (int f = 0; f < 4; f++) {
+        if (got_ids[f]) PyBuffer_Release(&fids[f].view);
+        if (got_tfs[f]) PyBuffer_Release(&ftfs[f].view);
+    }
+    for (int f = 0; f < nflens; f++) PyBuffer_Release(&flens[f].view);
+    if (have_len) PyBuffer_Release(&lengths.view);
+    if (have_main_tfs) PyBuffer_Release(&main_tfs.view);
+    if (have_main_ids) PyBuffer_Release(&main_ids.view);
+    if (!ok) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* add_arrays(acc, other): acc[d] += other[d] for every d (adding 0.0
  * leaves a score as it is, so this is `_add_into` of the nonzero ones). */
 static PyObject *add_arrays(PyObject *self, PyObject *args) {
@@ -1216,6 +1449,7 @@ static PyMethodDef methods[] = {
     {"gather", gather, METH_VARARGS, "{d: acc[d]} for the documents of a set."},
     {"add_arrays", add_arrays, METH_VARARGS, "acc[d] += other[d] where other[d] is not 0."},
     {"score_term", score_term, METH_VARARGS, "One term's scores added into a dense array."},
+    {"score_docs", score_docs, METH_VARARGS, "One term's scores of a few documents, in a dict."},
     {"kth_largest", kth_largest, METH_VARARGS, "The k-th largest value of some dicts."},
     {"at_least", at_least, METH_VARARGS, "The keys of a dict whose value reaches a bar."},
     {"min_span", min_span, METH_VARARGS, "Shortest run holding every rank inside one field."},

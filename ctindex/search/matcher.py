@@ -507,14 +507,69 @@ DENSE_SHARE = 16
 _NO_POSTING: tuple[array[int], array[int]] = (array("I"), array("I"))
 
 
+def _array_parts(
+    parts: Sequence[Partition],
+) -> tuple[native_rank.RankModule, list[ArrayPartition]] | None:
+    """The C module and the partitions as arrays, when the array kernels
+    apply: built, per-field saturation, and every partition a segment's
+    (--direct's keeps the dict loops)."""
+    native = native_rank.module()
+    if native is None or SATURATION != "perfield":
+        return None
+    arrays: list[ArrayPartition] = []
+    for p in parts:
+        lens = p.lengths()
+        if not hasattr(p, "posting_arrays") or not isinstance(lens, array):
+            return None
+        if lens.typecode != "I":
+            return None
+        arrays.append(cast("ArrayPartition", p))
+    return native, arrays
+
+
+_Params = tuple[float, float, float]  # a field's (a, bl, wf) as _per_field_scores has them
+
+
+def _term_params(
+    term: str, parts: Sequence[Partition], st: _Stats
+) -> tuple[tuple[_Params, ...], _Params]:
+    """The four fields' and the body's (a, bl, wf) for `term`, the same
+    floats `_per_field_scores` computes."""
+    w = idf(st.n_docs, sum(p.df(term) for p in parts))
+    k1p = K1 + 1
+    fparams = tuple(
+        (1 - FIELDS[f][2], FIELDS[f][2] / st.avg[f], w * PER_FIELD[f][1] * k1p)
+        for f in range(len(FIELD_TERM))
+    )
+    return fparams, (1 - FIELDS[4][2], FIELDS[4][2] / st.avg[4], w * PER_FIELD[4][1] * k1p)
+
+
+def _term_postings(
+    p: ArrayPartition, term: str
+) -> tuple[tuple[array[int], array[int]], tuple[tuple[array[int], array[int]] | None, ...]] | None:
+    """(main, fields) posting arrays of `term`, None when it has none. The
+    concept ID's terms are not in the main posting
+    (ctindex/providers/fields.py), so a document matched by another clause
+    still gets its ID share, as in the dict loops (`_per_field_scores`),
+    from an empty main posting."""
+    fields = tuple(p.posting_arrays(head + term) for head in FIELD_TERM)
+    main = p.posting_arrays(term)
+    if main is None:
+        if all(f is None for f in fields):
+            return None
+        main = _NO_POSTING
+    return main, fields
+
+
 class _Dense:
     """The per-field scores of every match kept as one float per document
     of each partition, computed by ctindex/search/_rank.c `score_term` over
     the postings' arrays: no dict per term or per prefix expansion. The
     operations and their order are the dict loops' (`_term_scores`, then
     `_add_into` or `_max_into`), so the floats are the same; `of` gives
-    None where it does not apply (not built, --direct's partition, the
-    bm25f experiment) and the caller runs the dict loops."""
+    None where it does not apply (a query matching a sliver of the
+    documents: `_Sparse`; not built, --direct's partition, the bm25f
+    experiment: the dict loops)."""
 
     def __init__(self, native: native_rank.RankModule, parts: list[ArrayPartition]) -> None:
         self.native = native
@@ -525,17 +580,10 @@ class _Dense:
 
     @classmethod
     def of(cls, parts: Sequence[Partition], matched: Sequence[set[int]]) -> _Dense | None:
-        native = native_rank.module()
-        if native is None or SATURATION != "perfield":
+        found = _array_parts(parts)
+        if found is None:
             return None
-        arrays: list[ArrayPartition] = []
-        for p in parts:
-            lens = p.lengths()
-            if not hasattr(p, "posting_arrays") or not isinstance(lens, array):
-                return None
-            if lens.typecode != "I":
-                return None
-            arrays.append(cast("ArrayPartition", p))
+        native, arrays = found
         # One float and one mask byte per document of each segment: worth
         # it when the matches are not a sliver of the documents, so a
         # query's cost stays bounded by its matches, not the index's size.
@@ -554,6 +602,10 @@ class _Dense:
             self.native.mask(n, d) if d else None for n, d in zip(self.sizes, docs, strict=True)
         ]
 
+    def add(self, term: str, st: _Stats) -> None:
+        """`term`'s score of each match, added."""
+        self.score(term, self.accs, self.masks, st, add=True)
+
     def score(
         self,
         term: str,
@@ -564,26 +616,12 @@ class _Dense:
     ) -> None:
         """`term`'s score of each masked document added to (`add`) or, where
         higher, put in (else) `into`."""
-        w = idf(st.n_docs, sum(p.df(term) for p in self.parts))
-        k1p = K1 + 1
-        fparams = tuple(
-            (1 - FIELDS[f][2], FIELDS[f][2] / st.avg[f], w * PER_FIELD[f][1] * k1p)
-            for f in range(len(FIELD_TERM))
-        )
-        body = (1 - FIELDS[4][2], FIELDS[4][2] / st.avg[4], w * PER_FIELD[4][1] * k1p)
+        fparams, body = _term_params(term, self.parts, st)
         for p, acc, mask in zip(self.parts, into, masks, strict=True):
-            if mask is None:
+            postings = None if mask is None else _term_postings(p, term)
+            if mask is None or postings is None:
                 continue
-            fields = tuple(p.posting_arrays(head + term) for head in FIELD_TERM)
-            main = p.posting_arrays(term)
-            if main is None:
-                # The concept ID's terms are not in the main posting
-                # (ctindex/providers/fields.py), so a document matched by
-                # another clause still gets its ID share, as in the dict
-                # loops (`_per_field_scores`), from an empty main posting.
-                if all(f is None for f in fields):
-                    continue
-                main = _NO_POSTING
+            main, fields = postings
             self.native.score_term(
                 acc,
                 mask,
@@ -609,6 +647,77 @@ class _Dense:
 
     def gather(self, matched: Sequence[set[int]]) -> list[dict[int, float]]:
         return [self.native.gather(acc, m) for acc, m in zip(self.accs, matched, strict=True)]
+
+
+class _Sparse:
+    """The per-field scores of a query matching a sliver of the documents,
+    one dict per partition as the dict loops keep them, computed by
+    ctindex/search/_rank.c `score_docs`: each match's counts are looked up
+    in the term's five postings' arrays in one call per term and segment,
+    where the dict loops make ten calls, a dict or two per field, and a
+    dict per term. The operations and their order are the dict loops', so
+    the floats are the same."""
+
+    def __init__(
+        self,
+        native: native_rank.RankModule,
+        parts: list[ArrayPartition],
+        matched: Sequence[set[int]],
+    ) -> None:
+        self.native = native
+        self.parts = parts
+        self.matched = matched
+        self.scores = [dict.fromkeys(m, 0.0) for m in matched]
+
+    @classmethod
+    def of(cls, parts: Sequence[Partition], matched: Sequence[set[int]]) -> _Sparse | None:
+        found = _array_parts(parts)
+        return None if found is None else cls(*found, matched)
+
+    def add(self, term: str, st: _Stats) -> None:
+        """`term`'s score of each match, added."""
+        self.score(term, self.scores, self.matched, st, add=True)
+
+    def score(
+        self,
+        term: str,
+        into: Sequence[dict[int, float]],
+        docs: Sequence[set[int]],
+        st: _Stats,
+        add: bool,
+    ) -> None:
+        """`term`'s score of each of `docs` added to (`add`) or, where
+        higher, put in (else) `into`."""
+        fparams, body = _term_params(term, self.parts, st)
+        for p, got, want in zip(self.parts, into, docs, strict=True):
+            postings = _term_postings(p, term) if want else None
+            if postings is None:
+                continue
+            main, fields = postings
+            self.native.score_docs(
+                got,
+                want,
+                main,
+                fields,
+                p.lengths(),
+                tuple(p.field_lengths()),
+                fparams,
+                body,
+                (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2]),
+                K1,
+                add,
+            )
+
+    def best_of(self, terms: Sequence[str], inside: Sequence[set[int]], st: _Stats) -> None:
+        """A prefix: the best of its expansions' scores per document, added."""
+        best: list[dict[int, float]] = [{} for _ in self.parts]
+        for t in terms:
+            self.score(t, best, inside, st, add=False)
+        for sc, b in zip(self.scores, best, strict=True):
+            self.native.add_into(sc, b)
+
+    def gather(self, matched: Sequence[set[int]]) -> list[dict[int, float]]:
+        return self.scores
 
 
 def _bm25f_scores(
@@ -886,15 +995,15 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
     if not any(matched):
         return Ranking([{} for _ in parts], tiers, ())
     st = _stats(parts)
-    dense = _Dense.of(parts, matched)
-    # The dict loops add into a dict per partition; the dense scores are
-    # gathered into theirs once, at the end.
+    arrays: _Dense | _Sparse | None = _Dense.of(parts, matched) or _Sparse.of(parts, matched)
+    # The dict loops add into a dict per partition; the array kernels'
+    # scores are gathered into theirs once, at the end.
     scores: list[dict[int, float]] = (
-        [] if dense is not None else [dict.fromkeys(m, 0.0) for m in matched]
+        [] if arrays is not None else [dict.fromkeys(m, 0.0) for m in matched]
     )
     for t in scoring_terms(node):
-        if dense is not None:
-            dense.score(t, dense.accs, dense.masks, st, add=True)
+        if arrays is not None:
+            arrays.add(t, st)
             continue
         for sc, got in zip(scores, _term_scores(t, parts, matched, st), strict=True):
             _add_into(sc, got)
@@ -911,8 +1020,8 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
                 f"prefix {clause.forms[0]}* has {len(found)} expansions: the "
                 f"{PREFIX_CAP} closest score, all of them match"
             )
-        if dense is not None:
-            dense.best_of(expansions, inside, st)
+        if arrays is not None:
+            arrays.best_of(expansions, inside, st)
             continue
         best: list[dict[int, float]] = [{} for _ in parts]
         for t in expansions:
@@ -920,8 +1029,8 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
                 _max_into(b, got)
         for sc, b in zip(scores, best, strict=True):
             _add_into(sc, b)
-    if dense is not None:
-        scores = dense.gather(matched)
+    if arrays is not None:
+        scores = arrays.gather(matched)
     keys: list[tuple[str, int]] = []
     for seq in exact_sequences(node):
         joined = " ".join(seq)

@@ -101,6 +101,21 @@ class RankModule(Protocol):
         add: bool,
         /,
     ) -> None: ...
+    def score_docs(
+        self,
+        scores: dict[int, float],
+        docs: set[int],
+        main: tuple[array[int], array[int]],
+        fields: tuple[tuple[array[int], array[int]] | None, ...],
+        lengths: Sequence[int],
+        flens: tuple[Sequence[int], ...],
+        fparams: tuple[tuple[float, float, float], ...],
+        body: tuple[float, float, float],
+        weights: tuple[int, int, int],
+        k1: float,
+        add: bool,
+        /,
+    ) -> None: ...
     def add_arrays(self, acc: array[float], other: array[float], /) -> None: ...
     def kth_largest(self, dicts: Sequence[dict[int, float]], k: int, /) -> float: ...
     def at_least(self, scores: dict[int, float], bar: float, /) -> list[int]: ...

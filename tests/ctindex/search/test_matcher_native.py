@@ -131,6 +131,89 @@ def test_sums_and_best_of_are_the_pure_floats(
     assert _bits(native_best) == _bits(pure_best)
 
 
+def _arrays(posting: dict[int, int]) -> tuple[array[int], array[int]]:
+    """A posting as a segment hands it: ids in order, and their counts."""
+    ids = sorted(posting)
+    return array("H", ids), array("H", [posting[d] for d in ids])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    start=_start,
+    docs=st.sets(_docs, max_size=NDOCS),
+    main=_posting,
+    fields=st.tuples(_posting, _posting, _posting, _posting),
+    absent=st.sets(st.integers(0, 3)),
+    lengths=_lengths,
+    flens=st.tuples(_lengths, _lengths, _lengths, _lengths),
+    params=st.lists(st.tuples(_param, _param, _param), min_size=5, max_size=5),
+    add=st.booleans(),
+)
+def test_sparse_scores_are_the_dict_loops_floats(
+    start: dict[int, float],
+    docs: set[int],
+    main: dict[int, int],
+    fields: tuple[dict[int, int], ...],
+    absent: set[int],
+    lengths: list[int],
+    flens: tuple[list[int], ...],
+    params: list[tuple[float, float, float]],
+    add: bool,
+) -> None:
+    """score_docs for some documents (a frequent word's long posting met by
+    a few of them is looked up by binary search, a short one merged) against
+    the dict loops: the four fields, then the body, into a term's dict, then
+    summed into the scores (`_add_into_py`) or kept where higher (a prefix's
+    best expansion, `_max_into_py`)."""
+    fields = tuple({} if f in absent else p for f, p in enumerate(fields))
+    flen_arrays = tuple(array("I", x) for x in flens)
+    weights = (3, 2, 2)
+    got: dict[int, float] = {}
+    for f in range(4):
+        matcher._field_scores_py(got, fields[f], docs, flen_arrays[f], *params[f], matcher.K1)
+    matcher._body_scores_py(
+        got, main, docs, fields[:3], array("I", lengths), flen_arrays[:3], weights,
+        *params[4], matcher.K1,
+    )  # fmt: skip
+    pure = {**dict.fromkeys(docs, 0.0), **start} if add else dict(start)
+    (matcher._add_into_py if add else matcher._max_into_py)(pure, got)
+    native = {**dict.fromkeys(docs, 0.0), **start} if add else dict(start)
+    _native().score_docs(
+        native,
+        docs,
+        _arrays(main),
+        tuple(None if f in absent else _arrays(p) for f, p in enumerate(fields)),
+        array("I", lengths),
+        flen_arrays,
+        tuple(params[:4]),
+        params[4],
+        weights,
+        matcher.K1,
+        add,
+    )
+    assert _bits(native) == _bits(pure)
+
+
+def test_sparse_scores_refuse_bad_input() -> None:
+    native = _native()
+    lens = array("I", [1, 1])
+    flens = (lens, lens, lens, lens)
+    fparams = ((1.0, 1.0, 1.0),) * 4
+    posting = (array("I", [0]), array("H", [2]))
+    args = (posting, (None,) * 4, lens, flens, fparams, (1.0, 1.0, 1.0), (3, 2, 2), 1.2, True)
+    with pytest.raises(TypeError, match="set"):
+        native.score_docs({}, [0], *args)
+    with pytest.raises(IndexError):
+        native.score_docs({}, {5}, *args)
+    with pytest.raises(TypeError):
+        native.score_docs({}, {"d"}, *args)
+    with pytest.raises(ValueError, match="differ"):
+        native.score_docs({}, {0}, (array("I", [0, 1]), array("H", [2])), *args[1:])
+    scores = {0: 0.5}
+    native.score_docs(scores, {0}, *args)
+    assert scores[0] > 0.5
+
+
 @settings(max_examples=400, deadline=None)
 @given(
     parts=st.lists(
@@ -279,7 +362,7 @@ def test_native_and_pure_answers_are_the_same(
     index_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _native()
-    chose: list[bool] = []  # per query: the dense scores, or the dict loops in C
+    chose: list[bool] = []  # per query: the dense scores, or the sparse ones
     of = matcher._Dense.of
 
     def recording(*args: object, **kwargs: object) -> object:
@@ -311,15 +394,16 @@ def test_index_answers_are_the_oracles(index_root: Path) -> None:
 # -- every ranking path against the others, on small random indexes ----------------------------
 #
 # The dense scores (`_Dense`, `score_term` in C) run when a query matches a
-# large enough share of the documents (DENSE_SHARE); the dict loops (C
-# kernels, or pure with CTINDEX_PURE=1) otherwise; --direct reads the files.
-# All four must give the same results and the same floats. Concept-ID terms
+# large enough share of the documents (DENSE_SHARE); the sparse ones
+# (`_Sparse`, `score_docs` in C) otherwise; the dict loops with CTINDEX_PURE=1,
+# and in C for --direct, which reads the files. All must give the same
+# results and the same floats. Concept-ID terms
 # (`\x01i...`) are outside a term's main posting, so a document matched by
 # one clause of an OR and holding the other word only in its ID is where
 # they once parted.
 
 # DENSE_SHARE 0: the dense scores never apply; 10**9: whenever anything matches.
-_MODES = (("native", None), ("native-dict", 0), ("native-dense", 10**9), ("pure", None))
+_MODES = (("native", None), ("native-sparse", 0), ("native-dense", 10**9), ("pure", None))
 
 
 def _project(root: Path) -> Project:
