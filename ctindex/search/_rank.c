@@ -599,49 +599,6 @@ fail:
     return NULL;
 }
 
-/* gather(acc, docs) -> {d: acc[d] for d in docs}, in the set's order. */
-static PyObject *gather(PyObject *self, PyObject *args) {
-    PyObject *acc_obj, *docs;
-    if (!PyArg_ParseTuple(args, "OO", &acc_obj, &docs)) return NULL;
-    Py_buffer acc;
-    if (PyObject_GetBuffer(acc_obj, &acc, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    PyObject *out = NULL, *it = NULL, *item;
-    if (acc.itemsize != 8) {
-        PyErr_SetString(PyExc_TypeError, "_rank.gather: array('d')");
-        goto done;
-    }
-    Py_ssize_t n = acc.len / 8;
-    const double *v = acc.buf;
-    out = PyDict_New();
-    it = out ? PyObject_GetIter(docs) : NULL;
-    if (it == NULL) goto done;
-    while ((item = PyIter_Next(it)) != NULL) {
-        Py_ssize_t d = PyLong_AsSsize_t(item);
-        int rc = -1;
-        if (!(d == -1 && PyErr_Occurred())) {
-            if (d < 0 || d >= n) {
-                PyErr_SetString(PyExc_IndexError, "_rank.gather: document id out of range");
-            } else {
-                PyObject *f = PyFloat_FromDouble(v[d]);
-                if (f != NULL) {
-                    rc = PyDict_SetItem(out, item, f);
-                    Py_DECREF(f);
-                }
-            }
-        }
-        Py_DECREF(item);
-        if (rc < 0) break;
-    }
-done:
-    Py_XDECREF(it);
-    PyBuffer_Release(&acc);
-    if (PyErr_Occurred()) {
-        Py_XDECREF(out);
-        return NULL;
-    }
-    return out;
-}
-
 /* Per-document scratch of score_term, all zeros between calls (the GIL is
  * held throughout, so one is enough), grown to the largest segment seen. */
 static struct {
@@ -1115,96 +1072,163 @@ static double kth_largest_of(double *v, Py_ssize_t n, Py_ssize_t k) {
     return v[want];
 }
 
-/* kth_largest(dicts, k): the k-th largest of every value of the dicts
- * (floats), as heapq.nlargest(k, values)[-1]; k between 1 and their number. */
+/* One partition's scores as kth_largest and at_least take them: a dict
+ * (d -> float), or (acc, mask), an array('d') and a bytearray of as many
+ * items, the scores being acc[d] where mask[d] is set (matcher.DenseScores:
+ * the dense scores, never gathered into a dict). */
+typedef struct {
+    PyObject *dict; /* or NULL: the arrays */
+    Py_buffer acc, mask;
+    Py_ssize_t n; /* how many scores */
+} Scores;
+
+static void scores_release(Scores *s) {
+    if (s->dict == NULL) {
+        PyBuffer_Release(&s->acc);
+        PyBuffer_Release(&s->mask);
+    }
+}
+
+static int scores_get(PyObject *obj, Scores *s, const char *who) {
+    s->dict = NULL;
+    if (PyDict_Check(obj)) {
+        s->dict = obj;
+        s->n = PyDict_GET_SIZE(obj);
+        return 0;
+    }
+    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 2) {
+        PyErr_Format(PyExc_TypeError, "_rank.%s: scores are a dict or (acc, mask)", who);
+        return -1;
+    }
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(obj, 0), &s->acc, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(obj, 1), &s->mask, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&s->acc);
+        return -1;
+    }
+    if (s->acc.itemsize != 8 || s->mask.itemsize != 1 || s->acc.len / 8 != s->mask.len) {
+        scores_release(s);
+        PyErr_Format(PyExc_TypeError, "_rank.%s: acc is array('d'), mask as many bytes", who);
+        return -1;
+    }
+    const unsigned char *m = s->mask.buf;
+    Py_ssize_t n = 0;
+    for (Py_ssize_t d = 0; d < s->mask.len; d++) n += m[d] != 0;
+    s->n = n;
+    return 0;
+}
+
+/* kth_largest(parts, k): the k-th largest of every score of the parts
+ * (each a dict or (acc, mask): Scores), as heapq.nlargest(k, values)[-1];
+ * k between 1 and their number. */
 static PyObject *kth_largest(PyObject *self, PyObject *args) {
-    PyObject *dicts;
+    PyObject *parts_obj;
     Py_ssize_t k;
-    if (!PyArg_ParseTuple(args, "On", &dicts, &k)) return NULL;
-    PyObject *seq = PySequence_Fast(dicts, "_rank.kth_largest: a sequence of dicts");
+    if (!PyArg_ParseTuple(args, "On", &parts_obj, &k)) return NULL;
+    PyObject *seq = PySequence_Fast(parts_obj, "_rank.kth_largest: a sequence of scores");
     if (seq == NULL) return NULL;
-    Py_ssize_t n = 0, parts = PySequence_Fast_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < parts; i++) {
-        PyObject *d = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyDict_Check(d)) {
-            Py_DECREF(seq);
-            PyErr_SetString(PyExc_TypeError, "_rank.kth_largest: a sequence of dicts");
-            return NULL;
-        }
-        n += PyDict_GET_SIZE(d);
+    Py_ssize_t n = 0, parts = PySequence_Fast_GET_SIZE(seq), got_parts = 0;
+    Scores *sc = PyMem_Calloc(parts ? parts : 1, sizeof *sc);
+    double *v = NULL;
+    PyObject *result = NULL;
+    if (sc == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got_parts < parts; got_parts++) {
+        if (scores_get(PySequence_Fast_GET_ITEM(seq, got_parts), &sc[got_parts], "kth_largest") < 0)
+            goto done;
+        n += sc[got_parts].n;
     }
     if (k < 1 || k > n) {
-        Py_DECREF(seq);
         PyErr_SetString(PyExc_ValueError, "_rank.kth_largest: k out of range");
-        return NULL;
+        goto done;
     }
-    double *v = PyMem_Malloc(n * sizeof *v);
+    v = PyMem_Malloc(n * sizeof *v);
     if (v == NULL) {
-        Py_DECREF(seq);
-        return PyErr_NoMemory();
+        PyErr_NoMemory();
+        goto done;
     }
     Py_ssize_t at = 0;
     for (Py_ssize_t i = 0; i < parts; i++) {
+        if (sc[i].dict == NULL) {
+            const double *acc = sc[i].acc.buf;
+            const unsigned char *m = sc[i].mask.buf;
+            for (Py_ssize_t d = 0; d < sc[i].mask.len; d++) {
+                if (!m[d]) continue;
+                if (acc[d] != acc[d]) {
+                    PyErr_SetString(PyExc_ValueError, "_rank.kth_largest: a NaN score");
+                    goto done;
+                }
+                v[at++] = acc[d];
+            }
+            continue;
+        }
         Py_ssize_t pos = 0;
         PyObject *key, *value;
-        PyObject *d = PySequence_Fast_GET_ITEM(seq, i);
-        while (PyDict_Next(d, &pos, &key, &value)) {
+        while (PyDict_Next(sc[i].dict, &pos, &key, &value)) {
             double x = PyFloat_AsDouble(value);
-            if (x == -1.0 && PyErr_Occurred()) {
-                PyMem_Free(v);
-                Py_DECREF(seq);
-                return NULL;
-            }
+            if (x == -1.0 && PyErr_Occurred()) goto done;
             if (x != x) {
-                PyMem_Free(v);
-                Py_DECREF(seq);
                 PyErr_SetString(PyExc_ValueError, "_rank.kth_largest: a NaN score");
-                return NULL;
+                goto done;
             }
             /* A value's __float__ may run Python code that grows a dict:
              * never write past the n counted above. */
             if (at >= n) {
-                PyMem_Free(v);
-                Py_DECREF(seq);
                 PyErr_SetString(PyExc_RuntimeError, "_rank.kth_largest: a dict changed size");
-                return NULL;
+                goto done;
             }
             v[at++] = x;
         }
     }
     if (at != n) {
-        PyMem_Free(v);
-        Py_DECREF(seq);
         PyErr_SetString(PyExc_RuntimeError, "_rank.kth_largest: a dict changed size");
-        return NULL;
+        goto done;
     }
-    double got = kth_largest_of(v, n, k);
+    result = PyFloat_FromDouble(kth_largest_of(v, n, k));
+done:
     PyMem_Free(v);
+    for (Py_ssize_t i = 0; i < got_parts; i++) scores_release(&sc[i]);
+    PyMem_Free(sc);
     Py_DECREF(seq);
-    return PyFloat_FromDouble(got);
+    return result;
 }
 
-/* at_least(scores, bar) -> [d for d, v in scores.items() if v >= bar] */
+/* at_least(scores, bar) -> [d for d, v in scores.items() if v >= bar], the
+ * scores a dict (its order) or (acc, mask) (increasing d). */
 static PyObject *at_least(PyObject *self, PyObject *args) {
-    PyObject *scores;
+    PyObject *scores_obj;
     double bar;
-    if (!PyArg_ParseTuple(args, "O!d", &PyDict_Type, &scores, &bar)) return NULL;
+    if (!PyArg_ParseTuple(args, "Od", &scores_obj, &bar)) return NULL;
+    Scores sc;
+    if (scores_get(scores_obj, &sc, "at_least") < 0) return NULL;
     PyObject *out = PyList_New(0);
-    if (out == NULL) return NULL;
+    if (out == NULL) goto fail;
+    if (sc.dict == NULL) {
+        const double *acc = sc.acc.buf;
+        const unsigned char *m = sc.mask.buf;
+        for (Py_ssize_t d = 0; d < sc.mask.len; d++) {
+            if (!m[d] || !(acc[d] >= bar)) continue;
+            PyObject *key = PyLong_FromSsize_t(d);
+            int rc = key == NULL ? -1 : PyList_Append(out, key);
+            Py_XDECREF(key);
+            if (rc < 0) goto fail;
+        }
+        scores_release(&sc);
+        return out;
+    }
     Py_ssize_t pos = 0;
     PyObject *key, *value;
-    while (PyDict_Next(scores, &pos, &key, &value)) {
+    while (PyDict_Next(sc.dict, &pos, &key, &value)) {
         double x = PyFloat_AsDouble(value);
-        if (x == -1.0 && PyErr_Occurred()) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        if (x >= bar && PyList_Append(out, key) < 0) {
-            Py_DECREF(out);
-            return NULL;
-        }
+        if (x == -1.0 && PyErr_Occurred()) goto fail;
+        if (x >= bar && PyList_Append(out, key) < 0) goto fail;
     }
     return out;
+fail:
+    Py_XDECREF(out);
+    scores_release(&sc);
+    return NULL;
 }
 
 /* -- phrases: the streams of one run ------------------------------------- */
@@ -1446,7 +1470,6 @@ static PyMethodDef methods[] = {
     {"add_into", add_into, METH_VARARGS, "scores[d] += v for each of got."},
     {"max_into", max_into, METH_VARARGS, "best[d] = max(best.get(d, 0.0), v) (strictly greater)."},
     {"mask", mask, METH_VARARGS, "A bytearray marking a set of document ids."},
-    {"gather", gather, METH_VARARGS, "{d: acc[d]} for the documents of a set."},
     {"add_arrays", add_arrays, METH_VARARGS, "acc[d] += other[d] where other[d] is not 0."},
     {"score_term", score_term, METH_VARARGS, "One term's scores added into a dense array."},
     {"score_docs", score_docs, METH_VARARGS, "One term's scores of a few documents, in a dict."},

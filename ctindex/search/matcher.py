@@ -11,7 +11,8 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from itertools import compress
 from typing import NamedTuple, Protocol, TypeAlias, cast
 
 from ctindex.providers.fields import (
@@ -325,7 +326,7 @@ class Hit(NamedTuple):
 
 
 class Ranking(NamedTuple):
-    scores: list[dict[int, float]]  # per partition: every match -> score
+    scores: list[MutableMapping[int, float]]  # per partition: every match -> score
     tiers: list[dict[int, int]]  # per partition: matches of a tier above 0
     notes: tuple[str, ...]  # e.g. a prefix's expansion cap was hit
 
@@ -571,12 +572,18 @@ class _Dense:
     documents: `_Sparse`; not built, --direct's partition, the bm25f
     experiment: the dict loops)."""
 
-    def __init__(self, native: native_rank.RankModule, parts: list[ArrayPartition]) -> None:
+    def __init__(
+        self,
+        native: native_rank.RankModule,
+        parts: list[ArrayPartition],
+        matched: Sequence[set[int]],
+    ) -> None:
         self.native = native
         self.parts = parts
+        self.matched = matched
         self.sizes = [len(p.lengths()) for p in parts]
         self.accs = [self.zeros(n) for n in self.sizes]
-        self.masks: list[bytearray | None] = []
+        self.masks = self.masks_of(matched)
 
     @classmethod
     def of(cls, parts: Sequence[Partition], matched: Sequence[set[int]]) -> _Dense | None:
@@ -589,9 +596,7 @@ class _Dense:
         # query's cost stays bounded by its matches, not the index's size.
         if sum(map(len, matched)) * DENSE_SHARE < sum(len(p.lengths()) for p in arrays):
             return None
-        dense = cls(native, arrays)
-        dense.masks = dense.masks_of(matched)
-        return dense
+        return cls(native, arrays, matched)
 
     @staticmethod
     def zeros(n: int) -> array[float]:
@@ -645,8 +650,61 @@ class _Dense:
         for acc, b in zip(self.accs, best, strict=True):
             self.native.add_arrays(acc, b)
 
-    def gather(self, matched: Sequence[set[int]]) -> list[dict[int, float]]:
-        return [self.native.gather(acc, m) for acc, m in zip(self.accs, matched, strict=True)]
+    def results(self) -> list[MutableMapping[int, float]]:
+        """Each partition's scores, kept in the arrays."""
+        return [
+            DenseScores(acc, mask, m)
+            for acc, mask, m in zip(self.accs, self.masks, self.matched, strict=True)
+        ]
+
+
+class DenseScores(MutableMapping[int, float]):
+    """One partition's scores as `_Dense` leaves them: acc[d] for each match
+    d (mask[d] set), never copied into a dict. A query matching thousands
+    of documents needs a handful of them by key (the leaders, the
+    proximity pool); gathering them all into a dict cost a float object
+    and an insertion each, more than scoring them. `leaders` hands the
+    arrays themselves to ctindex/search/_rank.c (`kernel_scores`). Only
+    matches are keys; a score is set (the proximity bonus), never removed."""
+
+    __slots__ = ("acc", "docs", "mask")
+
+    def __init__(self, acc: array[float], mask: bytearray | None, docs: set[int]) -> None:
+        self.acc, self.mask, self.docs = acc, mask, docs
+
+    def __getitem__(self, d: int) -> float:
+        if d not in self.docs:
+            raise KeyError(d)
+        return self.acc[d]
+
+    def __setitem__(self, d: int, value: float) -> None:
+        if d not in self.docs:
+            raise KeyError(d)
+        self.acc[d] = value
+
+    def __delitem__(self, d: int) -> None:
+        raise TypeError("a match's score is never removed")
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.docs)
+
+    def __len__(self) -> int:
+        return len(self.docs)
+
+    def __contains__(self, d: object) -> bool:
+        return d in self.docs
+
+    def kernel_scores(self, tier: dict[int, int]) -> KernelScores:
+        """The scores as _rank.c's `kth_largest` and `at_least` read them,
+        with each tiered match's tier added as `leaders` adds it (to a copy)."""
+        if self.mask is None:
+            return {}
+        acc = self.acc
+        if tier:
+            acc = array("d", acc)
+            for d, t in tier.items():
+                acc[d] += _TIER_SCALE * t
+        return acc, self.mask
 
 
 class _Sparse:
@@ -716,8 +774,9 @@ class _Sparse:
         for sc, b in zip(self.scores, best, strict=True):
             self.native.add_into(sc, b)
 
-    def gather(self, matched: Sequence[set[int]]) -> list[dict[int, float]]:
-        return self.scores
+    def results(self) -> list[MutableMapping[int, float]]:
+        """Each partition's scores."""
+        return list(self.scores)
 
 
 def _bm25f_scores(
@@ -868,7 +927,7 @@ _TIER_SCALE = 1e9
 
 
 def leaders(
-    scores: Sequence[dict[int, float]],
+    scores: Sequence[MutableMapping[int, float]],
     tiers: Sequence[dict[int, int]],
     count: int,
     margin: float = 0.0,
@@ -885,25 +944,43 @@ def leaders(
         return [list(sc) for sc in scores]
     # Tier and score in one float per match; only the (few) tiered matches
     # are touched one by one, the rest are copied at C speed.
-    merged: list[dict[int, float]] = []
-    for sc, tier in zip(scores, tiers, strict=True):
-        if tier:
-            sc = dict(sc)
-            for d, t in tier.items():
-                sc[d] += _TIER_SCALE * t
-        merged.append(sc)
+    merged = [_tiered(sc, tier) for sc, tier in zip(scores, tiers, strict=True)]
     native = native_rank.module()
     if native is not None:  # a selection in C, the same float
         bar = native.kth_largest(merged, count) - margin - 1e-9
         return [native.at_least(sc, bar) for sc in merged]
-    bar = heapq.nlargest(count, [v for sc in merged for v in sc.values()])[-1] - margin - 1e-9
-    return [[d for d, v in sc.items() if v >= bar] for sc in merged]
+    pairs = [list(_kernel_items(sc)) for sc in merged]
+    bar = heapq.nlargest(count, [v for sc in pairs for _, v in sc])[-1] - margin - 1e-9
+    return [[d for d, v in sc if v >= bar] for sc in pairs]
+
+
+# One partition's scores as ctindex/search/_rank.c `kth_largest` and
+# `at_least` take them: a dict, or DenseScores' arrays (scores, matches).
+KernelScores: TypeAlias = "dict[int, float] | tuple[array[float], bytearray]"
+
+
+def _kernel_items(sc: KernelScores) -> Iterable[tuple[int, float]]:
+    """(match, score) of KernelScores, as the C functions read them."""
+    if isinstance(sc, dict):
+        return sc.items()
+    acc, mask = sc
+    return ((d, acc[d]) for d in compress(range(len(mask)), mask))
+
+
+def _tiered(sc: MutableMapping[int, float], tier: dict[int, int]) -> KernelScores:
+    """`sc` with each tiered match's tier added above its score."""
+    if isinstance(sc, DenseScores):
+        return sc.kernel_scores(tier)
+    out = sc if isinstance(sc, dict) and not tier else dict(sc)
+    for d, t in tier.items():
+        out[d] += _TIER_SCALE * t
+    return out
 
 
 def _proximity(
     node: Node,
     parts: Sequence[Partition],
-    scores: list[dict[int, float]],
+    scores: Sequence[MutableMapping[int, float]],
     tiers: list[dict[int, int]],
 ) -> None:
     terms = scoring_terms(node)
@@ -996,16 +1073,16 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
         return Ranking([{} for _ in parts], tiers, ())
     st = _stats(parts)
     arrays: _Dense | _Sparse | None = _Dense.of(parts, matched) or _Sparse.of(parts, matched)
-    # The dict loops add into a dict per partition; the array kernels'
-    # scores are gathered into theirs once, at the end.
-    scores: list[dict[int, float]] = (
+    # The dict loops add into a dict per partition; the array kernels keep
+    # their own (`results`).
+    sums: list[dict[int, float]] = (
         [] if arrays is not None else [dict.fromkeys(m, 0.0) for m in matched]
     )
     for t in scoring_terms(node):
         if arrays is not None:
             arrays.add(t, st)
             continue
-        for sc, got in zip(scores, _term_scores(t, parts, matched, st), strict=True):
+        for sc, got in zip(sums, _term_scores(t, parts, matched, st), strict=True):
             _add_into(sc, got)
     notes: list[str] = []
     for clause in prefix_clauses(node):
@@ -1027,10 +1104,11 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
         for t in expansions:
             for b, got in zip(best, _term_scores(t, parts, inside, st), strict=True):
                 _max_into(b, got)
-        for sc, b in zip(scores, best, strict=True):
+        for sc, b in zip(sums, best, strict=True):
             _add_into(sc, b)
-    if arrays is not None:
-        scores = arrays.gather(matched)
+    scores: list[MutableMapping[int, float]] = (
+        arrays.results() if arrays is not None else list(sums)
+    )
     keys: list[tuple[str, int]] = []
     for seq in exact_sequences(node):
         joined = " ".join(seq)

@@ -239,6 +239,82 @@ def test_the_leaders_cut_is_the_pure_one(parts: list[dict[int, float]], k: int) 
         assert native.at_least(p, bar) == [d for d, v in p.items() if v >= bar]
 
 
+def _dense(scores: dict[int, float]) -> matcher.DenseScores:
+    """`scores` as the dense path keeps them: one float per document, a mask."""
+    acc = array("d", [0.5] * NDOCS)  # not a match's: must never be read as one
+    mask = bytearray(NDOCS)
+    for d, v in scores.items():
+        acc[d], mask[d] = v, 1
+    return matcher.DenseScores(acc, mask if scores else None, set(scores))
+
+
+_scores = st.dictionaries(
+    _docs,
+    st.sampled_from([0.0, 1.0, 1.5, 2.5]) | st.floats(0.0, 100.0, allow_nan=False),
+    max_size=NDOCS,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    parts=st.lists(st.tuples(_scores, st.booleans()), min_size=1, max_size=3),
+    tiers=st.lists(st.dictionaries(_docs, st.integers(1, 2), max_size=4), min_size=3, max_size=3),
+    count=st.integers(1, 3 * NDOCS),
+    margin=st.sampled_from([0.0, 1e-4]),
+)
+def test_dense_scores_lead_as_dicts(
+    parts: list[tuple[dict[int, float], bool]],
+    tiers: list[dict[int, int]],
+    count: int,
+    margin: float,
+) -> None:
+    """The leaders of partitions kept as arrays (some of them, any of them)
+    are those of the same scores as dicts, with the C cut and the pure one."""
+    _native()
+    # A tier per partition, of its matches only (extra tiers drawn are dropped).
+    tiers = [
+        {d: t for d, t in tier.items() if d in sc}
+        for tier, (sc, _) in zip(tiers[: len(parts)], parts, strict=True)
+    ]
+    as_dicts = [dict(sc) for sc, _ in parts]
+    mixed = [_dense(sc) if dense else dict(sc) for sc, dense in parts]
+    want = [sorted(x) for x in matcher.leaders(as_dicts, tiers, count, margin)]
+    assert [sorted(x) for x in matcher.leaders(mixed, tiers, count, margin)] == want
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(native_rank, "module", lambda: None)
+        assert [sorted(x) for x in matcher.leaders(mixed, tiers, count, margin)] == want
+        assert [sorted(x) for x in matcher.leaders(as_dicts, tiers, count, margin)] == want
+
+
+def test_dense_scores_are_a_mapping_of_the_matches_only() -> None:
+    sc = _dense({3: 2.0, 7: 1.0})
+    assert len(sc) == 2 and sorted(sc) == [3, 7] and 3 in sc and 4 not in sc
+    assert sc[3] == 2.0 and sc.get(4) is None
+    sc[7] += 0.25
+    assert dict(sc.items()) == {3: 2.0, 7: 1.25}
+    with pytest.raises(KeyError):
+        sc[4]
+    with pytest.raises(KeyError):
+        sc[4] = 1.0
+    with pytest.raises(TypeError):
+        del sc[3]
+    assert sc.kernel_scores({}) == (sc.acc, sc.mask)
+    acc, _mask = sc.kernel_scores({3: 1})
+    assert acc[3] == 2.0 + 1e9 and sc.acc[3] == 2.0  # tiers go to a copy
+    assert _dense({}).kernel_scores({}) == {}
+
+
+def test_kernels_refuse_scores_of_another_shape() -> None:
+    native = _native()
+    for bad in ([{0: 1.0}, (array("d", [1.0]),)], [(array("d", [1.0]), bytearray(2))], [[1.0]]):
+        with pytest.raises(TypeError):
+            native.kth_largest(bad, 1)
+    with pytest.raises(TypeError):
+        native.at_least((array("I", [1]), bytearray(1)), 0.0)
+    with pytest.raises(ValueError, match="NaN"):
+        native.kth_largest([(array("d", [float("nan")]), bytearray(b"\x01"))], 1)
+
+
 def test_add_into_refuses_an_unknown_document_as_the_pure_loop() -> None:
     with pytest.raises(KeyError):
         matcher._add_into_py({}, {3: 1.0})
