@@ -584,16 +584,10 @@ class Segment:
             return set(docids)
         pattern = to_le(array(self.seq_code, ranks))
         size = len(pattern) // len(ranks)
-        ids = docids if isinstance(docids, list) else list(docids)
         offs, _ = self._seq_index()
         out: set[int] = set()
-        i = 0
-        while i < len(ids):
-            r = ids[i] // SEQ_BLOCK_DOCS
-            j = bisect_left(ids, (r + 1) * SEQ_BLOCK_DOCS, i)
-            data = self._run(r)  # ids[i:j] are this run's candidates
-            out.update(scan(data, offs, offs[r * SEQ_BLOCK_DOCS], ids[i:j], pattern, size))
-            i = j
+        for data, start, ids in self._by_run(docids):
+            out.update(scan(data, offs, start, ids, pattern, size))
         return out
 
     def spans(
@@ -605,19 +599,27 @@ class Segment:
         read and checked once, each stream read in place: a conjunction's
         proximity pool is up to a hundred short streams, and a copy and a
         call per stream cost more than the walk."""
-        ids = docids if isinstance(docids, list) else list(docids)
         want = list(ranks)
         size = array(self.seq_code).itemsize
         offs, _ = self._seq_index()
         out: list[int | None] = []
+        for data, start, ids in self._by_run(docids):
+            out.extend(scan(data, offs, start, ids, want, sep, size))
+        return out
+
+    def _by_run(self, docids: Sequence[int]) -> Iterator[tuple[bytes, int, list[int]]]:
+        """(streams, their first byte's offset in the section, the ids among
+        `docids` whose streams they hold) for each run of SEQ_BLOCK_DOCS
+        streams holding one of `docids` (increasing), read and checked once
+        (`_run`)."""
+        ids = docids if isinstance(docids, list) else list(docids)
+        offs, _ = self._seq_index()
         i = 0
         while i < len(ids):
             r = ids[i] // SEQ_BLOCK_DOCS
             j = bisect_left(ids, (r + 1) * SEQ_BLOCK_DOCS, i)
-            data = self._run(r)
-            out.extend(scan(data, offs, offs[r * SEQ_BLOCK_DOCS], ids[i:j], want, sep, size))
+            yield self._run(r), offs[r * SEQ_BLOCK_DOCS], ids[i:j]
             i = j
-        return out
 
     def stored(self, docid: int) -> StoredDoc:
         got = self._docs.get(docid)
