@@ -629,6 +629,75 @@ static int scratch_reserve(Py_ssize_t ndocs) {
     return 0;
 }
 
+/* A term's postings in one segment as score_term and score_docs read them,
+ * from their arguments ((ids, tfs), fields, lengths, flens, fparams): the
+ * main posting, four field postings (title, tags, description, ID; each
+ * (ids, tfs) or None), the weighted lengths, four fields' raw lengths and
+ * each field's (a, bl, wf). term_get fills it (0, or -1 with an error set);
+ * term_release frees what it took, whether it succeeded or not. */
+typedef struct {
+    Ids main_ids, main_tfs, fids[4], ftfs[4];
+    U32 lengths, flens[4];
+    int present[4];
+    double fa[4], fbl[4], fwf[4];
+    /* what term_release gives back */
+    int got_ids[4], got_tfs[4], nflens, have_main_ids, have_main_tfs, have_len;
+} Term;
+
+static void term_release(Term *t) {
+    for (int f = 0; f < 4; f++) {
+        if (t->got_ids[f]) PyBuffer_Release(&t->fids[f].view);
+        if (t->got_tfs[f]) PyBuffer_Release(&t->ftfs[f].view);
+    }
+    for (int f = 0; f < t->nflens; f++) PyBuffer_Release(&t->flens[f].view);
+    if (t->have_len) PyBuffer_Release(&t->lengths.view);
+    if (t->have_main_tfs) PyBuffer_Release(&t->main_tfs.view);
+    if (t->have_main_ids) PyBuffer_Release(&t->main_ids.view);
+}
+
+static int term_get(Term *t, PyObject *main_ids, PyObject *main_tfs, PyObject *fields,
+                    PyObject *lengths, PyObject *flens, PyObject *fparams, const char *who) {
+    memset(t, 0, sizeof *t);
+    if (PyTuple_GET_SIZE(fields) != 4 || PyTuple_GET_SIZE(flens) != 4 ||
+        PyTuple_GET_SIZE(fparams) != 4) {
+        PyErr_Format(PyExc_TypeError, "_rank.%s: four fields", who);
+        return -1;
+    }
+    if (ids_get(main_ids, &t->main_ids) < 0) return -1;
+    t->have_main_ids = 1;
+    if (ids_get(main_tfs, &t->main_tfs) < 0) return -1;
+    t->have_main_tfs = 1;
+    if (u32_get(lengths, &t->lengths) < 0) return -1;
+    t->have_len = 1;
+    for (; t->nflens < 4; t->nflens++)
+        if (u32_get(PyTuple_GET_ITEM(flens, t->nflens), &t->flens[t->nflens]) < 0) return -1;
+    for (int f = 0; f < 4; f++) {
+        PyObject *pair = PyTuple_GET_ITEM(fields, f);
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fparams, f), "ddd", &t->fa[f], &t->fbl[f],
+                              &t->fwf[f]))
+            return -1;
+        t->present[f] = pair != Py_None;
+        if (!t->present[f]) continue;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_Format(PyExc_TypeError, "_rank.%s: a field is (ids, tfs) or None", who);
+            return -1;
+        }
+        if (ids_get(PyTuple_GET_ITEM(pair, 0), &t->fids[f]) < 0) return -1;
+        t->got_ids[f] = 1;
+        if (ids_get(PyTuple_GET_ITEM(pair, 1), &t->ftfs[f]) < 0) return -1;
+        t->got_tfs[f] = 1;
+        if (t->fids[f].n != t->ftfs[f].n) {
+            PyErr_Format(PyExc_ValueError, "_rank.%s: a posting's arrays differ", who);
+            return -1;
+        }
+    }
+    if (t->main_ids.n != t->main_tfs.n) {
+        PyErr_Format(PyExc_ValueError, "_rank.%s: a posting's arrays differ", who);
+        return -1;
+    }
+    return 0;
+}
+
 /* score_term(acc, mask, (ids, tfs), fields, lengths, flens, fparams,
  * (a, bl, wf), (w0, w1, w2), k1, add): matcher._per_field_scores for one
  * term and one segment, then its sum into the scores, on arrays: per
@@ -649,16 +718,9 @@ static PyObject *score_term(PyObject *self, PyObject *args) {
                           &flens_obj, &PyTuple_Type, &fparams, &ba, &bbl, &bwf, &w[0], &w[1],
                           &w[2], &k1, &add))
         return NULL;
-    if (PyTuple_GET_SIZE(fields) != 4 || PyTuple_GET_SIZE(flens_obj) != 4 ||
-        PyTuple_GET_SIZE(fparams) != 4) {
-        PyErr_SetString(PyExc_TypeError, "_rank.score_term: four fields");
-        return NULL;
-    }
     Py_buffer acc, maskb;
-    Ids main_ids, main_tfs, fids[4], ftfs[4];
-    U32 lengths, flens[4];
-    int got_ids[4] = {0, 0, 0, 0}, got_tfs[4] = {0, 0, 0, 0};
-    int nflens = 0, have_main_ids = 0, have_main_tfs = 0, have_len = 0, have_mask = 0, ok = 0;
+    Term t;
+    int have_mask = 0, have_term = 0, ok = 0;
     uint32_t *seen = NULL; /* the documents touched, to apply and clear */
     Py_ssize_t nseen = 0;
     if (PyObject_GetBuffer(acc_obj, &acc, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
@@ -673,38 +735,17 @@ static PyObject *score_term(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "_rank.score_term: mask and acc differ in length");
         goto done;
     }
-    if (ids_get(main_ids_obj, &main_ids) < 0) goto done;
-    have_main_ids = 1;
-    if (ids_get(main_tfs_obj, &main_tfs) < 0) goto done;
-    have_main_tfs = 1;
-    if (u32_get(lengths_obj, &lengths) < 0) goto done;
-    have_len = 1;
-    for (; nflens < 4; nflens++)
-        if (u32_get(PyTuple_GET_ITEM(flens_obj, nflens), &flens[nflens]) < 0) goto done;
-    int present[4];
-    double fa[4], fbl[4], fwf[4];
-    for (int f = 0; f < 4; f++) {
-        PyObject *pair = PyTuple_GET_ITEM(fields, f);
-        PyObject *par = PyTuple_GET_ITEM(fparams, f);
-        if (!PyArg_ParseTuple(par, "ddd", &fa[f], &fbl[f], &fwf[f])) goto done;
-        present[f] = pair != Py_None;
-        if (!present[f]) continue;
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            PyErr_SetString(PyExc_TypeError, "_rank.score_term: a field is (ids, tfs) or None");
-            goto done;
-        }
-        if (ids_get(PyTuple_GET_ITEM(pair, 0), &fids[f]) < 0) goto done;
-        got_ids[f] = 1;
-        if (ids_get(PyTuple_GET_ITEM(pair, 1), &ftfs[f]) < 0) goto done;
-        got_tfs[f] = 1;
-    }
-    if (lengths.n < ndocs || flens[0].n < ndocs || flens[1].n < ndocs || flens[2].n < ndocs ||
-        flens[3].n < ndocs) {
+    have_term = 1;
+    if (term_get(&t, main_ids_obj, main_tfs_obj, fields, lengths_obj, flens_obj, fparams,
+                 "score_term") < 0)
+        goto done;
+    if (t.lengths.n < ndocs || t.flens[0].n < ndocs || t.flens[1].n < ndocs ||
+        t.flens[2].n < ndocs || t.flens[3].n < ndocs) {
         PyErr_SetString(PyExc_ValueError, "_rank.score_term: lengths shorter than acc");
         goto done;
     }
-    Py_ssize_t most = main_ids.n;
-    for (int f = 0; f < 4; f++) most += present[f] ? fids[f].n : 0;
+    Py_ssize_t most = t.main_ids.n;
+    for (int f = 0; f < 4; f++) most += t.present[f] ? t.fids[f].n : 0;
     seen = PyMem_Malloc((most ? most : 1) * sizeof *seen);
     if (seen == NULL || scratch_reserve(ndocs) < 0) {
         PyErr_NoMemory();
@@ -717,12 +758,8 @@ static PyObject *score_term(PyObject *self, PyObject *args) {
     double *a = acc.buf;
     /* The fields, in order: their shares, and the first three's counts. */
     for (int f = 0; f < 4; f++) {
-        if (!present[f]) continue;
-        const Ids *ids = &fids[f], *tfs = &ftfs[f];
-        if (ids->n != tfs->n) {
-            PyErr_SetString(PyExc_ValueError, "_rank.score_term: a posting's arrays differ");
-            goto done;
-        }
+        if (!t.present[f]) continue;
+        const Ids *ids = &t.fids[f], *tfs = &t.ftfs[f];
         for (Py_ssize_t i = 0; i < ids->n; i++) {
             uint32_t d = ids_at(ids, i);
             if (d >= (uint32_t)ndocs) {
@@ -730,36 +767,32 @@ static PyObject *score_term(PyObject *self, PyObject *args) {
                 goto done;
             }
             if (!m[d]) continue;
-            uint32_t t = ids_at(tfs, i);
+            uint32_t tf = ids_at(tfs, i);
             if (!touched[d]) seen[nseen++] = d;
             if (f < 3) {
-                ftf[3 * (Py_ssize_t)d + f] = (int32_t)t;
+                ftf[3 * (Py_ssize_t)d + f] = (int32_t)tf;
                 touched[d] |= 1;
             }
-            double n = (double)t / (fa[f] + fbl[f] * (double)flens[f].items[d]);
-            tmp[d] = tmp[d] + fwf[f] * n / (n + k1);
+            double n = (double)tf / (t.fa[f] + t.fbl[f] * (double)t.flens[f].items[d]);
+            tmp[d] = tmp[d] + t.fwf[f] * n / (n + k1);
             touched[d] |= 2;
         }
     }
-    if (main_ids.n != main_tfs.n) {
-        PyErr_SetString(PyExc_ValueError, "_rank.score_term: a posting's arrays differ");
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < main_ids.n; i++) {
-        uint32_t d = ids_at(&main_ids, i);
+    for (Py_ssize_t i = 0; i < t.main_ids.n; i++) {
+        uint32_t d = ids_at(&t.main_ids, i);
         if (d >= (uint32_t)ndocs) {
             PyErr_SetString(PyExc_IndexError, "_rank: document id out of range");
             goto done;
         }
         if (!m[d]) continue;
-        long long body = (long long)ids_at(&main_tfs, i);
+        long long body = (long long)ids_at(&t.main_tfs, i);
         if (touched[d] & 1) {
-            const int32_t *t = &ftf[3 * (Py_ssize_t)d];
-            body -= w[0] * t[0] + w[1] * t[1] + w[2] * t[2];
+            const int32_t *c = &ftf[3 * (Py_ssize_t)d];
+            body -= w[0] * c[0] + w[1] * c[1] + w[2] * c[2];
             if (body <= 0) continue;
         }
-        long long body_len = (long long)lengths.items[d] - w[0] * flens[0].items[d] -
-                             w[1] * flens[1].items[d] - w[2] * flens[2].items[d];
+        long long body_len = (long long)t.lengths.items[d] - w[0] * t.flens[0].items[d] -
+                             w[1] * t.flens[1].items[d] - w[2] * t.flens[2].items[d];
         double n = (double)body / (ba + bbl * (double)(body_len > 0 ? body_len : 0));
         if (!touched[d]) seen[nseen++] = d;
         tmp[d] = tmp[d] + bwf * n / (n + k1);
@@ -785,14 +818,7 @@ done:
         scratch.touched[d] = 0;
     }
     PyMem_Free(seen);
-    for (int f = 0; f < 4; f++) {
-        if (got_ids[f]) PyBuffer_Release(&fids[f].view);
-        if (got_tfs[f]) PyBuffer_Release(&ftfs[f].view);
-    }
-    for (int f = 0; f < nflens; f++) PyBuffer_Release(&flens[f].view);
-    if (have_len) PyBuffer_Release(&lengths.view);
-    if (have_main_tfs) PyBuffer_Release(&main_tfs.view);
-    if (have_main_ids) PyBuffer_Release(&main_ids.view);
+    if (have_term) term_release(&t);
     if (have_mask) PyBuffer_Release(&maskb);
     PyBuffer_Release(&acc);
     if (!ok) return NULL;
@@ -866,50 +892,14 @@ static PyObject *score_docs(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "_rank.score_docs: docs is a set");
         return NULL;
     }
-    if (PyTuple_GET_SIZE(fields) != 4 || PyTuple_GET_SIZE(flens_obj) != 4 ||
-        PyTuple_GET_SIZE(fparams) != 4) {
-        PyErr_SetString(PyExc_TypeError, "_rank.score_docs: four fields");
-        return NULL;
-    }
-    Ids main_ids, main_tfs, fids[4], ftfs[4];
-    U32 lengths, flens[4];
-    int got_ids[4] = {0, 0, 0, 0}, got_tfs[4] = {0, 0, 0, 0}, present[4] = {0, 0, 0, 0};
-    int nflens = 0, have_main_ids = 0, have_main_tfs = 0, have_len = 0, ok = 0;
+    Term t;
+    int ok = 0;
     Doc *docs = NULL;
     uint64_t *found = NULL; /* per posting (four fields, then main), per doc */
     Py_ssize_t n = PySet_GET_SIZE(docs_obj);
-    double fa[4], fbl[4], fwf[4];
-    if (ids_get(main_ids_obj, &main_ids) < 0) goto done;
-    have_main_ids = 1;
-    if (ids_get(main_tfs_obj, &main_tfs) < 0) goto done;
-    have_main_tfs = 1;
-    if (u32_get(lengths_obj, &lengths) < 0) goto done;
-    have_len = 1;
-    for (; nflens < 4; nflens++)
-        if (u32_get(PyTuple_GET_ITEM(flens_obj, nflens), &flens[nflens]) < 0) goto done;
-    for (int f = 0; f < 4; f++) {
-        PyObject *pair = PyTuple_GET_ITEM(fields, f);
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fparams, f), "ddd", &fa[f], &fbl[f], &fwf[f]))
-            goto done;
-        present[f] = pair != Py_None;
-        if (!present[f]) continue;
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-            PyErr_SetString(PyExc_TypeError, "_rank.score_docs: a field is (ids, tfs) or None");
-            goto done;
-        }
-        if (ids_get(PyTuple_GET_ITEM(pair, 0), &fids[f]) < 0) goto done;
-        got_ids[f] = 1;
-        if (ids_get(PyTuple_GET_ITEM(pair, 1), &ftfs[f]) < 0) goto done;
-        got_tfs[f] = 1;
-        if (fids[f].n != ftfs[f].n) {
-            PyErr_SetString(PyExc_ValueError, "_rank.score_docs: a posting's arrays differ");
-            goto done;
-        }
-    }
-    if (main_ids.n != main_tfs.n) {
-        PyErr_SetString(PyExc_ValueError, "_rank.score_docs: a posting's arrays differ");
+    if (term_get(&t, main_ids_obj, main_tfs_obj, fields, lengths_obj, flens_obj, fparams,
+                 "score_docs") < 0)
         goto done;
-    }
     docs = PyMem_Malloc((n ? n : 1) * sizeof *docs);
     found = PyMem_Calloc(5 * (n ? n : 1), sizeof *found);
     if (docs == NULL || found == NULL) {
@@ -925,8 +915,8 @@ static PyObject *score_docs(PyObject *self, PyObject *args) {
         while (i < n && (key = PyIter_Next(it)) != NULL) {
             Py_DECREF(key);
             long long d = PyLong_AsLongLong(key);
-            if ((d == -1 && PyErr_Occurred()) || d < 0 || d >= lengths.n || d >= flens[0].n ||
-                d >= flens[1].n || d >= flens[2].n || d >= flens[3].n) {
+            if ((d == -1 && PyErr_Occurred()) || d < 0 || d >= t.lengths.n ||
+                d >= t.flens[0].n || d >= t.flens[1].n || d >= t.flens[2].n || d >= t.flens[3].n) {
                 if (!PyErr_Occurred())
                     PyErr_SetString(PyExc_IndexError, "_rank: document id out of range");
                 Py_DECREF(it);
@@ -942,19 +932,19 @@ static PyObject *score_docs(PyObject *self, PyObject *args) {
     }
     qsort(docs, (size_t)n, sizeof *docs, by_doc);
     for (int f = 0; f < 4; f++)
-        if (present[f]) lookup_counts(&fids[f], &ftfs[f], docs, n, found + f * n);
-    lookup_counts(&main_ids, &main_tfs, docs, n, found + 4 * n);
+        if (t.present[f]) lookup_counts(&t.fids[f], &t.ftfs[f], docs, n, found + f * n);
+    lookup_counts(&t.main_ids, &t.main_tfs, docs, n, found + 4 * n);
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t d = docs[i].d;
         double got = 0.0;
         int scored = 0, in_field = 0;
         for (int f = 0; f < 4; f++) {
-            uint64_t t = found[f * n + i];
-            if (!t) continue;
-            t -= 1;
+            uint64_t tf = found[f * n + i];
+            if (!tf) continue;
+            tf -= 1;
             if (f < 3) in_field = 1;
-            double x = (double)t / (fa[f] + fbl[f] * (double)flens[f].items[d]);
-            got = got + fwf[f] * x / (x + k1);
+            double x = (double)tf / (t.fa[f] + t.fbl[f] * (double)t.flens[f].items[d]);
+            got = got + t.fwf[f] * x / (x + k1);
             scored = 1;
         }
         uint64_t mt = found[4 * n + i];
@@ -969,8 +959,9 @@ static PyObject *score_docs(PyObject *self, PyObject *args) {
                 keep = body > 0;
             }
             if (keep) {
-                long long body_len = (long long)lengths.items[d] - w[0] * flens[0].items[d] -
-                                     w[1] * flens[1].items[d] - w[2] * flens[2].items[d];
+                long long body_len = (long long)t.lengths.items[d] -
+                                     w[0] * t.flens[0].items[d] - w[1] * t.flens[1].items[d] -
+                                     w[2] * t.flens[2].items[d];
                 double x = (double)body / (ba + bbl * (double)(body_len > 0 ? body_len : 0));
                 got = got + bwf * x / (x + k1);
                 scored = 1;
@@ -996,14 +987,7 @@ static PyObject *score_docs(PyObject *self, PyObject *args) {
 done:
     PyMem_Free(docs);
     PyMem_Free(found);
-    for (int f = 0; f < 4; f++) {
-        if (got_ids[f]) PyBuffer_Release(&fids[f].view);
-        if (got_tfs[f]) PyBuffer_Release(&ftfs[f].view);
-    }
-    for (int f = 0; f < nflens; f++) PyBuffer_Release(&flens[f].view);
-    if (have_len) PyBuffer_Release(&lengths.view);
-    if (have_main_tfs) PyBuffer_Release(&main_tfs.view);
-    if (have_main_ids) PyBuffer_Release(&main_ids.view);
+    term_release(&t);
     if (!ok) return NULL;
     Py_RETURN_NONE;
 }

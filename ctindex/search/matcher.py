@@ -13,7 +13,7 @@ import math
 from array import array
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from itertools import compress
-from typing import NamedTuple, Protocol, TypeAlias, cast
+from typing import NamedTuple, Protocol, TypeAlias, TypeVar, cast
 
 from ctindex.providers.fields import (
     EXACT_ID,
@@ -562,6 +562,62 @@ def _term_postings(
     return main, fields
 
 
+_Posting: TypeAlias = "tuple[array[int], array[int]]"
+_Into = TypeVar("_Into")
+_Which = TypeVar("_Which")
+# _rank.c's score_term or score_docs: (into, which documents, main posting,
+# field postings, lengths, field lengths, field params, body params,
+# weights, k1, add).
+_TermKernel: TypeAlias = Callable[
+    [
+        _Into,
+        _Which,
+        _Posting,
+        "tuple[_Posting | None, ...]",
+        Sequence[int],
+        tuple[Sequence[int], ...],
+        tuple[_Params, ...],
+        _Params,
+        tuple[int, int, int],
+        float,
+        bool,
+    ],
+    None,
+]
+
+
+def _score_with(
+    kernel: _TermKernel[_Into, _Which],
+    term: str,
+    parts: Sequence[ArrayPartition],
+    into: Sequence[_Into],
+    which: Sequence[_Which | None],
+    st: _Stats,
+    add: bool,
+) -> None:
+    """`term`'s score of `which` documents of each partition (None or empty:
+    none), added into (`add`) or, where higher, put in `into` by `kernel`."""
+    fparams, body = _term_params(term, parts, st)
+    for p, target, docs in zip(parts, into, which, strict=True):
+        postings = _term_postings(p, term) if docs else None
+        if docs is None or postings is None:
+            continue
+        main, fields = postings
+        kernel(
+            target,
+            docs,
+            main,
+            fields,
+            p.lengths(),
+            tuple(p.field_lengths()),
+            fparams,
+            body,
+            (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2]),
+            K1,
+            add,
+        )
+
+
 class _Dense:
     """The per-field scores of every match kept as one float per document
     of each partition, computed by ctindex/search/_rank.c `score_term` over
@@ -621,25 +677,7 @@ class _Dense:
     ) -> None:
         """`term`'s score of each masked document added to (`add`) or, where
         higher, put in (else) `into`."""
-        fparams, body = _term_params(term, self.parts, st)
-        for p, acc, mask in zip(self.parts, into, masks, strict=True):
-            postings = None if mask is None else _term_postings(p, term)
-            if mask is None or postings is None:
-                continue
-            main, fields = postings
-            self.native.score_term(
-                acc,
-                mask,
-                main,
-                fields,
-                p.lengths(),
-                tuple(p.field_lengths()),
-                fparams,
-                body,
-                (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2]),
-                K1,
-                add,
-            )
+        _score_with(self.native.score_term, term, self.parts, into, masks, st, add)
 
     def best_of(self, terms: Sequence[str], inside: Sequence[set[int]], st: _Stats) -> None:
         """A prefix: the best of its expansions' scores per document, added."""
@@ -746,25 +784,7 @@ class _Sparse:
     ) -> None:
         """`term`'s score of each of `docs` added to (`add`) or, where
         higher, put in (else) `into`."""
-        fparams, body = _term_params(term, self.parts, st)
-        for p, got, want in zip(self.parts, into, docs, strict=True):
-            postings = _term_postings(p, term) if want else None
-            if postings is None:
-                continue
-            main, fields = postings
-            self.native.score_docs(
-                got,
-                want,
-                main,
-                fields,
-                p.lengths(),
-                tuple(p.field_lengths()),
-                fparams,
-                body,
-                (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2]),
-                K1,
-                add,
-            )
+        _score_with(self.native.score_docs, term, self.parts, into, docs, st, add)
 
     def best_of(self, terms: Sequence[str], inside: Sequence[set[int]], st: _Stats) -> None:
         """A prefix: the best of its expansions' scores per document, added."""
