@@ -545,9 +545,12 @@ def _term_params(
     return fparams, (1 - FIELDS[4][2], FIELDS[4][2] / st.avg[4], w * PER_FIELD[4][1] * k1p)
 
 
+_Posting: TypeAlias = "tuple[array[int], array[int]]"  # a segment's (doc ids, counts)
+
+
 def _term_postings(
     p: ArrayPartition, term: str
-) -> tuple[tuple[array[int], array[int]], tuple[tuple[array[int], array[int]] | None, ...]] | None:
+) -> tuple[_Posting, tuple[_Posting | None, ...]] | None:
     """(main, fields) posting arrays of `term`, None when it has none. The
     concept ID's terms are not in the main posting
     (ctindex/providers/fields.py), so a document matched by another clause
@@ -562,7 +565,6 @@ def _term_postings(
     return main, fields
 
 
-_Posting: TypeAlias = "tuple[array[int], array[int]]"
 _Into = TypeVar("_Into")
 _Which = TypeVar("_Which")
 # _rank.c's score_term or score_docs: (into, which documents, main posting,
@@ -600,7 +602,7 @@ def _score_with(
     fparams, body = _term_params(term, parts, st)
     for p, target, docs in zip(parts, into, which, strict=True):
         postings = _term_postings(p, term) if docs else None
-        if docs is None or postings is None:
+        if not docs or postings is None:
             continue
         main, fields = postings
         kernel(
@@ -623,10 +625,9 @@ class _Dense:
     of each partition, computed by ctindex/search/_rank.c `score_term` over
     the postings' arrays: no dict per term or per prefix expansion. The
     operations and their order are the dict loops' (`_term_scores`, then
-    `_add_into` or `_max_into`), so the floats are the same; `of` gives
-    None where it does not apply (a query matching a sliver of the
-    documents: `_Sparse`; not built, --direct's partition, the bm25f
-    experiment: the dict loops)."""
+    `_add_into` or `_max_into`), so the floats are the same. Where the
+    array kernels apply (`_array_parts`; else the dict loops), `of` gives
+    None for a query matching a sliver of the documents: `_Sparse`'s."""
 
     def __init__(
         self,
@@ -642,11 +643,12 @@ class _Dense:
         self.masks = self.masks_of(matched)
 
     @classmethod
-    def of(cls, parts: Sequence[Partition], matched: Sequence[set[int]]) -> _Dense | None:
-        found = _array_parts(parts)
-        if found is None:
-            return None
-        native, arrays = found
+    def of(
+        cls,
+        native: native_rank.RankModule,
+        arrays: list[ArrayPartition],
+        matched: Sequence[set[int]],
+    ) -> _Dense | None:
         # One float and one mask byte per document of each segment: worth
         # it when the matches are not a sliver of the documents, so a
         # query's cost stays bounded by its matches, not the index's size.
@@ -764,11 +766,6 @@ class _Sparse:
         self.parts = parts
         self.matched = matched
         self.scores = [dict.fromkeys(m, 0.0) for m in matched]
-
-    @classmethod
-    def of(cls, parts: Sequence[Partition], matched: Sequence[set[int]]) -> _Sparse | None:
-        found = _array_parts(parts)
-        return None if found is None else cls(*found, matched)
 
     def add(self, term: str, st: _Stats) -> None:
         """`term`'s score of each match, added."""
@@ -1092,7 +1089,10 @@ def search(node: Node, parts: Sequence[Partition]) -> Ranking:
     if not any(matched):
         return Ranking([{} for _ in parts], tiers, ())
     st = _stats(parts)
-    arrays: _Dense | _Sparse | None = _Dense.of(parts, matched) or _Sparse.of(parts, matched)
+    kernels = _array_parts(parts)
+    arrays: _Dense | _Sparse | None = (
+        None if kernels is None else _Dense.of(*kernels, matched) or _Sparse(*kernels, matched)
+    )
     # The dict loops add into a dict per partition; the array kernels keep
     # their own (`results`).
     sums: list[dict[int, float]] = (
