@@ -1,9 +1,10 @@
 /* Optional native core of ranking (docs/decisions/native.md, "Ranking"):
  * the per-match loops of ctindex/search/matcher.py, whose pure-Python
  * functions (`_field_scores_py`, `_body_scores_py`, `_add_into_py`,
- * `_max_into_py`, `_min_span_py`) are the specification. Every float is
- * computed with the same operations in the same order as there, so the
- * scores are bit for bit the pure path's (tests/ctindex/search/
+ * `_max_into_py`; ctindex/search/native_rank.py's `min_span_py`,
+ * `span_scan_py`, `phrase_scan_py`, `restrict_py`) are the specification.
+ * Every float is computed with the same operations in the same order as
+ * there, so the scores are bit for bit the pure path's (tests/ctindex/search/
  * test_matcher_native.py); the build turns floating-point contraction off
  * (setup.py) so no multiply-add fuses two roundings into one.
  *
@@ -376,7 +377,7 @@ static PyObject *anchor_positions(PyObject *self, PyObject *args) {
 }
 
 /* The shortest run of positions of stream s[0..n) holding every one of
- * want[0..k) with no sep inside it (matcher._min_span_py's answer; its
+ * want[0..k) with no sep inside it (native_rank.min_span_py's answer; its
  * first pass, which only spares Python the walk when a word is missing, is
  * left out: a run of all k words is then never seen); -1 when there is
  * none. Items are `size` bytes (2 or 4), little-endian when `le` (a
@@ -489,7 +490,7 @@ static PyObject *span_object(long long best) {
     return best < 0 ? Py_NewRef(Py_None) : PyLong_FromLongLong(best);
 }
 
-/* min_span(seq, ranks, sep): matcher._min_span_py on a stream already
+/* min_span(seq, ranks, sep): native_rank.min_span_py on a stream already
  * narrowed (a buffer of u16 or u32 ranks); None or the span. */
 static PyObject *min_span(PyObject *self, PyObject *args) {
     PyObject *seq_obj, *ranks_obj;

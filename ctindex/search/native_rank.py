@@ -2,10 +2,11 @@
 
 ``module()`` is None when it is not built or ``CTINDEX_PURE=1``
 (ctindex/base/native_modules.py); ctindex/search/matcher.py then runs its pure
-functions, which the C ones match bit for bit. The phrase scan's pure twin,
-``phrase_scan_py``, lives here: its caller is the segment reader
-(ctindex/store/segment_read.py `phrase_docs`), which the search side hands
-the scan it should use (``phrase_scan``).
+functions, which the C ones match bit for bit. The pure twins of the scans
+over token streams live here, ``phrase_scan_py`` and ``span_scan_py`` (with
+``min_span_py``): their caller is the segment reader
+(ctindex/store/segment_read.py `phrase_docs`, `spans`), which the search
+side hands the scan it should use (``phrase_scan``, ``span_scan``).
 """
 
 from __future__ import annotations
