@@ -142,7 +142,7 @@ def _pieces(
     if len(folded) != len(text):  # offsets would not line up: the head only
         yield 0, head
         return
-    found = [at for at in (folded.find(s) for s in stems) if at >= 0]
+    found = [at for at in (_FOLDS.find(text, folded, s, 0) for s in stems) if at >= 0]
     if not found:  # no stem anywhere: the head, for the fallback's sake
         yield 0, head
         return
@@ -170,7 +170,7 @@ def _in_head(text: str, head: int, stems: list[str]) -> bool:
 
 def _later(folded: str, text: str, head: int, stems: list[str]) -> Iterator[tuple[int, int]]:
     """The region around the first stem past the head, if any."""
-    later = [x for x in (folded.find(s, head) for s in stems) if x >= 0]
+    later = [x for x in (_FOLDS.find(text, folded, s, head) for s in stems) if x >= 0]
     if later:
         yield _region(text, min(later), head)
 
@@ -196,27 +196,49 @@ def _folded(text: str) -> str:
 
 
 class _Folds:
-    """The folds of the long texts met last. A long-lived reader
-    (ctindex/api.py) shows the same large pages query after query and keeps
-    their records, so the very same str comes back; folding a 280 KB page
-    took ~85 us, more than the rest of its snippet. Keyed by the text's
-    identity, the text held so its id is not reused (hashing it would cost
-    what folding does); bounded by the characters held, text and fold."""
+    """The folds of the long texts met last, and where stems were found in
+    them. A long-lived reader (ctindex/api.py) shows the same large pages
+    query after query and keeps their records, so the very same str comes
+    back; folding a 280 KB page took ~85 us, more than the rest of its
+    snippet, and finding a stem that stands deep in it or nowhere ~50 us
+    more, each time. Keyed by the text's identity, the text held so its id
+    is not reused (hashing it would cost what folding does); bounded by the
+    characters held, text and fold, and by FINDS places per text."""
 
     LIMIT = 2_000_000
+    FINDS = 256  # (stem, from) -> place, per kept text; forgotten all at once past it
 
     def __init__(self) -> None:
-        self._kept: OrderedDict[int, tuple[str, str]] = OrderedDict()
+        self._kept: OrderedDict[int, tuple[str, str, dict[tuple[str, int], int]]] = OrderedDict()
         self._chars = 0
         self._lock = threading.Lock()  # Index objects of several threads share it
 
     def get(self, text: str) -> str | None:
+        got = self._entry(text)
+        return None if got is None else got[1]
+
+    def _entry(self, text: str) -> tuple[str, str, dict[tuple[str, int], int]] | None:
         with self._lock:
             got = self._kept.get(id(text))
             if got is None or got[0] is not text:
                 return None
             self._kept.move_to_end(id(text))
-            return got[1]
+            return got
+
+    def find(self, text: str, folded: str, stem: str, start: int) -> int:
+        """``folded.find(stem, start)``, remembered while `text`'s fold is
+        kept (a pure function of the two strings: the same answer either way)."""
+        got = self._entry(text)
+        if got is None or got[1] is not folded:
+            return folded.find(stem, start)
+        places = got[2]
+        at = places.get((stem, start))
+        if at is None:
+            at = folded.find(stem, start)
+            if len(places) >= self.FINDS:
+                places.clear()
+            places[stem, start] = at
+        return at
 
     def put(self, text: str, folded: str) -> None:
         size = len(text) + len(folded)
@@ -226,10 +248,10 @@ class _Folds:
             old = self._kept.pop(id(text), None)
             if old is not None:
                 self._chars -= len(old[0]) + len(old[1])
-            self._kept[id(text)] = (text, folded)
+            self._kept[id(text)] = (text, folded, {})
             self._chars += size
             while self._chars > self.LIMIT:
-                _, (t, f) = self._kept.popitem(last=False)
+                _, (t, f, _places) = self._kept.popitem(last=False)
                 self._chars -= len(t) + len(f)
 
 

@@ -215,3 +215,31 @@ def test_a_long_texts_fold_is_kept_for_that_very_text_within_a_bound(
     short = "a NeedleWord"
     make_snippet(short, "", {"needleword"})
     assert folds.get(short) is None  # a short text is read whole, not folded
+
+
+def test_where_a_stem_stands_in_a_kept_long_text_is_remembered_within_a_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A long page shown again does not search its fold for the same stem
+    again: the place is remembered with the fold (at most FINDS per text),
+    and the snippets are those of a reader that remembers nothing."""
+    folds = snippet._Folds()
+    folds.FINDS = 2
+    monkeypatch.setattr(snippet, "_FOLDS", folds)
+    # Not ASCII, so the whole text is folded and searched, and the words
+    # stand far past the head.
+    page = f"Café {_filler(8 * HEAD_CHARS)} NeedleWord {_filler(HEAD_CHARS)} OtherWord end"
+    words = ["needleword", "otherword", "absentword"]
+    first = [make_snippet(page, "", {w}) for w in words]
+    places = folds._kept[id(page)][2]
+    assert 0 < len(places) <= folds.FINDS
+    again = [make_snippet(page, "", {w}) for w in words]
+    monkeypatch.setattr(snippet, "_FOLDS", snippet._Folds())
+    fresh = [make_snippet(page, "", {w}) for w in words]
+    assert again == first == fresh
+    assert "«NeedleWord»" in first[0] and "«OtherWord»" in first[1]
+    # A stem's remembered place is the fold's own answer.
+    folded = folds.get(page)
+    assert folded is not None
+    for (stem, start), at in folds._kept[id(page)][2].items():
+        assert at == folded.find(stem, start)
