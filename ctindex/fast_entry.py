@@ -124,7 +124,8 @@ def answer(argv: list[str]) -> int | None:
     paths = RuntimePaths(Path(root), Path(root, ".ct", "okf", "runtime"))
     if no_peer_check() is not None:  # no daemon is trusted here (ctindex/ipc/peer.py)
         return None
-    if unanswered.skipped(paths) is not None:
+    skipped, struck = unanswered.check(paths)
+    if skipped is not None:
         return None  # it did not answer lately: the fallback says so
     from ctindex.base.tty import decided  # the daemon's stdout is no terminal: decide colour here
 
@@ -134,17 +135,19 @@ def answer(argv: list[str]) -> int | None:
         "cwd": cwd,
         "build": build_id(),
     }
-    answered = _ask(paths, request, _budget_s(os.fspath(paths.dir)))
+    answered = _ask(paths, request, _budget_s(os.fspath(paths.dir)), struck)
     if answered is None:
         return None
     return _print(answered)
 
 
-def _ask(paths: RuntimePaths, request: protocol.Message, timeout: float) -> SearchAnswer | None:
+def _ask(
+    paths: RuntimePaths, request: protocol.Message, timeout: float, struck: bool
+) -> SearchAnswer | None:
     """The one bounded exchange (ctindex/ipc/protocol.py), with any failure
     just "not answered". The daemon's ACK line must come within ACK_WAIT_S;
     without it the daemon is stopped or wedged, and that is remembered
-    (ctindex/client/unanswered.py)."""
+    (ctindex/client/unanswered.py); an answer clears a strike `struck` saw."""
     try:
         reply = protocol.exchange(paths.socket, request, timeout, ack=True, max_reply=MAX_REPLY)
     except protocol.ExchangeFailed as failed:
@@ -153,7 +156,8 @@ def _ask(paths: RuntimePaths, request: protocol.Message, timeout: float) -> Sear
         elif failed.heard:
             unanswered.clear(paths)  # it answered, if not in shape: alive
         return None
-    unanswered.clear(paths)
+    if struck:
+        unanswered.clear(paths)
     return protocol.search_answer(reply, build_id())  # declined or another build: None
 
 

@@ -70,8 +70,11 @@ class SentRequest:
     """A request on the wire (`send_request`): `reply()` reads its answer,
     with `request`'s failure vocabulary and bookkeeping."""
 
-    def __init__(self, paths: RuntimePaths, sent: protocol.Sent, ack: bool) -> None:
+    def __init__(
+        self, paths: RuntimePaths, sent: protocol.Sent, ack: bool, struck: bool = False
+    ) -> None:
         self._paths, self._sent, self._ack = paths, sent, ack
+        self._struck = struck  # a strike was recorded when it was sent: an answer clears it
 
     def reply(self) -> Message:
         paths, ack = self._paths, self._ack
@@ -79,7 +82,7 @@ class SentRequest:
             reply = self._sent.answer()
         except ExchangeFailed as failed:
             raise _failed(paths, failed, ack) from failed
-        if ack:
+        if ack and self._struck:
             unanswered.clear(paths)
         return reply
 
@@ -95,15 +98,16 @@ def send_request(
     disabled = no_peer_check()
     if disabled is not None:  # no daemon may be trusted here: never started, never asked
         raise BarrierFailed(disabled)
+    struck = False
     if ack:
-        skipped = unanswered.skipped(paths)
+        skipped, struck = unanswered.check(paths)
         if skipped is not None:
             raise BarrierFailed(skipped)
     try:
         sent = protocol.send(paths.socket, {**payload, "build": build_id()}, timeout, ack=ack)
     except ExchangeFailed as failed:
         raise _failed(paths, failed, ack) from failed
-    return SentRequest(paths, sent, ack)
+    return SentRequest(paths, sent, ack, struck)
 
 
 def _failed(paths: RuntimePaths, failed: ExchangeFailed, ack: bool) -> BarrierFailed:

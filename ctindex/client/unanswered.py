@@ -17,7 +17,7 @@ only while the daemon shows no sign of life: its heartbeat rewrites
 status.json every second (ctindex/daemon/schedule.py HEARTBEAT_S), so a
 status.json whose full stat fingerprint differs from the one recorded
 means the loop runs again (SIGCONT) and the next query asks it. A daemon
-that answers clears the record.
+that answers clears the record the query found when it asked (`check`).
 
 Standard library only, and cheap when there is no record (one failed
 open): the query path (ctindex/fast_entry.py) checks it before every request.
@@ -57,20 +57,31 @@ def record_path(paths: RuntimePaths) -> Path:
 def skipped(paths: RuntimePaths, now: float | None = None) -> str | None:
     """The reason to skip the project's daemon (a freshness reason), or None
     when it should be asked."""
+    return check(paths, now)[0]
+
+
+def check(paths: RuntimePaths, now: float | None = None) -> tuple[str | None, bool]:
+    """(`skipped`'s reason, whether there is a strike to `clear` once the
+    daemon answers). Without one, an answer clears nothing: the query path
+    skips the unlink, one system call on a missing name per query. A
+    strike another process writes between this check and the answer then
+    stays, void at the daemon's next heartbeat (it answers, so it beats)."""
     now = time.time() if now is None else now
     record = read_record(record_path(paths), 4096)
     if record is None:
-        reason, kept_until = _unwritten.get(os.fspath(paths.socket), ("", 0.0))
-        return reason if now < kept_until else None
+        kept = _unwritten.get(os.fspath(paths.socket))
+        if kept is None:
+            return None, False
+        return (kept[0] if now < kept[1] else None), True
     until = record.get("until")
     if not isinstance(until, (int, float)) or now >= until:
-        return None  # expired: ask again (a failure strikes anew, for longer)
+        return None, True  # expired: ask again (a failure strikes anew, for longer)
     daemon = _identity(paths)
     if record.get("daemon") != daemon or record.get("status") != _status_mark(paths):
-        return None  # another daemon, none, or a heartbeat since: ask
+        return None, True  # another daemon, none, or a heartbeat since: ask
     if not _lock_held(paths):
-        return None  # it died (SIGKILL leaves its socket and lock file): a new one may start
-    return _reason(until)
+        return None, True  # it died (SIGKILL leaves its socket and lock file): a new one may start
+    return _reason(until), True
 
 
 def strike(paths: RuntimePaths, now: float | None = None) -> str:

@@ -143,3 +143,28 @@ def test_an_expired_window_asks_again_and_doubles(make_cli_project: Make) -> Non
         again = _record(project)
         assert again is not None and again["strikes"] == 2
         assert again["until"] - first["until"] > unanswered.BACKOFF_FIRST_S  # 2 s, then 4 s
+
+
+def test_check_says_whether_an_answer_has_a_strike_to_clear(tmp_path: Path) -> None:
+    """Without a record (or a strike this process could not write) an
+    answer clears nothing, so the query path skips the unlink; any record,
+    even one no longer in force, is cleared by the next answer."""
+    from ctindex.ipc.runtime_dir import RuntimePaths
+
+    paths = RuntimePaths(tmp_path, tmp_path / "runtime")
+    paths.dir.mkdir()
+    assert unanswered.check(paths) == (None, False)
+    record = unanswered.record_path(paths)
+    record.write_text(json.dumps({"until": 0, "strikes": 1}))  # expired
+    assert unanswered.check(paths) == (None, True)
+    unanswered.clear(paths)
+    assert not record.exists() and unanswered.check(paths) == (None, False)
+    # Read-only runtime folder: the strike lives in this process only.
+    key = os.fspath(paths.socket)
+    unanswered._unwritten[key] = ("daemon not answering: backed off", time.time() + 60)
+    try:
+        assert unanswered.check(paths) == ("daemon not answering: backed off", True)
+        unanswered.clear(paths)
+        assert unanswered.check(paths) == (None, False)
+    finally:
+        unanswered._unwritten.pop(key, None)
