@@ -509,19 +509,25 @@ static PyObject *min_span(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* span_scan(run, offs, start, docs, ranks, sep, size): native_rank.
- * span_scan_py, the min_span of each of `docs` (ids whose streams lie in
- * the run: offs, an array('Q'), gives their bytes) read in place, one call
- * per run of streams rather than a stream copied and a call per document. */
+/* span_scan(runs, starts, offs, docs, ranks, sep, size): native_rank.
+ * span_scan_py, the min_span of each of `docs` (increasing ids; offs, an
+ * array('Q'), gives their streams' bytes) read in place from the runs of
+ * streams that hold them: runs[k] is the section from byte starts[k] on,
+ * the runs in increasing order. One call per segment and query, rather
+ * than one per run of streams or a stream copied and a call per document:
+ * a pool of a hundred documents lies in dozens of runs. */
 static PyObject *span_scan(PyObject *self, PyObject *args) {
-    Py_buffer run, offs;
-    PyObject *offs_obj, *docs_obj, *ranks_obj;
-    unsigned long long start, sep;
+    Py_buffer offs;
+    PyObject *runs_obj, *starts_obj, *offs_obj, *docs_obj, *ranks_obj;
+    unsigned long long sep;
     Py_ssize_t size;
-    if (!PyArg_ParseTuple(args, "y*OKOOKn", &run, &offs_obj, &start, &docs_obj, &ranks_obj,
-                          &sep, &size))
+    if (!PyArg_ParseTuple(args, "OOOOOKn", &runs_obj, &starts_obj, &offs_obj, &docs_obj,
+                          &ranks_obj, &sep, &size))
         return NULL;
-    PyObject *result = NULL, *docs = NULL, *out = NULL;
+    PyObject *result = NULL, *docs = NULL, *out = NULL, *runs = NULL, *starts = NULL;
+    Py_buffer *bufs = NULL;
+    uint64_t *from = NULL;
+    Py_ssize_t nruns = 0, got = 0;
     Ranks r = {NULL, NULL, 0};
     offs.obj = NULL;
     if (PyObject_GetBuffer(offs_obj, &offs, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) goto done;
@@ -533,6 +539,26 @@ static PyObject *span_scan(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "span_scan: items of 2 or 4 bytes");
         goto done;
     }
+    runs = PySequence_Fast(runs_obj, "_rank.span_scan: runs");
+    starts = runs == NULL ? NULL : PySequence_Fast(starts_obj, "_rank.span_scan: starts");
+    if (starts == NULL) goto done;
+    nruns = PySequence_Fast_GET_SIZE(runs);
+    if (PySequence_Fast_GET_SIZE(starts) != nruns) {
+        PyErr_SetString(PyExc_ValueError, "span_scan: a start for each run");
+        goto done;
+    }
+    bufs = PyMem_Calloc(nruns ? nruns : 1, sizeof *bufs);
+    from = PyMem_Calloc(nruns ? nruns : 1, sizeof *from);
+    if (bufs == NULL || from == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got < nruns; got++) {
+        from[got] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(starts, got));
+        if (PyErr_Occurred()) goto done;
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(runs, got), &bufs[got], PyBUF_SIMPLE) < 0)
+            goto done;
+    }
     docs = PySequence_Fast(docs_obj, "_rank.span_scan: docs");
     if (docs == NULL || ranks_get(ranks_obj, &r) < 0) goto done;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(docs);
@@ -540,15 +566,22 @@ static PyObject *span_scan(PyObject *self, PyObject *args) {
     Py_ssize_t noffs = offs.len / 8;
     out = PyList_New(n);
     if (out == NULL) goto done;
+    Py_ssize_t k = 0; /* the run the last stream lay in: later ones lie in it or after */
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t d = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(docs, i));
         if (d == -1 && PyErr_Occurred()) goto done;
-        if (d < 0 || d + 1 >= noffs || off[d] < start || off[d + 1] < off[d] ||
-            off[d + 1] - start > (uint64_t)run.len || (off[d + 1] - off[d]) % (uint64_t)size) {
-            PyErr_SetString(PyExc_ValueError, "span_scan: a stream outside the run");
+        if (d < 0 || d + 1 >= noffs || off[d + 1] < off[d] || (off[d + 1] - off[d]) % (uint64_t)size) {
+            PyErr_SetString(PyExc_ValueError, "span_scan: a stream outside the runs");
             goto done;
         }
-        const unsigned char *s = (const unsigned char *)run.buf + (off[d] - start);
+        while (k < nruns &&
+               !(off[d] >= from[k] && off[d + 1] - from[k] <= (uint64_t)bufs[k].len))
+            k++;
+        if (k == nruns) {
+            PyErr_SetString(PyExc_ValueError, "span_scan: a stream outside the runs");
+            goto done;
+        }
+        const unsigned char *s = (const unsigned char *)bufs[k].buf + (off[d] - from[k]);
         Py_ssize_t items = (Py_ssize_t)((off[d + 1] - off[d]) / (uint64_t)size);
         PyObject *span = span_object(span_in(s, items, (int)size, 1, r.want, r.k, sep, r.last));
         if (span == NULL) goto done;
@@ -560,8 +593,12 @@ done:
     ranks_free(&r);
     Py_XDECREF(out);
     Py_XDECREF(docs);
+    for (Py_ssize_t j = 0; j < got; j++) PyBuffer_Release(&bufs[j]);
+    PyMem_Free(bufs);
+    PyMem_Free(from);
+    Py_XDECREF(starts);
+    Py_XDECREF(runs);
     if (offs.obj != NULL) PyBuffer_Release(&offs);
-    PyBuffer_Release(&run);
     return result;
 }
 
@@ -1462,7 +1499,7 @@ static PyMethodDef methods[] = {
     {"at_least", at_least, METH_VARARGS, "The keys of a dict whose value reaches a bar."},
     {"min_span", min_span, METH_VARARGS, "Shortest run holding every rank inside one field."},
     {"span_scan", span_scan, METH_VARARGS,
-     "min_span of each of some documents' streams in a run, read in place."},
+     "min_span of each of some documents' streams in runs of streams, read in place."},
     {"anchor_positions", anchor_positions, METH_VARARGS, "The first positions of a rank."},
     {"restrict", restrict_, METH_VARARGS, "A posting's counts of some documents."},
     {"phrase_scan", phrase_scan, METH_VARARGS, "The wanted streams of a run holding a pattern."},

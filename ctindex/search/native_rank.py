@@ -126,9 +126,9 @@ class RankModule(Protocol):
     def min_span(self, seq: array[int], ranks: list[int], sep: int, /) -> int | None: ...
     def span_scan(
         self,
-        run: bytes,
+        runs: Sequence[bytes],
+        starts: Sequence[int],
         offs: array[int],
-        start: int,
         docs: list[int],
         ranks: list[int],
         sep: int,
@@ -265,27 +265,38 @@ def span_scan() -> SpanScan:
 
 
 def span_scan_py(
-    run: bytes,
+    runs: Sequence[bytes],
+    starts: Sequence[int],
     offs: array[int],
-    start: int,
     docs: list[int],
     ranks: list[int],
     sep: int,
     size: int,
 ) -> list[int | None]:
-    """`min_span_py` of each of `docs`' whole streams: document d's is the
-    bytes `offs[d]` to `offs[d + 1]` of the streams section, which `run`
-    holds from byte `start` on, items of `size` bytes, little-endian."""
+    """`min_span_py` of each of `docs`' whole streams (increasing ids):
+    document d's is the bytes `offs[d]` to `offs[d + 1]` of the streams
+    section, which lie in one of `runs` (in increasing order; `runs[k]`
+    holds the section from byte `starts[k]` on), items of `size` bytes,
+    little-endian."""
     if size not in (2, 4):
         raise ValueError("span_scan: items of 2 or 4 bytes")
+    if len(runs) != len(starts):
+        raise ValueError("span_scan: a start for each run")
     code: Literal["H", "I"] = "H" if size == 2 else "I"
-    view = memoryview(run)
+    views = [memoryview(run) for run in runs]
     out: list[int | None] = []
+    k = 0  # the run the last stream lay in: later ones lie in it or after
     for d in docs:
-        lo, hi = offs[d] - start, offs[d + 1] - start
-        if d < 0 or lo < 0 or hi < lo or hi > len(run) or (hi - lo) % size:
-            raise ValueError("span_scan: a stream outside the run")
-        out.append(min_span_py(from_le(code, view[lo:hi]), ranks, sep))
+        if d < 0 or d + 1 >= len(offs) or offs[d + 1] < offs[d] or (offs[d + 1] - offs[d]) % size:
+            raise ValueError("span_scan: a stream outside the runs")
+        while k < len(runs) and not (
+            offs[d] >= starts[k] and offs[d + 1] - starts[k] <= len(runs[k])
+        ):
+            k += 1
+        if k == len(runs):
+            raise ValueError("span_scan: a stream outside the runs")
+        lo, hi = offs[d] - starts[k], offs[d + 1] - starts[k]
+        out.append(min_span_py(from_le(code, views[k][lo:hi]), ranks, sep))
     return out
 
 

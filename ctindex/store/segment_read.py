@@ -117,11 +117,16 @@ class Kept(Generic[K, V]):
 # ids whose streams lie inside `run`.
 PhraseScan = Callable[[bytes, "array[int]", int, list[int], bytes, int], list[int]]
 
-# (run, offsets, start, docs, ranks, separator, item size) -> for each of
-# `docs`, the fewest consecutive tokens of its stream holding every rank with
-# no separator among them (None: no such run): ctindex/search/native_rank.py
-# `span_scan_py` and its C twin. Arguments as PhraseScan's.
-SpanScan = Callable[[bytes, "array[int]", int, list[int], list[int], int, int], "list[int | None]"]
+# (runs, their starts, offsets, docs, ranks, separator, item size) -> for
+# each of `docs`, the fewest consecutive tokens of its stream holding every
+# rank with no separator among them (None: no such run):
+# ctindex/search/native_rank.py `span_scan_py` and its C twin. Each run is
+# the streams section from its start on, as PhraseScan's `run`; `docs`
+# increasing, each stream inside one of the runs (in increasing order).
+SpanScan = Callable[
+    [Sequence[bytes], Sequence[int], "array[int]", list[int], list[int], int, int],
+    "list[int | None]",
+]
 
 # One decompressor per thread (an instance is not safe to share between
 # threads; the daemon answers queries on a worker thread): making one costs
@@ -595,17 +600,18 @@ class Segment:
     ) -> list[int | None]:
         """For each of `docids` (increasing), the fewest consecutive tokens
         of its whole stream holding every one of `ranks` within one field
-        (None: none does). One `scan` call per run of SEQ_BLOCK_DOCS streams,
-        read and checked once, each stream read in place: a conjunction's
-        proximity pool is up to a hundred short streams, and a copy and a
-        call per stream cost more than the walk."""
-        want = list(ranks)
+        (None: none does). One `scan` call over the runs of SEQ_BLOCK_DOCS
+        streams that hold them, each read and checked once (`_run`), each
+        stream read in place: a conjunction's proximity pool is up to a
+        hundred short streams in dozens of runs, and a copy and a call per
+        stream, or a call per run, cost more than the walk."""
+        ids = docids if isinstance(docids, list) else list(docids)
         size = array(self.seq_code).itemsize
         offs, _ = self._seq_index()
-        out: list[int | None] = []
-        for data, start, ids in self._by_run(docids):
-            out.extend(scan(data, offs, start, ids, want, sep, size))
-        return out
+        numbers = list(dict.fromkeys([d // SEQ_BLOCK_DOCS for d in ids]))
+        runs = [self._run(r) for r in numbers]
+        starts = [offs[r * SEQ_BLOCK_DOCS] for r in numbers]
+        return scan(runs, starts, offs, ids, list(ranks), sep, size)
 
     def _by_run(self, docids: Sequence[int]) -> Iterator[tuple[bytes, int, list[int]]]:
         """(streams, their first byte's offset in the section, the ids among

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import importlib
+import itertools
 import random
 import shutil
 import struct
@@ -754,9 +755,10 @@ def _shortest_run(stream: list[int], ranks: list[int], sep: int) -> int | None:
 
 
 @settings(max_examples=600, deadline=None)
-@given(case=_span_cases())
+@given(case=_span_cases(), cuts=st.sets(st.integers(1, 9), max_size=4))
 def test_span_scan_is_the_pure_scan_and_the_oracle(
     case: tuple[list[list[int]], int, int, list[int], list[int], int, str],
+    cuts: set[int],
 ) -> None:
     streams, first, last, docs, ranks, sep, code = case
     section = b"".join(to_le(array(code, s)) for s in streams)
@@ -765,30 +767,38 @@ def test_span_scan_is_the_pure_scan_and_the_oracle(
     for s in streams:
         offs.append(offs[-1] + size * len(s))
     start = offs[first]
-    run = section[start : offs[last]]
+    # The wanted streams as one run, as the whole section, and as several
+    # runs cut between streams (as a segment's runs of SEQ_BLOCK_DOCS are).
+    bounds = [first, *sorted(c for c in cuts if first < c < last), last]
+    pieces = [section[offs[a] : offs[b]] for a, b in itertools.pairwise(bounds)]
+    froms = [offs[a] for a in bounds[:-1]]
     # No rank to hold: no span (nothing is a run of every one of none).
     oracle = [_shortest_run(streams[d], ranks, sep) if ranks else None for d in docs]
-    assert native_rank.span_scan_py(run, offs, start, docs, ranks, sep, size) == oracle
-    assert native_rank.span_scan_py(section, offs, 0, docs, ranks, sep, size) == oracle
     native = _native()
-    assert native.span_scan(run, offs, start, docs, ranks, sep, size) == oracle
-    assert native.span_scan(section, offs, 0, docs, ranks, sep, size) == oracle
+    for scan in (native_rank.span_scan_py, native.span_scan):
+        assert scan([section[start : offs[last]]], [start], offs, docs, ranks, sep, size) == oracle
+        assert scan([section], [0], offs, docs, ranks, sep, size) == oracle
+        assert scan(pieces, froms, offs, docs, ranks, sep, size) == oracle
 
 
 def test_span_scans_refuse_bad_input_alike() -> None:
     offs = array("Q", [0, 4, 8])
     run = to_le(array("H", [1, 2, 2, 1]))
     for scan in (native_rank.span_scan_py, _native().span_scan):
-        assert scan(run, offs, 0, [0, 1], [1, 2], SEP, 2) == [2, 2]
+        assert scan([run], [0], offs, [0, 1], [1, 2], SEP, 2) == [2, 2]
+        assert scan([run[:4], run[4:]], [0, 4], offs, [0, 1], [1, 2], SEP, 2) == [2, 2]
         for args in (
-            (run, offs, 0, [0], [1], SEP, 3),  # no such item size
-            (run[:6], offs, 0, [1], [1], SEP, 2),  # a stream past the run's end
-            (run[4:], offs, 4, [0], [1], SEP, 2),  # a stream before the run
+            ([run], [0], offs, [0], [1], SEP, 3),  # no such item size
+            ([run[:6]], [0], offs, [1], [1], SEP, 2),  # a stream past the run's end
+            ([run[4:]], [4], offs, [0], [1], SEP, 2),  # a stream before the run
+            ([run[:4], run[4:]], [0, 4], offs, [1, 0], [1], SEP, 2),  # ids out of order
+            ([run], [0, 4], offs, [0], [1], SEP, 2),  # a start too many
+            ([run], [0], offs, [2], [1], SEP, 2),  # no such document
         ):
             with pytest.raises(ValueError, match="span_scan"):
                 scan(*args)
     with pytest.raises(TypeError):
-        _native().span_scan(run, array("I", [0, 4, 8]), 0, [0], [1], SEP, 2)
+        _native().span_scan([run], [0], array("I", [0, 4, 8]), [0], [1], SEP, 2)
 
 
 @settings(max_examples=300, deadline=None)
