@@ -51,7 +51,7 @@ _unwritten: dict[str, tuple[str, float]] = {}
 
 
 def record_path(paths: RuntimePaths) -> Path:
-    return paths.dir / RECORD_NAME
+    return paths.file(RECORD_NAME)
 
 
 def skipped(paths: RuntimePaths, now: float | None = None) -> str | None:

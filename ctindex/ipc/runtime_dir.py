@@ -40,6 +40,12 @@ SUN_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
 FALLBACK_BASE = Path("/tmp") if os.name == "posix" else Path(os.environ.get("TEMP") or ".")
 
 
+# RuntimePaths by (root, runtime folder), made once per project a process
+# asks about: a long-lived reader (ctindex/api.py) asks on every query.
+KEPT_MAX = 64
+_KEPT: dict[tuple[object, object], RuntimePaths] = {}
+
+
 class UnsafeRuntimeDir(OSError):
     """A runtime folder exists but is not safe to use (wrong owner, symlink, mode)."""
 
@@ -48,42 +54,58 @@ class RuntimePaths:
     """File names of one project's runtime folder (a plain class, not a
     dataclass: this module is imported by every indexed query)."""
 
-    __slots__ = ("_socket", "dir", "root")
+    __slots__ = ("_files", "_socket", "dir", "root")
 
     def __init__(self, root: Path, runtime_dir: Path) -> None:
         self.root = root  # the project root (identity for the short-path hash)
         self.dir = runtime_dir  # .ct/okf/runtime
         self._socket: Path | None = None  # worked out once: every request asks for it
+        self._files: dict[str, Path] = {}  # file names joined once: queries ask every time
 
     def __repr__(self) -> str:
         return f"RuntimePaths(root={self.root!r}, dir={self.dir!r})"
 
     @classmethod
     def for_project(cls, project: Project) -> RuntimePaths:
-        """Paths for a ctindex.policy.project.Project (or anything with `.root`)."""
-        root = Path(project.root)
+        """Paths for a ctindex.policy.project.Project (or anything with `.root`);
+        the same object for the same folders while it is kept (`_KEPT`)."""
         runtime = getattr(project, "runtime_dir", None)
-        return cls(root, Path(runtime) if runtime else root / ".ct" / "okf" / "runtime")
+        key = (project.root, runtime)
+        got = _KEPT.get(key)
+        if got is None:
+            root = Path(project.root)
+            folder = Path(runtime) if runtime else root / ".ct" / "okf" / "runtime"
+            if len(_KEPT) >= KEPT_MAX:
+                _KEPT.clear()
+            got = _KEPT[key] = cls(root, folder)
+        return got
+
+    def file(self, name: str) -> Path:
+        """The runtime folder's file `name`."""
+        got = self._files.get(name)
+        if got is None:
+            got = self._files[name] = self.dir / name
+        return got
 
     @property
     def lock(self) -> Path:
-        return self.dir / "daemon.lock"
+        return self.file("daemon.lock")
 
     @property
     def claim(self) -> Path:
-        return self.dir / "spawn.claim"
+        return self.file("spawn.claim")
 
     @property
     def failed(self) -> Path:
-        return self.dir / "spawn.failed"
+        return self.file("spawn.failed")
 
     @property
     def status(self) -> Path:
-        return self.dir / "status.json"
+        return self.file("status.json")
 
     @property
     def log(self) -> Path:
-        return self.dir / "daemon.log"
+        return self.file("daemon.log")
 
     @property
     def cookies(self) -> Path:

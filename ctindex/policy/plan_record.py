@@ -147,9 +147,10 @@ def _shares_index(project: Project) -> bool:
 def _folders_unchanged(project: Project, folders: Mapping[str, Fingerprint | None]) -> bool:
     """True when every folder still has its recorded full fingerprint and is
     a real folder (not a symlink put in its place)."""
+    root = os.fspath(project.root)
     for key, recorded in folders.items():
         try:
-            st = os.lstat(project.path(key))
+            st = os.lstat(os.path.join(root, key) if key else root)
         except OSError:
             return False
         if (

@@ -237,6 +237,7 @@ class ManifestReader:
 
     def __init__(self, index_dir: Path, clock_ns: Callable[[], int] = time.time_ns) -> None:
         self.index_dir = index_dir
+        self._manifest = os.path.join(index_dir, MANIFEST_NAME)  # stat on every query
         self.clock_ns = clock_ns  # the wall clock, as file timestamps are
         self.reads = 0
         self._kept: tuple[Fingerprint, StoreManifest] | None = None
@@ -247,7 +248,7 @@ class ManifestReader:
     def read(self) -> StoreManifest | None:
         before = self.clock_ns()  # before the stat: the racy rule's reference
         try:
-            fp: Fingerprint | None = fingerprint_of(os.lstat(self.index_dir / MANIFEST_NAME))
+            fp: Fingerprint | None = fingerprint_of(os.lstat(self._manifest))
         except OSError:
             fp = None  # gone or unreadable: read_manifest says which
         kept, self._kept = self._kept, None
