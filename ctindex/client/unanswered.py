@@ -67,11 +67,16 @@ def check(paths: RuntimePaths, now: float | None = None) -> tuple[str | None, bo
     strike another process writes between this check and the answer then
     stays, void at the daemon's next heartbeat (it answers, so it beats)."""
     now = time.time() if now is None else now
-    record = read_record(record_path(paths), 4096)
+    path = record_path(paths)
+    # The usual case, no record, in one call that raises nothing; a file in
+    # its place that is no readable record (a symlink, a torn write) is
+    # absent to the reading below, and cleared by the next answer.
+    present = _exists(path)
+    record = read_record(path, 4096) if present else None
     if record is None:
         kept = _unwritten.get(os.fspath(paths.socket))
         if kept is None:
-            return None, False
+            return None, present
         return (kept[0] if now < kept[1] else None), True
     until = record.get("until")
     if not isinstance(until, (int, float)) or now >= until:
@@ -82,6 +87,16 @@ def check(paths: RuntimePaths, now: float | None = None) -> tuple[str | None, bo
     if not _lock_held(paths):
         return None, True  # it died (SIGKILL leaves its socket and lock file): a new one may start
     return _reason(until), True
+
+
+def _exists(path: Path) -> bool:
+    """Something (a symlink too) is at `path`."""
+    if _ACCESS_NOFOLLOW:
+        return os.access(path, os.F_OK, follow_symlinks=False)
+    return os.path.lexists(path)
+
+
+_ACCESS_NOFOLLOW = os.access in os.supports_follow_symlinks
 
 
 def strike(paths: RuntimePaths, now: float | None = None) -> str:

@@ -168,3 +168,22 @@ def test_check_says_whether_an_answer_has_a_strike_to_clear(tmp_path: Path) -> N
         assert unanswered.check(paths) == (None, False)
     finally:
         unanswered._unwritten.pop(key, None)
+
+
+def test_a_file_that_is_no_record_is_absent_and_cleared_by_an_answer(tmp_path: Path) -> None:
+    from ctindex.ipc.runtime_dir import RuntimePaths
+
+    paths = RuntimePaths(tmp_path, tmp_path / "runtime")
+    paths.dir.mkdir()
+    record = unanswered.record_path(paths)
+    for bad in ("{torn", "[1, 2]"):
+        record.write_text(bad)
+        assert unanswered.check(paths) == (None, True)
+        unanswered.clear(paths)
+        assert not record.exists()
+    record.symlink_to(tmp_path / "elsewhere.json")  # dangling, and then not
+    assert unanswered.check(paths) == (None, True)
+    (tmp_path / "elsewhere.json").write_text(json.dumps({"until": time.time() + 60}))
+    assert unanswered.check(paths) == (None, True)  # never followed
+    unanswered.clear(paths)
+    assert not os.path.lexists(record) and (tmp_path / "elsewhere.json").exists()
