@@ -97,9 +97,11 @@ class Index:
         self.project = Project.at(root)
         self._lock = threading.RLock()
         self._plan: Plan | None = None
+        from ctindex.ipc.protocol import Keeper
         from ctindex.store.snapshot import OpenGeneration
 
         self._open = OpenGeneration(Path(self.project.index_dir))
+        self._keeper = Keeper()  # the daemon connection its barriers reuse
 
     @property
     def root(self) -> Path:
@@ -115,9 +117,11 @@ class Index:
         self.close()
 
     def close(self) -> None:
-        """Close the open generation's files (the object stays usable)."""
+        """Close the open generation's files and the daemon connection (the
+        object stays usable)."""
         with self._lock:
             self._open.close()
+            self._keeper.close()
 
     # -- plan and generation ----------------------------------------------------------
 
@@ -161,7 +165,7 @@ class Index:
             work,
             from_files=from_files,
             open_generation=self._kept,
-            options=freshness.Options(overlap=True),
+            options=freshness.Options(overlap=True, keeper=self._keeper),
         )
 
     # -- queries --------------------------------------------------------------------

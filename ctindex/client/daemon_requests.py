@@ -92,9 +92,15 @@ class SentRequest:
 
 
 def send_request(
-    paths: RuntimePaths, payload: Message, timeout: float, *, ack: bool = False
+    paths: RuntimePaths,
+    payload: Message,
+    timeout: float,
+    *,
+    ack: bool = False,
+    keeper: protocol.Keeper | None = None,
 ) -> SentRequest:
-    """`request`'s first half: checked and sent (raises BarrierFailed)."""
+    """`request`'s first half: checked and sent (raises BarrierFailed), on
+    the connection `keeper` keeps, if any."""
     disabled = no_peer_check()
     if disabled is not None:  # no daemon may be trusted here: never started, never asked
         raise BarrierFailed(disabled)
@@ -104,7 +110,9 @@ def send_request(
         if skipped is not None:
             raise BarrierFailed(skipped)
     try:
-        sent = protocol.send(paths.socket, {**payload, "build": build_id()}, timeout, ack=ack)
+        sent = protocol.send(
+            paths.socket, {**payload, "build": build_id()}, timeout, ack=ack, keeper=keeper
+        )
     except ExchangeFailed as failed:
         raise _failed(paths, failed, ack) from failed
     return SentRequest(paths, sent, ack, struck)
@@ -182,9 +190,14 @@ class SentBarrier:
 
 
 def send_barrier(
-    paths: RuntimePaths, plan_digest: str, timeout_ms: int, config: list[int] | str | None = None
+    paths: RuntimePaths,
+    plan_digest: str,
+    timeout_ms: int,
+    config: list[int] | str | None = None,
+    keeper: protocol.Keeper | None = None,
 ) -> SentBarrier:
-    """`barrier`'s first half: the request sent (raises BarrierFailed)."""
+    """`barrier`'s first half: the request sent (raises BarrierFailed), on
+    the connection `keeper` keeps for a long-lived reader, if any."""
     started = time.monotonic()
     payload: Message = {
         "op": "barrier",
@@ -194,5 +207,5 @@ def send_barrier(
     }
     if config is not None:
         payload["config"] = config
-    sent = send_request(paths, payload, timeout_ms / 1000, ack=True)
+    sent = send_request(paths, payload, timeout_ms / 1000, ack=True, keeper=keeper)
     return SentBarrier(paths, sent, plan_digest, started)

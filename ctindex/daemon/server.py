@@ -1,7 +1,12 @@
 """The daemon's IPC endpoint: a Unix socket served from the selector loop.
 
-One request per connection: a single JSON line of at most MAX_REQUEST bytes,
-answered with a single JSON line (the messages: ctindex/ipc/protocol.py). A
+One request at a time per connection: a single JSON line of at most
+MAX_REQUEST bytes, answered with a single JSON line (the messages:
+ctindex/ipc/protocol.py), and the connection closed, except after a barrier
+that asked `"keep": true` (a long-lived reader's, ctindex/ipc/protocol.py
+`Keeper`): that connection then waits, idle, up to KEEP_IDLE_S for the
+next request, at most KEEP_MAX of them at once (beyond, the answer closes
+it as any other). A
 request with `"ack": true` first gets the line ACK the moment it is read,
 before any work: the proof, within a fraction of a second, that the loop
 is alive, which lets a client tell a stopped or wedged daemon from one still working on its answer
@@ -37,6 +42,11 @@ ACCEPT_BATCH = 64
 READ_DEADLINE_S = 1.0  # to deliver a complete request line
 ACK = ACK_LINE + b"\n"
 WRITE_DEADLINE_S = 1.0  # to take the reply once it is ready
+# Connections kept open between a long-lived reader's barriers: its
+# connect, peer check and close, and the loop's accept and registration,
+# are paid once rather than on every query. Bounded in number and idle time.
+KEEP_MAX = 8
+KEEP_IDLE_S = 30.0
 
 
 @dataclass(eq=False)
@@ -45,9 +55,11 @@ class Connection:
     deadline: float
     inbuf: bytearray = field(default_factory=bytearray)
     outbuf: bytes = b""
-    request: Message | None = None  # set once a full line parsed
-    answered: bool = False  # the answer is queued: close once it is sent
+    request: Message | None = None  # set once a full line parsed (the last one, when idle)
+    answered: bool = False  # the answer is queued: close (or idle) once it is sent
     closed: bool = False
+    keep: bool = False  # kept open for another request once answered
+    idle: bool = False  # answered and kept: the next line is a new request
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -143,10 +155,13 @@ class IpcServer:
         return min((c.deadline for c in self._conns), default=None)
 
     def reply(self, conn: Connection, answer: Message) -> None:
-        """Queue one answer line; the connection closes once it is sent."""
+        """Queue one answer line; the connection closes once it is sent
+        (or, kept, waits for the next request)."""
         if conn.closed:
             return
-        conn.outbuf += encode({**answer, **self._stamp})
+        # `keep`: this connection waits for the client's next request.
+        kept = {"keep": True} if conn.keep else {}
+        conn.outbuf += encode({**answer, **self._stamp, **kept})
         conn.answered = True
         conn.deadline = self._clock() + WRITE_DEADLINE_S
         self._flush(conn)
@@ -158,6 +173,11 @@ class IpcServer:
     @property
     def connections(self) -> int:
         return len(self._conns)
+
+    @property
+    def kept(self) -> int:
+        """Connections kept for another request (idle or being answered)."""
+        return sum(1 for c in self._conns if c.keep)
 
     # -- internals -----------------------------------------------------------
 
@@ -190,12 +210,18 @@ class IpcServer:
         if not chunk:  # peer went away (before or after asking)
             self._drop(conn)
             return
-        if conn.request is not None:
-            return  # one request per connection; ignore trailing bytes
+        if conn.request is not None and not conn.idle:
+            return  # one request at a time; ignore trailing bytes
+        if conn.idle and not conn.inbuf:  # a kept connection's next request begins
+            conn.deadline = self._clock() + READ_DEADLINE_S
         conn.inbuf += chunk
+        # A connection is kept only for a well-formed barrier that asks it.
+        was_kept, conn.keep = conn.keep, False
         line, sep, _ = conn.inbuf.partition(b"\n")
         if not sep:
+            conn.keep = was_kept  # the rest of the line is still to come
             if len(conn.inbuf) > MAX_REQUEST:
+                conn.keep = False
                 self.reply(conn, {"ok": False, "error": "request too large"})
             return
         try:
@@ -206,7 +232,15 @@ class IpcServer:
             self.reply(conn, {"ok": False, "error": "malformed request"})
             return
         conn.request = request
+        conn.idle = False
         conn.inbuf.clear()
+        # Only a barrier is kept (its answer is all the loop sends on it),
+        # and only while few are.
+        conn.keep = (
+            request.get("keep") is True
+            and request.get("op") == "barrier"
+            and (was_kept or self.kept < KEEP_MAX)
+        )
         if request.get("ack") is True:
             conn.outbuf = ACK
             self._flush(conn)
@@ -225,6 +259,10 @@ class IpcServer:
         conn.outbuf = conn.outbuf[sent:]
         if conn.outbuf:
             self._sel.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+        elif conn.answered and conn.keep:  # idle until the next request, or its deadline
+            conn.answered, conn.idle = False, True
+            conn.deadline = self._clock() + KEEP_IDLE_S
+            self._sel.modify(conn.sock, selectors.EVENT_READ, conn)
         elif conn.answered:
             self._drop(conn)
         else:  # the ACK is out; the answer comes later

@@ -1,9 +1,11 @@
 """The daemon's wire protocol: its messages, the one bounded exchange, and
 the rule that says when a barrier's answer vouches for an index by itself.
 
-One request per connection over the project's Unix socket: a JSON object on
-one line, answered by a JSON object on one line (docs/daemon.md, "Barrier
-protocol" and "Query path"). A request with `"ack": true` first gets ACK_LINE
+One request at a time over a connection to the project's Unix socket: a
+JSON object on one line, answered by a JSON object on one line
+(docs/daemon.md, "Barrier protocol" and "Query path"); the connection is
+closed after the answer, unless a long-lived reader keeps it for its next
+barrier (`Keeper`). A request with `"ack": true` first gets ACK_LINE
 the moment the daemon's loop reads it, so a client tells a stopped or wedged
 daemon from one still working on its answer.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 # selectors, ~3 ms a search would pay for nothing (the type, its methods and
 # exceptions are the same).
 import _socket
+import _thread
 import json
 import os
 import time
@@ -32,6 +35,7 @@ from ctindex.ipc.peer import peer_is_owner
 
 TYPE_CHECKING = False  # not `typing`'s: the query path does not import typing
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
     from typing import TypedDict
 
@@ -76,7 +80,8 @@ class ExchangeFailed(Exception):
     `unacknowledged` when an ACK was asked for and none came within
     ACK_WAIT_S (the daemon is stopped or wedged: the caller remembers it);
     `heard` when a whole answer line came but did not parse (the daemon's
-    loop is alive, whatever it said)."""
+    loop is alive, whatever it said); `closed` when the connection was
+    closed or broke (not timed out) under it."""
 
     def __init__(
         self,
@@ -85,12 +90,14 @@ class ExchangeFailed(Exception):
         spawnable: bool = False,
         unacknowledged: bool = False,
         heard: bool = False,
+        closed: bool = False,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.spawnable = spawnable
         self.unacknowledged = unacknowledged
         self.heard = heard
+        self.closed = closed  # the connection closed or broke under the exchange
 
 
 class ProtocolError(ValueError):
@@ -130,6 +137,53 @@ def exchange(
     return send(socket_path, request, timeout, ack=ack, max_reply=max_reply).answer()
 
 
+class Keeper:
+    """One connection to a project's daemon kept between the barriers of a
+    long-lived reader (ctindex/api.py `Index`): its socket, connect, peer
+    check and close, and the daemon's accept, are paid once rather than on
+    every query. The daemon keeps a barrier's connection when asked
+    (`"keep": true`; at most KEEP_MAX of them, each idle up to KEEP_IDLE_S:
+    ctindex/daemon/server.py) and closes it otherwise; a kept connection
+    closed meanwhile (idle too long, a daemon that left) is found out by
+    the next request, which is then sent once more on a new connection.
+    Used by one request at a time (`take` hands it over), and never across
+    a fork: a child process makes its own."""
+
+    def __init__(self) -> None:
+        self._sock: _socket.socket | None = None
+        self._path = ""
+        self._pid = 0
+        self._lock = _thread.allocate_lock()
+
+    def take(self, path: str) -> _socket.socket | None:
+        """The kept connection to the socket at `path`, if any (now the
+        caller's: it gives it back, or closes it)."""
+        with self._lock:
+            sock, self._sock = self._sock, None
+            if sock is None:
+                return None
+            if self._pid == os.getpid() and self._path == path:
+                return sock
+        if self._pid == os.getpid():
+            sock.close()  # another daemon's socket now: not ours to reuse
+        return None  # a parent's: leave its descriptor to it
+
+    def give(self, path: str, sock: _socket.socket) -> None:
+        """Keep `sock`, connected to `path`, for the next request."""
+        with self._lock:
+            old, self._sock = self._sock, sock
+            self._path, self._pid = path, os.getpid()
+        if old is not None:
+            old.close()
+
+    def close(self) -> None:
+        with self._lock:
+            sock, self._sock = self._sock, None
+            mine = self._pid == os.getpid()
+        if sock is not None and mine:
+            sock.close()
+
+
 class Sent:
     """An exchange whose request is on the wire (`send`): `answer()` reads
     the reply, as `exchange` would have right away. The bounds run from
@@ -138,24 +192,50 @@ class Sent:
     meanwhile is in the socket's buffer."""
 
     def __init__(
-        self, sock: _socket.socket, first_by: float, deadline: float, ack: bool, max_reply: int
+        self,
+        sock: _socket.socket,
+        first_by: float,
+        deadline: float,
+        ack: bool,
+        max_reply: int,
+        keeper: Keeper | None = None,
+        path: str = "",
+        again: Callable[[], Sent] | None = None,
     ) -> None:
         self._sock = sock
+        self._path = path  # what it is connected to: the keeper's key
         self._first_by, self._deadline = first_by, deadline
         self._ack, self._max_reply = ack, max_reply
+        self._keeper = keeper
+        # A kept connection's request, sent again on a new one (`send`).
+        self._again = again
 
     def answer(self) -> Message:
-        """The reply (raises ExchangeFailed); the connection is closed."""
+        """The reply (raises ExchangeFailed); the connection is closed, or
+        given to the keeper when the daemon says it keeps it too."""
+        kept = False
         try:
-            line = _read_answer(
+            line, more = _read_answer(
                 self._sock, self._first_by, self._deadline, self._ack, self._max_reply
             )
+            try:
+                message = decode(line)
+            except ProtocolError as exc:
+                raise ExchangeFailed(MALFORMED, heard=True) from exc
+            if self._keeper is not None and message.get("keep") is True and not more:
+                self._keeper.give(self._path, self._sock)
+                kept = True
+            return message
+        except ExchangeFailed as failed:
+            if self._again is not None and failed.closed:
+                # The daemon closed the kept connection before answering on
+                # it (idle too long, or it left): once more, on a new one.
+                self._sock.close()
+                return self._again().answer()
+            raise
         finally:
-            self._sock.close()
-        try:
-            return decode(line)
-        except ProtocolError as exc:
-            raise ExchangeFailed(MALFORMED, heard=True) from exc
+            if not kept:
+                self._sock.close()
 
     def close(self) -> None:
         """Give up on the reply."""
@@ -169,26 +249,60 @@ def send(
     *,
     ack: bool = False,
     max_reply: int = MAX_REPLY,
+    keeper: Keeper | None = None,
 ) -> Sent:
     """The first half of `exchange`: connect and send `request` (raises
-    ExchangeFailed); read the reply with `Sent.answer()`."""
+    ExchangeFailed); read the reply with `Sent.answer()`. With `keeper`,
+    the connection it keeps is used (and the daemon asked to keep it);
+    the connection is given back to it once answered."""
     if ack:
         request = {**request, "ack": True}
+    if keeper is not None:
+        request = {**request, "keep": True}
+    data = encode(request)
     started = time.monotonic()
     deadline = started + timeout
     # Until the ACK (or an answer) arrives, wait no longer than ACK_WAIT_S.
     first_by = started + min(ACK_WAIT_S, timeout) if ack else deadline
+    path = os.fspath(socket_path)
+    sock = keeper.take(path) if keeper is not None else None
+    if sock is not None:
+        try:
+            _send(sock, data, first_by, ack)
+        except ExchangeFailed:  # closed under us: a new connection, below
+            sock.close()
+        else:
+            return Sent(
+                sock,
+                first_by,
+                deadline,
+                ack,
+                max_reply,
+                keeper,
+                path,
+                again=lambda: _sent_anew(path, data, timeout, ack, max_reply, keeper),
+            )
+    return _sent_anew(path, data, timeout, ack, max_reply, keeper)
+
+
+def _sent_anew(
+    path: str, data: bytes, timeout: float, ack: bool, max_reply: int, keeper: Keeper | None
+) -> Sent:
+    """`data` sent on a new connection to `path`."""
+    started = time.monotonic()
+    deadline = started + timeout
+    first_by = started + min(ACK_WAIT_S, timeout) if ack else deadline
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        _connect(sock, socket_path, min(CONNECT_TIMEOUT_S, timeout), ack)
-        _send(sock, encode(request), first_by, ack)
+        _connect(sock, path, min(CONNECT_TIMEOUT_S, timeout), ack)
+        _send(sock, data, first_by, ack)
     except BaseException:
         sock.close()
         raise
-    return Sent(sock, first_by, deadline, ack, max_reply)
+    return Sent(sock, first_by, deadline, ack, max_reply, keeper, path)
 
 
-def _connect(sock: _socket.socket, socket_path: Path, timeout: float, ack: bool) -> None:
+def _connect(sock: _socket.socket, socket_path: str | Path, timeout: float, ack: bool) -> None:
     sock.settimeout(timeout)
     try:
         sock.connect(os.fspath(socket_path))
@@ -214,7 +328,7 @@ def _failed(exc: Exception, ack: bool, heard: bool) -> ExchangeFailed:
             return ExchangeFailed(UNACKNOWLEDGED, unacknowledged=True)
         return ExchangeFailed(BARRIER_TIMEOUT)
     detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-    return ExchangeFailed(f"daemon connection failed: {detail}")
+    return ExchangeFailed(f"daemon connection failed: {detail}", closed=True)
 
 
 def _send(sock: _socket.socket, data: bytes, first_by: float, ack: bool) -> None:
@@ -227,15 +341,16 @@ def _send(sock: _socket.socket, data: bytes, first_by: float, ack: bool) -> None
 
 def _read_answer(
     sock: _socket.socket, first_by: float, deadline: float, ack: bool, max_reply: int
-) -> bytearray:
-    """Read until the answer's line (past an ACK line)."""
+) -> tuple[bytearray, bool]:
+    """Read until the answer's line (past an ACK line): (the line, whether
+    more bytes came after it)."""
     buf = bytearray()
     heard = False  # an ACK or an answer came: the daemon's loop is alive
     try:
         while True:
             line, newline, rest = buf.partition(b"\n")
             if newline and not (ack and line == ACK_LINE):
-                return line
+                return line, bool(rest)
             if newline:
                 heard, buf = True, bytearray(rest)
                 continue
@@ -252,7 +367,7 @@ def _read_answer(
                 sock.settimeout(left)
                 chunk = sock.recv(65536)
             if not chunk:
-                raise ExchangeFailed(CLOSED)
+                raise ExchangeFailed(CLOSED, closed=True)
             buf += chunk
             if len(buf) > max_reply:
                 raise ExchangeFailed(TOO_LARGE)

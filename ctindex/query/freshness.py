@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ctindex.client.daemon_requests import BarrierFailed
     from ctindex.client.share import Answered as ShareAnswered
     from ctindex.client.share import NotAnswered as ShareNotAnswered
-    from ctindex.ipc.protocol import BarrierResult
+    from ctindex.ipc.protocol import BarrierResult, Keeper
     from ctindex.ipc.runtime_dir import RuntimePaths
     from ctindex.policy.netfs import Share
 
@@ -140,6 +140,8 @@ class Options(NamedTuple):
     # it while the daemon answers the barrier, and keep that answer when the
     # barrier vouches for the very generation read (`_EarlyRead`).
     overlap: bool = False
+    # Its connection to the daemon, kept between barriers (ctindex/ipc/protocol.py).
+    keeper: Keeper | None = None
 
 
 DEFAULT_OPTIONS = Options()
@@ -284,7 +286,15 @@ def fresh_answer(
 
     early = _EarlyRead(read, opener) if options.overlap else None
     try:
-        proof = prove(project, plan, prior, spawn=options.spawn, asked=asked, meanwhile=early)
+        proof = prove(
+            project,
+            plan,
+            prior,
+            spawn=options.spawn,
+            asked=asked,
+            meanwhile=early,
+            keeper=options.keeper,
+        )
         fresh = proof.fresh
         kept = early.accepted(proof) if early is not None else None
         value = kept[0] if kept is not None else _read_repairing(project, plan, read, opener, proof)
@@ -468,13 +478,14 @@ def _barrier(
     budget_ms: int,
     config: list[int] | str | None = None,
     meanwhile: Callable[[], None] | None = None,
+    keeper: Keeper | None = None,
 ) -> BarrierResult | BarrierFailed:
     """The daemon's answer to a barrier; `meanwhile` runs between sending
     it and reading the answer (not at all when it cannot be sent)."""
     from ctindex.client.daemon_requests import BarrierFailed, send_barrier
 
     try:
-        sent = send_barrier(paths, digest, budget_ms, config=config)
+        sent = send_barrier(paths, digest, budget_ms, config=config, keeper=keeper)
         if meanwhile is not None:
             try:
                 meanwhile()
@@ -494,6 +505,7 @@ def prove(
     spawn: bool = True,
     asked: ShareOutcome | None = None,
     meanwhile: Callable[[], None] | None = None,
+    keeper: Keeper | None = None,
 ) -> Proof:
     """Step 3: make the index reflect the files before a read; say how, and
     what the read must find (`Proof`). `meanwhile` runs while the daemon
@@ -514,7 +526,9 @@ def prove(
     if prior is not None and (prior.digest == digest or _other_build(prior.outcome)):
         outcome = prior.outcome  # (a daemon of another build leaves whatever plan was asked)
     else:
-        outcome = _barrier(paths, digest, plan.settings.barrier_timeout_ms, meanwhile=meanwhile)
+        outcome = _barrier(
+            paths, digest, plan.settings.barrier_timeout_ms, meanwhile=meanwhile, keeper=keeper
+        )
     if isinstance(outcome, BarrierFailed):
         return _without_daemon(project, plan, paths, outcome, spawn)
     verdict = judge(outcome)

@@ -160,3 +160,63 @@ def test_a_request_asking_for_an_ack_gets_it_before_the_answer(daemon: Running) 
     barrier = {"op": "barrier", "token": "t-ack", "plan": "plan-1", "timeout_ms": 2000}
     ack, answer = _exchange(daemon, {**barrier, "ack": True})  # ACK first, answer after
     assert ack == {"ack": True} and answer["ok"] is True, answer
+
+
+def _barrier_line(keep: bool = True, op: str = "barrier") -> bytes:
+    message = {"op": op, "plan": "plan-1", "timeout_ms": 2000, "build": build_id()}
+    return json.dumps({**message, "keep": keep}).encode() + b"\n"
+
+
+def test_a_barrier_that_asks_keeps_its_connection_for_the_next(daemon: Running) -> None:
+    """`keep` (a long-lived reader's barriers): the answer says the
+    connection is kept, and the next barrier on it is answered like a first;
+    anything else closes after its answer, as without `keep`."""
+    kept = daemon.raw()
+    generations = []
+    for _ in range(3):
+        kept.sendall(_barrier_line())
+        answer = read_reply(kept)
+        assert answer["ok"] is True and answer["keep"] is True, answer
+        generations.append(answer["generation"])
+    (daemon.root / "docs" / "a.md").write_text("alpha")
+    kept.sendall(_barrier_line())
+    assert read_reply(kept)["generation"] == generations[-1] + 1  # a barrier as any
+    # Not asked, or not a barrier: answered, then closed.
+    for line in (_barrier_line(keep=False), _barrier_line(op="ping")):
+        once = daemon.raw()
+        once.sendall(line)
+        assert "keep" not in read_reply(once)
+        assert once.recv(10) == b""
+        once.close()
+    # A malformed line on a kept connection closes it.
+    kept.sendall(b"not json\n")
+    assert read_reply(kept)["error"] == "malformed request"
+    assert kept.recv(10) == b""
+    kept.close()
+
+
+def test_kept_connections_are_bounded_in_number(daemon: Running) -> None:
+    from ctindex.daemon.server import KEEP_MAX
+
+    socks = [daemon.raw() for _ in range(KEEP_MAX + 2)]
+    answers = []
+    for s in socks:
+        s.sendall(_barrier_line())
+        answers.append(read_reply(s))
+    assert all(a["ok"] is True for a in answers)
+    assert [a.get("keep") is True for a in answers] == [True] * KEEP_MAX + [False] * 2
+    for s in socks[KEEP_MAX:]:
+        assert s.recv(10) == b""  # the ones beyond the bound were closed
+    socks[0].close()  # one kept connection gone: the daemon notices, a new one may be kept
+    wait_for(lambda: _kept_answer(daemon))
+    for s in socks:
+        s.close()
+
+
+def _kept_answer(daemon: Running) -> bool:
+    s = daemon.raw()
+    try:
+        s.sendall(_barrier_line())
+        return read_reply(s).get("keep") is True
+    finally:
+        s.close()
