@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import heapq
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctindex.search import matcher
 from ctindex.search.query import Node
-from ctindex.search.snippet import Span, mark, snippet_spans
+from ctindex.search.snippet import Span, mark, snippets
 from ctindex.store.segment import StoredDoc
 
 if TYPE_CHECKING:
@@ -63,16 +63,19 @@ def _finish(
     ranking: matcher.Ranking,
     node: Node,
     limit: int,
-    fetch: Callable[[matcher.Hit], StoredDoc],
-    key_of: Callable[[matcher.Hit], str],
+    fetch: Callable[[int, int], StoredDoc],
+    paths: Sequence[Sequence[str]],
     want_keys: bool,
 ) -> tuple[list[Result], frozenset[str], int, tuple[str, ...]]:
+    """The first `limit` matches of `ranking`, with their snippets: `fetch`
+    (partition, document) reads one's stored record, `paths[partition]`
+    are its documents' paths by id."""
     scores, tiers = ranking.scores, ranking.tiers
     terms = set(matcher.scoring_terms(node))
     prefixes = tuple(f for c in matcher.prefix_clauses(node) for f in c.forms)
     total = sum(map(len, scores))
     keys = (
-        frozenset(key_of(matcher.Hit(i, d, 0.0)) for i, sc in enumerate(scores) for d in sc)
+        frozenset(paths[i][d] for i, sc in enumerate(scores) for d in sc)
         if want_keys
         else frozenset()
     )
@@ -87,7 +90,7 @@ def _finish(
             # Partition and doc id order: each record block is read once.
             for i, sc in enumerate(scores):
                 for d in sorted(sc):
-                    titles[i, d] = fetch(matcher.Hit(i, d, 0.0)).title.casefold()
+                    titles[i, d] = fetch(i, d).title.casefold()
         else:
             notes = (
                 *notes,
@@ -98,34 +101,43 @@ def _finish(
         limit,
         (
             (
-                -tiers[i].get(d, 0),
-                -round(scores[i][d], 4),
+                -tier.get(d, 0),
+                -round(sc[d], 4),
                 titles.get((i, d), ""),
-                key_of(matcher.Hit(i, d, scores[i][d])),
+                keys_of[d],
                 i,
                 d,
             )
-            for i, docs in enumerate(matcher.leaders(scores, tiers, limit, margin=1e-4))
+            for i, (docs, sc, tier, keys_of) in enumerate(
+                zip(
+                    matcher.leaders(scores, tiers, limit, margin=1e-4),
+                    scores,
+                    tiers,
+                    paths,
+                    strict=True,
+                )
+            )
             for d in docs
         ),
     )
+    docs = [fetch(i, d) for *_, i, d in best]
     results = []
-    for neg_tier, neg, _title, _key, i, d in best:
-        doc = fetch(matcher.Hit(i, d, -neg))
-        text, spans = snippet_spans(doc.body, doc.description, terms, prefixes)
+    for (neg_tier, neg, *_), doc, (text, spans) in zip(
+        best, docs, snippets([(d.body, d.description) for d in docs], terms, prefixes), strict=True
+    ):
         results.append(
             Result(
-                id=doc.concept_id,
-                scope=doc.scope,
-                path=doc.key,
-                title=doc.title,
-                type=doc.type,
-                tags=list(doc.tags),
-                score=-neg,
-                snippet=mark(text, spans),
-                match=_MATCH.get(-neg_tier, ""),
-                snippet_text=text,
-                snippet_matches=spans,
+                doc.concept_id,
+                doc.scope,
+                doc.key,
+                doc.title,
+                doc.type,
+                list(doc.tags),
+                -neg,
+                mark(text, spans),
+                _MATCH.get(-neg_tier, ""),
+                text,
+                spans,
             )
         )
     return results, keys, total, notes
@@ -190,8 +202,8 @@ def search_snapshot(snap: Snapshot, node: Node, limit: int, want_keys: bool = Fa
         ranking,
         node,
         limit,
-        fetch=lambda h: parts[h.part].seg.stored(h.doc),
-        key_of=lambda h: parts[h.part].seg.keys()[h.doc],
+        fetch=lambda i, d: parts[i].seg.stored(d),
+        paths=[p.seg.keys() for p in parts],
         want_keys=want_keys,
     )
     return Outcome(results, total, snap.generation, keys, notes)
@@ -208,8 +220,8 @@ def search_direct(
     part = MemoryPartition(docs, plan)
     ranking = matcher.search(node, [part])
 
-    def fetch(h: matcher.Hit) -> StoredDoc:
-        d = part.docs[h.doc]
+    def fetch(_part: int, doc: int) -> StoredDoc:
+        d = part.docs[doc]
         return StoredDoc(
             d.key, d.concept_id, d.scope, d.title, d.type, d.description, d.tags, d.body, d.size
         )
@@ -219,7 +231,7 @@ def search_direct(
         node,
         limit,
         fetch=fetch,
-        key_of=lambda h: part.docs[h.doc].key,
+        paths=[[d.key for d in part.docs]],
         want_keys=want_keys,
     )
     note = unread_note(unread)

@@ -377,6 +377,20 @@ def field_filter(field: str, value: str) -> Node:
     return _field(_Tok("field", value, 1, field=field))
 
 
+# Parsed queries by their text: a long-lived reader (ctindex/api.py, the
+# MCP server) is asked the same queries again, and a parse (tokenizing and
+# stemming its words) is a pure function of the text whose nodes are never
+# changed (tuples all through). Bounded; a malformed query is never kept.
+PARSED_MAX = 256
+_parsed: dict[str, Node] = {}
+
+
 def parse_query(q: str) -> Node:
     """Parse a query string; QueryError (exit 2) names the column at fault."""
-    return _Parser(_lex(q)).query(closing=False)
+    got = _parsed.get(q)
+    if got is None:
+        got = _Parser(_lex(q)).query(closing=False)
+        if len(_parsed) >= PARSED_MAX:
+            _parsed.clear()
+        _parsed[q] = got
+    return got

@@ -59,6 +59,31 @@ def mark(text: str, spans: Sequence[Span], open_: str = OPEN, close: str = CLOSE
     return "".join(out)
 
 
+def snippets(
+    texts: Sequence[tuple[str, str]], terms: Collection[str], prefixes: tuple[str, ...] = ()
+) -> list[tuple[str, tuple[Span, ...]]]:
+    """`snippet_spans` of each (body, description), the shown results of a
+    query: what each would look up again (the provider, the C module, the
+    stem memo) is looked up once, and a short ASCII body with a matched
+    word, the usual page, goes straight to the C window."""
+    native = native_snippet.module()
+    ascii_terms = load(INDEX_PROVIDER).ascii_terms() if native is not None else None
+    out: list[tuple[str, tuple[Span, ...]]] = []
+    for body, description in texts:
+        if ascii_terms is not None and len(body) <= HEAD_CHARS and body.isascii():
+            assert native is not None
+            got = _native_window(native, ascii_terms, body, terms, prefixes)
+            if got is not None:  # as snippet_spans' one piece of such a body
+                core, spans_in, more_before, more_after = got
+                lead, trail = ("…" if more_before else ""), ("…" if more_after else "")
+                if lead:
+                    spans_in = [(s + 1, e + 1) for s, e in spans_in]
+                out.append(_clip(lead + core + trail, spans_in))
+                continue
+        out.append(snippet_spans(body, description, terms, prefixes))
+    return out
+
+
 def snippet_spans(
     body: str, description: str, terms: Collection[str], prefixes: tuple[str, ...] = ()
 ) -> tuple[str, tuple[Span, ...]]:

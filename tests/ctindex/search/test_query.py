@@ -70,3 +70,22 @@ def test_errors_are_one_line_usage_errors(query: str, message: str) -> None:
     assert message in str(info.value)
     assert "\n" not in str(info.value)
     assert info.value.exit_code == 2
+
+
+def test_parsed_queries_are_kept_within_a_bound_and_errors_never(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ctindex.search import query as query_module
+
+    monkeypatch.setattr(query_module, "_parsed", {})
+    monkeypatch.setattr(query_module, "PARSED_MAX", 3)
+    first = parse_query('"gross margin" OR revenue*')
+    assert parse_query('"gross margin" OR revenue*') is first  # kept
+    for _ in range(2):
+        with pytest.raises(QueryError):
+            parse_query('"unclosed')
+    assert '"unclosed' not in query_module._parsed
+    for q in ("a", "b", "c", "d"):
+        parse_query(q)
+    assert len(query_module._parsed) <= 3
+    assert parse_query('"gross margin" OR revenue*') == first  # parsed again, the same

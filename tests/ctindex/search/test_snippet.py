@@ -243,3 +243,22 @@ def test_where_a_stem_stands_in_a_kept_long_text_is_remembered_within_a_bound(
     assert folded is not None
     for (stem, start), at in folds._kept[id(page)][2].items():
         assert at == folded.find(stem, start)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    pages=st.lists(
+        st.tuples(
+            st.one_of(texts, texts.map(lambda t: t + " Café naïve"), texts.map(lambda t: t * 40)),
+            texts,
+        ),
+        max_size=6,
+    )
+)
+def test_a_querys_snippets_are_each_pages_own(pages: list[tuple[str, str]]) -> None:
+    """`snippets` (the shown results' snippets at once, a short ASCII body
+    straight to the C window) is `snippet_spans` of each page: short and
+    long, ASCII or not, the body's window or the description's."""
+    assert snippet.snippets(pages, TERMS, PREFIXES) == [
+        snippet_spans(body, description, TERMS, PREFIXES) for body, description in pages
+    ]
