@@ -164,9 +164,11 @@ class Keeper:
                 return None
             if self._pid == os.getpid() and self._path == path:
                 return sock
-        if self._pid == os.getpid():
-            sock.close()  # another daemon's socket now: not ours to reuse
-        return None  # a parent's: leave its descriptor to it
+        # Another socket path now (not ours to reuse), or a parent's,
+        # inherited over a fork: closing this process's copy of the
+        # descriptor leaves the parent's connection open.
+        sock.close()
+        return None
 
     def give(self, path: str, sock: _socket.socket) -> None:
         """Keep `sock`, connected to `path`, for the next request."""
@@ -179,8 +181,7 @@ class Keeper:
     def close(self) -> None:
         with self._lock:
             sock, self._sock = self._sock, None
-            mine = self._pid == os.getpid()
-        if sock is not None and mine:
+        if sock is not None:
             sock.close()
 
 

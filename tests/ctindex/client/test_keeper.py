@@ -122,7 +122,9 @@ def test_a_keeper_hands_its_connection_to_one_request_and_never_to_a_child() -> 
         os._exit(0 if keeper.take("/run/x.sock") is None else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert c.fileno() != -1  # the child left the parent's descriptor alone
+    assert c.fileno() != -1  # the child closed only its own copy
+    d.sendall(b"x")
+    assert c.recv(1) == b"x"  # the parent's connection is still open
     assert keeper.take("/run/x.sock") is c
     assert keeper.take("/run/x.sock") is None  # handed over: one request at a time
     keeper.give("/run/x.sock", c)
