@@ -64,18 +64,19 @@ def _finish(
     node: Node,
     limit: int,
     fetch: Callable[[int, int], StoredDoc],
-    paths: Sequence[Sequence[str]],
+    paths: Callable[[int], Sequence[str]],
     want_keys: bool,
 ) -> tuple[list[Result], frozenset[str], int, tuple[str, ...]]:
     """The first `limit` matches of `ranking`, with their snippets: `fetch`
-    (partition, document) reads one's stored record, `paths[partition]`
-    are its documents' paths by id."""
+    (partition, document) reads one's stored record, `paths(partition)`
+    are its documents' paths by id (asked only of a partition with a
+    candidate: a segment reads its paths whole the first time)."""
     scores, tiers = ranking.scores, ranking.tiers
     terms = set(matcher.scoring_terms(node))
     prefixes = tuple(f for c in matcher.prefix_clauses(node) for f in c.forms)
     total = sum(map(len, scores))
     keys = (
-        frozenset(paths[i][d] for i, sc in enumerate(scores) for d in sc)
+        frozenset(p for i, sc in enumerate(scores) if sc for p in map(paths(i).__getitem__, sc))
         if want_keys
         else frozenset()
     )
@@ -108,15 +109,11 @@ def _finish(
                 i,
                 d,
             )
-            for i, (docs, sc, tier, keys_of) in enumerate(
-                zip(
-                    matcher.leaders(scores, tiers, limit, margin=1e-4),
-                    scores,
-                    tiers,
-                    paths,
-                    strict=True,
-                )
+            for i, (docs, sc, tier) in enumerate(
+                zip(matcher.leaders(scores, tiers, limit, margin=1e-4), scores, tiers, strict=True)
             )
+            if docs
+            for keys_of in (paths(i),)
             for d in docs
         ),
     )
@@ -203,7 +200,7 @@ def search_snapshot(snap: Snapshot, node: Node, limit: int, want_keys: bool = Fa
         node,
         limit,
         fetch=lambda i, d: parts[i].seg.stored(d),
-        paths=[p.seg.keys() for p in parts],
+        paths=lambda i: parts[i].seg.keys(),
         want_keys=want_keys,
     )
     return Outcome(results, total, snap.generation, keys, notes)
@@ -231,7 +228,7 @@ def search_direct(
         node,
         limit,
         fetch=fetch,
-        paths=[[d.key for d in part.docs]],
+        paths=lambda _part: [d.key for d in part.docs],
         want_keys=want_keys,
     )
     note = unread_note(unread)
