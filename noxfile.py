@@ -25,7 +25,6 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     session.install("-e", ".", "mypy>=1.10", "types-PyYAML", "types-psutil")
-    # the installed layout, staged for mypy (.ci/typecheck says why)
     session.run("bash", ".ci/typecheck", "mypy", *session.posargs, external=True)
 
 

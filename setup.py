@@ -3,7 +3,7 @@
 Everything else about the package lives in pyproject.toml. The extension is
 `optional=True`: without a C compiler (or on a platform it does not support)
 setuptools skips it and the pure-Python paths run, which are complete on
-their own (reconciler/native.py decides at import time).
+their own (ctindex/reconciler/native.py decides at import time).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ ext_modules = (
     [
         Extension(
             "ctindex.reconciler._native",
-            ["reconciler/_native.c"],
+            ["ctindex/reconciler/_native.c"],
             optional=True,
             extra_compile_args=["-O2", "-std=c99", "-Wall"],
         ),

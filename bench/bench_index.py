@@ -201,10 +201,9 @@ def _timed_cpu(fn: Callable[[], object]) -> tuple[float, float]:
 
 def _rebuild_with(project: Project, plan: Plan, *, pure: bool) -> None:
     """`rebuild` in process, with the native core or forced pure (CTINDEX_PURE)."""
-    from ctindex.reconciler import native
-
     from ctindex.base import native_modules
     from ctindex.indexing.transaction import rebuild
+    from ctindex.reconciler import native
 
     old = os.environ.get("CTINDEX_PURE")
     os.environ["CTINDEX_PURE"] = "1" if pure else "0"

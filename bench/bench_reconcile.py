@@ -18,10 +18,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ctindex.reconciler import Manifest, ReconcileResult, reconcile
-
 from bench import corpus_marker
-from tests.reconciler.fakes import SimpleFilter, as_packed
+from ctindex.reconciler import Manifest, ReconcileResult, reconcile
+from tests.ctindex.reconciler.fakes import SimpleFilter, as_packed
 
 FILES = 200_000
 DIRS = 2_000  # 100 files per folder, folders two levels deep
@@ -105,7 +104,7 @@ def run() -> str:
     # Compare against a packed table, as a real `update` process loads it.
     manifest = as_packed(settled)
     manifest.raw()  # the pure pass compares against the dict: built before the clock runs
-    # The native scan (reconciler/native.py) compares against the packed table in place.
+    # The native scan (ctindex/reconciler/native.py) compares against the packed table in place.
     packed = as_packed(settled)
     native_used = packed.native_table() is not None
     del first, settled

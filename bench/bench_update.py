@@ -1,6 +1,6 @@
 """Benchmark: a nothing-changed `ctindex update` of 200k files, as whole
 processes, with and without the native scan, versus `find -printf`
-(PRODUCT.md §9; docs/decisions/native.md).
+(docs/targets.md; docs/decisions/native.md).
 
 The three commands run interleaved, round after round, so load from other
 processes on the shared cores hits them alike; the table reports medians and
@@ -21,9 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ctindex.reconciler import DEFAULT_GRANULARITY_NS
-
 from bench import corpus_marker
+from ctindex.reconciler import DEFAULT_GRANULARITY_NS
 
 FILES = 200_000
 DIRS = 2_000

@@ -3,7 +3,7 @@
 One ``Index`` is one project opened for the life of a process (an agent
 host, the MCP server, a notebook). It answers with the same internals as
 the CLI, so its answers equal ``ctindex --json``'s (tests/ctindex/test_api.py), and
-it proves freshness on every query exactly as the CLI does (spec §7): the
+it proves freshness on every query exactly as the CLI does: the
 daemon's barrier when watching is on, else (or when the barrier fails) a
 synchronous reconciliation, then the published generation is read. What a
 long-lived object saves is what a new process pays again each time:
@@ -309,13 +309,13 @@ class Index:
         return read(self._generation())
 
     def why(self, path: StrPath, cwd: StrPath | None = None) -> Decision:
-        """The decision for one path (spec §5): a relative `path` is taken
+        """The decision for one path: a relative `path` is taken
         from `cwd`, by default the project root."""
         with self._lock:
             return self.plan().decide(path, cwd=cwd)
 
     def status(self, verbose: bool = False) -> Status:
-        """The metrics of spec §10, as `ctindex status` reports them. Never
+        """The index's and the watcher's metrics, as `ctindex status` reports them. Never
         starts a daemon."""
         from ctindex.service.status import collect, status_of
 

@@ -7,14 +7,14 @@ defined here, importing nothing, so both the query fast path and API users
 can name them without loading the modules that raise them.
 
     CtindexError                 exit 2 unless a subclass says otherwise
-    ├── PolicyError              malformed .ct/index.jsonc, unknown provider (spec §11)
+    ├── PolicyError              malformed .ct/index.jsonc, unknown provider
     │   └── UneditableConfig     `scopes add/remove` cannot edit this config (policy/config_edit.py)
     ├── UsageError               an unusable argument (-C not a folder, no project)
     │   ├── QueryError           a malformed query
     │   │   └── UnknownField     a field name the query language does not have
     │   ├── AmbiguousConcept     an ID that names concepts in several scopes
     │   └── UnsafeStorePath      a store folder is a symbolic link or another user's
-    ├── IndexWriteError          writing the index failed (spec §11)
+    ├── IndexWriteError          writing the index failed
     │   ├── IndexBusy            another writer held the update lock too long
     │   ├── IndexReadOnly        the index folder cannot be written (store/lock.py)
     │   └── WriteFailed          one atomic write failed, and at which step (base/durable.py)
@@ -57,7 +57,7 @@ class CtindexError(Exception):
 
 class PolicyError(CtindexError):
     """The indexing policy cannot be honoured: malformed `.ct/index.jsonc`,
-    an unknown provider, a bad pattern (spec §11: exit 2)."""
+    an unknown provider, a bad pattern (exit 2)."""
 
 
 class UsageError(CtindexError):
@@ -87,7 +87,7 @@ class UnsafeStorePath(UsageError):
 
 
 class IndexWriteError(CtindexError):
-    """Writing the index failed (spec §11: exit 2)."""
+    """Writing the index failed (exit 2)."""
 
 
 class IndexBusy(IndexWriteError):

@@ -9,7 +9,7 @@ stderr text and the exit code the daemon computed with the in-process code
 the same by construction). Whatever goes wrong here (no socket, another
 build, a declined or slow query, a daemon dying mid-answer, a reply that
 does not parse) returns None and the caller runs the in-process path, with
-its own barrier and its own freshness rules (spec §7): this path can make a
+its own barrier and its own freshness rules (ctindex/query/freshness.py): this path can make a
 search faster, never different.
 
 Standard library only, and only what a search costs anyway: no argparse,

@@ -4,7 +4,7 @@ extra `ctindex[mcp]`).
 
 The server holds one long-lived ``ctindex.Index`` for the project, so an
 agent's queries reuse the open generation, and every answer still goes
-through the freshness step of the CLI (spec §7): a file changed underneath
+through the freshness step of the CLI (ctindex/query/freshness.py): a file changed underneath
 the server is in the next answer. Each tool's result is the JSON document
 of the matching CLI command (`search --json`, `show --json`, `why --json`,
 `status --json`) or of `Index.concepts` (`list_concepts`), carries its

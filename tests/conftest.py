@@ -48,21 +48,13 @@ os.environ.pop("CTINDEX_WATCH", None)
 
 REPO = Path(__file__).resolve().parent.parent
 
-# The installed layout (pyproject.toml): the repository's three top-level
-# folders become one package, ctindex, with ctindex.reconciler and
-# ctindex.backends inside it.
-INSTALLED_LAYOUT = (
-    ("ctindex", "ctindex"),
-    ("reconciler", "ctindex/reconciler"),
-    ("backends", "ctindex/backends"),
-)
 
-
-def copy_installed_tree(target: Path) -> Path:
-    """A copy of the package as a wheel installs it, under `target` (put
-    `target` on PYTHONPATH to run that copy)."""
-    for source, dest in INSTALLED_LAYOUT:
-        shutil.copytree(REPO / source, target / dest, ignore=shutil.ignore_patterns("__pycache__"))
+def copy_package(target: Path) -> Path:
+    """A copy of the package (``ctindex/`` as it installs) under `target`:
+    put `target` on PYTHONPATH to run that copy as another build."""
+    shutil.copytree(
+        REPO / "ctindex", target / "ctindex", ignore=shutil.ignore_patterns("__pycache__")
+    )
     return target
 
 
@@ -279,7 +271,7 @@ def _peercred_absent() -> str | None:
 
 
 # What each `needs` name asks of: the same switches production code reads
-# (reconciler/platform_features.py, ctindex/ipc/peer.py), so a skip here
+# (ctindex/reconciler/platform_features.py, ctindex/ipc/peer.py), so a skip here
 # means exactly "this process would take the fallback".
 NEEDS: dict[str, Callable[[], str | None]] = {
     "dir_fd": _dir_fd_absent,
@@ -309,3 +301,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             reason = absent[name]
             if reason is not None:
                 item.add_marker(pytest.mark.skip(reason=f"needs {name}: {reason}"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Captured output that holds a lone surrogate (a test of undecodable
+    names logs one) is kept visible as an escape: pytest-xdist sends reports
+    between processes as UTF-8 and would otherwise stop the worker."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    report.sections = [
+        (title, text.encode("utf-8", "backslashreplace").decode("utf-8"))
+        for title, text in report.sections
+    ]

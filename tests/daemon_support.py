@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ctindex.backends import open_watcher
-from ctindex.reconciler.fingerprint import fingerprint_of
 
+from ctindex.backends import open_watcher
 from ctindex.client.control import watcher_status
 from ctindex.daemon.layers import ConfigStamp, PlanView
 from ctindex.indexing.transaction import UpdateReport
@@ -24,6 +23,7 @@ from ctindex.ipc.peer import no_peer_check
 from ctindex.ipc.runtime_dir import RuntimePaths
 from ctindex.ipc.spawn_failure import clear_spawn_failure
 from ctindex.policy.project import Project
+from ctindex.reconciler.fingerprint import fingerprint_of
 
 
 @dataclass

@@ -1,10 +1,13 @@
 """The layout's rules, read from the code with `ast` (docs/architecture.md,
 "Rooms and rules").
 
-* reconciler/ and backends/ know nothing of ctindex: they import only the
-  standard library, third-party packages and their own room;
-* nothing imports the bare names `reconciler` or `backends` (they install
-  as ctindex.reconciler and ctindex.backends: docs/decisions/packaging.md);
+* ctindex/reconciler/ and ctindex/backends/ know nothing of the rest of ctindex: they
+  import only the standard library, third-party packages and their own room;
+* nothing imports the bare names `reconciler` or `backends` (they are
+  ctindex.reconciler and ctindex.backends: docs/decisions/packaging.md);
+* every folder's path is its import path: each package folder has its
+  `__init__.py` (pyproject.toml finds packages that way) and pyproject.toml
+  maps no folder elsewhere;
 * the read side (search, the store's reader, the query client) never imports
   the write side (the indexer, the store's writer);
 * imports form no cycle, lazy ones (inside functions) included: a loop is a
@@ -14,7 +17,7 @@
   docs/architecture.md draws), lazy imports included; two rooms of one layer
   that must not know each other are in APART;
 * every test file in a room names the module it tests
-  (tests/<room>/<package path>/test_<module>[_<aspect>].py), and every module
+  (tests/<package path>/test_<module>[_<aspect>].py), and every module
   has such a test file or a reason in UNTESTED_BY_NAME.
 """
 
@@ -28,8 +31,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# repository folder -> installed package name
-ROOMS = {"ctindex": "ctindex", "reconciler": "ctindex.reconciler", "backends": "ctindex.backends"}
+PACKAGE = REPO / "ctindex"  # the folder is the package: its path is the import path
 INNER_ROOMS = ("ctindex.reconciler", "ctindex.backends")
 WRITE_SIDE = (
     "ctindex.indexing.transaction",
@@ -94,11 +96,9 @@ LAZY_NAMES: dict[str, str] = dict(importlib.import_module("ctindex")._WHERE)
 def modules() -> dict[str, Path]:
     """Installed module name -> source file, for every module of the package."""
     found: dict[str, Path] = {}
-    for folder, package in ROOMS.items():
-        for path in sorted((REPO / folder).rglob("*.py")):
-            rel = path.relative_to(REPO / folder).with_suffix("")
-            parts = [p for p in rel.parts if p != "__init__"]
-            found[".".join([package, *parts])] = path
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(REPO).with_suffix("")
+        found[".".join(p for p in rel.parts if p != "__init__")] = path
     return found
 
 
@@ -281,21 +281,21 @@ def test_cycle_finder_finds_a_cycle() -> None:
 
 
 def test_room_tests_name_their_module() -> None:
-    """tests/<room>/<package path>/test_<module>[_<aspect>].py: the tests of
-    reconciler/walk.py are in tests/reconciler/test_walk*.py, those of
-    ctindex/store/segment_read.py in tests/ctindex/store/test_segment_read*.py. Tests of
-    whole-tool behaviour across rooms live in tests/e2e/."""
+    """tests/<package path>/test_<module>[_<aspect>].py: the tests of
+    ctindex/reconciler/walk.py are in tests/ctindex/reconciler/test_walk*.py,
+    those of ctindex/store/segment_read.py in
+    tests/ctindex/store/test_segment_read*.py. Tests of whole-tool behaviour
+    across rooms live in tests/e2e/."""
     bad = []
-    for folder in ROOMS:
-        for test in sorted((REPO / "tests" / folder).rglob("test_*.py")):
-            package = REPO / folder / test.parent.relative_to(REPO / "tests" / folder)
-            words = test.stem.removeprefix("test_").split("_")
-            names = ["_".join(words[:n]) for n in range(len(words), 0, -1)]
-            if not any(
-                (package / f"{n}.py").is_file() or (package / n / "__init__.py").is_file()
-                for n in names
-            ):
-                bad.append(f"{test.relative_to(REPO)}: no module {package.relative_to(REPO)}/…")
+    for test in sorted((REPO / "tests" / "ctindex").rglob("test_*.py")):
+        package = REPO / test.parent.relative_to(REPO / "tests")
+        words = test.stem.removeprefix("test_").split("_")
+        names = ["_".join(words[:n]) for n in range(len(words), 0, -1)]
+        if not any(
+            (package / f"{n}.py").is_file() or (package / n / "__init__.py").is_file()
+            for n in names
+        ):
+            bad.append(f"{test.relative_to(REPO)}: no module {package.relative_to(REPO)}/…")
     assert not bad, "\n".join(bad)
 
 
@@ -375,27 +375,27 @@ UNTESTED_BY_NAME: dict[str, str] = {
     "ctindex/store/native_invert.py": "tests/ctindex/store/test_segment_build_native.py",
     "ctindex/store/snapshot.py": "the reader under every search: tests/ctindex/search/ and"
     " tests/e2e/test_robust_storage.py",
-    "reconciler/platform_features.py": "the simulated-platform stages of .ci/run"
-    " (CTINDEX_SIMULATE) and tests/reconciler/test_path_folders.py",
-    "backends/base.py": "the Batch/Watcher interface: tests/backends/test_inotify.py, test_poll.py",
-    "backends/choose.py": "tests/backends/test_poll.py and test_volumes.py",
-    "backends/inotify_c.py": "the raw binding: tests/backends/test_inotify.py",
-    "backends/platform_features.py": "tests/backends/test_mounts_no_table.py and the simulated"
-    " stages of .ci/run",
+    "ctindex/reconciler/platform_features.py": "the simulated-platform stages of .ci/run"
+    " (CTINDEX_SIMULATE) and tests/ctindex/reconciler/test_path_folders.py",
+    "ctindex/backends/base.py": "the Batch/Watcher interface:"
+    " tests/ctindex/backends/test_inotify.py, test_poll.py",
+    "ctindex/backends/choose.py": "tests/ctindex/backends/test_poll.py and test_volumes.py",
+    "ctindex/backends/inotify_c.py": "the raw binding: tests/ctindex/backends/test_inotify.py",
+    "ctindex/backends/platform_features.py": "tests/ctindex/backends/test_mounts_no_table.py"
+    " and the simulated stages of .ci/run",
 }
 
 
 def test_every_module_has_tests_found_by_its_name() -> None:
     untested = []
-    for folder in ROOMS:
-        for path in sorted((REPO / folder).rglob("*.py")):
-            if path.name == "__init__.py":
-                continue
-            tests = REPO / "tests" / folder / path.parent.relative_to(REPO / folder)
-            named = [*tests.glob(f"test_{path.stem}.py"), *tests.glob(f"test_{path.stem}_*.py")]
-            key = path.relative_to(REPO).as_posix()
-            if not named and key not in UNTESTED_BY_NAME:
-                untested.append(key)
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        tests = REPO / "tests" / path.parent.relative_to(REPO)
+        named = [*tests.glob(f"test_{path.stem}.py"), *tests.glob(f"test_{path.stem}_*.py")]
+        key = path.relative_to(REPO).as_posix()
+        if not named and key not in UNTESTED_BY_NAME:
+            untested.append(key)
     assert not untested, f"no tests/…/test_<module>*.py and no UNTESTED_BY_NAME entry: {untested}"
 
 
@@ -403,14 +403,18 @@ def test_every_exception_names_a_module_that_exists() -> None:
     assert [k for k in UNTESTED_BY_NAME if not (REPO / k).is_file()] == []
 
 
-def test_pyproject_lists_every_package() -> None:
-    """pyproject.toml names its packages one by one: a folder missing from the
-    list installs in a checkout's path-based editable mode and nowhere else."""
+def test_every_folder_is_its_package() -> None:
+    """The checkout is the installed package: pyproject.toml finds packages by
+    their `__init__.py` and maps no folder elsewhere, so a folder of modules
+    without one would install nowhere, and a mapping would part the import
+    path from the folder again (docs/decisions/packaging.md)."""
     tomllib = pytest.importorskip("tomllib")
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    listed = set(config["tool"]["setuptools"]["packages"])
-    found = {m for m, path in modules().items() if path.name == "__init__.py"}
-    assert found == listed
+    setuptools = config["tool"]["setuptools"]
+    assert setuptools["package-dir"] == {"": "."}  # the root is the root, nothing mapped
+    assert setuptools["packages"]["find"]["include"] == ["ctindex*"]
+    folders = {p.parent for p in PACKAGE.rglob("*.py")}
+    assert sorted(f for f in folders if not (f / "__init__.py").is_file()) == []
 
 
 def test_imports_sees_lazy_package_names_and_every_block(tmp_path: Path) -> None:

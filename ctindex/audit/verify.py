@@ -6,8 +6,8 @@ file table) and let every later read verify the checksum of what it reads,
 so damage in a part no query touched stays invisible until one does. The
 audit reads every byte of every file the manifest names (docs/format.md)
 and checks every checksum, then runs a full reconciliation against the
-generation's file table (spec §7) and reports what it would change, by path.
-It holds the update lock while it looks (spec §9), so a writer can neither
+generation's file table and reports what it would change, by path.
+It holds the update lock while it looks, so a writer can neither
 publish nor collect the files under it mid-audit; it writes nothing.
 """
 

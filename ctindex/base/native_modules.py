@@ -7,7 +7,7 @@ ctindex/search/_rank.c (a query's scoring loops) and
 ctindex/search/_snippet.c (a shown result's snippet window). Each pure function
 is the specification its C twin matches byte for byte
 (docs/decisions/native.md). Same rule as the reconciler's scan
-(reconciler/native.py): ``CTINDEX_PURE=1`` forces the pure path, and a module
+(ctindex/reconciler/native.py): ``CTINDEX_PURE=1`` forces the pure path, and a module
 that was not built or does not import is silently absent, since an install
 without a compiler is a supported install.
 """

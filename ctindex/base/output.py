@@ -1,6 +1,6 @@
 """Shared output helpers: one JSON document per command, human units in text.
 
-JSON keeps raw counts, bytes and milliseconds (spec §10); names that are not
+JSON keeps raw counts, bytes and milliseconds; names that are not
 valid UTF-8 appear as ``\\udcXX`` escapes (``ensure_ascii``), which decode back
 to the same surrogate-escaped key. Text output uses human units.
 """

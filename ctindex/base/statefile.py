@@ -8,7 +8,7 @@ symlink to `/dev/zero` (a read never ends) or a huge file. Every such read
 goes through ``read_bounded`` (docs/reliability.md, "Bounded input"):
 
 - the open never blocks (``O_NONBLOCK``) and never follows a symlink in the
-  last component (``O_NOFOLLOW``, spec §11), and is not inherited
+  last component (``O_NOFOLLOW``), and is not inherited
   (``O_CLOEXEC``);
 - ``fstat`` on the opened descriptor must say "regular file" (checking the
   descriptor, not the name, leaves no window for a swap);

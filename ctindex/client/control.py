@@ -73,7 +73,7 @@ STATUS_FIELDS = (
 
 
 def watcher_status(project: Project, plan: Plan | None = None, timeout: float = 0.5) -> Message:
-    """Watcher facts of spec §10 for `status` and `watch status` (stable keys).
+    """Watcher facts for `status` and `watch status` (stable keys).
 
     Live from the daemon when it answers; else the last record on disk with
     lane `unavailable` (or the recorded lane with `responsive: false` while a

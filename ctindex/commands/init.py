@@ -1,5 +1,5 @@
 """`ctindex init [--dry-run|--write]`: print or materialise the derived
-`.ct/index.jsonc` (spec §4). Never indexes. The per-machine daemon memory
+`.ct/index.jsonc`. Never indexes. The per-machine daemon memory
 ceiling is never written: it must be recomputed on each machine."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def config_values(plan: Plan) -> dict[str, Any]:
-    """The effective plan as a project store, keys in the spec's order."""
+    """The effective plan as a project store, keys in the order of `TOP_KEYS`."""
     settings = plan.settings
     values: dict[str, Any] = {"version": CONFIG_VERSION}
     for key, value in settings.effective().items():

@@ -1,4 +1,4 @@
-"""`ctindex scopes [--effective]`: the plan that decides what is indexed (spec §5)."""
+"""`ctindex scopes [--effective]`: the plan that decides what is indexed."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ its comments and layout (ctindex/policy/config_edit.py, docs/cli.md).
 
 Without a store, `add` writes the one `init --write` would, with the new
 scope. With a derived plan (no `scopes` in the store), `add` writes the
-detected roots explicitly first: explicit scopes replace detection (spec
-§4), and adding one must not silently drop the rest. Every refusal is one
+detected roots explicitly first: explicit scopes replace detection,
+and adding one must not silently drop the rest. Every refusal is one
 line and exit 2; the file is then left as it was.
 """
 

@@ -162,7 +162,7 @@ def _text(
         f", reconciled in {fresh.reconcile_ms:.1f} ms" if fresh.reconcile_ms is not None else ""
     )
     if fresh.mode == "watcher-clean" and fresh.barrier_ms is not None:
-        # What the freshness cost: the daemon's proof (spec §7), as JSON's barrier_ms.
+        # What the freshness cost: the daemon's proof, as JSON's barrier_ms.
         timing = f", barrier {fresh.barrier_ms:.1f} ms{timing}"
     ctx.echo(f"{shown} of {outcome.total} matches · {where} · {how}{timing}")
     if fresh.rebuilt:

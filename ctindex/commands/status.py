@@ -1,4 +1,4 @@
-"""`ctindex status`: the metrics of spec §10 — the index's and the watcher's
+"""`ctindex status`: the metrics of the index and of the watcher
 (collected by ctindex/service/status.py), text or JSON."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`ctindex watch status|start|stop`: control of the watcher daemon (spec §8).
+"""`ctindex watch status|start|stop`: control of the watcher daemon.
 
 Exit codes of `watch status` follow systemctl's (LSB init scripts): 0 a
 daemon is running and answers, 1 a process holds the daemon's lock but does

@@ -1,4 +1,4 @@
-"""`ctindex why PATH...`: the decision trace of each path (spec §5), computed
+"""`ctindex why PATH...`: the decision trace of each path, computed
 by ctindex/service/why.py."""
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""The per-project watcher daemon (spec §6 to §10): `python -m ctindex.daemon --project DIR`."""
+"""The per-project watcher daemon (docs/daemon.md): `python -m ctindex.daemon --project DIR`."""

@@ -1,4 +1,4 @@
-"""The barrier (spec §7): one class owns it, from cookie to answer.
+"""The barrier (docs/daemon.md, "Barrier protocol"): one class owns it, from cookie to answer.
 
 A cookie is created in the watched cookie folder; when its name comes back
 through the same watcher, every event queued before it has been read

@@ -1,4 +1,4 @@
-"""Windows console control events take the daemon's graceful path (spec §8).
+"""Windows console control events take the daemon's graceful path.
 
 Windows delivers no SIGTERM or SIGHUP: a closed console window, a logoff or a
 shutdown arrives as a console control event, on a thread the system creates,

@@ -1,6 +1,6 @@
 """The daemon's dirty set: watcher hints coalesced until they are applied.
 
-A dirty key is only a hint (spec §2): the narrowed reconcile decides what
+A dirty key is only a hint: the narrowed reconcile decides what
 really changed from the final filesystem state, so editor save sequences
 (write temp, rename over) need no special casing here. Caps follow
 Syncthing's aggregation: too many paths in one folder collapse to the

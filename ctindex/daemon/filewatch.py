@@ -6,7 +6,7 @@ last pass (so links.py never saw st_nlink > 1) can then be rewritten through
 that name without a single folder event. inotify watches are per inode, so
 a watch on the file itself reports that write (IN_MODIFY, IN_CLOSE_WRITE)
 and the link(2) before it (IN_ATTRIB: link count). The backend holds the
-watches (backends/inotify.py); this module decides which keys it holds and
+watches (ctindex/backends/inotify.py); this module decides which keys it holds and
 covers what it cannot hold (docs/daemon.md, "Changes no event announces").
 
 * Every pass hands over what it recorded (`UpdateReport.seen`,
@@ -18,7 +18,7 @@ covers what it cannot hold (docs/daemon.md, "Changes no event announces").
   watch existing has no event. So a narrowed pass's keys are watched before
   it runs (prewatch), and each file first watched after a pass read it is
   lstat'ed once the watch is in place and compared with what the pass
-  recorded (spec §7's rule, ctindex/daemon/links.vouches); a mismatch
+  recorded (the reconciler's rule, ctindex/daemon/links.vouches); a mismatch
   makes the key dirty.
 * A file the backend cannot watch (over its budget) or whose record is
   racily clean while it has another name is kept here

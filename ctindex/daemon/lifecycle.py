@@ -5,7 +5,7 @@ socket, client sockets and a signal wake-up socket all go through one
 selector, so there is no locking between "events read" and "barrier answered"
 (the order of those two is the whole point of the barrier).
 
-Order of startup (spec §8): take the lock (the only authority), open the
+Order of startup (docs/daemon.md, "Daemon lifecycle"): take the lock (the only authority), open the
 watcher *before* the initial full reconciliation (so nothing that changes
 during it is missed), bind the socket, then drop the launcher's claim.
 """
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 from ctindex.policy.project import Project, is_index_key
 
 POLL_WAIT_S = 0.05  # poll-lane watcher has no fd: how often to look for cookies
-MEMORY_LIMIT = "memory-limit"  # stop reason above the memory ceiling (spec §10)
+MEMORY_LIMIT = "memory-limit"  # stop reason above the memory ceiling
 # Ops that only a client of this very build may use: a query (barrier) or a
 # liveness probe (ping, `watch start`) from another build makes the daemon
 # answer once and leave, so the two never serve or rebuild against each other
@@ -204,8 +204,8 @@ class Daemon:
             self._serve()
             if self.stop_reason == MEMORY_LIMIT:
                 # The next query would start a daemon that walks everything and
-                # crosses the ceiling again: back off like a failed spawn (spec
-                # §10 allows a later query to start a fresh one; not every one).
+                # crosses the ceiling again: back off like a failed spawn (a
+                # later query may start a fresh one; not every one may).
                 record_spawn_failure(self.paths, STOPPED_PREFIX + MEMORY_LIMIT)
         except BaseException as exc:  # exceptional exit: log detail, never content
             self.stop_reason = self.stop_reason or "error"
@@ -356,7 +356,7 @@ class Daemon:
         scope is reconciled. Waiting barriers are then satisfied by that full
         pass, which starts after their requests; their cookie events were
         in the closed watcher. `reread` reads the table even when the
-        kernel's change counter says it is unchanged (backends/mounts.py)."""
+        kernel's change counter says it is unchanged (ctindex/backends/mounts.py)."""
         if not self.watch.mounts_changed(reread):
             return
         with contextlib.suppress(Exception):
@@ -403,7 +403,7 @@ class Daemon:
 
     def plan_outdated(self) -> bool:
         """The config's fingerprint and bytes, and the folders root detection
-        listed, as on every heartbeat (spec §7: never another plan's answer)."""
+        listed, as on every heartbeat (never another plan's answer)."""
         return self.engine.config_stamp() != self.config_stamp or self.engine.detection_changed(
             self.plan
         )

@@ -7,7 +7,7 @@ place through that other name (vim does so for files with several links)
 without a single event for the name we index. So the daemon keeps the files
 its passes saw with st_nlink > 1, with the fingerprint the index recorded
 for them, and re-checks them at every barrier with the reconciler's rule
-(docs/architecture.md, spec §7): unchanged only if size, mtime_ns,
+(docs/reliability.md, "What vouches for unchanged"): unchanged only if size, mtime_ns,
 ctime_ns, inode and device all match and the entry was not racily clean.
 Every other outcome makes the key dirty, so the barrier's narrowed pass
 decides from the file itself.
@@ -35,7 +35,7 @@ LINKED_MAX = 20_000  # ~ the stat cost of a small full pass per barrier; memory 
 
 
 def vouches(st: os.stat_result, fp: Fingerprint, recorded_ns: int, gran: int) -> bool:
-    """The reconciler's rule (spec §7): `st` proves the file is what the
+    """The reconciler's rule: `st` proves the file is what the
     index recorded only if all five fingerprint fields match and the record
     was not racily clean (taken within the granularity of the file's stamps)."""
     return (

@@ -1,4 +1,4 @@
-"""daemon.log: lifecycle lines only (spec §8).
+"""daemon.log: lifecycle lines only.
 
 Start, stop reason and exceptional-exit detail; never query text, file
 content or per-event activity. Rotation at 32 KiB keeping two older files is

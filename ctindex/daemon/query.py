@@ -29,7 +29,7 @@ Bounds (docs/reliability.md "Query path"):
   `status` ceiling covers all of it.
 
 Declining is always safe: the client then runs the in-process path with its
-own barrier and freshness rules (spec §7).
+own barrier and freshness rules (ctindex/query/freshness.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ feeds the next one: files that changed while read and new hard links ask for
 a full pass, files that moved between the pass and their watch are queued
 again (docs/daemon.md, "Changes no event announces").
 
-The index lock is shared with every other writer (spec §8: a client's build,
+The index lock is shared with every other writer (a client's build,
 `rebuild`, a query's fallback). A held lock is a build in progress, not an
 error: the work is kept and tried again at the next trigger, and status says
 `build_in_progress` instead of an `IndexBusy` in `last_error`.

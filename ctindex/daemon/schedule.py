@@ -1,4 +1,4 @@
-"""When the daemon looks again without being asked (spec §7 triggers).
+"""When the daemon looks again without being asked.
 
 The heartbeat runs every HEARTBEAT_S; on each beat the loop re-checks the
 mount table, the config's fingerprint and the folders root detection listed

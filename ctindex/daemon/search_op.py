@@ -4,7 +4,7 @@ query itself, and when it declines so the client runs its own path.
 A search is a barrier first (ctindex/daemon/barrier.py), then a job for the
 query worker (ctindex/daemon/query.py). The daemon answers only what it can
 vouch for alone: a client of its own build, a plan still current, events it
-trusts and no full pass left to report (spec §7).
+trusts and no full pass left to report.
 """
 
 from __future__ import annotations

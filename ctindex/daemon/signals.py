@@ -7,7 +7,7 @@ sleeping until its timeout. The query worker thread wakes the loop through the
 same socket (poke).
 
 SIGINT and SIGTERM exist everywhere CPython runs; SIGHUP (the terminal went
-away) is POSIX only. Asked by feature (reconciler/platform_features.py,
+away) is POSIX only. Asked by feature (ctindex/reconciler/platform_features.py,
 so the ``no-sighup`` simulation applies), never by platform name. Windows
 console control events take the same path through console_events.py.
 """

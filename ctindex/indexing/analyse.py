@@ -8,7 +8,7 @@ shared with the children, not pickled.
 
 The bytes come either captured by the pass (`contents`: an update's reads,
 which decided its renames and changes) or still to read (`Reads`: a
-rebuild's pass deferred them, reconciler/capture.py), in which case each
+rebuild's pass deferred them, ctindex/reconciler/capture.py), in which case each
 worker reads the files of its own key range, so reading and hashing run in
 parallel too, and sends back what it read (fingerprint, digest), not the
 bytes.
@@ -209,7 +209,7 @@ def add_documents(
     """Parse and analyse `keys` (sorted) and add them to `writer`: in this
     process, or one segment per forked worker. `source`: their captured
     bytes, or the reads still to make (each key's outcome is then in
-    `Added.shipments`, for reconciler/capture.py complete())."""
+    `Added.shipments`, for ctindex/reconciler/capture.py complete())."""
     workers = _workers(len(keys))
     if workers > 1:
         out = Added(Diagnostics({}, {}), [])

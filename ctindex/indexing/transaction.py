@@ -3,7 +3,7 @@ publish a generation, and its entry points (update, update_paths, rebuild,
 repair).
 
 Every entry point takes the update lock, re-reads the published manifest
-under it and builds on exactly that (spec §9). The reconciler hands over the
+under it and builds on exactly that. The reconciler hands over the
 bytes it hashed (``sink``), so what is indexed is what the new file table
 records, never a second, possibly torn, read. Parsing and analysis are
 ctindex/indexing/analyse.py; the store's rules (integrity, file table, pass records)
@@ -431,9 +431,9 @@ def _reconcile(job: _Pass) -> tuple[ReconcileResult, dict[str, bytes]]:
         )
     # The table was built under this plan (a changed one means fresh or
     # stale scopes, whose entries are dropped above): its unchanged keys need
-    # no filter call, which lets the native scan run (reconciler/native.py).
+    # no filter call, which lets the native scan run (ctindex/reconciler/native.py).
     # A rebuild reads nothing while it walks: each indexing worker reads and
-    # hashes the files it parses (reconciler/capture.py), so reading runs in
+    # hashes the files it parses (ctindex/reconciler/capture.py), so reading runs in
     # parallel too and this process never holds every file's bytes.
     # (A pass that may not defer, e.g. under a test's injected stat, reads
     # as usual: then nothing is pending.)

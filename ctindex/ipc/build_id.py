@@ -4,7 +4,7 @@
 A daemon must serve only clients running the same code: an older build's
 daemon would vouch for an index under its own plan and provider, and an
 unacknowledged cache is never treated as clean. The id is a digest of the
-*content* of every module of the three packages, so two installs of
+*content* of every module of the package, so two installs of
 identical code (two venvs) are one build, and an editable install whose
 code changed is another. Hashing ~450 KB costs a few ms (hashlib's import
 alone ~5 ms), too much for every search, so the digest is cached in the
@@ -24,12 +24,9 @@ from ctindex.ipc.peer import owned_by_me, user_tag
 from ctindex.ipc.records import read_record, write_record
 from ctindex.ipc.runtime_dir import FALLBACK_BASE, ensure_private_dir
 
-# The code folders below package_base(): a wheel has everything inside ctindex/
-# (and a reconciler/ beside it there would be some other distribution's);
-# an editable install maps ctindex.reconciler and ctindex.backends to the
-# repository's top-level folders (pyproject.toml).
-WHEEL_PACKAGES = ("ctindex",)
-SOURCE_PACKAGES = ("ctindex", "reconciler", "backends")
+# The code below package_base(): ctindex/ holds all of it, in a wheel and in
+# a checkout alike (docs/decisions/packaging.md).
+PACKAGE = "ctindex"
 _CODE_SUFFIXES = (".py", ".so", ".pyd")  # sources and native extension modules
 BUILD_CACHE_NAME = "build-ids.json"
 BUILD_CACHE_KEEP = 8  # package folders remembered (venvs, checkouts)
@@ -38,41 +35,37 @@ _build_id: str | None = None
 
 
 def package_base() -> Path:
-    """The folder holding the package's code: the repository for an editable
-    install (ctindex/, reconciler/, backends/ side by side), site-packages for
-    a wheel (ctindex/ with ctindex/reconciler/ and ctindex/backends/ inside);
-    the walk below covers both."""
+    """The folder holding the package folder: the repository for an editable
+    install, site-packages for a wheel."""
     here = os.path.abspath(__file__)  # <base>/ctindex/ipc/build_id.py
     return Path(os.path.dirname(os.path.dirname(os.path.dirname(here))))
 
 
 def _code_files(base: Path) -> list[tuple[str, os.stat_result]]:
-    """(relative name, lstat) of every code file of the packages, sorted."""
+    """(relative name, lstat) of every code file of the package, sorted."""
     found: list[tuple[str, os.stat_result]] = []
-    nested = os.path.isdir(base / "ctindex" / "reconciler")
-    for package in WHEEL_PACKAGES if nested else SOURCE_PACKAGES:
-        stack = [package]
-        while stack:
-            rel = stack.pop()
-            try:
-                with os.scandir(base / rel) as it:
-                    entries = list(it)
-            except OSError:
-                continue  # a package that is not there is part of the identity too
-            for entry in entries:
-                name = f"{rel}/{entry.name}"
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name != "__pycache__" and not entry.name.startswith("."):
-                        stack.append(name)
-                elif entry.name.endswith(_CODE_SUFFIXES):
-                    with contextlib.suppress(OSError):
-                        found.append((name, entry.stat(follow_symlinks=False)))
+    stack = [PACKAGE]
+    while stack:
+        rel = stack.pop()
+        try:
+            with os.scandir(base / rel) as it:
+                entries = list(it)
+        except OSError:
+            continue  # a folder that is not there is part of the identity too
+        for entry in entries:
+            name = f"{rel}/{entry.name}"
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name != "__pycache__" and not entry.name.startswith("."):
+                    stack.append(name)
+            elif entry.name.endswith(_CODE_SUFFIXES):
+                with contextlib.suppress(OSError):
+                    found.append((name, entry.stat(follow_symlinks=False)))
     found.sort(key=lambda item: item[0])
     return found
 
 
 def compute_build_id(base: Path) -> str:
-    """Digest of the names and contents of the packages' code below `base`
+    """Digest of the names and contents of the package's code below `base`
     (uncached: reads every file)."""
     import hashlib  # only on a cache miss
 

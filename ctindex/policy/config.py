@@ -1,9 +1,8 @@
-"""Read and strictly validate `.ct/index.jsonc` (spec §4, docs/decisions/policy.md).
+"""Read and strictly validate `.ct/index.jsonc` (docs/decisions/policy.md).
 
 Every problem raises ``PolicyError("<file>: <key path>: <problem>")``: the
-CLI prints that one line and exits 2. Only the keys of the spec's example
-(plus ``barrier_timeout_ms`` and ``share_barrier_ms``) are accepted; ``bool``
-is not an integer here.
+CLI prints that one line and exits 2. Only the keys of ``TOP_KEYS`` and
+``SCOPE_KEYS`` are accepted; ``bool`` is not an integer here.
 """
 
 from __future__ import annotations
@@ -49,12 +48,12 @@ BOOL_SETTINGS: dict[str, bool] = {
     # The index is readable and writable by the group of `.ct/okf` (docs/format.md, "Modes").
     "share_index_with_group": False,
 }
-# Their order in `init --write` and error messages: the spec's keys first.
+# Their order in `init --write` and error messages.
 SETTING_KEYS = ("watch", *INT_SETTINGS, "gitignore_index", "share_index_with_group")
 TOP_KEYS = ("version", *SETTING_KEYS, "scopes", "exclude")
 SCOPE_KEYS = ("root", "provider", "include", "exclude")
 
-# The spec §4 example's global exclude list: the default when the file has none.
+# The global exclude list when the file has none.
 DEFAULT_EXCLUDE: tuple[str, ...] = (
     ".git/**",
     ".ct/okf/**",
@@ -87,7 +86,7 @@ class Config:
 def load_config(path: Path) -> Config:
     """Parse `path` if it exists; raise PolicyError on any problem. A FIFO,
     device, symlink or oversized file is refused before anything is read
-    (ctindex/base/statefile.py; a symlink is not followed, spec §11)."""
+    (ctindex/base/statefile.py; a symlink is not followed)."""
     from ctindex.base.statefile import UnsafeFile, read_bounded
 
     try:
@@ -374,7 +373,7 @@ def _kind(value: object) -> str:
 
 def config_text(values: dict[str, object], comments: list[str]) -> str:
     """Render a config as JSONC: leading `//` comments, then pretty JSON (keys
-    in the spec's order). JSON escapes keep undecodable names lossless."""
+    in the order given). JSON escapes keep undecodable names lossless."""
     import json
 
     lines = [f"// {line}" if line else "//" for line in comments]

@@ -288,7 +288,7 @@ def scope_json(spec: ScopeSpec) -> str:
 def add_scope(text: str, path: Path, spec: ScopeSpec, keep: Sequence[ScopeSpec]) -> str:
     """`text` with `spec` appended to its `scopes`. Without a `scopes` member
     one is added holding `keep` (the derived scopes, which explicit scopes
-    would otherwise silently drop, spec §4) and then `spec`."""
+    would otherwise silently drop) and then `spec`."""
     try:
         return _add(text, path, spec, keep)
     except UneditableConfig as exc:

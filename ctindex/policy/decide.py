@@ -1,4 +1,4 @@
-"""The per-path decision of spec §4/§5, in its precedence order
+"""The per-path decision, in its precedence order
 (docs/decisions/policy.md):
 
 1. hard: outside the project, not representable beneath the root, index

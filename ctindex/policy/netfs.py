@@ -4,15 +4,15 @@ docs/network-shares.md is the user's page; the rules here:
 
 * A project whose index folder or any scope root lies on a network
   filesystem (NFS, SMB/CIFS, FUSE such as sshfs, 9p, virtiofs, cluster
-  filesystems: backends/mounts.py REMOTE and every `fuse.*`) gets no
+  filesystems: ctindex/backends/mounts.py REMOTE and every `fuse.*`) gets no
   daemon: no event reaches this host for a change made on the server or on
   another client, so a daemon could only walk the share on every barrier,
-  the walk the query makes itself (spec §7: synchronous reconciliation is
+  the walk the query makes itself (synchronous reconciliation is
   the fallback for filesystems without reliable events). The query's own
   walk is its freshness: one walk per query, never two, and no spawn that
   is bound to fail (a Unix socket cannot be created on most shares).
 * That walk lists and stats folders with WALK_THREADS requests in flight
-  (reconciler/parallel_walk.py); on local disks the serial walk stays.
+  (ctindex/reconciler/parallel_walk.py); on local disks the serial walk stays.
   `CTINDEX_WALK_THREADS=N` overrides both (0: serial everywhere).
 
 The mount table is read once per process (and only off the search fast
@@ -56,7 +56,7 @@ _cache: dict[tuple[str, ...], Share | None] = {}
 def share_of(paths: list[str], *, below: bool = True, resolve: bool = True) -> Share | None:
     """The first network filesystem holding one of `paths` or (`below`)
     mounted below one of them; None when all are local (or the mount table
-    is unreadable: then the usual lanes decide, backends/choose.py).
+    is unreadable: then the usual lanes decide, ctindex/backends/choose.py).
     `resolve` False takes the paths as they are spelt (absolute, no
     realpath): through a share, realpath costs a round trip per component."""
     key = (*paths, str(below), str(resolve))

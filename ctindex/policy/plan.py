@@ -1,9 +1,9 @@
 """The effective plan: scopes, exclusions, limits and provider versions
-after combining detected defaults with `.ct/index.jsonc` (spec §4).
+after combining detected defaults with `.ct/index.jsonc`.
 
 ``load_plan(project)`` is cheap enough for every query: the config is one
-small file and the derived roots (the index provider's, spec §4) are cached against the full stat
-fingerprints of the folders detection listed (reconciler/fingerprint.py).
+small file and the derived roots (the index provider's) are cached against the full stat
+fingerprints of the folders detection listed (ctindex/reconciler/fingerprint.py).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from ctindex.reconciler.fingerprint import Fingerprint, fingerprint_of, from_jso
 
 DERIVED, PROJECT, HARD = "derived", "project", "hard"
 # Bump when the decision rules themselves change: every plan digest changes,
-# so every scope is invalidated (spec §4).
+# so every scope is invalidated.
 POLICY_VERSION = 1
 ROOTS_CACHE = "roots.json"
 # Bumped when the roots cache's layout changes: version 1 held folder mtimes
@@ -121,7 +121,7 @@ _memory_default: int | None = None
 
 
 def default_daemon_memory() -> int:
-    """min(2 GiB, physical RAM / 20), recomputed on each machine (spec §10)."""
+    """min(2 GiB, physical RAM / 20), recomputed on each machine."""
     global _memory_default
     if _memory_default is None:
         import psutil
@@ -327,8 +327,8 @@ def load_plan(project: Project) -> Plan:
             config_stamp=stamp,
             stamped_ns=stamped_ns,
         )
-    # Derived scopes come from the index provider's root marker (spec §4:
-    # "provider-derived scopes"; ctindex/providers/__init__.py).
+    # Derived scopes come from the index provider's root marker
+    # (ctindex/providers/__init__.py).
     deriving = PROVIDERS[INDEX_PROVIDER]
     roots, folders = _detect(project, compile_patterns(exclude), deriving)
     scopes = tuple(
@@ -386,7 +386,7 @@ def _detect(
     roots, seen = _scan_roots(project, exclude, provider.root_marker, provider.root_depth)
     # Racily clean folders (mtime or ctime within timestamp granularity of the
     # scan) could change again keeping their fingerprint: do not cache them
-    # (git's rule, reconciler/fingerprint.py).
+    # (git's rule, ctindex/reconciler/fingerprint.py).
     if not any(racily_clean(fp, started) for fp in seen.values()):
         _write_cache(
             project,
@@ -465,7 +465,7 @@ def _read_cache(
 
 
 def _write_cache(project: Project, cache: Path, data: dict[str, object]) -> None:
-    # The policy commands are read-only (spec §5): only reuse a runtime folder
+    # The policy commands are read-only: only reuse a runtime folder
     # that indexing already created, never create one. Failures are fine.
     if not project.runtime_dir.is_dir():
         return

@@ -6,7 +6,7 @@ much as the query itself. Whoever loads the plan with watching on (the
 daemon, a search on the slow path) records, in the runtime folder, the plan
 digest and the two settings a client needs before it talks to the daemon,
 together with everything the plan was computed from: the full stat
-fingerprints (reconciler/fingerprint.py) of the config file, of the folders
+fingerprints (ctindex/reconciler/fingerprint.py) of the config file, of the folders
 root detection listed and of the modules that compute digests. A later
 search re-checks those with a few stat calls; any difference (or a missing,
 damaged or racily clean record) means the slow path. The record is a hint:

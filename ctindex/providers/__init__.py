@@ -40,7 +40,7 @@ class ProviderInfo(NamedTuple):  # not a dataclass: imported by every search
         return name in self.reserved_names
 
     def versions(self) -> dict[str, int | str]:
-        """What a manifest records; a change forces a rebuild (spec §3)."""
+        """What a manifest records; a change forces a rebuild."""
         return {"id": self.id, "version": self.version, "tokenizer_version": self.tokenizer_version}
 
 

@@ -1,4 +1,4 @@
-"""What a provider is (spec §3; docs/provider.md): the interface the writer,
+"""What a provider is (docs/provider.md): the interface the writer,
 the `--direct` oracle and the query parser use, and the document types that
 cross it.
 

@@ -1,5 +1,5 @@
 """Query freshness: the one place that decides how an answer is proven
-current before it is read (spec §7; docs/architecture.md "Query freshness").
+current before it is read (docs/architecture.md "Query freshness").
 
 `fresh_answer` is the entry point of every indexed read: `ctindex search`
 (ctindex/commands/search.py), the Python API (ctindex/api.py, and through it

@@ -148,7 +148,7 @@ def eligible_contents(
     paths longer than PATH_MAX work, and a folder swapped for a symlink is
     never entered (the same guarantees as the index; the oracle must agree).
     Without dir_fd the reconciler's path primitives stand in
-    (reconciler/path_folders.py), as they do for the index.
+    (ctindex/reconciler/path_folders.py), as they do for the index.
 
     What exists but cannot be read (a folder or file refused, a folder too
     deep) is left out of the answer and counted in `unread`, never dropped

@@ -23,7 +23,7 @@ JsonObject = dict[str, Any]
 
 @dataclass(frozen=True)
 class Freshness:
-    """How fresh an answer is (spec §7; the JSON `freshness` object of docs/cli.md).
+    """How fresh an answer is (the JSON `freshness` object of docs/cli.md).
 
     `mode`: ``watcher-clean`` (a daemon barrier), ``fallback`` (with the
     `reason`), ``reconcile-on-query`` (watching disabled) or ``direct``

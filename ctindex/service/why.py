@@ -23,7 +23,7 @@ def explained(plan: Plan, decisions: list[Decision]) -> list[tuple[Decision, str
 
 class _Unscoped:
     """Says more about a path beneath no scope root: with explicit scopes,
-    that they replace root detection (spec §4) and, when detection would
+    that they replace root detection and, when detection would
     have found an OKF root holding the path, that root and the command
     adding it; with no scope at all, how to add one. Detection runs once,
     only when such a path is asked about (it lists folders, writes nothing

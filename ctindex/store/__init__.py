@@ -1,4 +1,4 @@
-"""The `.ct/okf/` segment store (spec §9; layout in docs/format.md).
+"""The `.ct/okf/` segment store (layout in docs/format.md).
 
 Writers: ``lock.update_lock`` + ``manifest.read_manifest`` + ``writer.StoreWriter``.
 Readers: ``snapshot.with_snapshot`` (no lock, retries across a generation swap).

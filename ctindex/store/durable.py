@@ -3,7 +3,7 @@
 Every file the store publishes is written once under a fresh name, fsynced,
 and only then named by a manifest (``write_new``); the manifest itself, and
 every other file the store replaces in place, goes through ``atomic_write``:
-a temp sibling and an atomic rename, followed by a folder fsync (spec §9).
+a temp sibling and an atomic rename, followed by a folder fsync.
 These two are the store's only ways to write a file, and give its files
 their mode (docs/format.md, "Modes"); they live in ctindex/base/durable.py,
 shared with the daemon's runtime records, and are re-exported here with the

@@ -44,7 +44,7 @@ _HEAD = struct.Struct("<8sIIQ")
 _RECORD = struct.Struct("<qqqQQ16sq")
 _TRAILER = 16
 
-# One file-table entry is the reconciler's RawEntry (reconciler/manifest.py):
+# One file-table entry is the reconciler's RawEntry (ctindex/reconciler/manifest.py):
 # (size, mtime_ns, ctime_ns, ino, dev, digest, recorded_ns), kept a plain
 # tuple because tables hold tens of thousands of them (entry[:5] is the full
 # stat fingerprint, entry[6] the clock reading taken just before the content
@@ -150,7 +150,7 @@ class BaseTable:
 
 
 class _FullTable:
-    """A base file plus its delta as a reconciler TableSource (reconciler/manifest.py)."""
+    """A base file plus its delta as a reconciler TableSource (ctindex/reconciler/manifest.py)."""
 
     def __init__(self, base: BaseTable, delta: Delta) -> None:
         # The check everything() makes, made now: damage must surface while

@@ -224,7 +224,7 @@ def read_manifest(index_dir: Path) -> StoreManifest | None:
 
 class ManifestReader:
     """The published manifest for a long-lived reader, read again only when
-    its full stat fingerprint (reconciler/fingerprint.py) differs from the
+    its full stat fingerprint (ctindex/reconciler/fingerprint.py) differs from the
     one it had when read, or when that one was racily clean (taken within a
     timestamp tick of its last change, as a manifest published a moment ago
     is). A restore, a copy or any write in place gives the file another

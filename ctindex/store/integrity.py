@@ -1,5 +1,5 @@
 """The cheap integrity check of a published generation, and how damage it
-finds is reported (spec §11: a corrupt cache makes a query slower, never
+finds is reported (a corrupt cache makes a query slower, never
 wrong)."""
 
 from __future__ import annotations

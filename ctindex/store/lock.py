@@ -22,7 +22,7 @@ HELD_FDS: set[int] = set()
 
 class IndexReadOnly(IndexWriteError):
     """The index folder cannot be written at all (a read-only share or mount,
-    a folder of another user): `update`/`rebuild` still exit 2 (spec §11),
+    a folder of another user): `update`/`rebuild` still exit 2,
     while a query answers from the files (docs/network-shares.md)."""
 
 

@@ -1,4 +1,4 @@
-"""The record of the last reconciliation passes, for `status` (spec §10).
+"""The record of the last reconciliation passes, for `status`.
 
 A pass that publishes a generation records itself in MANIFEST too; these
 files also cover passes that published nothing. Best effort: a read-only

@@ -26,7 +26,7 @@ import pytest
 
 from ctindex.client.daemon_requests import BUILD_MISMATCH, request
 from tests import oracle
-from tests.conftest import cli_main, copy_installed_tree
+from tests.conftest import cli_main, copy_package
 from tests.daemon_support import CliProject, wait_for
 from tests.terminal import run_on_terminal
 
@@ -57,7 +57,7 @@ def _queries(project: CliProject) -> dict[str, Any]:
 
 
 def _untimed(data: bytes) -> bytes:
-    """Only the barrier's duration differs between two answers (spec §10)."""
+    """Only the barrier's duration differs between two answers."""
     data = re.sub(rb"barrier \d+\.\d ms", b"barrier X ms", data)
     return re.sub(rb'"barrier_ms": [0-9.e-]+', b'"barrier_ms": 0', data)
 
@@ -185,7 +185,7 @@ def test_from_another_folder_with_C(make_cli_project: Make, tmp_path: Path) -> N
 
 
 def _build(target: Path, *, poison: bool = False, edit: bool = False) -> Path:
-    copy_installed_tree(target)
+    copy_package(target)
     query = target / "ctindex" / "daemon" / "query.py"
     if poison:  # this build's daemon would print what no in-process search prints
         text = query.read_text()

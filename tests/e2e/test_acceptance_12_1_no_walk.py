@@ -1,4 +1,4 @@
-"""Spec §12.1: repeated indexed queries over an unchanged healthy scope
+"""Acceptance: repeated indexed queries over an unchanged healthy scope
 perform no full walk (real CLI processes, real daemon)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Spec §12.2: create, modify, rename and remove become searchable /
+"""Acceptance: create, modify, rename and remove become searchable /
 unsearchable after one bounded freshness barrier, with the daemon running
 (mode watcher-clean), including an editor's write-temp-then-rename save and
 folders renamed, filled, moved and removed."""

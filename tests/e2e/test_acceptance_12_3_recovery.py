@@ -1,4 +1,4 @@
-"""Spec §12.3: killing the daemon, dropping events (overflow while it is
+"""Acceptance: killing the daemon, dropping events (overflow while it is
 stopped) or deleting / corrupting runtime state still yields correct results
 through reconciliation, and the output says so (fallback, or reconciled)."""
 

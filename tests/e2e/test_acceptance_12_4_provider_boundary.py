@@ -1,4 +1,4 @@
-"""Spec §12.4: unknown, binary and database files never enter the index
+"""Acceptance: unknown, binary and database files never enter the index
 without a registered provider that accepts them — not even when the
 project's include pattern asks for every file."""
 

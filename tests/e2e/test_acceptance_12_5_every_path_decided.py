@@ -1,4 +1,4 @@
-"""Spec §12.5: every candidate path has an inspectable decision through
+"""Acceptance: every candidate path has an inspectable decision through
 `why`, and the decisions agree with what the index actually holds."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Spec §12.6: scope, timing and storage metrics are available in text and
+"""Acceptance: scope, timing and storage metrics are available in text and
 JSON (`scopes`, `status`), JSON with raw counts, bytes and milliseconds."""
 
 from __future__ import annotations

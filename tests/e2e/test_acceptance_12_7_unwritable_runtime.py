@@ -1,4 +1,4 @@
-"""Spec §12.7: an unwritable runtime folder produces no daemon spawn, and no
+"""Acceptance: an unwritable runtime folder produces no daemon spawn, and no
 repeated spawn attempt: the failure is cached where possible (here in the
 per-user fallback folder, since the runtime folder itself is unusable)."""
 

@@ -1,4 +1,4 @@
-"""Spec §12.8: at most one daemon holds a project's lock; 20 concurrent first
+"""Acceptance: at most one daemon holds a project's lock; 20 concurrent first
 searches start exactly one; after SIGKILL a later search starts a replacement."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Spec §12.9 and §8 with a real daemon: memory ceiling exit, idle exit,
+"""Acceptance: the daemon's lifecycle with a real daemon: memory ceiling exit, idle exit,
 signals, log rotation, and refusal of peers of another uid."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Two builds are simulated with real copies of the package tree: build A is an
 exact copy of the code under test, build B the same with a changed module
 (and, in the `provider` case, a bumped provider version, which changes every
-plan digest and forces one rebuild, spec §3). The daemon runs from one build
+plan digest and forces one rebuild). The daemon runs from one build
 (PYTHONPATH), clients from the other. Required: the other build's daemon
 exits after answering once, at most one rebuild happens, answers equal the
 independent oracle, and later queries are watcher-clean again.
@@ -22,7 +22,7 @@ import pytest
 
 from ctindex.ipc.build_id import compute_build_id
 from tests import oracle
-from tests.conftest import copy_installed_tree
+from tests.conftest import copy_package
 from tests.daemon_support import CliProject, require_daemon, wait_for
 
 Make = Callable[..., CliProject]
@@ -33,7 +33,7 @@ HANG_GUARD_S = 30.0  # only a hang guard: the daemon normally leaves within mill
 
 def make_build(target: Path, *, edit: str | None = None, provider_bump: bool = False) -> Path:
     """A copy of the installed package tree; `edit` is appended to a module."""
-    copy_installed_tree(target)
+    copy_package(target)
     if edit is not None:
         with open(target / "ctindex" / "client.py", "a", encoding="utf-8") as fh:
             fh.write(f"\n# {edit}\n")

@@ -200,7 +200,6 @@ def small_budget(
     """A daemon (the real engine, forked from this process) whose inotify
     backend may hold only 3 file watches: the rest of the files are over budget."""
     import ctindex.backends.inotify
-
     from ctindex.daemon.layers import RealEngine
     from ctindex.policy.project import Project
 
@@ -243,7 +242,6 @@ def test_file_watch_budget_exceeded_past_the_recheck_cap_reconciles_fully(
     make_cli_project: Callable[..., CliProject], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import ctindex.backends.inotify
-
     import ctindex.daemon.filewatch
     from ctindex.daemon.layers import RealEngine
     from ctindex.policy.project import Project
@@ -361,9 +359,8 @@ def test_file_watch_follows_its_inode_and_is_re_pointed(tmp_path: Path) -> None:
 def test_file_watches_verify_rules(tmp_path: Path) -> None:
     """Watch first, or verify (docs/reliability.md, "File watches" rule 3)."""
     from ctindex.backends.inotify import InotifyWatcher
-    from ctindex.reconciler import Fingerprint
-
     from ctindex.daemon.filewatch import FileWatches
+    from ctindex.reconciler import Fingerprint
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -539,7 +536,6 @@ def test_mounts_missed_notification_is_caught_at_the_barrier(
     """No mount notification and no heartbeat: only the barrier's own check
     of the mount table can notice, and it must (a full pass, reason said)."""
     from ctindex.backends.mounts import MountTable
-
     from ctindex.daemon import schedule
 
     (tmp_path / "docs" / "sub").mkdir(parents=True)
@@ -587,9 +583,8 @@ def test_mounts_watch_status_names_the_filesystem_held_busy(
 
 
 def test_links_tracker_rules(tmp_path: Path) -> None:
-    from ctindex.reconciler import Fingerprint
-
     from ctindex.daemon.links import LinkTracker
+    from ctindex.reconciler import Fingerprint
 
     def entry(path: Path, recorded_after_ns: int = 3_000_000_000) -> tuple[Fingerprint, int]:
         st = os.lstat(path)

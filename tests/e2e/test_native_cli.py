@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from ctindex.reconciler import DEFAULT_GRANULARITY_NS
 from ctindex.reconciler import native as native_mod
-
 from tests import oracle
 from tests.daemon_support import TEST_CONFIG, CliProject, wait_for
 

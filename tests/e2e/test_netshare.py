@@ -128,7 +128,7 @@ def test_share_read_only_reader_answers_from_the_files(net: Rig) -> None:
     assert {r["path"] for r in doc["results"]} == oracle.containing(server, "zqxv7ro")
     assert doc["freshness"]["mode"] == "fallback"
     assert doc["freshness"]["reason"] == "read-only index: answered from the files"
-    # Writing commands cannot honour their policy there (spec §11): exit 2, one line.
+    # Writing commands cannot honour their policy there: exit 2, one line.
     for command in ("update", "rebuild"):
         done = _ctindex(net, reader, command)
         assert done.returncode == 2, (command, done.stdout, done.stderr)
@@ -251,8 +251,8 @@ def test_share_remount_renumbers_inodes_without_reindexing(net: Rig) -> None:
     doc = _agrees(net, client, server, "zqxv7mount")
     assert doc["results"]
     # The file that changed is indexed; the rest only had their file-table
-    # entries refreshed (same content hash, no re-index: spec §7's
-    # metadata-only rule). docs/network-shares.md, "Remounts".
+    # entries refreshed (same content hash: a metadata-only change is not
+    # re-indexed). docs/network-shares.md, "Remounts and other mounts".
     again = _agrees(net, client, server, "zqxv7mount")
     assert again["freshness"]["generation"] == doc["freshness"]["generation"]
     assert code == 1 and before["freshness"]["generation"] is not None

@@ -1,7 +1,7 @@
 """Robustness, clock and stat (docs/reliability.md, "Clock and stat"):
 Racy-clean and coarse-timestamp behaviour, deterministically,
 through the indexer (not only the reconciler): the reconciler's `stat` and
-`clock_ns` are injected with tests/reconciler/fakes.py's distorted views of the
+`clock_ns` are injected with tests/ctindex/reconciler/fakes.py's distorted views of the
 filesystem (rounded timestamps like HFS+/FAT, an NFS-like attribute cache,
 FUSE-like inode renumbering) and a clock the test moves by hand.
 
@@ -32,7 +32,7 @@ from ctindex.indexing import transaction
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from tests.conftest import write_config
-from tests.reconciler.fakes import AttributeCacheStat, RemappingStat, rounding_stat
+from tests.ctindex.reconciler.fakes import AttributeCacheStat, RemappingStat, rounding_stat
 
 S = 1_000_000_000
 # A whole second (rounding keeps it), later than any real ctime the test's

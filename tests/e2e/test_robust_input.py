@@ -227,7 +227,7 @@ def test_robust_input_scope_root_vanishing_is_not_a_silent_mass_drop(tmp_path: P
 
 # Opening relative to folder descriptors is what reaches past PATH_MAX; the
 # path walk cannot (nor can Windows without long-path support) and reports
-# the folder as "too deep" instead (reconciler/walk.py, too_deep).
+# the folder as "too deep" instead (ctindex/reconciler/walk.py, too_deep).
 @pytest.mark.needs("dir_fd")
 def test_robust_input_path_deeper_than_path_max_is_indexed_and_agrees_with_direct(
     tmp_path: Path,

@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ctindex.backends import inotify_c as ic
-from ctindex.reconciler.platform_features import has_dir_fd
 
+from ctindex.backends import inotify_c as ic
 from ctindex.client.daemon_requests import barrier, request
+from ctindex.reconciler.platform_features import has_dir_fd
 from tests.conftest import cli_main, write_config
 from tests.daemon_support import CliProject
 
@@ -62,7 +62,7 @@ def swap_project(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     outside.mkdir()
     (outside / "secret.md").write_text(f"# Secret\n\n{SECRET}\n")
     # Named like a file inside: a walk led outside by a swapped parent would
-    # find it under the name it expects (reconciler/path_folders.py).
+    # find it under the name it expects (ctindex/reconciler/path_folders.py).
     (outside / "inside.md").write_text(f"# Inside\n\n{SECRET}\n")
     write_config(root, "kb", watch=False)
     (root / "kb" / "sw").mkdir(parents=True)
@@ -269,7 +269,7 @@ def test_robust_security_daemon_events_during_swap_race_never_open_outside(
     outside.mkdir()
     (outside / "secret.md").write_text(f"# Secret\n\n{SECRET}\n")
     # Named like a file inside: a walk led outside by a swapped parent would
-    # find it under the name it expects (reconciler/path_folders.py).
+    # find it under the name it expects (ctindex/reconciler/path_folders.py).
     (outside / "inside.md").write_text(f"# Inside\n\n{SECRET}\n")
     kb = p.root / "ga4"
     (kb / "sw").mkdir()

@@ -1,7 +1,7 @@
 """Robustness, storage integrity (docs/reliability.md, "Storage integrity"):
 A damaged index file (truncated, garbage, bit flip, old
 format, missing, mismatched) is detected, reported and repaired by a rebuild
-from the files; a search never answers from it. Spec: a corrupt cache makes a
+from the files; a search never answers from it. Rule: a corrupt cache makes a
 query slower, never wrong. Watching is off: these probe the index, not the daemon."""
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from ctindex.reconciler import platform_features
 
 from ctindex.ipc.spawn_failure import spawn_failure
+from ctindex.reconciler import platform_features
 from tests.daemon_support import CliProject
 
 # Removes SO_PEERCRED from the socket modules before ctindex runs: what a

@@ -1,4 +1,4 @@
-"""What makes the daemon run a full reconciliation (spec §7), and the poll
+"""What makes the daemon run a full reconciliation, and the poll
 lane, with a fake engine: audit, heartbeat gap (clock jump), plan change,
 watch turned off, short socket path fallback, a server of another uid."""
 

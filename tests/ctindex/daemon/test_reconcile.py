@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ctindex.backends.base import Watcher
 
+from ctindex.backends.base import Watcher
 from ctindex.client.control import watcher_status
 from ctindex.client.daemon_requests import BarrierFailed, barrier, request
 from ctindex.daemon.dirtyset import DirtySet

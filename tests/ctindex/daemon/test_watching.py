@@ -8,7 +8,6 @@ from pathlib import Path
 
 from ctindex.backends import open_watcher
 from ctindex.backends.base import Watcher
-
 from ctindex.daemon.filewatch import FileWatches
 from ctindex.daemon.watching import WATCHER_KEY, WatchSlot
 

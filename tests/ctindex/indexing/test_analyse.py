@@ -163,7 +163,7 @@ def test_rebuild_reading_in_its_workers_equals_reading_in_the_pass(
     bundles_project: Path, monkeypatch: pytest.MonkeyPatch, workers: int
 ) -> None:
     """A rebuild's reads deferred to where documents are parsed
-    (reconciler/capture.py) give the index and the file table the pass's own
+    (ctindex/reconciler/capture.py) give the index and the file table the pass's own
     reads give: the same documents, and entry for entry the same
     fingerprints and digests (only the moment of each read differs)."""
     from ctindex.store.filetable import load_file_table

@@ -9,10 +9,10 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from ctindex.reconciler import platform_features
 
 from ctindex.ipc import peer
 from ctindex.ipc.peer import no_peer_check, peer_is_owner, peer_uid
+from ctindex.reconciler import platform_features
 
 
 @pytest.fixture

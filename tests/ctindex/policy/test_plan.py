@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from ctindex.reconciler import DEFAULT_GRANULARITY_NS
 
 from ctindex.policy import decide as decide_mod
 from ctindex.policy import plan as plan_mod
 from ctindex.policy.plan import Plan, load_plan
 from ctindex.policy.project import Project
+from ctindex.reconciler import DEFAULT_GRANULARITY_NS
 from tests.conftest import BUNDLES
 
 

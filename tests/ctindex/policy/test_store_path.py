@@ -8,10 +8,10 @@ import stat
 from pathlib import Path
 
 import pytest
-from ctindex.reconciler import platform_features
 
 from ctindex.errors import UnsafeStorePath
 from ctindex.policy import store_path
+from ctindex.reconciler import platform_features
 
 
 @pytest.fixture(params=["dir_fd", "lstat"])

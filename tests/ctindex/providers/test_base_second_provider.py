@@ -1,7 +1,7 @@
 """The Provider interface (ctindex/providers/base.py) is the whole boundary:
 a second provider, defined here and registered by id, has its files decided,
 indexed, searched and explained with no change to the indexer, the plan or
-the search code (spec §3)."""
+the search code."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ctindex/query/freshness.py: the one entry point's decisions (spec §7).
+"""ctindex/query/freshness.py: the one entry point's decisions.
 
 Real projects and real sockets: a real daemon for the healthy case, and for
 the failures small Unix-socket listeners of our own that never answer,

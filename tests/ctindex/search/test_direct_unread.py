@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from ctindex.reconciler.report import Bucket
 from ctindex.reconciler.walk import FsOps
-
 from ctindex.search.direct import eligible_contents, unread_note
 from tests.conftest import cli_main, write_config
 

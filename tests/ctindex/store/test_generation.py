@@ -408,7 +408,6 @@ def test_manifest_reader_reads_every_time_off_a_local_filesystem(
     import time
 
     from ctindex.backends import mounts
-
     from ctindex.store.generation import ManifestReader
 
     index_dir = _published(tmp_path, "alpha")
