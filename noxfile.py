@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import nox
 
 nox.options.sessions = ["tests", "lint", "typecheck"]
@@ -12,7 +15,7 @@ nox.options.reuse_existing_virtualenvs = True
 def tests(session: nox.Session) -> None:
     """The README's test command in a fresh environment."""
     session.install("-e", ".[test]")
-    session.run("python", "-m", "pytest", "-q", *session.posargs)
+    session.run("python", "-m", "pytest", "-q", "-n", "auto", *session.posargs)
 
 
 @nox.session
@@ -66,3 +69,20 @@ def search_speed(session: nox.Session) -> None:
     session.run(
         "python", "-m", "bench.search_speed", "--write", "docs/benchmarks.md", *session.posargs
     )
+
+
+@nox.session
+def stress(session: nox.Session) -> None:
+    """The suite three times in a row while two CPUs are kept busy, as on a
+    loaded machine: a test that guesses how long something takes, rather
+    than waiting for it to happen, fails here. Takes a while."""
+    session.install("-e", ".[test]")
+    # Two busy loops, children of this process (any Python spins as well).
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        for _ in range(3):  # a failing run fails the session (and ends it)
+            session.run("python", "-m", "pytest", "-q", "-n", "auto", *session.posargs)
+    finally:  # the loops never outlive the session
+        for proc in busy:
+            proc.kill()
+            proc.wait()

@@ -303,6 +303,124 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=f"needs {name}: {reason}"))
 
 
+# -- the same tests on another path (docs/decisions/portability.md) -----------------
+#
+# The tests of these folders and files run once more per variant, in the same
+# run: the pure-Python path beside the optional C modules, and the portable
+# fallbacks a Linux machine would otherwise never take. Each variant is the
+# switch production code reads (CTINDEX_PURE, CTINDEX_SIMULATE), set for the
+# test's process and every process it starts, with the process's decisions
+# taken again (platform_features.reset, native.reset, native_modules.reset).
+# Only the tests that exercise a path the variant changes are listed: a rerun
+# of the whole suite would cost its full time once more for each variant.
+PLAIN = "plain"  # the platform as it is
+VARIANTS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
+    # Every module with a C twin, and the tools that compare whole answers.
+    "pure": (
+        {"CTINDEX_PURE": "1"},
+        (
+            "ctindex/reconciler/",
+            "ctindex/store/",
+            "ctindex/providers/",
+            "ctindex/indexing/",
+            "ctindex/search/",
+            "ctindex/commands/test_verify.py",
+            "e2e/test_fresh_fingerprints.py",
+            "e2e/test_differential.py",
+        ),
+    ),
+    # Windows' walk: folders by path, no O_DIRECTORY, no folder fsync.
+    "no-dir-fd": (
+        {"CTINDEX_SIMULATE": "no-dir-fd"},
+        (
+            "ctindex/reconciler/",
+            "ctindex/base/test_durable",
+            "ctindex/policy/test_store_path",
+            "ctindex/store/test_generation",
+            "ctindex/store/test_writer",
+            "ctindex/indexing/test_transaction",
+            "ctindex/commands/test_verify.py",
+            "e2e/test_differential.py",
+            "e2e/test_fresh_fingerprints.py",
+            "e2e/test_fresh_links_mounts.py",
+            "e2e/test_robust_store_path.py",
+            "e2e/test_robust_storage.py",
+        ),
+    ),
+    # macOS without getpeereid, and Windows: the daemon is disabled by
+    # design, so every query reconciles itself.
+    "no-peercred": (
+        {"CTINDEX_SIMULATE": "no-peercred"},
+        (
+            "ctindex/ipc/test_peer.py",
+            "ctindex/query/test_freshness.py",
+            "ctindex/test_api.py",
+            "ctindex/test_fast_entry.py",
+            "e2e/test_first_run.py",
+            "e2e/test_differential.py",
+        ),
+    ),
+}
+# Files that hold a C module and its pure twin to each other themselves (by
+# name: test_native*.py, test_*_native*.py, and the batch read below): a
+# variant would run both halves again, or hide the C half they compare,
+# since they decide at import whether it is there.
+COMPARE_BOTH_PATHS = ("ctindex/reconciler/test_capture_batch.py",)
+TESTS = Path(__file__).resolve().parent
+
+
+def variants_of(path: Path) -> list[str]:
+    """The variants a test file runs in besides the plain platform."""
+    rel = path.resolve().relative_to(TESTS).as_posix()
+    if rel in COMPARE_BOTH_PATHS or "native" in path.stem.split("_"):
+        return []
+    return [name for name, (_, where) in VARIANTS.items() if rel.startswith(where)]
+
+
+def _decide_again() -> None:
+    """Forget what this process decided from the switches."""
+    from ctindex.base import native_modules
+    from ctindex.reconciler import native, platform_features
+
+    platform_features.reset()
+    native.reset()
+    native_modules.reset()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    names = variants_of(metafunc.definition.path)
+    if names:
+        metafunc.parametrize("platform_variant", [PLAIN, *names], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def platform_variant(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The variant this test runs in (``plain`` unless VARIANTS lists its
+    file). Autouse, so it is set before the test's other function fixtures
+    start a daemon or a process."""
+    name: str = getattr(request, "param", PLAIN)
+    if name == PLAIN:
+        yield name
+        return
+    switches = VARIANTS[name][0]
+    saved = {key: os.environ.get(key) for key in switches}
+    os.environ.update(switches)
+    _decide_again()
+    try:
+        for mark in request.node.iter_markers("needs"):
+            reason = NEEDS[mark.args[0]]()
+            if reason is not None:
+                pytest.skip(f"needs {mark.args[0]}: {reason}")
+        yield name
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        _decide_again()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Captured output that holds a lone surrogate (a test of undecodable

@@ -49,6 +49,18 @@ KEEP_MAX = 8
 KEEP_IDLE_S = 30.0
 
 
+def keep_idle_s() -> float:
+    """The idle bound of a kept connection, read as each one goes idle.
+
+    A seam, not a setting: a test replaces it before it forks a daemon to
+    choose which kept connection is let go (none until it says so, then the
+    next at once, tests/ctindex/ipc/test_protocol_keeper.py). A short
+    KEEP_IDLE_S instead raced the bound against the scheduler of a loaded
+    machine: the client's reuse could come too late or its next request
+    before the daemon woke to close the connection."""
+    return KEEP_IDLE_S
+
+
 @dataclass(eq=False)
 class Connection:
     sock: socket.socket
@@ -261,7 +273,7 @@ class IpcServer:
             self._sel.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
         elif conn.answered and conn.keep:  # idle until the next request, or its deadline
             conn.answered, conn.idle = False, True
-            conn.deadline = self._clock() + KEEP_IDLE_S
+            conn.deadline = self._clock() + keep_idle_s()
             self._sel.modify(conn.sock, selectors.EVENT_READ, conn)
         elif conn.answered:
             self._drop(conn)

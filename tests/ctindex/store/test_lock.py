@@ -19,6 +19,8 @@ from ctindex.errors import IndexBusy, IndexWriteError
 from ctindex.store import lock as lock_module
 from ctindex.store.lock import HELD_FDS, LOCK_NAME, IndexReadOnly, update_lock
 
+HANG_GUARD_S = 60.0  # bounds a wait on an event; never expected to run out
+
 # A writer in another process: takes the lock, says so, and keeps it until
 # its stdin gives a line (or the process dies).
 HOLDER = """
@@ -33,18 +35,25 @@ print("released", flush=True)
 
 # The holder forks a helper (a daemon forks) and is then killed while the
 # helper lives on; argv[2] says whether the helper calls release_inherited.
+# The holder says the helper's pid only once the helper is past that call
+# (a byte on a pipe): said at the fork, a test on a loaded machine could
+# kill the holder before the helper had let go and find the lock held.
 FORKING_HOLDER = """
 import os, signal, sys
 from pathlib import Path
 from ctindex.store.lock import release_inherited, update_lock
 with update_lock(Path(sys.argv[1]), timeout=0):
+    ready, done = os.pipe()
     pid = os.fork()
     if pid == 0:
         if sys.argv[2] == "release":
             release_inherited()
+        os.write(done, b"r")
         signal.alarm(60)  # bounded: the test kills it sooner
         signal.pause()
         os._exit(0)
+    os.close(done)
+    assert os.read(ready, 1) == b"r", "the helper died"  # end of file once it exits
     print(pid, flush=True)
     sys.stdin.readline()
 """
@@ -127,9 +136,10 @@ def test_the_lock_dies_with_a_killed_holder(tmp_path: Path, holder: Holder) -> N
 
 
 def test_a_waiting_writer_gets_the_lock_when_the_holder_leaves(
-    tmp_path: Path, holder: Holder
+    tmp_path: Path, holder: Holder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     got = threading.Event()
+    refused = _refusals(monkeypatch)
     failed: list[BaseException] = []
 
     def writer() -> None:
@@ -142,12 +152,39 @@ def test_a_waiting_writer_gets_the_lock_when_the_holder_leaves(
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        assert not got.wait(0.5)  # held by the other process: still waiting
+        if refused is None:  # not watched: no better than a pause
+            assert not got.wait(0.5)  # held by the other process: still waiting
+        else:
+            assert refused.wait(HANG_GUARD_S), failed  # held by the other process
+            assert not got.is_set()  # so still waiting
         holder.tell()
-        assert got.wait(30), failed
+        assert got.wait(HANG_GUARD_S), failed
     finally:
         thread.join(60)
     assert not failed
+
+
+def _refusals(monkeypatch: pytest.MonkeyPatch) -> threading.Event | None:
+    """Set once a writer in this process tries the lock and finds it held:
+    the proof it waits, where a pause only guessed how long it takes to try.
+    None where the lock is portalocker's (no fcntl: Windows), whose tries are
+    its own."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    refused = threading.Event()
+    real_flock = fcntl.flock
+
+    def flock(fd: int, operation: int) -> None:
+        try:
+            real_flock(fd, operation)
+        except BlockingIOError:
+            refused.set()
+            raise
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    return refused
 
 
 def test_two_writers_in_one_process_exclude_each_other(tmp_path: Path) -> None:
