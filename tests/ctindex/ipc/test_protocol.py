@@ -209,3 +209,25 @@ def test_a_degraded_field_that_is_not_a_reason_is_a_malformed_answer(degraded: o
     assert BarrierResult.from_reply({**reply, "degraded": None}, 1.0).degraded is None
     with pytest.raises(ProtocolError, match="degraded"):
         BarrierResult.from_reply({**reply, "degraded": degraded}, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (None, protocol.ACK_WAIT_S),
+        ("", protocol.ACK_WAIT_S),
+        ("2.5", 2.5),
+        ("0", protocol.ACK_WAIT_S),
+        ("-1", protocol.ACK_WAIT_S),
+        ("nan", protocol.ACK_WAIT_S),
+        ("soon", protocol.ACK_WAIT_S),
+    ],
+)
+def test_the_ack_wait_is_stretched_only_by_a_positive_number(
+    monkeypatch: pytest.MonkeyPatch, raw: str | None, expected: float
+) -> None:
+    if raw is None:
+        monkeypatch.delenv(protocol.ACK_WAIT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(protocol.ACK_WAIT_ENV, raw)
+    assert protocol.ack_wait_s() == expected
