@@ -288,19 +288,25 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    absent: dict[str, str | None] = {}
     for item in items:
         for mark in item.iter_markers("needs"):
-            (name,) = mark.args
-            if name not in NEEDS:
+            if mark.args[0] not in NEEDS:
                 raise pytest.UsageError(
-                    f"{item.nodeid}: needs({name!r}): not one of {sorted(NEEDS)}"
+                    f"{item.nodeid}: needs({mark.args[0]!r}): not one of {sorted(NEEDS)}"
                 )
-            if name not in absent:
-                absent[name] = NEEDS[name]()
-            reason = absent[name]
-            if reason is not None:
-                item.add_marker(pytest.mark.skip(reason=f"needs {name}: {reason}"))
+        reason = unmet_need(item)
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def unmet_need(node: pytest.Item) -> str | None:
+    """Why `node` cannot run in this process (a `needs` primitive absent or
+    hidden), or None. Asked again per call: a variant changes the answer."""
+    for mark in node.iter_markers("needs"):
+        reason = NEEDS[mark.args[0]]()
+        if reason is not None:
+            return f"needs {mark.args[0]}: {reason}"
+    return None
 
 
 # -- the same tests on another path (docs/decisions/portability.md) -----------------
@@ -366,7 +372,7 @@ VARIANTS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
 # variant would run both halves again, or hide the C half they compare,
 # since they decide at import whether it is there.
 COMPARE_BOTH_PATHS = ("ctindex/reconciler/test_capture_batch.py",)
-TESTS = Path(__file__).resolve().parent
+TESTS = REPO / "tests"
 
 
 def variants_of(path: Path) -> list[str]:
@@ -407,10 +413,9 @@ def platform_variant(request: pytest.FixtureRequest) -> Iterator[str]:
     os.environ.update(switches)
     _decide_again()
     try:
-        for mark in request.node.iter_markers("needs"):
-            reason = NEEDS[mark.args[0]]()
-            if reason is not None:
-                pytest.skip(f"needs {mark.args[0]}: {reason}")
+        reason = unmet_need(request.node)
+        if reason is not None:
+            pytest.skip(reason)
         yield name
     finally:
         for key, value in saved.items():

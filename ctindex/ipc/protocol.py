@@ -80,7 +80,7 @@ def ack_wait_s() -> float:
             value = float(raw)
         except ValueError:
             return ACK_WAIT_S
-        if 0 < value < 3600:
+        if value > 0:  # NaN is not; a wait past the request's bound is cut to it
             return value
     return ACK_WAIT_S
 
