@@ -19,6 +19,7 @@ from ctindex.backends import open_watcher
 from ctindex.client.control import watcher_status
 from ctindex.daemon.layers import ConfigStamp, PlanView
 from ctindex.indexing.transaction import UpdateReport
+from ctindex.ipc import protocol
 from ctindex.ipc.peer import no_peer_check
 from ctindex.ipc.runtime_dir import RuntimePaths
 from ctindex.ipc.spawn_failure import clear_spawn_failure
@@ -150,6 +151,19 @@ def forked_daemon(
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         reap(pid)
+
+
+PATIENT_ACK_S = 60.0  # only a hang guard: a live daemon acknowledges long before
+
+
+def be_patient_for_acks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients of this test, in its process and every one it starts, wait
+    for a live daemon's ACK up to the request's own bound instead of the
+    usual 0.4 s (protocol.ACK_WAIT_ENV): on a loaded machine a daemon may
+    read a request later, and the answer would be a fallback. For tests
+    that assert a live daemon's answer, never for those that stop one to
+    see it told apart."""
+    monkeypatch.setenv(protocol.ACK_WAIT_ENV, str(PATIENT_ACK_S))
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, step: float = 0.02) -> Any:

@@ -24,12 +24,12 @@ from typing import Any
 import pytest
 
 from ctindex.client.daemon_requests import barrier, ping
-from ctindex.ipc import protocol
 from tests import oracle
 from tests.daemon_support import (
     TEST_CONFIG,
     CliProject,
     FakeEngine,
+    be_patient_for_acks,
     forked_daemon,
     journal,
     runtime_paths,
@@ -41,12 +41,9 @@ METRICS = "acme_retail/metrics"
 
 @pytest.fixture(autouse=True)
 def _patient_acks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The searches here assert a live daemon's answer (watcher-clean). On a
-    loaded machine the daemon may read a request later than the client's
-    usual ACK wait, and the answer would be a fallback: their processes wait
-    longer (protocol.ACK_WAIT_ENV). No test here stops a daemon to see it
-    told apart."""
-    monkeypatch.setenv(protocol.ACK_WAIT_ENV, "30")
+    """The searches here assert a live daemon's answer (watcher-clean); no
+    test here stops a daemon to see it told apart."""
+    be_patient_for_acks(monkeypatch)
 
 
 def agrees(project: CliProject, word: str, mode: str) -> dict[str, Any]:

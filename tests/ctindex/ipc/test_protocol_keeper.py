@@ -18,7 +18,13 @@ from ctindex.api import Index
 from ctindex.daemon import server
 from ctindex.ipc import protocol
 from tests import oracle
-from tests.daemon_support import CliProject, FakeEngine, forked_daemon, wait_for
+from tests.daemon_support import (
+    CliProject,
+    FakeEngine,
+    be_patient_for_acks,
+    forked_daemon,
+    wait_for,
+)
 
 Make = Callable[..., CliProject]
 MARKER = "kq7zmarker"
@@ -41,11 +47,9 @@ def connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 @pytest.fixture
 def patient_acks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This process's client waits for a daemon's ACK up to the request's
-    own bound, not ACK_WAIT_S (0.4 s): on a loaded machine a live daemon can
-    be slower to say it read the request, and these tests are about which
-    connection carries it, not how soon a wedged daemon is told apart."""
-    monkeypatch.setattr(protocol, "ACK_WAIT_S", HANG_GUARD_S)
+    """These tests are about which connection carries a request, not how
+    soon a wedged daemon is told apart."""
+    be_patient_for_acks(monkeypatch)
 
 
 def _running(make: Make) -> CliProject:
