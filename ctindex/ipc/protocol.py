@@ -313,7 +313,7 @@ def _sent_anew(
     """`data` sent on a new connection to `path`."""
     started = time.monotonic()
     deadline = started + timeout
-    first_by = started + min(ACK_WAIT_S, timeout) if ack else deadline
+    first_by = started + min(ack_wait_s(), timeout) if ack else deadline
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         _connect(sock, path, min(CONNECT_TIMEOUT_S, timeout), ack)

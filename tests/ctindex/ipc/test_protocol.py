@@ -115,6 +115,22 @@ def test_a_daemon_that_never_acknowledges_is_told_apart(tmp_path: Path) -> None:
     assert failed.value.unacknowledged
 
 
+def test_a_stretched_ack_wait_reaches_a_new_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CTINDEX_ACK_WAIT_S is read on every path a request takes (a new
+    connection here, a kept one in test_protocol_keeper.py): a daemon that
+    reads the request later than ACK_WAIT_S is still heard."""
+    monkeypatch.setenv(protocol.ACK_WAIT_ENV, str(HANG_GUARD_S))
+
+    def serve(conn: socket.socket) -> None:
+        threading.Event().wait(protocol.ACK_WAIT_S * 2)  # a loaded daemon, late
+        conn.sendall(ACK_LINE + b"\n" + b'{"ok":true}\n')
+
+    with fake_daemon(tmp_path, serve) as path:
+        assert exchange(path, {"op": "barrier"}, HANG_GUARD_S, ack=True) == {"ok": True}
+
+
 def test_no_socket_is_spawnable(tmp_path: Path) -> None:
     with pytest.raises(ExchangeFailed) as failed:
         exchange(tmp_path / "absent.sock", {"op": "ping"}, 1.0)
