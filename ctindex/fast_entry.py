@@ -23,10 +23,9 @@ import os
 import sys
 from pathlib import Path  # already imported by ctindex.ipc.runtime_dir
 
-from ctindex.client import unanswered
+from ctindex.client import envelope
 from ctindex.ipc import protocol
 from ctindex.ipc.build_id import build_id
-from ctindex.ipc.peer import no_peer_check
 from ctindex.ipc.records import read_record
 from ctindex.ipc.runtime_dir import RuntimePaths, store_link
 from ctindex.policy.root import find_root
@@ -122,42 +121,24 @@ def answer(argv: list[str]) -> int | None:
     if root is None or store_link(root):
         return None  # a linked store folder: the full CLI refuses it (ctindex/policy/store_path.py)
     paths = RuntimePaths(Path(root), Path(root, ".ct", "okf", "runtime"))
-    if no_peer_check() is not None:  # no daemon is trusted here (ctindex/ipc/peer.py)
-        return None
-    skipped, struck = unanswered.check(paths)
-    if skipped is not None:
-        return None  # it did not answer lately: the fallback says so
     from ctindex.base.tty import decided  # the daemon's stdout is no terminal: decide colour here
 
-    request: protocol.Message = {
-        "op": OP,
-        "argv": decided(argv, sys.stdout),
-        "cwd": cwd,
-        "build": build_id(),
-    }
-    answered = _ask(paths, request, _budget_s(os.fspath(paths.dir)), struck)
+    request: protocol.Message = {"op": OP, "argv": decided(argv, sys.stdout), "cwd": cwd}
+    answered = _ask(paths, request, _budget_s(os.fspath(paths.dir)))
     if answered is None:
         return None
     return _print(answered)
 
 
-def _ask(
-    paths: RuntimePaths, request: protocol.Message, timeout: float, struck: bool
-) -> SearchAnswer | None:
-    """The one bounded exchange (ctindex/ipc/protocol.py), with any failure
-    just "not answered". The daemon's ACK line must come within ACK_WAIT_S;
-    without it the daemon is stopped or wedged, and that is remembered
-    (ctindex/client/unanswered.py); an answer clears a strike `struck` saw."""
+def _ask(paths: RuntimePaths, request: protocol.Message, timeout: float) -> SearchAnswer | None:
+    """The client envelope every daemon request goes through
+    (ctindex/client/envelope.py: the peer check, a strike skipped
+    or recorded, the build id, the bound), with any failure just "not
+    answered"."""
     try:
-        reply = protocol.exchange(paths.socket, request, timeout, ack=True, max_reply=MAX_REPLY)
-    except protocol.ExchangeFailed as failed:
-        if failed.unacknowledged:
-            unanswered.strike(paths)
-        elif failed.heard:
-            unanswered.clear(paths)  # it answered, if not in shape: alive
+        reply = envelope.request(paths, request, timeout, ack=True, max_reply=MAX_REPLY)
+    except envelope.BarrierFailed:
         return None
-    if struck:
-        unanswered.clear(paths)
     return protocol.search_answer(reply, build_id())  # declined or another build: None
 
 

@@ -1,6 +1,7 @@
-"""Asking the project's daemon: a barrier, a ping, any request, with the
-failure vocabulary a query reports (ctindex/ipc/protocol.py carries the
-bytes; ctindex/query/freshness.py decides what an answer means).
+"""Asking the project's daemon: a barrier, a ping, a build check, with the
+failure vocabulary a query reports. Every request goes through the one
+envelope (ctindex/client/envelope.py); ctindex/query/freshness.py decides
+what an answer means.
 
 It is on every indexed query, so it imports only the standard library at
 module level. A barrier is a bounded exchange: connect (CONNECT_TIMEOUT_S
@@ -11,14 +12,15 @@ are both capped. Every failure is a BarrierFailed; the caller reconciles.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 
-from ctindex.client import unanswered
+from ctindex.client.envelope import BUILD_MISMATCH as BUILD_MISMATCH
+from ctindex.client.envelope import BarrierFailed as BarrierFailed
+from ctindex.client.envelope import SentRequest, request, send_request
+from ctindex.client.envelope import token as token
 from ctindex.ipc import protocol
 from ctindex.ipc.build_id import build_id
-from ctindex.ipc.peer import no_peer_check
-from ctindex.ipc.protocol import BarrierResult, ExchangeFailed
+from ctindex.ipc.protocol import BarrierResult
 
 TYPE_CHECKING = False  # not `typing`'s: the query path does not import typing
 if TYPE_CHECKING:
@@ -31,99 +33,7 @@ BARRIER_TIMEOUT = protocol.BARRIER_TIMEOUT
 DAEMON_BUSY = protocol.DAEMON_BUSY
 WRONG_OWNER = protocol.WRONG_OWNER
 PLAN_MISMATCH = "daemon has a different plan"
-# The daemon runs other code than this client (an upgrade, an edited editable
-# install): it exits after saying so, and this command starts its successor.
-BUILD_MISMATCH = "daemon was a different build"
 RETIRE_TIMEOUT_S = 0.2  # asking a daemon of an older build (no build check) to stop
-
-
-class BarrierFailed(Exception):
-    """No trustworthy answer; `spawnable` when nothing is listening at all
-    (or the daemon that answered is leaving because it is another build)."""
-
-    def __init__(self, reason: str, spawnable: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.spawnable = spawnable
-
-    @property
-    def other_build(self) -> bool:
-        return self.reason == BUILD_MISMATCH
-
-
-def token() -> str:
-    """A fresh request or claim token."""
-    return os.urandom(8).hex()  # identity, not a secret: `secrets` would cost imports
-
-
-def request(paths: RuntimePaths, payload: Message, timeout: float, *, ack: bool = False) -> Message:
-    """One request/answer exchange; raises BarrierFailed with a reason.
-    Every request carries this process's build id (the daemon serves queries
-    of its own build only). With `ack`, the daemon's ACK line must come
-    within ACK_WAIT_S: a daemon that sends none is stopped or wedged,
-    remembered as such (ctindex/client/unanswered.py), and skipped by the
-    next requests with `ack` until it shows life again."""
-    return send_request(paths, payload, timeout, ack=ack).reply()
-
-
-class SentRequest:
-    """A request on the wire (`send_request`): `reply()` reads its answer,
-    with `request`'s failure vocabulary and bookkeeping."""
-
-    def __init__(
-        self, paths: RuntimePaths, sent: protocol.Sent, ack: bool, struck: bool = False
-    ) -> None:
-        self._paths, self._sent, self._ack = paths, sent, ack
-        self._struck = struck  # a strike was recorded when it was sent: an answer clears it
-
-    def reply(self) -> Message:
-        paths, ack = self._paths, self._ack
-        try:
-            reply = self._sent.answer()
-        except ExchangeFailed as failed:
-            raise _failed(paths, failed, ack) from failed
-        if ack and self._struck:
-            unanswered.clear(paths)
-        return reply
-
-    def close(self) -> None:
-        """Give up on the answer."""
-        self._sent.close()
-
-
-def send_request(
-    paths: RuntimePaths,
-    payload: Message,
-    timeout: float,
-    *,
-    ack: bool = False,
-    keeper: protocol.Keeper | None = None,
-) -> SentRequest:
-    """`request`'s first half: checked and sent (raises BarrierFailed), on
-    the connection `keeper` keeps, if any."""
-    disabled = no_peer_check()
-    if disabled is not None:  # no daemon may be trusted here: never started, never asked
-        raise BarrierFailed(disabled)
-    struck = False
-    if ack:
-        skipped, struck = unanswered.check(paths)
-        if skipped is not None:
-            raise BarrierFailed(skipped)
-    try:
-        sent = protocol.send(
-            paths.socket, {**payload, "build": build_id()}, timeout, ack=ack, keeper=keeper
-        )
-    except ExchangeFailed as failed:
-        raise _failed(paths, failed, ack) from failed
-    return SentRequest(paths, sent, ack, struck)
-
-
-def _failed(paths: RuntimePaths, failed: ExchangeFailed, ack: bool) -> BarrierFailed:
-    if failed.unacknowledged:
-        return BarrierFailed(unanswered.strike(paths))
-    if ack and failed.heard:
-        unanswered.clear(paths)  # it answered, if not in shape: alive
-    return BarrierFailed(failed.reason, spawnable=failed.spawnable)
 
 
 def ping(paths: RuntimePaths, timeout: float = 0.5) -> bool:

@@ -137,15 +137,21 @@ def test_no_socket_is_spawnable(tmp_path: Path) -> None:
     assert failed.value.reason == protocol.NO_DAEMON and failed.value.spawnable
 
 
-def test_the_fast_entry_and_the_client_share_the_one_exchange() -> None:
-    """Neither client keeps a socket loop of its own."""
-    import ctindex.client.daemon_requests as requests_module
-    import ctindex.fast_entry as fast_entry
-
-    for module in (fast_entry, requests_module):
-        source = Path(str(module.__file__)).read_text(encoding="utf-8")
-        assert "protocol.exchange(" in source or "protocol.send(" in source
-        assert ".recv(" not in source and "_socket" not in source
+def test_one_client_envelope_sends_every_daemon_request() -> None:
+    """Only ctindex/client/envelope.py puts a request on the wire:
+    the query path and every other client go through its envelope (peer
+    check, strike skipped or recorded, build id), and none keeps a socket
+    loop of its own."""
+    package = Path(str(protocol.__file__)).parents[1]
+    senders = set()
+    for path in package.rglob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        if "protocol.exchange(" in source or "protocol.send(" in source:
+            senders.add(path.relative_to(package).as_posix())
+    assert senders == {"client/envelope.py"}
+    fast_entry = (package / "fast_entry.py").read_text(encoding="utf-8")
+    assert "envelope.request(" in fast_entry
+    assert ".recv(" not in fast_entry and "_socket" not in fast_entry
 
 
 @given(replies, st.floats(min_value=0, max_value=1e6))
