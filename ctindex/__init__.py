@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         UnknownField,
         UnsafeStorePath,
         UsageError,
+        WrongType,
     )
     from ctindex.policy.decide import Decision
 
@@ -79,6 +80,7 @@ _ERRORS = (
     "UnknownField",
     "UnsafeStorePath",
     "UsageError",
+    "WrongType",
 )
 _WHERE = {
     **dict.fromkeys(_API, "ctindex.api"),
@@ -111,6 +113,7 @@ __all__ = [
     "UnsafeStorePath",
     "UpdateReport",
     "UsageError",
+    "WrongType",
     "__version__",
 ]
 

@@ -21,10 +21,16 @@ only reused after the barrier or reconciliation of *this* query said the
 index is current, and only if it is still the published one.
 
 An ``Index`` may be shared between threads: its calls are serialised.
+
+Every public method checks the types of its arguments first and raises
+``WrongType`` (a ``UsageError`` and a ``TypeError``) naming the argument,
+before anything is read: a wrong type never gets as far as an
+``AttributeError`` deep inside (docs/api.md, "Errors").
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -32,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from ctindex.errors import UsageError
+from ctindex.errors import UsageError, WrongType
 from ctindex.policy.project import Project, StrPath, find_root, start_folder
 from ctindex.service.types import (
     Concept,
@@ -87,6 +93,7 @@ class Index:
     is none: an index needs a project to live in."""
 
     def __init__(self, path: StrPath | None = None) -> None:
+        _takes_path("Index", "path", path, none=True)
         here = start_folder(os.getcwd(), path)
         root = find_root(here)
         if root is None:
@@ -178,7 +185,10 @@ class Index:
         from ctindex.search.execute import search_direct, search_snapshot
         from ctindex.search.query import parse_query
 
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        _takes("search", "query", query, str)
+        _takes("search", "limit", limit, int)
+        _takes("search", "direct", direct, bool)
+        if limit < 1:
             raise UsageError(f"limit must be a whole number of at least 1, not {limit!r}")
         t0 = time.perf_counter()
         node: Node = parse_query(query)
@@ -253,6 +263,8 @@ class Index:
         ConceptUnreadable."""
         from ctindex.service.concepts import get_concept
 
+        _takes("get", "concept_id", concept_id, str)
+        _takes("get", "scope", scope, str, none=True)
         with self._lock:
             return get_concept(self.plan(), concept_id, scope, self._kept)
 
@@ -279,8 +291,13 @@ class Index:
         `offset`-th on, at most `limit` of them (1 to MAX_PAGE)."""
         from ctindex.search.listing import filters, list_direct, list_snapshot
 
+        _takes("concepts", "type", type, str, none=True)
+        _takes("concepts", "tag", tag, str, none=True)
+        _takes("concepts", "prefix", prefix, str)
+        _takes("concepts", "offset", offset, int)
+        _takes("concepts", "limit", limit, int)
         for name, value, low, high in (("offset", offset, 0, None), ("limit", limit, 1, MAX_PAGE)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            if value < low:
                 raise UsageError(f"{name} must be a whole number of at least {low}, not {value!r}")
             if high is not None and value > high:
                 raise UsageError(f"{name} must be at most {high}, not {value}")
@@ -311,6 +328,8 @@ class Index:
     def why(self, path: StrPath, cwd: StrPath | None = None) -> Decision:
         """The decision for one path: a relative `path` is taken
         from `cwd`, by default the project root."""
+        _takes_path("why", "path", path)
+        _takes_path("why", "cwd", cwd, none=True)
         with self._lock:
             return self.plan().decide(path, cwd=cwd)
 
@@ -319,6 +338,7 @@ class Index:
         starts a daemon."""
         from ctindex.service.status import collect, status_of
 
+        _takes("status", "verbose", verbose, bool)
         with self._lock:
             return status_of(collect(self.project, verbose))
 
@@ -348,3 +368,30 @@ class Index:
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
+
+
+# -- argument types -------------------------------------------------------------------
+
+
+def _takes(call: str, parameter: str, value: object, kind: type, *, none: bool = False) -> None:
+    """WrongType unless `value` is a `kind` or, with `none`, None. A bool is
+    no int here, though Python makes it one: `limit=True` is a mistake."""
+    if (value is None and none) or (
+        isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+    ):
+        return
+    raise WrongType(call, parameter, kind.__name__ + (" or None" if none else ""), type(value))
+
+
+def _takes_path(call: str, parameter: str, value: object, *, none: bool = False) -> None:
+    """WrongType unless `value` is a text path (`StrPath`): a str, or an
+    os.PathLike whose path is a str; or, with `none`, None. A bytes path is
+    refused: the API's paths are text (os.fsdecode turns bytes into it)."""
+    if (value is None and none) or isinstance(value, str):
+        return
+    if isinstance(value, os.PathLike):
+        with contextlib.suppress(TypeError):  # __fspath__ gave neither str nor bytes
+            if isinstance(os.fspath(value), str):
+                return
+    expected = "str, os.PathLike or None" if none else "str or os.PathLike"
+    raise WrongType(call, parameter, expected, type(value))

@@ -13,7 +13,8 @@ can name them without loading the modules that raise them.
     │   ├── QueryError           a malformed query
     │   │   └── UnknownField     a field name the query language does not have
     │   ├── AmbiguousConcept     an ID that names concepts in several scopes
-    │   └── UnsafeStorePath      a store folder is a symbolic link or another user's
+    │   ├── UnsafeStorePath      a store folder is a symbolic link or another user's
+    │   └── WrongType            an API argument of the wrong type (also a TypeError)
     ├── IndexWriteError          writing the index failed
     │   ├── IndexBusy            another writer held the update lock too long
     │   ├── IndexReadOnly        the index folder cannot be written (store/lock.py)
@@ -27,7 +28,8 @@ can name them without loading the modules that raise them.
     └── CannotVerify             `verify` has nothing it can check (commands/verify.py)
 
 The subclasses defined elsewhere are defined where they are raised; this
-tree is their one list.
+tree is their one list. A class may add a built-in exception as a second
+base (WrongType is a TypeError too); the tree shows its first.
 """
 
 from __future__ import annotations
@@ -84,6 +86,24 @@ class UnsafeStorePath(UsageError):
     """A folder of the store path (`.ct`, `.ct/okf`, `.ct/okf/runtime`) is a
     symbolic link or another user's: nothing is read or written through it
     (ctindex/policy/store_path.py, docs/cli.md "Refused store folders")."""
+
+
+class WrongType(UsageError, TypeError):
+    """An argument of the Python API of a type it does not take, before
+    anything is read (docs/api.md, "Errors"): ``search: query must be str,
+    not bytes``. ``call`` is the method (``Index`` for the constructor),
+    ``parameter`` the argument, ``expected`` the types it takes, as the
+    message spells them, and ``got`` the type passed. A ``TypeError`` as
+    well, the exception Python raises for a call of the wrong types, and a
+    ``UsageError``, like every other bad argument."""
+
+    def __init__(self, call: str, parameter: str, expected: str, got: type) -> None:
+        got_name = "None" if got is type(None) else got.__qualname__
+        super().__init__(f"{call}: {parameter} must be {expected}, not {got_name}")
+        self.call = call
+        self.parameter = parameter
+        self.expected = expected
+        self.got = got
 
 
 class IndexWriteError(CtindexError):

@@ -19,19 +19,43 @@ is a tool error of one line: the line the CLI would print (a malformed
 query, an unknown or ambiguous ID, a configuration that cannot be honoured)
 or, for arguments outside the input schema, which argument and why. The
 server keeps running.
+
+Every message on stdin is vetted before the SDK's stdio transport reads it
+(`vet`, docs/mcp.md "Malformed messages"): what the SDK would drop without a
+word (a line that is not UTF-8 or not JSON, a batch, a wrong `jsonrpc`, `id`
+or `method`, `params` that are not an object, a lone surrogate) is answered
+here with the JSON-RPC error for it, and the next line is read. Why a layer
+of our own, in front of the SDK's transport: docs/decisions/mcp-wire.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable, Mapping
+import io
+import json
+import logging
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import ToolAnnotations
+from mcp.server.stdio import stdio_server
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ToolAnnotations,
+    jsonrpc_message_adapter,
+)
 from pydantic import Field, ValidationError
 
 from ctindex import schemas
@@ -212,7 +236,7 @@ def build(root: str | Path) -> tuple[MCPServer, Index]:
         _tool(why, "Explain a path's indexing", "why"),
         _tool(status, "Index status", "status"),
     ]
-    server: MCPServer = MCPServer(
+    server: MCPServer = _VettedServer(
         "ctindex", instructions=INSTRUCTIONS, version=version(), tools=tools
     )
     return server, index
@@ -257,3 +281,257 @@ def serve(root: str | Path) -> int:
     finally:
         index.close()
     return 0
+
+
+# -- the wire: an answer for every request ------------------------------------------
+
+log = logging.getLogger(__name__)
+
+# A surrogate code point in text read from the wire: either a byte that is not
+# UTF-8 (decoded with surrogateescape) or, after json.loads, an escape such as
+# "\ud800" that stands for no character. UTF-8 can carry neither.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_JSON_SPACE = " \t\r\n"  # RFC 8259's whitespace: a line of only these is blank
+_NO_CHARACTER = "holds a lone surrogate, which is no character and not UTF-8"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a line is not handed to the SDK, as the JSON-RPC error answering
+    it. `answered` is False for a notification or a response: JSON-RPC
+    answers neither, so the refusal is only logged."""
+
+    code: int
+    message: str
+    id: int | str | None = None
+    answered: bool = True
+
+    def line(self) -> str:
+        """The error response, one line of UTF-8 JSON."""
+        error = {"code": self.code, "message": shown(self.message)}
+        answer = {"jsonrpc": "2.0", "id": self.id, "error": error}
+        return json.dumps(answer, separators=(",", ":")) + "\n"
+
+
+def vet(line: str) -> Refusal | None:
+    """None when the SDK's stdio transport can read `line` (one line of the
+    wire, decoded with surrogateescape) as a message; else the refusal. The
+    rules, in order, are docs/mcp.md's "Malformed messages"."""
+    if _SURROGATE.search(line):
+        return Refusal(PARSE_ERROR, "Parse error: the line is not UTF-8 text")
+    try:
+        message: object = json.loads(line, parse_constant=_not_json)
+    except RecursionError:
+        return Refusal(PARSE_ERROR, "Parse error: JSON nested too deeply to read")
+    except ValueError as exc:  # json.JSONDecodeError, or a number Python cannot hold
+        return Refusal(PARSE_ERROR, f"Parse error: not JSON ({exc})")
+    if isinstance(message, list):
+        return Refusal(
+            INVALID_REQUEST,
+            "Invalid Request: a batch (JSON array); MCP takes one message per line, "
+            "each a JSON object",
+        )
+    if not isinstance(message, dict):
+        return Refusal(INVALID_REQUEST, f"Invalid Request: not a JSON object: {_brief(message)}")
+    fields: dict[str, object] = message
+    if "method" not in fields and ("result" in fields or "error" in fields):
+        # A response to a request of the server's: answering it could start
+        # an exchange of errors about errors. The SDK reads it, or it is logged.
+        problem = _unreadable(line)
+        return None if problem is None else Refusal(INVALID_REQUEST, problem, answered=False)
+    return _vet_request(fields, line)
+
+
+def _vet_request(fields: dict[str, object], line: str) -> Refusal | None:
+    """`vet` for what is neither a batch nor a response: a request (with an
+    `id`) or a notification (without one)."""
+    raw_id = fields.get("id")
+    request_id: int | str | None = None
+    if "id" in fields:
+        if isinstance(raw_id, bool) or not isinstance(raw_id, (int, str)):
+            return Refusal(
+                INVALID_REQUEST,
+                f"Invalid Request: id must be a string or an integer, not {_brief(raw_id)}",
+            )
+        if isinstance(raw_id, str) and _SURROGATE.search(raw_id):
+            return Refusal(
+                INVALID_REQUEST, "Invalid Request: the id holds a lone surrogate (not UTF-8)"
+            )
+        request_id = raw_id
+    if fields.get("jsonrpc") != "2.0":
+        said = _brief(fields["jsonrpc"]) if "jsonrpc" in fields else "missing"
+        return Refusal(
+            INVALID_REQUEST, f'Invalid Request: jsonrpc must be "2.0", not {said}', request_id
+        )
+    if not isinstance(fields.get("method"), str):
+        said = _brief(fields["method"]) if "method" in fields else "missing"
+        return Refusal(
+            INVALID_REQUEST, f"Invalid Request: method must be a string, not {said}", request_id
+        )
+    # The envelope is sound: from here on, a notification is not answered.
+    answered = "id" in fields
+    if "params" in fields and not isinstance(fields["params"], dict):
+        said = _brief(fields["params"])
+        return Refusal(
+            INVALID_PARAMS,
+            f"Invalid params: params must be an object, not {said}",
+            request_id,
+            answered,
+        )
+    where = _lone_surrogate(fields.get("params"), "params")
+    if where is not None:
+        said = f"Invalid params: {where} {_NO_CHARACTER}"
+        return Refusal(INVALID_PARAMS, said, request_id, answered)
+    where = _lone_surrogate({k: v for k, v in fields.items() if k != "params"}, "")
+    if where is not None:
+        return Refusal(
+            INVALID_REQUEST, f"Invalid Request: {where} {_NO_CHARACTER}", request_id, answered
+        )
+    problem = _unreadable(line)
+    return None if problem is None else Refusal(INVALID_REQUEST, problem, request_id, answered)
+
+
+def _not_json(constant: str) -> object:
+    """json.loads reads NaN, Infinity and -Infinity; JSON has no such thing."""
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+def _brief(value: object) -> str:
+    """A value as JSON, cut short for an error message."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _lone_surrogate(value: object, where: str) -> str | None:
+    """Where in `value` (a dotted path from `where`) a string or a key holds a
+    lone surrogate, or None. A loop, not recursion: a message may nest as
+    deep as json.loads reads."""
+    pending: list[tuple[str, object]] = [(where, value)]
+    while pending:
+        path, item = pending.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return path or "the message"
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                inside = f"{path}.{key}" if path else str(key)
+                if _SURROGATE.search(key):
+                    return inside
+                pending.append((inside, inner))
+        elif isinstance(item, list):
+            pending.extend((f"{path}[{i}]", inner) for i, inner in enumerate(item))
+    return None
+
+
+def _unreadable(line: str) -> str | None:
+    """Why the SDK's own reading of a message refuses `line`, or None. The
+    check above is ours; this is the SDK's (its pydantic models), so what the
+    rules above let through is never dropped there without an answer."""
+    try:
+        jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        said = f"{where}: {first['msg']}" if where else first["msg"]
+        return f"Invalid Request: the server cannot read this message ({said})"
+    return None
+
+
+class _Answers(io.TextIOWrapper):
+    """The wire's output. Each write is whole lines, written and flushed under
+    one lock: the SDK's answers (from its writer's thread) and the refusals
+    (from the reading thread) never interleave."""
+
+    def __init__(self, wire: BinaryIO) -> None:
+        super().__init__(wire, encoding="utf-8", newline="\n")
+        self._lock = threading.Lock()
+
+    def write(self, text: str, /) -> int:
+        with self._lock:
+            written = super().write(text)
+            super().flush()
+        return written
+
+    def flush(self) -> None:
+        with self._lock:
+            super().flush()
+
+
+class _Vetted(io.TextIOWrapper):
+    """The wire's input as the SDK's stdio transport reads it (line by line,
+    through `readline`): only the lines `vet` passes. A refused request is
+    answered on `answers` here, a refused notification logged; blank lines
+    are no message and are skipped."""
+
+    def __init__(self, wire: BinaryIO, answers: _Answers) -> None:
+        # surrogateescape: bytes that are not UTF-8 reach `vet` as surrogates.
+        # newline="\n": MCP's stdio framing; a CR is JSON whitespace, not a line end.
+        super().__init__(wire, encoding="utf-8", errors="surrogateescape", newline="\n")
+        self._answers = answers
+
+    # typeshed's TextIOBase.readline overrides IOBase's (bytes) the same way.
+    def readline(self, size: int = -1, /) -> str:  # type: ignore[override]
+        while True:
+            line = super().readline(size)
+            if not line:
+                return line  # end of input
+            if not line.strip(_JSON_SPACE):
+                continue
+            refusal = vet(line)
+            if refusal is None:
+                return line
+            if refusal.answered:
+                self._answers.write(refusal.line())
+            else:
+                log.warning("ignored a message that cannot be read: %s", shown(refusal.message))
+
+
+@contextlib.contextmanager
+def _wire() -> Iterator[tuple[BinaryIO, BinaryIO]]:
+    """The protocol's own copies of stdin and stdout. While serving, fd 0
+    reads the null device and fd 1 writes to stderr, so a stray print or a
+    child process never touches the protocol: what the SDK's stdio transport
+    arranges when it opens the streams itself, and skips when handed
+    streams, as `_VettedServer` hands it. Where descriptors cannot be copied
+    or moved, fd 0 and fd 1 are served in place.
+
+    The files are opened with closefd=False: a worker thread may still be
+    blocked reading the descriptor when serving ends; it is never closed
+    under it (the process ends soon after)."""
+    sys.stdout.flush()
+    wires = {0: 0, 1: 1}  # each standard descriptor -> the protocol's copy of it
+    moved: list[int] = []
+    with contextlib.suppress(OSError):
+        for fd in (0, 1):
+            wires[fd] = os.dup(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            for fd, aside in ((0, null), (1, 2)):
+                os.dup2(aside, fd)
+                moved.append(fd)
+        finally:
+            os.close(null)
+    try:
+        yield (
+            os.fdopen(wires[0], "rb", closefd=False),
+            os.fdopen(wires[1], "wb", closefd=False),
+        )
+    finally:
+        for fd in moved:
+            os.dup2(wires[fd], fd)
+
+
+class _VettedServer(MCPServer):
+    """The SDK's server, on stdio through `_Vetted` and `_Answers`."""
+
+    async def run_stdio_async(self) -> None:
+        with _wire() as (wire_in, wire_out):
+            answers = _Answers(wire_out)
+            vetted = _Vetted(wire_in, answers)
+            async with stdio_server(anyio.wrap_file(vetted), anyio.wrap_file(answers)) as (
+                read_stream,
+                write_stream,
+            ):
+                lowlevel = self._lowlevel_server
+                options = lowlevel.create_initialization_options()
+                await lowlevel.run(read_stream, write_stream, options)

@@ -20,6 +20,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 import ctindex
+from ctindex.errors import WrongType
 from tests import oracle
 from tests.conftest import REPO, CliResult, cli_main, outlive_racy_window, write_config
 from tests.daemon_support import CliProject
@@ -514,3 +515,95 @@ def test_api_read_only_index_answers_from_the_files(project: Path) -> None:
     assert answer["mode"] == "fallback" and "read-only index" in answer["reason"], answer
     behind = {"okf/bundles/ga4/tables/behind.md"}
     assert set(answer["paths"]) == oracle.containing(project, MARK) == behind
+
+
+# -- wrong argument types ------------------------------------------------------------
+
+
+class _BytesPath:
+    """An os.PathLike whose path is bytes: not a text path."""
+
+    def __fspath__(self) -> bytes:
+        return b"okf"
+
+
+# (method, arguments, the parameter at fault, what it takes, the type given).
+# "Index" is the constructor.
+WRONG_TYPES: list[tuple[str, tuple[Any, ...], dict[str, Any], str, str, str]] = [
+    ("Index", (b"here",), {}, "path", "str, os.PathLike or None", "bytes"),
+    ("Index", (3,), {}, "path", "str, os.PathLike or None", "int"),
+    ("Index", (_BytesPath(),), {}, "path", "str, os.PathLike or None", "_BytesPath"),
+    ("search", (b"event",), {}, "query", "str", "bytes"),
+    ("search", (None,), {}, "query", "str", "None"),
+    ("search", (["event"],), {}, "query", "str", "list"),
+    ("search", ("event",), {"limit": "3"}, "limit", "int", "str"),
+    ("search", ("event",), {"limit": True}, "limit", "int", "bool"),
+    ("search", ("event",), {"limit": 2.0}, "limit", "int", "float"),
+    ("search", ("event",), {"direct": "yes"}, "direct", "bool", "str"),
+    ("search", ("event",), {"direct": 1}, "direct", "bool", "int"),
+    ("search", ("event",), {"direct": None}, "direct", "bool", "None"),
+    ("get", (b"tables/users",), {}, "concept_id", "str", "bytes"),
+    ("get", (None,), {}, "concept_id", "str", "None"),
+    ("get", ("tables/users",), {"scope": 3}, "scope", "str or None", "int"),
+    ("get", ("tables/users",), {"scope": b"okf"}, "scope", "str or None", "bytes"),
+    ("concepts", (), {"type": 3}, "type", "str or None", "int"),
+    ("concepts", (), {"tag": b"ga4"}, "tag", "str or None", "bytes"),
+    ("concepts", (), {"prefix": None}, "prefix", "str", "None"),
+    ("concepts", (), {"offset": "1"}, "offset", "int", "str"),
+    ("concepts", (), {"offset": True}, "offset", "int", "bool"),
+    ("concepts", (), {"limit": 5.0}, "limit", "int", "float"),
+    ("why", (b"okf/x.md",), {}, "path", "str or os.PathLike", "bytes"),
+    ("why", (None,), {}, "path", "str or os.PathLike", "None"),
+    ("why", (_BytesPath(),), {}, "path", "str or os.PathLike", "_BytesPath"),
+    ("why", ("x.md",), {"cwd": 3}, "cwd", "str, os.PathLike or None", "int"),
+    ("why", ("x.md",), {"cwd": b"okf"}, "cwd", "str, os.PathLike or None", "bytes"),
+    ("status", (), {"verbose": "yes"}, "verbose", "bool", "str"),
+    ("status", (), {"verbose": 1}, "verbose", "bool", "int"),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "kwargs", "parameter", "expected", "got"),
+    WRONG_TYPES,
+    ids=[f"{m}-{p}-{g}" for m, _a, _k, p, _e, g in WRONG_TYPES],
+)
+def test_a_wrong_argument_type_is_named_before_anything_is_read(
+    tmp_path: Path,
+    method: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    parameter: str,
+    expected: str,
+    got: str,
+) -> None:
+    (tmp_path / ".git").mkdir()
+    with ctindex.Index(tmp_path) as index:
+        call = ctindex.Index if method == "Index" else getattr(index, method)
+        with pytest.raises(WrongType) as wrong:
+            call(*args, **kwargs)
+    error = wrong.value
+    assert str(error) == f"{method}: {parameter} must be {expected}, not {got}"
+    assert (error.call, error.parameter, error.expected) == (method, parameter, expected)
+    assert error.got.__qualname__ == got or (got == "None" and error.got is type(None))
+    assert isinstance(error, TypeError) and isinstance(error, ctindex.UsageError)
+    assert error.exit_code == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".git"]  # nothing read or written
+
+
+def test_every_public_parameter_has_a_wrong_type_case() -> None:
+    """Each public method's every parameter is in WRONG_TYPES, so a method or
+    parameter added later is checked too."""
+    import inspect
+
+    public = {"Index": ctindex.Index.__init__}
+    public.update(
+        (name, member)
+        for name, member in vars(ctindex.Index).items()
+        if not name.startswith("_") and inspect.isfunction(member)
+    )
+    wanted = {
+        (name, parameter)
+        for name, function in public.items()
+        for parameter in list(inspect.signature(function).parameters)[1:]  # past self
+    }
+    assert wanted == {(m, p) for m, _a, _k, p, _e, _g in WRONG_TYPES}
