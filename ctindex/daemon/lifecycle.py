@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from ctindex.backends.base import Watcher
-from ctindex.daemon import singleton, sysinfo
+from ctindex.daemon import ops, singleton, sysinfo
 from ctindex.daemon.barrier import Barrier, Cookies, Waiter
 from ctindex.daemon.console_events import ConsoleEvents
 from ctindex.daemon.dirtyset import DirtySet, Pending
@@ -54,16 +54,11 @@ from ctindex.ipc.share_channel import Request
 from ctindex.ipc.spawn_failure import STOPPED_PREFIX, record_spawn_failure
 
 if TYPE_CHECKING:
-    from ctindex.ipc.protocol import Message
+    from ctindex.ipc.protocol import BarrierRequest, Message
 from ctindex.policy.project import Project, is_index_key
 
 POLL_WAIT_S = 0.05  # poll-lane watcher has no fd: how often to look for cookies
 MEMORY_LIMIT = "memory-limit"  # stop reason above the memory ceiling
-# Ops that only a client of this very build may use: a query (barrier) or a
-# liveness probe (ping, `watch start`) from another build makes the daemon
-# answer once and leave, so the two never serve or rebuild against each other
-# (docs/daemon.md "Build identity"). `status` and `stop` serve any build.
-BUILD_CHECKED_OPS = ("barrier", "ping")
 
 
 class Daemon:
@@ -255,7 +250,7 @@ class Daemon:
             self.project.root, self.project.index_dir, self._wake.poke, self._search_command
         )
         self.search = SearchOp(
-            self, self.queries, self.driver, self.stats, self.build, self.instance, self.clock
+            self, self.queries, self.driver, self.stats, self.instance, self.clock
         )
         self._drop_claim()
         self._log("start", backend=self.watcher.name, socket=self.paths.socket)
@@ -411,29 +406,25 @@ class Daemon:
     # -- requests and barriers -------------------------------------------------
 
     def _on_request(self, conn: Connection, request: Message) -> None:
-        assert self.server is not None
-        op = request["op"]
-        now = self.clock()
-        if op in BUILD_CHECKED_OPS and request.get("build") != self.build:
-            self._retire(conn, request.get("build"))
-            return
-        if op == "barrier":
-            self.last_activity = now
-            self.start_barrier(conn, request, now)
-        elif op == "search" and self.search is not None:
-            self.last_activity = now
-            self.search.start(conn, request, now)
-        elif op == "status":
-            self.server.reply(conn, {"ok": True, "status": dict(self._status_record(self.lane()))})
-        elif op == "ping":
-            self.server.reply(conn, {"ok": True, "instance": self.instance, "pid": self.pid})
-        elif op == "stop":
-            self.server.reply(conn, {"ok": True, "instance": self.instance})
-            self.stop_reason = "stop-request"
-        else:
-            self.server.reply(conn, {"ok": False, "error": "unknown op"})
+        ops.serve(self, conn, request, self.clock())
 
-    def _retire(self, conn: Connection, theirs: object) -> None:
+    def reply(self, conn: Connection, answer: Mapping[str, object]) -> None:
+        """Answer a request (ctindex/daemon/ops.py's handlers)."""
+        assert self.server is not None
+        self.server.reply(conn, answer)
+
+    def decline(self, conn: Connection, reason: str) -> None:
+        """A query not answered here: its client answers it itself."""
+        if self.search is not None:
+            self.search.decline(conn, reason)
+        else:
+            self.reply(conn, {"ok": False, "declined": True, "error": reason})
+
+    def status_record(self) -> StatusRecord:
+        """What `status` answers: the record the heartbeat writes, as of now."""
+        return self._status_record(self.lane())
+
+    def retire(self, conn: Connection, theirs: object) -> None:
         """Answer a client of another build once and begin the graceful exit:
         its successor (of the client's build) needs the lock we hold."""
         assert self.server is not None
@@ -450,19 +441,19 @@ class Daemon:
         )
         self.stop_reason = "build-mismatch"
 
-    def start_barrier(self, conn: Connection, request: Message, now: float) -> None:
+    def start_barrier(self, conn: Connection, request: BarrierRequest, now: float) -> None:
         self.stats.barriers += 1
-        digest = request.get("plan")
-        config = request.get("config")  # the config file's stat as the client saw it
+        digest = request["plan"]
+        config = request["config"]  # the config file's stat as the client saw it
         have = self.config_stamp.stat if self.config_stamp is not None else "absent"
-        if (isinstance(digest, str) and digest != self.plan.digest) or (
+        if (digest is not None and digest != self.plan.digest) or (
             config is not None and config != have
         ):
             self.replan()  # the client sees a different plan: ours may be stale
             if self.stop_reason is not None:
                 self.barrier.fail(conn, f"daemon stopping: {self.stop_reason}")
                 return
-        self.barrier.start(conn, request.get("timeout_ms"), now)
+        self.barrier.start(conn, request["timeout_ms"], now)
 
     def _open_share(self) -> None:
         """Serve barriers through the share; a store nobody can write into

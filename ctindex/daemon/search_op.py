@@ -22,7 +22,7 @@ from ctindex.daemon.status import Stats
 from ctindex.ipc.protocol import events_trusted, search_request
 
 if TYPE_CHECKING:
-    from ctindex.ipc.protocol import Message, SearchAnswer
+    from ctindex.ipc.protocol import BarrierRequest, SearchAnswer, SearchRequest
 
 
 class SearchLoop(Protocol):
@@ -41,7 +41,7 @@ class SearchLoop(Protocol):
 
     def replan(self) -> None: ...
 
-    def start_barrier(self, conn: Connection, request: Message, now: float) -> None: ...
+    def start_barrier(self, conn: Connection, request: BarrierRequest, now: float) -> None: ...
 
 
 class SearchOp:
@@ -51,7 +51,6 @@ class SearchOp:
         queries: QueryService,
         driver: ReconcileDriver,
         stats: Stats,
-        build: str,
         instance: str,
         clock: Callable[[], float],
     ) -> None:
@@ -59,21 +58,15 @@ class SearchOp:
         self.queries = queries
         self.driver = driver
         self.stats = stats
-        self.build = build
         self.instance = instance
         self.clock = clock
 
-    def start(self, conn: Connection, request: Message, now: float) -> None:
-        """A `search` from ctindex/fast_entry.py: only for a client of this build
-        (another build's is declined without retiring: its own barrier then
-        retires this daemon and starts the successor, docs/daemon.md "Build
-        identity"), only under a plan still current, then the usual barrier."""
-        if request.get("build") != self.build:
-            self.decline(conn, "build mismatch")
-            return
-        if search_request(request) is None:
-            self.decline(conn, "malformed search")
-            return
+    def start(self, conn: Connection, request: SearchRequest, now: float) -> None:
+        """A `search` from ctindex/fast_entry.py, of a client of this build
+        (ctindex/daemon/ops.py declines another build's without retiring: its
+        own barrier then retires this daemon and starts the successor,
+        docs/daemon.md "Build identity"): only under a plan still current,
+        then the usual barrier."""
         if self.queries.busy:
             self.decline(conn, "daemon busy")
             return
@@ -85,7 +78,7 @@ class SearchOp:
             self.loop.replan()
             self.decline(conn, "plan changed")
             return
-        self.loop.start_barrier(conn, {"op": "search"}, now)
+        self.loop.start_barrier(conn, {"plan": None, "config": None, "timeout_ms": None}, now)
 
     def barrier_done(self, waiter: Waiter, outcome: Outcome) -> None:
         """The barrier of a `search` is done: hand the query to the worker."""

@@ -24,7 +24,7 @@ import contextlib
 import os
 import selectors
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -166,7 +166,7 @@ class IpcServer:
     def next_deadline(self) -> float | None:
         return min((c.deadline for c in self._conns), default=None)
 
-    def reply(self, conn: Connection, answer: Message) -> None:
+    def reply(self, conn: Connection, answer: Mapping[str, object]) -> None:
         """Queue one answer line; the connection closes once it is sent
         (or, kept, waits for the next request)."""
         if conn.closed:

@@ -55,6 +55,15 @@ if TYPE_CHECKING:
         argv: list[str]
         cwd: str
 
+    class BarrierRequest(TypedDict):
+        """A `barrier` as ctindex/client/daemon_requests.py sends it: the plan
+        digest and the config file's stat the client saw (the daemon replans
+        when its own differ), and the client's budget."""
+
+        plan: str | None
+        config: list[int] | str | None
+        timeout_ms: int | None
+
 
 # The line a daemon's loop sends the moment it reads a request that asks
 # for it, before any work.
@@ -407,6 +416,22 @@ def search_request(message: Message) -> SearchRequest | None:
         return None
     words = [a for a in argv if isinstance(a, str)]
     return {"argv": words, "cwd": cwd} if len(words) == len(argv) else None
+
+
+def barrier_request(message: Message) -> BarrierRequest | None:
+    """A `barrier` request's fields, or None when one is of the wrong type.
+    A missing field is None: the daemon's own plan and its default budget."""
+    plan, config, timeout_ms = message.get("plan"), message.get("config"), message.get("timeout_ms")
+    if plan is not None and not isinstance(plan, str):
+        return None
+    if isinstance(config, list):
+        if not all(type(n) is int for n in config):
+            return None
+    elif config is not None and not isinstance(config, str):
+        return None
+    if timeout_ms is not None and type(timeout_ms) is not int:
+        return None
+    return {"plan": plan, "config": config, "timeout_ms": timeout_ms}
 
 
 def search_answer(reply: Message, build: str) -> SearchAnswer | None:

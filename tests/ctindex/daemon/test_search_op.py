@@ -7,7 +7,7 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -16,6 +16,9 @@ from ctindex.daemon.query import QueryService
 from ctindex.daemon.reconcile import Outcome
 from ctindex.daemon.search_op import SearchOp
 from ctindex.daemon.server import Connection
+
+if TYPE_CHECKING:
+    from ctindex.ipc.protocol import SearchRequest
 
 
 @dataclass
@@ -89,33 +92,27 @@ def op(tmp_path: Path, loop: FakeLoop, driver: FakeDriver | None = None) -> Sear
         queries,
         driver or FakeDriver(),  # type: ignore[arg-type]
         FakeStats(),  # type: ignore[arg-type]
-        "build-1",
         "inst",
         lambda: 0.0,
     )
 
 
-GOOD = {"op": "search", "argv": ["q"], "cwd": "/", "build": "build-1"}
+# A typed `search` request, as ctindex/daemon/ops.py hands it on (the build
+# and the shape are checked there: tests/ctindex/daemon/test_ops.py).
+GOOD: SearchRequest = {"argv": ["q"], "cwd": "/"}
 
 
-@pytest.mark.parametrize(
-    ("request_", "reason"),
-    [
-        ({**GOOD, "build": "other"}, "build mismatch"),
-        ({**GOOD, "argv": "q"}, "malformed search"),
-        ({**GOOD, "cwd": None}, "malformed search"),
-    ],
-)
-def test_declines_what_it_cannot_answer(
-    tmp_path: Path, conn: Connection, request_: dict[str, Any], reason: str
+def test_a_busy_worker_declines(
+    tmp_path: Path, conn: Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loop = FakeLoop()
     search = op(tmp_path, loop)
-    search.start(conn, request_, 0.0)
+    monkeypatch.setattr(QueryService, "busy", property(lambda self: True))
+    search.start(conn, GOOD, 0.0)
     assert loop.server.replies == [
-        {"ok": False, "declined": True, "error": reason, "instance": "inst"}
+        {"ok": False, "declined": True, "error": "daemon busy", "instance": "inst"}
     ]
-    assert search.queries.declined == 1 and search.queries.last_declined == reason
+    assert search.queries.declined == 1 and search.queries.last_declined == "daemon busy"
     assert loop.barriers == []
 
 
@@ -139,7 +136,8 @@ def test_outdated_plan_replans_and_declines(tmp_path: Path, conn: Connection) ->
 def test_a_current_plan_starts_the_barrier(tmp_path: Path, conn: Connection) -> None:
     loop = FakeLoop()
     op(tmp_path, loop).start(conn, GOOD, 0.0)
-    assert loop.barriers == [{"op": "search"}] and loop.server.replies == []
+    assert loop.barriers == [{"plan": None, "config": None, "timeout_ms": None}]
+    assert loop.server.replies == []
 
 
 def test_a_barrier_that_met_a_build_declines_naming_it(tmp_path: Path, conn: Connection) -> None:
