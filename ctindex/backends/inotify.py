@@ -13,7 +13,11 @@ Translation rules (docs/backends.md has the reasoning):
 * a file watch (one per indexed file, within `file_budget`) reports its
   keys for a write through any of the file's names and for a link count
   change; it follows its inode, so the daemon re-points keys after renames
-  (watch_files) and a watch whose inode is gone (IN_IGNORED) is dropped.
+  (watch_files) and a watch whose inode is gone (IN_IGNORED) is dropped;
+* one wd never serves both a file and a folder: a file watch made on a name
+  that had just become a folder (before its IN_CREATE was read) is taken over
+  by the folder watch when that folder is walked, and a file key let go never
+  removes the kernel watch of a folder.
 """
 
 from __future__ import annotations
@@ -257,6 +261,8 @@ class InotifyWatcher:
             self._files[wd] = next(iter(left))
         else:
             del self._files[wd]
+            if wd in self._dirs or wd == self._cookie_wd:
+                return  # the inode is a folder we watch: its watch stays (_adopt)
             with contextlib.suppress(OSError):  # EINVAL: its inode is already gone
                 self._c.rm_watch(self._fd, wd)
 
@@ -326,7 +332,29 @@ class InotifyWatcher:
                 acc.need([root_of(key, self.roots) or ""], f"error: {e}")
             return None
         self._dirs[wd] = key  # an inode already watched keeps its wd: this re-keys it
+        if wd in self._files:
+            self._adopt(wd, acc)
         return wd
+
+    def _adopt(self, wd: int, acc: BatchBuilder) -> None:
+        """The folder just watched as `wd` already held a file watch.
+
+        watch_files adds by name: when a known file was replaced by a folder
+        after the pass read it and before its watch was made (or the folder's
+        IN_CREATE was read), the kernel put a file watch on the folder, and
+        the add_watch just made returned that same wd (one per inode) with the
+        folder's mask in place of the file's. Left in `_files`, the folder's
+        events would be read as the file's (a new subfolder never walked) and
+        the next pass, no longer recording the key as a file, would unwatch
+        it and so remove the folder's only kernel watch: every later change
+        inside it would go unheard (docs/backends.md, "File watches"). The
+        folder watch takes the wd over; the file's keys are reported, so
+        whatever they name now is looked at."""
+        keys = _keys(self._files.pop(wd))
+        for k in keys:
+            if self._file_wd.get(k, 0) & _WD_BITS == wd:
+                del self._file_wd[k]
+        acc.paths.update(keys)
 
     def _walk(self, top: str, acc: BatchBuilder) -> None:
         """Watch `top` and every non-excluded folder below it (never via symlinks).
@@ -472,7 +500,7 @@ class InotifyWatcher:
     # -- translation ------------------------------------------------------
     def _translate(self, ev: c.Event, acc: BatchBuilder) -> None:
         mask = ev.mask
-        if ev.wd in self._files:
+        if ev.wd in self._files and ev.wd not in self._dirs:  # a folder's wd is never a file's
             self._file_event(ev.wd, mask, acc)
             return
         if ev.wd == self._cookie_wd and ev.wd not in self._dirs:

@@ -356,3 +356,58 @@ def test_stale_and_foreign_watch_descriptors_are_ignored(
     lib.emit(4242, inotify_c.IN_CREATE, 0, b"x.md")
     assert w.read(0) == Batch()
     assert set(w.watched()) == {"kb"}
+
+
+def test_file_watch_on_a_name_that_became_a_folder_yields_to_the_folder_watch(
+    watcher: InotifyWatcher, tree: Path
+) -> None:
+    """watch_files adds by name. A known file replaced by a folder after the
+    pass read it, and before the folder's IN_CREATE is read, gets a file
+    watch on the folder; walking the folder then returns the same wd (one
+    per inode). The folder watch takes it over: the folder's events are
+    translated as a folder's (a subfolder is walked and watched), and the
+    key let go as a file (the next pass no longer records it, or its
+    prewatch finds a folder) never removes the folder's kernel watch."""
+    (tree / "kb/a/c14.md").write_text("c14")
+    assert watcher.watch_files(["kb/a/c14.md"]) == {"kb/a/c14.md"}
+    watcher.read(0)
+    (tree / "kb/a/c14.md").unlink()
+    (tree / "kb/a/c14.md").mkdir()
+    (tree / "kb/a/c14.md/inner.md").write_text("inner")
+    # The pass's learn, its events not read yet: a new inode under the key.
+    assert watcher.watch_files(["kb/a/c14.md"]) == {"kb/a/c14.md"}
+    batch = watcher.read(0)
+    assert covered(batch, "kb/a/c14.md/inner.md")
+    wd = watcher.watched()["kb/a/c14.md"]
+    assert "kb/a/c14.md" not in watcher.watched_files() and watcher.file_watch_count() == 0
+    (tree / "kb/a/c14.md/sub").mkdir()
+    assert watcher.read(0).paths == {"kb/a/c14.md/sub"}
+    assert "kb/a/c14.md/sub" in watcher.watched()
+    # The next pass: prewatch of its key, then the key dropped as a file.
+    assert watcher.watch_files(["kb/a/c14.md"]) == set()
+    watcher.unwatch_files(["kb/a/c14.md"])
+    assert watcher.watched()["kb/a/c14.md"] == wd
+    for name in ("n49.md", "n50.md", "sub/deep.md"):
+        (tree / "kb/a/c14.md" / name).write_text(name)
+    assert watcher.read(0).paths == {
+        "kb/a/c14.md/n49.md",
+        "kb/a/c14.md/n50.md",
+        "kb/a/c14.md/sub/deep.md",
+    }
+
+
+def test_dropped_file_key_never_removes_a_folder_watch_it_shares(
+    scripted: tuple[InotifyWatcher, ScriptedLibc], tree: Path
+) -> None:
+    """However a file key came to share a folder's wd, letting the key go
+    leaves the folder's watch in the kernel and its events a folder's."""
+    w, lib = scripted
+    a = w.watched()["kb/a"]
+    w._files[a] = "kb/a"  # the shared state the takeover rules out
+    w._file_wd["kb/a"] = a
+    w.unwatch_files(["kb/a"])
+    assert lib.removed == [] and w.watched()["kb/a"] == a
+    w._files[a] = "kb/a"
+    lib.emit(a, inotify_c.IN_CREATE | inotify_c.IN_ISDIR, 0, b"sub")
+    (tree / "kb/a/sub").mkdir()
+    assert w.read(0).paths == {"kb/a/sub"} and "kb/a/sub" in w.watched()
