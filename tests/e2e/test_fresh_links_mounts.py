@@ -269,7 +269,9 @@ def test_file_watch_budget_exceeded_past_the_recheck_cap_reconciles_fully(
         same_size_rewrite_keeping_mtime(tmp_path / "c.md", "zqxv7capone", "zqxv7captwo", tmp_path)
         doc = agrees(project, "zqxv7captwo", "watcher-clean")
         assert doc["freshness"]["reason"] == "reconciled by the daemon: file-watches-over-budget"
-        assert project.status()["reconciles"] == reconciles + 1
+        # At least the one pass this answer names; a loaded machine may add
+        # another (a declined daemon search's client asks for its own barrier).
+        assert project.status()["reconciles"] >= reconciles + 1
         files = project.status()["unannounced"]["file_watches"]
         assert files["rechecked_over_cap"] and files["watched"] == 0
         assert "each barrier reconciles fully" in project.cli("watch", "status").stdout
