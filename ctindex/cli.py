@@ -5,8 +5,9 @@ Parsing is argparse; each command lives in ``ctindex.commands.<name>`` and
 is imported only when run, so `why` and `scopes` never load index, search or
 daemon code. Exit codes: 0 success, 1 no hit / not included, 2 the policy
 cannot be honoured (or a usage error), 3 `watch status`: no daemon runs
-(as systemctl), 74 stdout cannot be written (a full disk, `> /dev/full`),
-130 interrupted, 141 broken pipe.
+(as systemctl), 74 stdout cannot be written (a full disk, `> /dev/full`, a
+broken pipe) or stdout or stderr is closed (ctindex/base/streams.py),
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
+from ctindex.base import streams
 from ctindex.base.output import OutputError, emit, flush, output_failed
 from ctindex.errors import CtindexError
 
@@ -109,6 +111,19 @@ class _Parser(argparse.ArgumentParser):
         # ArgumentError's text is "argument NAME: problem"; NAME alone reads as
         # the command line does.
         raise UsageExit(f"{self.prog}: {message.removeprefix('argument ')}")
+
+    def _parse_optional(
+        self, arg_string: str
+    ) -> tuple[argparse.Action | None, str, str | None] | None:
+        # `search -0` makes argparse read every word that looks like a negative
+        # number as an option (`-2023` an unknown one, `-05` as -0 with an
+        # argument); such a word is a query word, as it was before -0 was
+        # added: excluding it (docs/search.md). Only -0 itself is the option.
+        if arg_string not in self._option_string_actions and self._negative_number_matcher.match(
+            arg_string
+        ):
+            return None
+        return super()._parse_optional(arg_string)
 
     def _check_value(self, action: argparse.Action, value: object) -> None:
         choices = action.choices
@@ -305,6 +320,13 @@ def _search_args(p: argparse.ArgumentParser) -> None:
     listing.add_argument(
         "--ids", action="store_true", help="print only the matching concept IDs, one a line"
     )
+    p.add_argument(
+        "-0",
+        "--null",
+        action="store_true",
+        help="with --paths/--ids: end each entry with a NUL instead of a newline and print it "
+        "unescaped, its bytes as they are (for `xargs -0`, as `find -print0`)",
+    )
 
 
 def _markers(text: str) -> tuple[str, str]:
@@ -456,6 +478,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if extras:
         command = parser.commands.get(getattr(args, "command", None) or "", parser)
         command.error(_unexpected(extras[0], command))
+    if getattr(args, "null", False) and not (args.paths or args.ids):
+        # -0 ends listing entries; the result text has lines of its own.
+        parser.commands["search"].error("-0/--null: goes with --paths or --ids")
     return args
 
 
@@ -502,7 +527,7 @@ def daemon_search() -> SearchCommand:
 
         return main(argv, stdout=out, stderr=err, cwd=cwd, answer=fresh)
 
-    return SearchCommand(lambda argv: parser_for(argv).parse_args(argv), run)
+    return SearchCommand(parse, run)
 
 
 def console() -> None:
@@ -516,15 +541,16 @@ def console() -> None:
     command writes to the index is fsynced before it returns.
     """
     gc.disable()
+    refused = streams.prepare()  # a closed stdout or stderr, a pipe nobody reads
+    if refused is not None:
+        os._exit(refused)
     code = main()
     try:
         sys.stdout.flush()
     except KeyboardInterrupt:
         code = 130
-    except BrokenPipeError:
-        code = 141
-    except OSError as exc:  # what main() wrote is lost: never exit 0 for it
-        code = _report(sys.stderr, f"{PROG}: cannot write the output: {exc.strerror or exc}", 74)
+    except OSError as exc:  # what main() wrote is lost (a broken pipe too): never exit 0 for it
+        code = _report(sys.stderr, streams.line_for(exc), streams.EX_IOERR)
     except ValueError:  # stdout already closed
         pass
     with contextlib.suppress(OSError, ValueError):
@@ -553,8 +579,13 @@ def main(
     (the daemon's query path, ctindex/daemon/query.py; None everywhere else)."""
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
+    if out is None or err is None:  # started without them (ctindex/base/streams.py)
+        if err is not None:
+            _report(err, streams.output_failed_line(streams.CLOSED), streams.EX_IOERR)
+        return streams.EX_IOERR
     if out is sys.stdout and isinstance(out, io.TextIOWrapper):
-        # Keys of undecodable names are surrogate-escaped: print their bytes.
+        # Keys of undecodable names are surrogate-escaped: `search -0` prints
+        # their bytes (text escapes them: ctindex/base/printable.py).
         out.reconfigure(errors="surrogateescape")
     args = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -570,14 +601,14 @@ def main(
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError as exc:  # a write that did not go through emit(): the same line
         _silence_stdout(out)
-        return 141
+        return _report(err, streams.line_for(exc), streams.EX_IOERR)
 
 
 def _json_error(out: TextIO, exc: CtindexError) -> int:
     """Write `exc` as the command's JSON document; returns its exit code, or
-    74 / 141 when stdout cannot take it (the stderr line is already out)."""
+    74 when stdout cannot take it (the stderr line is already out)."""
     from ctindex.base.output import write_json
 
     error: dict[str, object] = {
@@ -593,12 +624,9 @@ def _json_error(out: TextIO, exc: CtindexError) -> int:
     try:
         write_json(out, {"error": error})
         flush(out)
-    except BrokenPipeError:
-        _silence_stdout(out)
-        return 141
     except OutputError:
         _silence_stdout(out)  # the interpreter's final flush must not fail again
-        return 74
+        return OutputError.exit_code
     return exc.exit_code
 
 
@@ -623,9 +651,7 @@ def _run(
         return 2
     except SystemExit as exc:  # --help: printed
         return exc.code if isinstance(exc.code, int) else 2
-    except BrokenPipeError:
-        raise
-    except OSError as exc:  # --help into a full stdout
+    except OSError as exc:  # --help into a full stdout or a broken pipe
         raise output_failed(exc) from None
     if args.version:
         from ctindex.service.version import version
@@ -649,11 +675,22 @@ def _run(
     here = Path(start)
     root = find_root(start)
     if root is None and _writes(args):
-        raise UsageError(
-            f"no ctindex project at or above {start} (no .ct/ or .git); "
-            "run `ctindex init --write` or pass -C"
+        # With -C the folder is named already: only `init` there can help.
+        hint = (
+            f"run `ctindex -C {start} init --write` to make one there"
+            if getattr(args, "project", None)
+            else "run `ctindex init --write` or pass -C"
         )
+        raise UsageError(f"no ctindex project at or above {start} (no .ct/ or .git); {hint}")
     project = Project.at(root or start)
+    # Before anything is made: a project folder of another user is theirs.
+    # Not in the daemon's query path (`answer`): the daemon is the folder's
+    # owner, asked only by its own user (ctindex/ipc/peer.py), and its own
+    # passes are checked where they write (ctindex/policy/store_path.py).
+    if answer is None and _writes_store(args):
+        from ctindex.policy.config import refuse_foreign_writer
+
+        refuse_foreign_writer(project)
     ctx = Context(
         project=project,
         json=getattr(args, "json", False),
@@ -667,6 +704,7 @@ def _run(
     from ctindex.base.tty import colour_wanted
 
     ctx.colour = colour_wanted(getattr(args, "color", None), out)
+    ctx.null = getattr(args, "null", False)
     if args.command == "mcp":  # the MCP server is an entry point of its own, not a command
         gc.enable()
         return _serve_mcp(ctx)
@@ -716,6 +754,20 @@ def _writes(args: argparse.Namespace) -> bool:
     return args.command == "watch" and getattr(args, "action", None) == "start"
 
 
+def _writes_store(args: argparse.Namespace) -> bool:
+    """True for a command that may write under `.ct` or start a daemon: those
+    of `_writes`, `init --write`, `scopes add`/`remove` and `verify --repair`.
+    In a project folder of another user these refuse (exit 2,
+    docs/cli.md "Refused store folders"); the others only read."""
+    if _writes(args):
+        return True
+    if args.command == "init":
+        return bool(getattr(args, "write", False))
+    if args.command == "scopes":
+        return getattr(args, "action", None) is not None
+    return args.command == "verify" and bool(getattr(args, "repair", False))
+
+
 def _silence_stdout(out: TextIO) -> None:
     # Python's documented recipe: point stdout at devnull so the interpreter's
     # final flush does not raise a second BrokenPipeError.
@@ -746,6 +798,10 @@ def _wants_json(argv: list[str]) -> bool:
 
 def ct_main(argv: list[str] | None = None) -> int:
     """`ct okf index <cmd> ...` == `ctindex <cmd> ...`; `ct okf search Q` == `ctindex search Q`."""
+    if argv is None:  # the `ct` console script: as `ctindex` (ctindex/base/streams.py)
+        refused = streams.prepare()
+        if refused is not None:
+            return refused
     args = sys.argv[1:] if argv is None else list(argv)
     positions: list[int] = []
     i = 0

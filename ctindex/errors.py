@@ -13,7 +13,8 @@ can name them without loading the modules that raise them.
     │   ├── QueryError           a malformed query
     │   │   └── UnknownField     a field name the query language does not have
     │   ├── AmbiguousConcept     an ID that names concepts in several scopes
-    │   ├── UnsafeStorePath      a store folder is a symbolic link or another user's
+    │   ├── UnsafeStorePath      a store folder is a symbolic link or another user's, or
+    │   │                        a write into a project folder of another user
     │   └── WrongType            an API argument of the wrong type (also a TypeError)
     ├── IndexWriteError          writing the index failed
     │   ├── IndexBusy            another writer held the update lock too long
@@ -23,7 +24,7 @@ can name them without loading the modules that raise them.
     │   └── IndexFormatChanged   written in another storage format: rebuilt, not repaired
     ├── ConceptNotFound          exit 1: no concept has that ID (with close matches)
     ├── ConceptUnreadable        the concept's file is not a readable document
-    ├── OutputError              exit 74: stdout cannot be written (base/output.py)
+    ├── OutputError              exit 74: stdout cannot be written, broken pipe too (base/output.py)
     ├── MetricsWriteError        the --metrics-file cannot be written (audit/metrics.py)
     └── CannotVerify             `verify` has nothing it can check (commands/verify.py)
 
@@ -84,8 +85,10 @@ class UnknownField(QueryError):
 
 class UnsafeStorePath(UsageError):
     """A folder of the store path (`.ct`, `.ct/okf`, `.ct/okf/runtime`) is a
-    symbolic link or another user's: nothing is read or written through it
-    (ctindex/policy/store_path.py, docs/cli.md "Refused store folders")."""
+    symbolic link or another user's: nothing is read or written through it;
+    or the project folder is another user's and the call would write the
+    store or start a daemon there: nothing is made (ctindex/policy/store_path.py,
+    docs/cli.md "Refused store folders")."""
 
 
 class WrongType(UsageError, TypeError):

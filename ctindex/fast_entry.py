@@ -23,9 +23,11 @@ import os
 import sys
 from pathlib import Path  # already imported by ctindex.ipc.runtime_dir
 
+from ctindex.base import streams
 from ctindex.client import envelope
 from ctindex.ipc import protocol
 from ctindex.ipc.build_id import build_id
+from ctindex.ipc.peer import owned_by_me
 from ctindex.ipc.records import read_record
 from ctindex.ipc.runtime_dir import RuntimePaths, store_link
 from ctindex.policy.root import find_root
@@ -56,6 +58,9 @@ def console() -> None:
     import gc
 
     gc.disable()  # as ctindex.cli.console: a short-lived process, collected at exit
+    refused = streams.prepare()  # before anything writes: a closed stdout or stderr, a dead pipe
+    if refused is not None:
+        os._exit(refused)
     try:
         code = answer(sys.argv[1:])
         if code is None:
@@ -66,6 +71,13 @@ def console() -> None:
     except KeyboardInterrupt:  # Ctrl-C anywhere, even while printing: no traceback
         code = INTERRUPTED
     os._exit(code)
+
+
+def _mine(root: str) -> bool:
+    try:
+        return owned_by_me(os.stat(root))
+    except OSError:
+        return False
 
 
 def _search_words(argv: list[str]) -> str | None:
@@ -118,8 +130,10 @@ def answer(argv: list[str]) -> int | None:
     except OSError:
         return None
     root = find_root(os.path.abspath(os.path.join(cwd, project)))
-    if root is None or store_link(root):
-        return None  # a linked store folder: the full CLI refuses it (ctindex/policy/store_path.py)
+    if root is None or store_link(root) or not _mine(root):
+        # A linked store folder, a project folder of another user: the full
+        # CLI refuses them (ctindex/policy/store_path.py).
+        return None
     paths = RuntimePaths(Path(root), Path(root, ".ct", "okf", "runtime"))
     from ctindex.base.tty import decided  # the daemon's stdout is no terminal: decide colour here
 
@@ -157,8 +171,8 @@ def _error_document(out: str) -> bool:
 
 def _print(answer: SearchAnswer) -> int:
     """Write the answer as ctindex.cli.console would: stdout with
-    surrogateescape (undecodable names print their bytes), 141 on a closed
-    pipe, 74 when stdout cannot be written."""
+    surrogateescape (undecodable names print their bytes), 74 when stdout
+    cannot be written (a broken pipe included: ctindex/base/streams.py)."""
     out, err, code = answer["stdout"], answer["stderr"], answer["code"]
     stdout = sys.stdout
     try:
@@ -166,13 +180,11 @@ def _print(answer: SearchAnswer) -> int:
             stdout.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
             stdout.write(out)
             stdout.flush()
-    except BrokenPipeError:
-        _silence_stdout()
-        code = 141
     except OSError as exc:
+        _silence_stdout()  # nothing flushes into the failed stream again
         if not _error_document(out):  # as in process: an error's own line is already in err
-            err += f"ctindex: cannot write the output: {exc.strerror or exc}\n"
-        code = 74
+            err += streams.line_for(exc) + "\n"
+        code = streams.EX_IOERR
     try:
         sys.stderr.write(err)
         sys.stderr.flush()

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
+from ctindex.base.streams import EX_IOERR, cannot_write, reason_of
 from ctindex.errors import CtindexError
 
 _UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
@@ -57,12 +58,11 @@ def human_count(count: int, singular: str, plural: str | None = None) -> str:
 
 
 class OutputError(CtindexError):
-    """stdout cannot be written (a full disk, `> /dev/full`, an I/O error):
-    exit 74, EX_IOERR of sysexits.h (docs/cli.md). A closed pipe is not
-    this: BrokenPipeError passes through and ends the command quietly with
-    141, as `| head -1` expects."""
+    """stdout cannot be written (a full disk, `> /dev/full`, an I/O error, a
+    pipe whose reader is gone): exit 74, EX_IOERR of sysexits.h (docs/cli.md;
+    ctindex/base/streams.py decides for every stream)."""
 
-    exit_code = 74
+    exit_code = EX_IOERR
 
 
 def counted_keys(count: int, sample: Sequence[str], shown: int = 5) -> str:
@@ -75,15 +75,14 @@ def counted_keys(count: int, sample: Sequence[str], shown: int = 5) -> str:
 
 
 def output_failed(exc: OSError) -> OutputError:
-    return OutputError(f"cannot write the output: {exc.strerror or exc}")
+    return OutputError(cannot_write(reason_of(exc)))
 
 
 def emit(stream: TextIO, text: str) -> None:
-    """Write command output; a write error is one OutputError line, not a traceback."""
+    """Write command output; a write error (a broken pipe included) is one
+    OutputError line, not a traceback."""
     try:
         stream.write(text)
-    except BrokenPipeError:
-        raise
     except OSError as exc:
         raise output_failed(exc) from None
 
@@ -91,8 +90,6 @@ def emit(stream: TextIO, text: str) -> None:
 def flush(stream: TextIO) -> None:
     try:
         stream.flush()
-    except BrokenPipeError:
-        raise
     except OSError as exc:
         raise output_failed(exc) from None
 

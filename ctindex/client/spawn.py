@@ -26,6 +26,9 @@ CLAIM_STALE_S = 10.0
 SPAWN_CACHED = "spawn failure cached"
 STARTING = "daemon starting"  # spawn() outcome: another launcher holds the claim
 NOTHING_TO_INDEX = "no scopes: nothing to index, no daemon started"
+# A member of a group sharing an index in someone else's project folder:
+# searched without a daemon (docs/format.md, "Store folders").
+FOREIGN_PROJECT = "project folder of another user: no daemon started"
 
 
 def spawn(
@@ -44,6 +47,10 @@ def spawn(
     reason). Every failure to persist the runtime folder or the claim is
     cached so the next commands do not try again within the back-off window.
     """
+    from ctindex.policy.store_path import foreign_project
+
+    if foreign_project(project_root) is not None:
+        return FOREIGN_PROJECT  # nothing written: not even a cached failure
     if _nothing_to_index(project_root):
         return NOTHING_TO_INDEX  # checked before the runtime folder is made: nothing written
     disabled = no_peer_check()

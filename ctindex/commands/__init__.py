@@ -49,12 +49,22 @@ class Context:
         # (`watch start --foreground`; ctindex/daemon/query.py SearchCommand).
         self.daemon_search: Callable[[], SearchCommand] | None = None
         self.colour = False  # --color: ANSI colour in the text output (ctindex/base/tty.py)
+        self.null = False  # search -0: --paths/--ids entries NUL-terminated, as they are
 
     def emit_json(self, document: object) -> None:
         write_json(self.out, document)
 
-    def echo(self, text: str = "") -> None:
-        """One line (or block) of text output on stdout."""
+    def echo(self, text: str = "", *, painted: bool = False) -> None:
+        """One line (or block) of text output on stdout. Its control
+        characters but newlines are escaped (ctindex/base/printable.py):
+        a renderer escapes each data string with `printable.field`, so that
+        a newline in a name cannot split a line, and this catches what one
+        missed. `painted`: the text holds the renderer's own colour codes,
+        every data string in it escaped already (search's result lines)."""
+        if not painted:
+            from ctindex.base import printable
+
+            text = "\n".join(printable.line(part) for part in text.split("\n"))
         emit(self.out, text if text.endswith("\n") else text + "\n")
 
     def paint(self, text: str, colour: str | None = None, *attrs: str) -> str:
@@ -67,9 +77,12 @@ class Context:
         return colored(text, colour, attrs=list(attrs), force_color=True)
 
     def note(self, text: str) -> None:
-        """An informational line on stderr, silenced by -q."""
+        """An informational line on stderr, silenced by -q; one line whatever
+        the data it quotes holds (ctindex/base/printable.py)."""
         if not self.quiet:
-            self.err.write(f"ctindex: {text}\n")
+            from ctindex.base import printable
+
+            self.err.write(f"ctindex: {printable.line(text)}\n")
 
     def no_scopes_note(self, plan: Plan) -> NoScopes | None:
         """The no-scopes note (ctindex/service/no_scopes.py) on stderr, not

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ctindex.base import printable
 from ctindex.base.output import human_bytes, show_key, table
 from ctindex.commands import Context
 from ctindex.policy.config import INT_SETTINGS
@@ -71,7 +72,11 @@ def describe(plan: Plan, effective: bool) -> dict[str, Any]:
 
 
 def render(doc: dict[str, Any]) -> str:
-    lines = [f"project  {doc['project']}", f"config   {doc['config'] or 'none (derived plan)'}", ""]
+    # Folder names are escaped one a line (ctindex/base/printable.py); the
+    # rest goes through Context.echo's catch-all.
+    shown = printable.field
+    config = shown(doc["config"]) if doc["config"] else "none (derived plan)"
+    lines = [f"project  {shown(doc['project'])}", f"config   {config}", ""]
     if not doc["scopes"]:
         lines += [
             "no scopes: no OKF root (a folder with index.md, depth 0-3) was found"
@@ -81,7 +86,7 @@ def render(doc: dict[str, Any]) -> str:
             "",
         ]
     for scope in doc["scopes"]:
-        lines.append(f"scope {scope['root']}  [{scope['origin']}]")
+        lines.append(f"scope {shown(scope['root'])}  [{scope['origin']}]")
         rows = [
             [
                 "provider",

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 from typing import TYPE_CHECKING
 
+from ctindex.base import printable
 from ctindex.base.output import emit
 from ctindex.commands import Context
 
@@ -133,8 +134,19 @@ def _emit(
 
 def _lines(ctx: Context, outcome: Outcome, fresh: Freshness, listing: str) -> None:
     """--paths / --ids: one per line on stdout, best first; the freshness
-    statement (every answer carries one) on stderr, silenced by -q."""
-    emit(ctx.out, "".join(f"{r.path if listing == 'paths' else r.id}\n" for r in outcome.results))
+    statement (every answer carries one) on stderr, silenced by -q.
+
+    A line is the name escaped (ctindex/base/printable.py `field`: a newline
+    or an ESC in a folder name cannot split or hide an entry, and distinct
+    names stay distinct); with -0 an entry is the name as it is, ended by a
+    NUL, as `find -print0` and `rg -0` write them for `xargs -0`: stdout is
+    written with surrogateescape (ctindex/cli.py main, ctindex/fast_entry.py
+    _print), so a name that is not UTF-8 is its own bytes."""
+    names = (r.path if listing == "paths" else r.id for r in outcome.results)
+    if ctx.null:
+        emit(ctx.out, "".join(f"{name}\0" for name in names))
+    else:
+        emit(ctx.out, "".join(f"{printable.field(name)}\n" for name in names))
     where = f"generation {fresh.generation}" if fresh.generation is not None else "no index"
     how = fresh.mode + (f" ({fresh.reason})" if fresh.reason else "")
     ctx.note(f"{len(outcome.results)} of {outcome.total} matches · {where} · {how}")
@@ -145,17 +157,26 @@ def _lines(ctx: Context, outcome: Outcome, fresh: Freshness, listing: str) -> No
 def _text(
     ctx: Context, outcome: Outcome, fresh: Freshness, markers: tuple[str, str] | None
 ) -> None:
-    paint = ctx.paint
+    # Every string of a result is data from a file or a name: escaped before
+    # it is painted (ctindex/base/printable.py), so that none of its own
+    # control sequences reaches the terminal, whatever --color says, and each
+    # painted piece ends in termcolor's reset: the freshness line below
+    # starts with no attribute of the lines above, and no document can hide
+    # or forge it (docs/cli.md, "Control characters in output").
+    paint, shown = ctx.paint, printable.field
     for r in outcome.results:
-        tags = f"  [{', '.join(r.tags)}]" if r.tags else ""
-        kind = f"  ({r.type})" if r.type else ""
+        tags = f"  [{', '.join(map(shown, r.tags))}]" if r.tags else ""
+        kind = f"  ({shown(r.type)})" if r.type else ""
         match = f"  · {r.match} match" if r.match else ""
         score = paint(f"{r.score:7.3f}", None, "dark")
-        ctx.echo(f"{score}  {paint(r.id, None, 'bold')}  —  {r.title}{kind}{tags}{match}")
-        ctx.echo(f"         {paint(r.path, 'magenta')}")
+        ctx.echo(
+            f"{score}  {paint(shown(r.id), None, 'bold')}  —  {shown(r.title)}{kind}{tags}{match}",
+            painted=True,
+        )
+        ctx.echo(f"         {paint(shown(r.path), 'magenta')}", painted=True)
         if r.snippet:
-            ctx.echo(f"         {_snippet(ctx, r, markers) if ctx.colour else r.snippet}")
-    shown = len(outcome.results)
+            ctx.echo(f"         {_snippet(ctx, r, markers)}", painted=True)
+    count = len(outcome.results)
     where = f"generation {fresh.generation}" if fresh.generation is not None else "no index"
     how = fresh.mode + (f" ({fresh.reason})" if fresh.reason else "")
     timing = (
@@ -164,7 +185,8 @@ def _text(
     if fresh.mode == "watcher-clean" and fresh.barrier_ms is not None:
         # What the freshness cost: the daemon's proof, as JSON's barrier_ms.
         timing = f", barrier {fresh.barrier_ms:.1f} ms{timing}"
-    ctx.echo(f"{shown} of {outcome.total} matches · {where} · {how}{timing}")
+    # One line even when a reason quotes a name (ctindex/base/printable.py).
+    ctx.echo(printable.line(f"{count} of {outcome.total} matches · {where} · {how}{timing}"))
     if fresh.rebuilt:
         ctx.note(f"index rebuilt before answering: {fresh.rebuilt}")
     for note in (*fresh.notes, *outcome.notes):
@@ -172,13 +194,20 @@ def _text(
 
 
 def _snippet(ctx: Context, r: Result, markers: tuple[str, str] | None) -> str:
-    """The snippet with its matches highlighted (rg's bold red), wrapped in
-    markers only when --markers asked for them: colour shows them already."""
+    """The snippet, its text escaped piece by piece (ctindex/base/printable.py),
+    its matches wrapped in the --markers (default « and ») and, with colour,
+    highlighted (rg's bold red) and wrapped in markers only when --markers
+    asked for them: colour shows them already."""
+    if markers is None and not ctx.colour:
+        from ctindex.search.snippet import CLOSE, OPEN
+
+        markers = (OPEN, CLOSE)
     open_, close = markers or ("", "")
     text, pos = r.snippet_text, 0
     out: list[str] = []
     for start, end in r.snippet_matches:
-        out += (text[pos:start], ctx.paint(open_ + text[start:end] + close, "red", "bold"))
+        word = open_ + printable.field(text[start:end]) + close
+        out += (printable.field(text[pos:start]), ctx.paint(word, "red", "bold"))
         pos = end
-    out.append(text[pos:])
+    out.append(printable.field(text[pos:]))
     return "".join(out)

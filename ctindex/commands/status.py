@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from ctindex.base import printable
 from ctindex.base.output import human_bytes, human_count, human_ms
 from ctindex.commands import Context
 from ctindex.service.status import collect, exit_code, status_json
@@ -68,7 +69,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             f"in {human_ms(last.get('duration_ms'))}{ago}"
         )
         for line in last.get("problems", []):
-            ctx.echo(f"  not seen  {line}")
+            ctx.echo(f"  not seen  {printable.line(line)}")
     ctx.echo(
         f"provider errors: {doc['provider_errors']:,}; "
         f"frontmatter warnings: {doc['frontmatter_warnings']:,}"
@@ -82,8 +83,9 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 
     for line in watcher_lines(doc["watcher"]):
         ctx.echo(line)
-    for item in doc.get("errors", []):
-        ctx.echo(f"  error    {item['path']}: {item['message']}")
-    for item in doc.get("warnings", []):
-        ctx.echo(f"  warning  {item['path']}: {item['message']}")
+    # Paths are names, escaped one a line (ctindex/base/printable.py).
+    for label, key in (("error  ", "errors"), ("warning", "warnings")):
+        for item in doc.get(key, []):
+            path, message = printable.field(item["path"]), printable.line(item["message"])
+            ctx.echo(f"  {label}  {path}: {message}")
     return code

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from ctindex.base import printable
 from ctindex.base.output import human_ms
 from ctindex.commands import Context
 from ctindex.errors import UsageError
@@ -101,7 +102,7 @@ def finish(
             if kind in failing or not items:
                 continue
             for item in items[:SHOWN]:
-                ctx.echo(f"  {_LABEL[kind]}: {item['path']}: {item['message']}")
+                ctx.echo(f"  {_LABEL[kind]}: {_item(item)}")
             if len(items) > SHOWN:
                 ctx.echo(
                     f"  ... {len(items) - SHOWN} more {_LABEL[kind]}s "
@@ -109,13 +110,19 @@ def finish(
                 )
     for kind, items in failing.items():
         for item in items:
-            ctx.err.write(f"ctindex: strict: {_LABEL[kind]}: {item['path']}: {item['message']}\n")
+            ctx.err.write(f"ctindex: strict: {_LABEL[kind]}: {_item(item)}\n")
     if failing:
         counts = ", ".join(
             f"{len(v)} {_LABEL[k]}{'s' if len(v) != 1 else ''}" for k, v in failing.items()
         )
         ctx.err.write(f"ctindex: --strict: {counts} (the index was still published)\n")
     return code
+
+
+def _item(item: dict[str, str]) -> str:
+    """'<path>: <message>', one line: the path a name, escaped as such
+    (ctindex/base/printable.py)."""
+    return f"{printable.field(item['path'])}: {printable.line(item['message'])}"
 
 
 def emit(ctx: Context, report: UpdateReport, verb: str, share_host: str | None = None) -> None:

@@ -14,6 +14,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from ctindex.audit.verify import Audit
+from ctindex.base import printable
 from ctindex.base.output import human_bytes, human_count, human_ms
 from ctindex.commands import Context
 from ctindex.errors import CtindexError
@@ -98,16 +99,18 @@ def _text(ctx: Context, a: Audit) -> None:
         f" ({human_bytes(a.bytes_read)}), every checksum checked; reconciled "
         f"{human_count(a.entries_visited, 'entry', 'entries')} in {human_ms(a.reconcile_ms)}"
     )
+    # Paths are names, escaped one a line (ctindex/base/printable.py).
+    shown = printable.field
     for d in a.damage:
-        where = f"{d['file']}: " if d["file"] else ""
-        ctx.echo(f"damaged  {where}{d['problem']}")
+        where = f"{shown(d['file'])}: " if d["file"] else ""
+        ctx.echo(f"damaged  {where}{printable.line(d['problem'])}")
     if a.stale:
         ctx.echo(f"stale    the index was built for another policy: {a.stale}")
     for item in a.drift:
-        to = f" -> {item['to']}" if item.get("to") else ""
-        ctx.echo(f"drift    {item['change']:<10} {item['path']}{to}")
+        to = f" -> {shown(str(item['to']))}" if item.get("to") else ""
+        ctx.echo(f"drift    {item['change']:<10} {shown(str(item['path']))}{to}")
     for line in a.unseen:
-        ctx.echo(f"not seen {line}")
+        ctx.echo(f"not seen {printable.line(line)}")
     if a.store_mode_warning:
         ctx.echo(f"warning  {a.store_mode_warning}")
     if a.metadata_only:

@@ -15,6 +15,7 @@ import argparse
 import time
 from typing import TYPE_CHECKING
 
+from ctindex.base import printable
 from ctindex.commands import Context
 
 if TYPE_CHECKING:
@@ -137,7 +138,9 @@ def _foreground(ctx: Context, plan: Plan) -> int:
     from ctindex.ipc.runtime_dir import RuntimePaths
 
     if not plan.settings.watch:
-        ctx.err.write(f"ctindex: {ctx.project.config_path}: watch: false, no daemon to run\n")
+        # An error, not a note: -q keeps it. The project path is a name.
+        where = printable.line(str(ctx.project.config_path))
+        ctx.err.write(f"ctindex: {where}: watch: false, no daemon to run\n")
         return 1
     disabled = no_peer_check()
     if disabled is not None:

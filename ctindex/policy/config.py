@@ -113,6 +113,15 @@ def refuse_unsafe_store(project: Project) -> None:
     check_store(project.root, lambda: shares_index(project))
 
 
+def refuse_foreign_writer(project: Project) -> None:
+    """`refuse_unsafe_store` for a command that writes under `.ct` or may
+    start a daemon next: a project folder of another user is refused too,
+    before anything is made (ctindex/policy/store_path.py `foreign_project`)."""
+    from ctindex.policy.store_path import check_store
+
+    check_store(project.root, lambda: shares_index(project), write=True)
+
+
 def shares_index(project: Project) -> bool:
     """The project shares its index with a group (`share_index_with_group`)."""
     return load_config(project.config_path).settings.get("share_index_with_group") is True

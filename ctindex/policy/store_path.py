@@ -9,6 +9,10 @@ existing folder is opened relative to its parent's descriptor with
 ``O_NOFOLLOW | O_DIRECTORY``, so a symbolic link put in the place of any of
 them is refused (``UnsafeStorePath``, exit 2) before anything is written,
 and so is a folder of another user (docs/cli.md, "Refused store folders").
+A walk before a write (``create``, ``write``) also refuses a project folder
+of another user: nobody makes `.ct` in a project that is not theirs, writes
+under it or starts a daemon there (``foreign_project``), unless the project
+shares its index with a group on purpose (docs/format.md, "Store folders").
 Without descriptor-relative opens (Windows; the ``no-dir-fd`` simulation)
 each folder is ``lstat``-ed from the root down instead: the same refusals,
 decided on the same facts.
@@ -51,49 +55,116 @@ def _never() -> bool:
     return False
 
 
+Guard = Callable[[], None]
+
+
 def check_store(
     root: str | os.PathLike[str],
     shared: Callable[[], bool] = _never,
     *,
     create: int = 0,
     index_mode: int | None = None,
+    write: bool = False,
 ) -> None:
     """Refuse (UnsafeStorePath) a store path whose folders are not real
     folders of this user. `shared` says whether the project shares its index
     with a group (asked only when a folder of another user is met: a folder
     of a group this process is in is then accepted). The first `create`
     folders (`.ct`, `.ct/okf`, `.ct/okf/runtime`) are made where missing;
-    `index_mode` is then given to `.ct/okf` when it differs (made or not)."""
+    `index_mode` is then given to `.ct/okf` when it differs (made or not).
+    `write` (implied by `create`): the caller writes under the store or
+    starts a daemon next, which a project folder of another user refuses
+    too, after the folders that exist were checked and before one is made."""
     if has_dir_fd():
-        _walk_descriptors(os.fspath(root), shared, create, index_mode)
+        _walk_descriptors(os.fspath(root), shared, create, index_mode, write or create > 0)
     else:
-        _walk_paths(os.fspath(root), shared, create, index_mode)
+        _walk_paths(os.fspath(root), shared, create, index_mode, write or create > 0)
 
 
-def _walk_descriptors(root: str, shared: Callable[[], bool], create: int, mode: int | None) -> None:
+def foreign_project(root: str | os.PathLike[str], st: os.stat_result | None = None) -> str | None:
+    """The refusal when the project folder `root` (its stat `st`, taken here
+    when not given) belongs to another user, else None (ours, gone, or a
+    platform without uids). The owner is named, so the line says whom to
+    run ctindex as (docs/cli.md, "Refused store folders")."""
+    if st is None:
+        try:
+            st = os.stat(root)
+        except OSError:
+            return None
+    if _owned(st):
+        return None
+    owner, name = _who(st.st_uid)
+    me, _ = _who(os.geteuid())
+    run_as = f"run it as {name}" if name else "run it as the folder's owner"
+    return (
+        f"{os.fspath(root)} is owned by {owner}, not by {me}: ctindex does not write "
+        f"into another user's project ({run_as}, or search with --direct to read the "
+        "files without an index: docs/format.md, Store folders)"
+    )
+
+
+def _who(uid: int) -> tuple[str, str | None]:
+    """`alice (uid 1000)` and `alice`, or `uid 1000` and None for a uid
+    without a name."""
+    try:
+        import pwd
+
+        name: str | None = pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        name = None
+    return (f"{name} (uid {uid})" if name else f"uid {uid}"), name
+
+
+def _writer_guard(root: str, st: os.stat_result, shared: Callable[[], bool]) -> Guard:
+    """What a writing walk asks once, before it makes a folder and at its end:
+    UnsafeStorePath in a project folder of another user unless the project
+    shares its index with a group (whose folders the walk checks as ever)."""
+    asked: list[bool] = []
+
+    def guard() -> None:
+        if asked:
+            return
+        asked.append(True)
+        why = foreign_project(root, st)
+        if why is not None and not shared():
+            raise UnsafeStorePath(why)
+
+    return guard
+
+
+def _nothing() -> None:
+    return None
+
+
+def _walk_descriptors(
+    root: str, shared: Callable[[], bool], create: int, mode: int | None, write: bool
+) -> None:
     try:
         parent = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     except OSError:
         return  # no project folder to speak of: whatever runs next says so
     above: os.stat_result | None = None
+    guard = _writer_guard(root, os.fstat(parent), shared) if write else _nothing
     try:
         for depth, name in enumerate(NAMES):
-            child = _open_child(parent, name, depth, create)
+            child = _open_child(parent, name, depth, create, guard)
             if child is None:
-                return
+                break
             os.close(parent)
             parent = child
             st = os.fstat(child)
             _check_owner(st, KEYS[depth], shared)
             if depth == 1 and mode is not None and above is not None and _owned(st):
+                guard()
                 chown = partial(os.fchown, child)
                 _fix_mode(st, mode, above.st_gid, partial(os.fchmod, child), chown)
             above = st
     finally:
         os.close(parent)
+    guard()
 
 
-def _open_child(parent: int, name: str, depth: int, create: int) -> int | None:
+def _open_child(parent: int, name: str, depth: int, create: int, guard: Guard) -> int | None:
     """The folder `name` in `parent`, opened without following a link; None
     when it does not exist and is not to be made, or cannot be opened (a
     folder we may not search: what reads it next says so, as before)."""
@@ -106,6 +177,7 @@ def _open_child(parent: int, name: str, depth: int, create: int) -> int | None:
     except OSError:  # ELOOP for a link, ENOTDIR for a file
         _refuse(_lstat_at(parent, name), KEYS[depth])
         return None
+    guard()  # before the first folder is made
     with contextlib.suppress(FileExistsError):  # made meanwhile, or a link: the open decides
         os.mkdir(name, PRIVATE_DIR if depth else 0o777, dir_fd=parent)
     try:
@@ -122,8 +194,14 @@ def _lstat_at(parent: int, name: str) -> os.stat_result | None:
         return None
 
 
-def _walk_paths(root: str, shared: Callable[[], bool], create: int, mode: int | None) -> None:
+def _walk_paths(
+    root: str, shared: Callable[[], bool], create: int, mode: int | None, write: bool
+) -> None:
     """The lstat walk for platforms without descriptor-relative opens."""
+    try:
+        guard = _writer_guard(root, os.stat(root), shared) if write else _nothing
+    except OSError:
+        return  # no project folder to speak of: whatever runs next says so
     current = root
     above: os.stat_result | None = None
     for depth, name in enumerate(NAMES):
@@ -132,18 +210,21 @@ def _walk_paths(root: str, shared: Callable[[], bool], create: int, mode: int | 
             st = os.lstat(current)
         except FileNotFoundError:
             if depth >= create:
-                return
+                break
+            guard()  # before the first folder is made
             with contextlib.suppress(FileExistsError):
                 os.mkdir(current, PRIVATE_DIR if depth else 0o777)
             st = os.lstat(current)
         if not stat.S_ISDIR(st.st_mode):
             _refuse(st, KEYS[depth])
-            return
+            break
         _check_owner(st, KEYS[depth], shared)
         if depth == 1 and mode is not None and above is not None and _owned(st):
+            guard()
             chown = partial(os.chown, current, follow_symlinks=False)
             _fix_mode(st, mode, above.st_gid, partial(os.chmod, current), chown)
         above = st
+    guard()
 
 
 def _refuse(st: os.stat_result | None, key: str) -> None:

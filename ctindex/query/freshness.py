@@ -277,6 +277,12 @@ def fresh_answer(
         if from_files is None:
             raise ValueError("a direct answer needs from_files")
         return Answered(Freshness(DIRECT, DIRECT_REASON, None), from_files(plan))
+    # What follows may write the index or start a daemon: never in a project
+    # folder of another user (UnsafeStorePath; the CLI refused before, this
+    # is ctindex.Index's and the MCP server's refusal).
+    from ctindex.policy.store_path import check_store
+
+    check_store(project.root, lambda: plan.settings.share_index_with_group, write=True)
     if not plan.scopes and from_files is not None:
         # Nothing can be indexed (docs/cli.md, "No scopes"): the empty plan's
         # answer, with no `.ct/okf/` written and no daemon started that

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import subprocess
 import sys
@@ -146,7 +147,11 @@ def test_interrupt_exits_130(
     assert run_cli("-C", str(tmp_path), "why", "x").code == 130
 
 
-def test_broken_pipe_is_quiet(bundles_project: Path) -> None:
+def test_broken_pipe_is_one_line_and_exit_74(bundles_project: Path) -> None:
+    """The reader leaves before anything is written (found when the process
+    starts or when it writes: either way): the output is lost, which is
+    exit 74 and one line, never a quiet exit a script reads as success
+    (ctindex/base/streams.py)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "ctindex", "-C", str(bundles_project), "scopes", "--effective"],
         stdout=subprocess.PIPE,
@@ -155,8 +160,35 @@ def test_broken_pipe_is_quiet(bundles_project: Path) -> None:
     assert process.stdout is not None and process.stderr is not None
     process.stdout.close()  # the reader goes away before anything is written
     error = process.stderr.read()
-    assert process.wait(timeout=60) == 141
-    assert error == b""
+    assert process.wait(timeout=60) == 74
+    assert error == b"ctindex: cannot write the output: Broken pipe\n"
+
+
+def test_a_write_that_breaks_outside_emit_is_the_same_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A BrokenPipeError from any write of a command, not only emit()'s."""
+    from ctindex.commands import why
+
+    def breaks(*_args: object) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(why, "run", breaks)
+    err = io.StringIO()
+    assert cli.main(["-C", str(tmp_path), "why", "x"], stdout=io.StringIO(), stderr=err) == 74
+    assert err.getvalue() == "ctindex: cannot write the output: Broken pipe\n"
+
+
+def test_main_without_stdout_or_stderr_is_exit_74(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the interpreter leaves them when descriptor 1 or 2 was closed."""
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", None)
+    assert cli.main(["-C", str(tmp_path), "why", "x"], stderr=err) == 74
+    assert err.getvalue() == "ctindex: cannot write the output: stdout is closed\n"
+    monkeypatch.setattr(sys, "stderr", None)
+    assert cli.main(["-C", str(tmp_path), "why", "x"], stdout=io.StringIO()) == 74
 
 
 @pytest.mark.parametrize(

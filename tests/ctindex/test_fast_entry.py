@@ -471,3 +471,48 @@ def test_a_slow_query_never_holds_the_loop(tmp_path: Path, monkeypatch: pytest.M
     assert service.finished(now=200.0) == [] and job.stdout == ""  # the late result dropped
     assert pokes  # the worker woke the loop
     service.stop()
+
+
+class _Unwritable:
+    """A stdout whose every write fails with `exc` (no descriptor behind it)."""
+
+    def __init__(self, exc: OSError) -> None:
+        self.exc = exc
+
+    def reconfigure(self, **_options: object) -> None:
+        pass
+
+    def write(self, _text: str) -> int:
+        raise self.exc
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        import io
+
+        raise io.UnsupportedOperation("no descriptor")
+
+
+@pytest.mark.parametrize(
+    ("exc", "reason"),
+    [
+        (BrokenPipeError(32, "Broken pipe"), "Broken pipe"),
+        (OSError(28, "No space left on device"), "No space left on device"),
+    ],
+    ids=["broken-pipe", "full"],
+)
+def test_a_daemon_answer_stdout_cannot_take_is_exit_74_and_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], exc: OSError, reason: str
+) -> None:
+    """The fast path prints the daemon's answer itself: a broken pipe is the
+    same exit 74 and line as a full disk (ctindex/base/streams.py), after
+    the answer's own stderr."""
+    from ctindex import fast_entry
+
+    monkeypatch.setattr(sys, "stdout", _Unwritable(exc))
+    answer: Any = {"stdout": "1 hit\n", "stderr": "ctindex: a note\n", "code": 0}
+    assert fast_entry._print(answer) == 74
+    assert capsys.readouterr().err == (
+        f"ctindex: a note\nctindex: cannot write the output: {reason}\n"
+    )

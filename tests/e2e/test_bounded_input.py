@@ -194,7 +194,7 @@ COMMANDS = (
     ("watch", "start"),
     ("watch", "stop"),
 )
-EXIT_CODES = {0, 1, 2, 3, 74, 141}  # docs/cli.md (3: `watch status`, not running)
+EXIT_CODES = {0, 1, 2, 3, 74}  # docs/cli.md (3: `watch status`, not running)
 
 
 def _odd_project(base: Path, kind: str) -> Path:
@@ -260,7 +260,7 @@ def test_every_command_with_hostile_patterns_answers(tmp_path: Path) -> None:
         assert {hit["path"] for hit in json.loads(got.stdout)["results"]} == want, extra
 
 
-def test_broken_pipe_is_quiet(tmp_path: Path) -> None:
+def test_broken_pipe_is_all_printed_or_exit_74(tmp_path: Path) -> None:
     project = _odd_project(tmp_path, "pipe")
     for _ in range(300):
         (project / "docs" / f"n{_}.md").write_text(f"# N{_}\n\nzqxv7marker {_}\n")
@@ -271,7 +271,10 @@ def test_broken_pipe_is_quiet(tmp_path: Path) -> None:
     got = subprocess.run(
         ["bash", "-c", shell], capture_output=True, text=True, timeout=HANG_GUARD, check=False
     )
-    assert got.returncode in (0, 141) and got.stderr == "", got.stderr
+    # head may leave before or after the last write: all printed, or the
+    # output lost, which is exit 74 and its one line (docs/cli.md).
+    lost = (74, "ctindex: cannot write the output: Broken pipe\n")
+    assert (got.returncode, got.stderr) in ((0, ""), lost), got.stderr
 
 
 def test_daemon_survives_its_config_turning_into_a_fifo(tmp_path: Path) -> None:

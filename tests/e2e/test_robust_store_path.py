@@ -10,6 +10,7 @@ store is owner-only (0700/0600) unless the project shares it with a group;
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -404,6 +405,28 @@ class OtherUser:
         site_dir = sysconfig.get_paths()["purelib"]  # this venv's packages
         return self.run(self.python, "-B", "-c", OTHER_USER_RUN, site_dir, "-C", str(root), *args)
 
+    def console(self, root: Path, *args: str) -> Any:
+        """`python -m ctindex` as this user, the query fast path included;
+        the checkout and this venv's packages on PYTHONPATH, so that a
+        daemon it starts (`python -m ctindex.daemon`, same environment)
+        imports them too."""
+        import sysconfig
+
+        from tests.conftest import REPO
+
+        path = os.pathsep.join((str(REPO), sysconfig.get_paths()["purelib"]))
+        return self.run(
+            "env",
+            f"PYTHONPATH={path}",
+            "PYTHONDONTWRITEBYTECODE=1",
+            self.python,
+            "-m",
+            "ctindex",
+            "-C",
+            str(root),
+            *args,
+        )
+
 
 def _interpreter_for(name: str) -> str | None:
     """A Python of this version the user can run: this one, else the system's
@@ -441,6 +464,9 @@ def other_user() -> Any:
         pytest.skip("useradd/groupadd/runuser missing")
     name = f"ctix{os.getpid() % 100000}"
     group = f"{name}g"
+    # Left by a run that was killed before its cleanup: made again.
+    subprocess.run(["userdel", name], check=False, capture_output=True)
+    subprocess.run(["groupdel", group], check=False, capture_output=True)
     subprocess.run(["groupadd", group], check=True, capture_output=True)
     try:
         subprocess.run(
@@ -458,9 +484,30 @@ def other_user() -> Any:
                 pytest.skip(f"the other user cannot import ctindex from here: {why_not}")
             yield user
         finally:
+            _end_processes_of(name)  # a daemon it started: userdel refuses a user in use
             subprocess.run(["userdel", name], check=False, capture_output=True)
     finally:
         subprocess.run(["groupdel", group], check=False, capture_output=True)
+
+
+def _end_processes_of(name: str) -> None:
+    """Kill, by pid, every process of the throwaway user `name` (made for
+    this test only, so all of them were started by this test)."""
+    import pwd
+
+    import psutil
+
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return
+    procs = [
+        p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid
+    ]
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(procs, timeout=10)
 
 
 @pytest.fixture
@@ -538,3 +585,227 @@ def test_robust_store_path_group_shared_index_serves_the_group_as_documented(
     os.chmod(root / ".ct" / "index.jsonc", 0o644)
     refused = other_user.ctindex(root, "search", "publicword")
     assert refused.returncode == 2 and "owned by another user" in refused.stderr
+
+
+# -- a project folder of another user (docs/format.md, "Store folders") ---------
+
+# Commands that write under `.ct` or may start a daemon: refused in a project
+# folder of another user. The others read, and answer as ever.
+WRITERS: tuple[tuple[str, ...], ...] = (
+    ("search", SECRET),
+    ("--json", "search", SECRET),
+    ("search", "--paths", SECRET),
+    ("show", "a"),
+    ("update",),
+    ("rebuild",),
+    ("verify", "--repair"),
+    ("init", "--write"),
+    ("scopes", "add", "more"),
+    ("watch", "start"),
+    ("mcp",),
+)
+READERS: tuple[tuple[str, ...], ...] = (
+    ("search", "--direct", SECRET),
+    ("status",),
+    ("why", "kb/a.md"),
+    ("scopes",),
+    ("init",),
+    ("verify",),
+    ("watch", "status"),
+    ("watch", "stop"),
+)
+
+
+def not_yours(root: Path, owner: str, owner_uid: int, me: str, my_uid: int) -> str:
+    return (
+        f"ctindex: {root} is owned by {owner} (uid {owner_uid}), not by {me} (uid {my_uid}): "
+        f"ctindex does not write into another user's project (run it as {owner}, or search "
+        "with --direct to read the files without an index: docs/format.md, Store folders)\n"
+    )
+
+
+def bare_project(root: Path) -> Path:
+    """A git checkout with an OKF root and no `.ct`: its scopes are derived,
+    and the first indexing command would make `.ct` (docs/cli.md, "Project")."""
+    (root / ".git").mkdir(parents=True)
+    (root / "kb").mkdir()
+    (root / "more").mkdir()
+    (root / "kb" / "index.md").write_text("# KB\n")
+    (root / "kb" / "a.md").write_text(f"---\ntitle: A\n---\n# A\n\n{SECRET} in a.\n")
+    for folder, _dirs, files in os.walk(root):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
+    return root
+
+
+def give(root: Path, uid: int, gid: int) -> None:
+    for folder, dirs, files in os.walk(root):
+        os.chown(folder, uid, gid)
+        for name in dirs + files:
+            os.lchown(os.path.join(folder, name), uid, gid)
+
+
+def daemons_of(root: Path) -> list[int]:
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "ctindex.daemon" in cmd and str(root) in cmd:
+            found.append(proc.pid)
+    return found
+
+
+def test_root_writes_nothing_into_a_users_project_and_the_user_indexes_it(
+    other_user: OtherUser, shared_tmp: Path
+) -> None:
+    """Root in a user's checkout without `.ct`: every command that would
+    write is refused with one line naming the owner (exit 2), and nothing is
+    made, no daemon started: by the CLI, ctindex.Index, the daemon started
+    by hand. Before, `search` made a root-owned `.ct/okf` and a root daemon,
+    and the owner was refused every command after. The owner then indexes
+    and watches it as ever; root is refused that store (another user's), by
+    the full CLI and by the query fast path alike, while its daemon runs."""
+    import pwd
+
+    root = bare_project(shared_tmp / "proj")
+    give(root, other_user.uid, other_user.gid)
+    before = tree(root)
+    me = pwd.getpwuid(0).pw_name
+    refusal = not_yours(root, other_user.name, other_user.uid, me, 0)
+    for args in WRITERS:
+        done = ctindex(root, *args)
+        assert (done.returncode, done.stderr) == (2, refusal), (args, done.stdout)
+        if "--json" in args:
+            assert json.loads(done.stdout)["error"]["kind"] == "UnsafeStorePath"
+        else:
+            assert done.stdout == "", args
+        assert tree(root) == before, (args, set(tree(root)) ^ set(before))
+    for args in READERS:
+        done = ctindex(root, *args)
+        assert done.returncode in (0, 1, 2, 3) and "Traceback" not in done.stderr, (args, done)
+        assert tree(root) == before, (args, set(tree(root)) ^ set(before))
+    direct = ctindex(root, "--json", "search", "--direct", SECRET)
+    assert [r["path"] for r in json.loads(direct.stdout)["results"]] == ["kb/a.md"]
+    probe = (
+        "import sys, ctindex\n"
+        "index = ctindex.Index(sys.argv[1])\n"
+        "for call in (lambda: index.search(sys.argv[2]), index.update, index.ids):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except ctindex.UnsafeStorePath as exc:\n"
+        "        print(exc)\n"
+        "print(len(index.search(sys.argv[2], direct=True).hits))\n"
+    )
+    api = subprocess.run(
+        [sys.executable, "-c", probe, str(root), SECRET],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert api.stdout.splitlines() == [refusal.removeprefix("ctindex: ").rstrip()] * 3 + ["1"]
+    daemon = subprocess.run(
+        [sys.executable, "-m", "ctindex.daemon", "--project", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert daemon.returncode != 0
+    assert tree(root) == before
+    assert daemons_of(root) == []
+
+    # The owner: its own `.ct`, its own daemon.
+    built = other_user.console(root, "update")
+    assert built.returncode == 0, built.stderr
+    for key in (".ct", ".ct/okf"):
+        assert (root / key).stat().st_uid == other_user.uid, key
+    found = other_user.console(root, "--json", "search", SECRET)
+    assert found.returncode == 0, found.stderr
+    assert [r["path"] for r in json.loads(found.stdout)["results"]] == ["kb/a.md"]
+    from ctindex.ipc.peer import no_peer_check
+
+    watched = no_peer_check() is None
+    if watched:
+        started = other_user.console(root, "watch", "start")
+        assert started.returncode == 0, started.stderr
+        assert wait_for(lambda: other_user.console(root, "watch", "status").returncode == 0, 60)
+        assert (root / ".ct" / "okf" / "runtime").stat().st_uid == other_user.uid
+    try:
+        # Root meets a store of another user now: the existing refusal, and
+        # the daemon's fast path does not answer root either.
+        again = ctindex(root, "search", SECRET)
+        assert again.returncode == 2, again.stdout
+        assert again.stderr == (
+            f"ctindex: .ct is owned by another user (uid {other_user.uid}); refusing to use it "
+            "(run ctindex as its owner, or share the index with a group: docs/format.md)\n"
+        )
+    finally:
+        if watched:
+            assert other_user.console(root, "watch", "stop").returncode == 0
+    assert wait_for(lambda: daemons_of(root) == [], 30)
+
+
+def test_a_user_writes_nothing_into_a_folder_of_root(
+    other_user: OtherUser, shared_tmp: Path
+) -> None:
+    """The other way round: a user in a checkout of root's (readable to all)
+    gets the same refusal naming root, and nothing made; `--direct` reads."""
+    root = bare_project(shared_tmp / "proj")
+    before = tree(root)
+    refusal = not_yours(root, "root", 0, other_user.name, other_user.uid)
+    for args in (("search", SECRET), ("update",), ("init", "--write"), ("watch", "start")):
+        done = other_user.console(root, *args)
+        assert (done.returncode, done.stderr) == (2, refusal), (args, done.stdout)
+    direct = other_user.console(root, "--json", "search", "--direct", SECRET)
+    assert direct.returncode == 0, direct.stderr
+    assert [r["path"] for r in json.loads(direct.stdout)["results"]] == ["kb/a.md"]
+    assert tree(root) == before
+    assert daemons_of(root) == []
+
+
+def test_a_group_member_searches_a_shared_index_in_a_folder_of_root_without_a_daemon(
+    other_user: OtherUser, shared_tmp: Path
+) -> None:
+    """An index shared with a group on purpose is the exception: a member
+    searches it in root's folder (and brings it up to date), with `watch`
+    on, but starts no daemon there and writes no failure record for one."""
+    root = _users_project(shared_tmp / "proj", watch=True, share_index_with_group=True)
+    os.chown(root / ".ct", 0, other_user.gid)
+    assert ctindex(root, "update").returncode == 0
+    (root / "kb" / "c.md").write_text("# C\n\npublicword again.\n")
+    os.chmod(root / "kb" / "c.md", 0o644)
+    done = other_user.console(root, "--json", "search", "publicword")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert sorted(r["path"] for r in answer["results"]) == ["kb/b.md", "kb/c.md"]
+    assert "project folder of another user: no daemon started" in answer["freshness"]["reason"]
+    assert not (root / ".ct" / "okf" / "runtime").exists()
+    assert daemons_of(root) == []
+
+
+def test_roots_store_left_in_a_folder_now_of_another_user_is_not_written(
+    tmp_path: Path,
+) -> None:
+    """A `.ct` root made before this rule (or the folder given away since):
+    root's own store, in another user's project folder, is not written
+    either; reading commands and `watch stop` still run."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a folder to another user")
+    import pwd
+
+    root = make_project(tmp_path / "proj")
+    assert ctindex(root, "update").returncode == 0
+    (root / "kb" / "b.md").write_text("# B\n\nchanged since\n")
+    os.chown(root, 65534, 65534)
+    before = tree(root)
+    owner = pwd.getpwuid(65534).pw_name
+    for args in (("search", SECRET), ("update",), ("scopes", "add", "more")):
+        done = ctindex(root, *args)
+        assert (done.returncode, done.stderr) == (2, not_yours(root, owner, 65534, "root", 0))
+    for args in (("status",), ("watch", "stop"), ("search", "--direct", SECRET)):
+        done = ctindex(root, *args)
+        assert done.returncode == 0, (args, done.stderr)
+    assert tree(root) == before

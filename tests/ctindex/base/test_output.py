@@ -228,15 +228,17 @@ def test_a_descriptor_closed_under_the_stream_is_an_output_error(tmp_path: Path)
             stream.close()
 
 
-def test_a_closed_pipe_is_not_an_output_error() -> None:
-    """BrokenPipeError passes through: the CLI ends quietly with 141."""
+def test_a_closed_pipe_is_an_output_error() -> None:
+    """A pipe whose reader is gone loses the output as a full disk does:
+    exit 74 and one line (ctindex/base/streams.py), not a quiet exit."""
     read_end, write_end = os.pipe()
     os.close(read_end)
     stream = open(write_end, "w", encoding="utf-8")  # noqa: SIM115
     try:
-        with pytest.raises(BrokenPipeError):
+        with pytest.raises(OutputError, match=r"^cannot write the output: Broken pipe$") as caught:
             emit(stream, "x" * (1 << 20))
             flush(stream)
+        assert caught.value.exit_code == 74
     finally:
         with contextlib.suppress(BrokenPipeError):
             stream.close()

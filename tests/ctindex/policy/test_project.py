@@ -50,6 +50,9 @@ def test_search_outside_any_project_refuses_and_writes_nothing(tmp_path: Path) -
     # -C into the same non-project folder resolves the same way.
     done = _cli("-C", str(loose), "search", MARKER, cwd=tmp_path)
     assert done.returncode == 2 and NOT_A_PROJECT in done.stderr
+    # -C named the folder already: the hint is `init` there, not "pass -C".
+    assert f"ctindex -C {loose} init --write" in done.stderr
+    assert "pass -C" not in done.stderr
     # Read-only answers still work (and write nothing); --direct reads the files.
     assert _cli("why", "a.md", cwd=loose).returncode in (0, 1)
     direct = _cli("--json", "search", "--direct", MARKER, cwd=loose)

@@ -124,3 +124,113 @@ def test_wider_than_files_does_not_read_the_table_for_a_private_store(tmp_path: 
         raise AssertionError("the file table was read")
 
     assert store_path.wider_than_files(tmp_path, table) is None
+
+
+# -- a project folder of another user (docs/format.md, "Store folders") --------
+
+REFUSED = "refused: a project of another user"
+
+
+def _theirs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every project folder counts as another user's; returns the folders asked."""
+    asked: list[str] = []
+
+    def foreign(root: str, st: os.stat_result | None = None) -> str:
+        asked.append(root)
+        return REFUSED
+
+    monkeypatch.setattr(store_path, "foreign_project", foreign)
+    return asked
+
+
+def test_a_writing_walk_in_a_project_of_another_user_makes_nothing(
+    tmp_path: Path, walk: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _theirs(monkeypatch)
+    for create in (1, 2, 3):
+        with pytest.raises(UnsafeStorePath, match=f"^{REFUSED}$"):
+            store_path.check_store(tmp_path, create=create, index_mode=0o700)
+    with pytest.raises(UnsafeStorePath, match=f"^{REFUSED}$"):
+        store_path.check_store(tmp_path, write=True)
+    assert list(tmp_path.iterdir()) == []
+    # A store of ours left there (made before the rule): not written either,
+    # not even tightened.
+    (tmp_path / ".ct" / "okf").mkdir(parents=True)
+    os.chmod(tmp_path / ".ct" / "okf", 0o755)
+    with pytest.raises(UnsafeStorePath, match=f"^{REFUSED}$"):
+        store_path.check_store(tmp_path, create=3, index_mode=0o700)
+    assert not (tmp_path / ".ct" / "okf" / "runtime").exists()
+    assert mode(tmp_path / ".ct" / "okf") == 0o755
+
+
+def test_a_reading_walk_never_asks_whose_project_it_is(
+    tmp_path: Path, walk: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked = _theirs(monkeypatch)
+    store_path.check_store(tmp_path)
+    (tmp_path / ".ct" / "okf").mkdir(parents=True)
+    store_path.check_store(tmp_path)
+    assert asked == []
+
+
+def test_a_group_shared_index_in_a_project_of_another_user_is_written(
+    tmp_path: Path, walk: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked = _theirs(monkeypatch)
+    store_path.check_store(tmp_path, lambda: True, create=3)
+    assert (tmp_path / ".ct" / "okf" / "runtime").is_dir()
+    assert asked == [str(tmp_path)]  # once per walk
+
+
+def test_a_refused_store_folder_is_named_before_the_project(
+    tmp_path: Path, walk: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folders that exist are checked first: a link (or a folder of
+    another user) says so in its own line, as for a reading walk."""
+    _theirs(monkeypatch)
+    (tmp_path / ".ct").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(UnsafeStorePath, match=r"^\.ct is a symbolic link"):
+        store_path.check_store(tmp_path, create=3)
+
+
+def _stat_of(uid: int) -> os.stat_result:
+    return os.stat_result((0o40755, 1, 1, 2, uid, 0, 4096, 0, 0, 0))
+
+
+def test_foreign_project_names_the_owner_and_the_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pwd
+
+    me = os.geteuid()
+    assert store_path.foreign_project(tmp_path, _stat_of(me)) is None
+    other = 1 if me != 1 else 2
+
+    def named(uid: int) -> pwd.struct_passwd:
+        return pwd.struct_passwd((f"user{uid}", "x", uid, uid, "", "/", "/bin/sh"))
+
+    monkeypatch.setattr(pwd, "getpwuid", named)
+    assert store_path.foreign_project(tmp_path, _stat_of(other)) == (
+        f"{tmp_path} is owned by user{other} (uid {other}), not by user{me} (uid {me}): "
+        "ctindex does not write into another user's project (run it as "
+        f"user{other}, or search with --direct to read the files without an index: "
+        "docs/format.md, Store folders)"
+    )
+
+    def unnamed(uid: int) -> pwd.struct_passwd:
+        raise KeyError(uid)
+
+    monkeypatch.setattr(pwd, "getpwuid", unnamed)
+    assert store_path.foreign_project(tmp_path, _stat_of(other)) == (
+        f"{tmp_path} is owned by uid {other}, not by uid {me}: ctindex does not write "
+        "into another user's project (run it as the folder's owner, or search with "
+        "--direct to read the files without an index: docs/format.md, Store folders)"
+    )
+
+
+def test_foreign_project_without_uids_is_never_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows (the no-getuid simulation): ownership is the folder's ACL."""
+    monkeypatch.setattr(store_path, "has_getuid", lambda: False)
+    assert store_path.foreign_project(tmp_path, _stat_of(os.geteuid() + 1)) is None
