@@ -100,10 +100,24 @@ def resolve(plan: Plan, wanted: str, scope: str | None = None) -> list[tuple[str
     """(scope root, key) of each included concept `wanted` names: as a
     concept ID in each scope (the first scope containing a path decides it,
     as for indexing), or as a project-relative path. Costs one decision per
-    scope; never lists a folder."""
+    scope; never lists a folder.
+
+    The name exactly as given is tried first: on POSIX a backslash, a tab
+    or an edge space is part of a file name, and `search --ids` lists such
+    IDs. Only when it names nothing is the forgiving reading tried: spaces
+    pasted around it dropped, and a Windows separator read as a slash."""
+    given = wanted if isinstance(wanted, str) else ""
+    found = _resolve_reading(plan, given, scope)
+    forgiving = given.strip().replace("\\", "/")
+    if found or forgiving == given:
+        return found
+    return _resolve_reading(plan, forgiving, scope)
+
+
+def _resolve_reading(plan: Plan, raw: str, scope: str | None) -> list[tuple[str, str]]:
+    """`resolve` for one reading of the name."""
     from ctindex.providers import load
 
-    raw = wanted.strip().replace("\\", "/") if isinstance(wanted, str) else ""
     want_root = scope.strip("/") if scope is not None else None
     named = [(load(s.provider), s.root) for s in plan.scopes]
     named.append((_index_provider(), ""))  # a project-relative path

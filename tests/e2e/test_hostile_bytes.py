@@ -374,14 +374,6 @@ def check_search(run: Callable[..., CliResult], mark: str, docs: list[Written]) 
     return hits
 
 
-def by_id_and_path(concept_id: str, path: str) -> bool:
-    """Whether `show` finds a concept by this ID and path today. It does not
-    when the ID starts or ends with whitespace or either holds a backslash:
-    ctindex/service/concepts.py `resolve` strips the text asked for and turns
-    each backslash into a slash (test_show_takes_every_id_search_lists)."""
-    return concept_id == concept_id.strip() and "\\" not in concept_id + path
-
-
 def check_show(run: Callable[..., CliResult], index: Index, w: Written) -> None:
     """show ID: the file with its controls escaped (tabs and CRLF kept), or
     one line and exit 2 for a file that is no readable document; in JSON
@@ -431,9 +423,7 @@ def test_hostile_documents_print_escaped_and_round_trip(
     with written(project, docs) as (mark, made):
         check_search(run, mark, made)
         first = made[0]
-        # test_show_takes_every_id_search_lists: a known bug keeps some from `show`.
-        if by_id_and_path(first.id, first.path):
-            check_show(run, index, first)
+        check_show(run, index, first)
         why = run("why", first.path)
         check_answer(why, "why")
         assert why.code == 0 and len(why.out.splitlines()) == 2, why
@@ -443,12 +433,6 @@ def test_hostile_documents_print_escaped_and_round_trip(
             assert (printable.field(w.path) in status.out) == bool(w.doc.broken), status.out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="show/Index.get strip the ID asked for and read a backslash as a slash "
-    "(ctindex/service/concepts.py resolve): such a concept cannot be shown, and the "
-    "refusal suggests the very ID it refused",
-)
 @pytest.mark.parametrize("name", [b"tab\t", b"space ", b"back\\slash", b"sep\x1c"])
 def test_show_takes_every_id_search_lists(project: Path, index: Index, name: bytes) -> None:
     """Every ID `search` gives names its concept for `show` and `Index.get`,
