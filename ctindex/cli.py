@@ -330,9 +330,17 @@ def _search_args(p: argparse.ArgumentParser) -> None:
 
 
 def _markers(text: str) -> tuple[str, str]:
+    """OPEN,CLOSE: text without control characters. Markers are printed as
+    they are, beside escaped document text (ctindex/base/printable.py), so a
+    control sequence here would be the one raw one on the line; colour is
+    --color's job."""
+    from ctindex.base.printable import line
+
     open_, comma, close = text.partition(",")
-    if not comma or "," in close or "\n" in text:
-        raise argparse.ArgumentTypeError(f"expected OPEN,CLOSE (e.g. '[[,]]'), got {text!r}")
+    if not comma or "," in close or line(text) != text:
+        raise argparse.ArgumentTypeError(
+            f"expected OPEN,CLOSE of printable text (e.g. '[[,]]'), got {text!r}"
+        )
     return open_, close
 
 
