@@ -81,7 +81,10 @@ def test_markers_text_and_json(run_cli: Callable[..., CliResult]) -> None:
 
 def test_bad_markers_and_colour_are_usage_errors(run_cli: Callable[..., CliResult]) -> None:
     assert run_cli(*SEARCH, "--markers", "[[") == CliResult(
-        2, "", "ctindex search: --markers: expected OPEN,CLOSE (e.g. '[[,]]'), got '[['\n"
+        2,
+        "",
+        "ctindex search: --markers: expected OPEN,CLOSE of printable text"
+        " (e.g. '[[,]]'), got '[['\n",
     )
     bad = run_cli(*SEARCH, "--color=blue")
     assert bad.code == 2 and "--color: invalid choice 'blue'" in bad.err
