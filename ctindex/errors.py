@@ -18,6 +18,7 @@ can name them without loading the modules that raise them.
     │   └── WrongType            an API argument of the wrong type (also a TypeError)
     ├── IndexWriteError          writing the index failed
     │   ├── IndexBusy            another writer held the update lock too long
+    │   │   └── ShareHostWrites  a network share's host writes this index, and did not answer
     │   ├── IndexReadOnly        the index folder cannot be written (store/lock.py)
     │   └── WriteFailed          one atomic write failed, and at which step (base/durable.py)
     ├── IndexCorrupt             the published index cannot be read consistently
@@ -116,6 +117,19 @@ class IndexWriteError(CtindexError):
 class IndexBusy(IndexWriteError):
     """Another writer held the update lock longer than the caller would wait
     (a query then answers from the files instead: see ctindex/query/freshness.py)."""
+
+
+class ShareHostWrites(IndexBusy):
+    """The daemon on a network share's host serves this index (its heartbeat
+    is fresh), so it is the index's one writer; it did not answer, or its
+    answer cannot be read through this mount. This host writes nothing: a
+    query answers from the files, `update` and `rebuild` stop (exit 2)
+    (docs/network-shares.md, "One writer")."""
+
+    def __init__(self, host: str, why: str) -> None:
+        super().__init__(f"{why}; share host {host} writes this index, not this host")
+        self.host = host
+        self.why = why
 
 
 class IndexCorrupt(CtindexError):

@@ -89,6 +89,10 @@ class Answered(NamedTuple):
 
 class NotAnswered(NamedTuple):
     reason: str  # begins with NO_HOST, STALE, NO_ANSWER or "share host"
+    # The host whose heartbeat was fresh: its daemon serves the share and is
+    # the index's one writer, so the caller must not write it (it answers from
+    # the files, or says why not). None: no host serves; the caller may write.
+    serving: str | None = None
 
 
 class WriteAnswered(NamedTuple):
@@ -134,7 +138,7 @@ def ask(
     try:  # from its first byte: an interrupt anywhere leaves no request behind
         failed = _send(writing, req, BARRIER, doc)
         if failed is not None:
-            return failed
+            return failed._replace(serving=host)
         sent = True
         answer = _poll(req, token, started + bound)
     finally:
@@ -143,7 +147,7 @@ def ask(
         _remove(req, *(() if sent else (writing,)))
     elapsed_ms = round((time.monotonic() - started) * 1000, 3)
     if answer is None:
-        return NotAnswered(f"{NO_ANSWER} in {elapsed_ms:.0f} ms ({host})")
+        return NotAnswered(f"{NO_ANSWER} in {elapsed_ms:.0f} ms ({host})", host)
     return _result(host, answer, plan_digest, elapsed_ms)
 
 
@@ -166,22 +170,30 @@ def ask_write(index_dir: Path | str, op: str, plan_digest: str) -> WriteAnswered
     try:  # Ctrl-C anywhere from here removes the request
         failed = _send(writing, req, op, _request(op, token, plan_digest))
         if failed is not None:
-            return failed
+            return failed._replace(serving=host)
         sent = True
         answer, why = _wait_write(req, token, started, started + ACK_S + ROUND_TRIPS * trip)
     finally:
         _remove(req, *(() if sent else (writing,)))
     elapsed_ms = round((time.monotonic() - started) * 1000, 3)
     if answer is None:
-        return NotAnswered(f"{NO_ANSWER} {why} after {elapsed_ms:.0f} ms ({host})")
+        # A host that stopped beating (killed mid-run) no longer serves: its
+        # heartbeat has aged by now. One still beating does, however silent.
+        alive, _why = heartbeat(index_dir, time.time())
+        return NotAnswered(
+            f"{NO_ANSWER} {why} after {elapsed_ms:.0f} ms ({host})",
+            host if alive is not None else None,
+        )
     named = answer.get("host")
     host = named if isinstance(named, str) else host
     if answer.get("ok") is not True:
         error = answer.get("error")
-        return NotAnswered(f"share host: {error if isinstance(error, str) else 'error'} ({host})")
+        return NotAnswered(
+            f"share host: {error if isinstance(error, str) else 'error'} ({host})", host
+        )
     report, plan, identity = answer.get("report"), answer.get("plan"), answer.get("identity")
     if not isinstance(report, dict) or not isinstance(plan, str) or not isinstance(identity, str):
-        return NotAnswered(f"share host: malformed answer ({host})")
+        return NotAnswered(f"share host: malformed answer ({host})", host)
     return WriteAnswered(host, report, plan, identity, elapsed_ms)
 
 
@@ -286,16 +298,18 @@ def _result(
     host = named if isinstance(named, str) else host
     if answer.get("ok") is not True:
         error = answer.get("error")
-        return NotAnswered(f"share host: {error if isinstance(error, str) else 'error'} ({host})")
+        return NotAnswered(
+            f"share host: {error if isinstance(error, str) else 'error'} ({host})", host
+        )
     plan = answer.get("plan")
     if not isinstance(plan, str) or (plan_digest is not None and plan != plan_digest):
-        return NotAnswered(f"share host has a different plan ({host})")
+        return NotAnswered(f"share host has a different plan ({host})", host)
     reply: dict[str, object] = dict(answer)  # the protocol's message type
     try:
         result = BarrierResult.from_reply(reply, elapsed_ms)
     except (KeyError, TypeError, ValueError):
-        return NotAnswered(f"share host: malformed answer ({host})")
+        return NotAnswered(f"share host: malformed answer ({host})", host)
     if not result.identity:
-        return NotAnswered(f"share host: answer names no manifest identity ({host})")
+        return NotAnswered(f"share host: answer names no manifest identity ({host})", host)
     build = answer.get("build")
     return Answered(str(host), result, plan, build if isinstance(build, str) else "")

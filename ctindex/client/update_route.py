@@ -7,10 +7,13 @@ with none of the share's limits (ctindex/client/share.py `ask_write`,
 ctindex/daemon/share_updates.py). The answer is taken only after the
 generation it names is found through this mount: the published manifest
 is that one, or one published on top of it, under this client's plan.
-Otherwise — no host daemon, a stale heartbeat, no answer within the
-bound, a refusal, a generation not found — this process writes over the
-share itself, as where no host daemon runs, and the report's first note
-says why.
+A host that serves (its heartbeat fresh) is the index's one writer even
+when it does not answer: no answer within the bound, a refusal (another
+build, another plan), its generation not yet readable through this mount —
+then this process writes nothing and raises ShareHostWrites (exit 2, one
+line). Only where no host serves — no heartbeat, a stale one (a host
+killed mid-run stops beating) — does this process write over the share
+itself, and the report's first note says why.
 
 `CTINDEX_SHARE_WRITE_HERE` set (to anything but "") skips the host.
 """
@@ -18,11 +21,13 @@ says why.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from ctindex.base.jsontypes import JSONObject
+from ctindex.errors import ShareHostWrites
 from ctindex.ipc.share_channel import LOCAL_WRITES_ENV, UPDATE, WRITE_OPS
 
 if TYPE_CHECKING:
@@ -31,6 +36,9 @@ if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
 
+# Pauses before the generation the host named is looked for again through
+# this mount (its attribute cache may cut the new MANIFEST to the old size).
+MOUNT_PAUSES_S = (0.05, 0.1, 0.2, 0.4)
 # What only the daemon reads of a report: an answer is not asked for them.
 DAEMON_ONLY = ("linked", "linked_full", "seen", "identity")
 
@@ -55,7 +63,7 @@ def run(project: Project, plan: Plan, op: str, progress: TextIO | None = None) -
             routed, why = _by_host(project, plan, op)
             if routed is not None:
                 return routed
-            note = f"{why}; {op} written over the share by this host"
+            note = f"{why}; {op} written over the share by this host"  # no host serves
     write = indexer.update if op == UPDATE else indexer.rebuild
     report = write(project, plan, progress=progress)
     if note is not None:
@@ -69,13 +77,20 @@ def _by_host(project: Project, plan: Plan, op: str) -> tuple[Routed | None, str]
     digest = plan.digest()
     outcome = share.ask_write(project.index_dir, op, digest)
     if isinstance(outcome, share.NotAnswered):
+        if outcome.serving is not None:
+            raise ShareHostWrites(outcome.serving, outcome.reason)
         return None, outcome.reason
     report = report_of(outcome.report)
     if report is None:
-        return None, f"share host: malformed report ({outcome.host})"
+        raise ShareHostWrites(outcome.host, f"share host: malformed report ({outcome.host})")
     why = _not_found(Path(project.index_dir), digest, outcome)
+    for pause in MOUNT_PAUSES_S:  # a MANIFEST read torn, or an older one, through the mount
+        if why is None:
+            break
+        time.sleep(pause)
+        why = _not_found(Path(project.index_dir), digest, outcome)
     if why is not None:
-        return None, why
+        raise ShareHostWrites(outcome.host, why)
     return Routed(report, outcome.host, outcome.elapsed_ms), ""
 
 

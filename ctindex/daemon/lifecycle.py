@@ -124,6 +124,7 @@ class Daemon:
             clock,
             wall,
             StoreGuard(Path(project.index_dir)),
+            self._log,
         )
         self.barrier = Barrier(
             self,
@@ -565,7 +566,7 @@ class Daemon:
         # A store restored or copied in while nobody asks is rebuilt now,
         # not at the next query (ctindex/daemon/storeguard.py).
         self.driver.check_store()
-        if self.driver.outside is not None:
+        if self.driver.store_in_doubt:
             self.dirty.request_rescan("store-check", mono)
         self.share.beat(self.plan.share_barrier_ms)  # clients on other hosts read it first
         self.share_runs.beat()

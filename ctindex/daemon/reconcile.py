@@ -25,7 +25,7 @@ from ctindex.daemon.layers import Engine, PlanView
 from ctindex.daemon.links import LinkTracker
 from ctindex.daemon.schedule import HEARTBEAT_S, Schedule
 from ctindex.daemon.status import BatchRecord, ReconcileRecord, Stats
-from ctindex.daemon.storeguard import StoreGuard
+from ctindex.daemon.storeguard import PUBLISHED_THROUGH_A_MOUNT, StoreGuard
 from ctindex.errors import IndexBusy, PolicyError
 from ctindex.store.generation import OUTSIDE
 
@@ -64,9 +64,11 @@ class ReconcileDriver:
         clock: Callable[[], float],
         wall: Callable[[], float],
         guard: StoreGuard | None = None,
+        log: Callable[..., None] | None = None,
     ) -> None:
         self.engine = engine
         self.guard = guard
+        self.log = log  # the daemon's log (`event`, fields): store doubts go there
         self.dirty = dirty
         self.links = links
         self.files = files
@@ -83,6 +85,9 @@ class ReconcileDriver:
         # set until a rebuild succeeds; `outside_unreported` until a client is told.
         self.outside: str | None = None
         self.outside_unreported: str | None = None
+        # A generation a client published through a network mount: vouched
+        # for only after a full pass of ours (set until one succeeds).
+        self.to_verify: str | None = None
 
     def due(self, now: float) -> bool:
         """The debounced batch is ready and no retry wait is running."""
@@ -95,12 +100,25 @@ class ReconcileDriver:
     def check_store(self) -> None:
         """The published store is still the one vouched for, or the next
         pass rebuilds it (ctindex/daemon/storeguard.py)."""
-        if self.guard is None or self.outside is not None:
+        if self.guard is None or self.outside is not None or self.to_verify is not None:
             return
-        why = self.guard.check()
-        if why is not None:
-            self.outside = why
-            self.stats.last_error = f"{OUTSIDE}: {why}"
+        distrust = self.guard.check()
+        if distrust is None:
+            return
+        if self.log is not None:
+            self.log(
+                "store-doubt", why=distrust.why, then="verify" if distrust.verify else "rebuild"
+            )
+        if distrust.verify:
+            self.to_verify = distrust.why
+        else:
+            self.outside = distrust.why
+            self.stats.last_error = f"{OUTSIDE}: {distrust.why}"
+
+    @property
+    def store_in_doubt(self) -> bool:
+        """The next pass must rebuild or verify before anything is vouched for."""
+        return self.outside is not None or self.to_verify is not None
 
     def gather_unannounced(self, now: float) -> None:
         """Before a barrier takes the dirty set: writes through a name no
@@ -128,6 +146,8 @@ class ReconcileDriver:
         rebuild_why = None if self.outside is None else f"{OUTSIDE}: {self.outside}"
         if rebuild_why is not None:  # whatever was pending, the rebuild covers it
             pending = Pending([], True, rebuild_why, pending.first_event)
+        elif self.to_verify is not None:  # so does the full pass
+            pending = Pending([], True, PUBLISHED_THROUGH_A_MOUNT, pending.first_event)
         if not pending.rescan and not pending.paths:
             return Outcome.DONE
         started = self.clock()
@@ -158,6 +178,7 @@ class ReconcileDriver:
             self.guard.learn(applied.identity)
         if self.outside is not None:
             self.outside_unreported, self.outside = self.outside, None
+        self.to_verify = None
         self._record(pending, applied, started, done)
         self._learn(pending, applied, watcher, done)
         self.stats.last_error = None

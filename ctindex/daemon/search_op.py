@@ -146,4 +146,6 @@ class SearchOp:
             return "a full pass to report"
         if self.driver.outside is not None:
             return "index changed outside ctindex"
+        if self.driver.to_verify is not None:
+            return "a generation published through a network mount to verify"
         return None

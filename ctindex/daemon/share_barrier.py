@@ -57,7 +57,7 @@ from ctindex.ipc.share_channel import (
 from ctindex.reconciler.platform_features import has_dir_fd
 
 SHARE_KEY = "share"  # the selector key of the request folder's watcher
-IN_FLIGHT = 64  # requests served at once; more are deleted unanswered
+IN_FLIGHT = 64  # requests served at once; more wait their turn (`waiting`)
 KEEP_FILES = 256  # request-like files left in the folder after a beat's collection
 MAX_AGE_S = 10.0  # an older request or answer is nobody's any more
 ANSWER_TMP = ".ans-"  # `<request>.ans-<instance>`: an answer being written
@@ -123,6 +123,10 @@ class ShareHost:
         self.pid = os.getpid()
         self.watcher: Watcher | None = None
         self.pending: dict[str, ShareRequest] = {}
+        # Requests beyond IN_FLIGHT, oldest first, taken as slots free (a
+        # burst of clients is answered, not dropped); at most KEEP_FILES,
+        # the folder's own bound, so the queue is bounded whoever writes.
+        self.waiting: dict[str, None] = {}
         self.file_mode = 0o600
         self.last_beat: float | None = None
         self.budget_ms: int | None = None
@@ -251,15 +255,31 @@ class ShareHost:
                 names = sorted(self._listdir())
         self._take(names, self.wall())
 
-    def _take(self, names: list[str], now: float) -> None:
+    def take_waiting(self) -> None:
+        """Start the requests that waited for a slot, oldest first (after
+        answers freed slots: each answer's rename wakes the folder's watcher,
+        and every beat calls this too)."""
+        while self.waiting and len(self.pending) < IN_FLIGHT and self._ident is not None:
+            name = next(iter(self.waiting))
+            del self.waiting[name]
+            self._take([name], self.wall(), queued=True)
+
+    def _take(self, names: list[str], now: float, *, queued: bool = False) -> None:
+        if not queued:
+            self.take_waiting()
         for name in names:
             if not name.endswith(REQUEST) or name in self.pending:
                 continue  # ours (an answer written, the heartbeat) or one being written
+            if name in self.waiting and not queued:
+                continue
             if len(os.fsencode(name)) > NAME_BOUND:
                 self._drop(name, "malformed")  # its answer's temporary name would not fit
                 continue
             if len(self.pending) >= IN_FLIGHT:
-                self._drop(name, "over_cap")
+                if len(self.waiting) < KEEP_FILES:
+                    self.waiting[name] = None
+                else:
+                    self._drop(name, "over_cap")
                 continue
             try:
                 doc = parse(self._read(name, WRITE_SLOT))
@@ -348,6 +368,7 @@ class ShareHost:
             self._write(HEARTBEAT, pad(record), tmp)
             self.last_beat = now
         self.collect(now)
+        self.take_waiting()
         if self.dropped_since and self.log is not None:
             # A flood or junk costs one line a beat, whatever its size.
             self.log("share-requests-dropped", **self.dropped_since)
@@ -457,6 +478,7 @@ class ShareHost:
         return {
             "folder": os.fspath(self.folder),
             "pending": len(self.pending),
+            "waiting": len(self.waiting),
             "answered": self.answered,
             "dropped": self.dropped,
         }

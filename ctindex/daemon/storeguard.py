@@ -14,6 +14,14 @@ reported, and the driver (ctindex/daemon/reconcile.py) rebuilds from the
 files before the next answer: the file table of a manifest nobody vouches
 for is not trusted (docs/daemon.md, "Index changed outside ctindex").
 
+A generation published on top of ours *through a network mount* (its
+manifest records no home folder) is in the lineage but was built from what
+that client's mount showed, which its caches may hold back for seconds
+(a listing without the file just added on the host). It is not vouched for
+until a full pass of this daemon's own has compared it with the files as
+this host sees them (`Distrust.verify`): the share host answers only for
+generations it built or checked (docs/network-shares.md, "One writer").
+
 The manifest is read through ctindex/store/generation.py's ManifestReader:
 not again while its full stat fingerprint is the one it had once settled.
 The segments' sizes are checked every time.
@@ -25,9 +33,22 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from ctindex.store.durable import IndexCorrupt
 from ctindex.store.generation import ManifestReader, StoreManifest
+
+
+class Distrust(NamedTuple):
+    """Why the published store is not vouched for, and what makes it so
+    again: a rebuild from the files, or (`verify`) a full pass over the
+    generation found (its file table is a writer's, only its view is in doubt)."""
+
+    why: str
+    verify: bool = False
+
+
+PUBLISHED_THROUGH_A_MOUNT = "published-through-a-mount"
 
 
 class StoreGuard:
@@ -43,22 +64,27 @@ class StoreGuard:
         """A pass published (or checked) the generation of `identity`."""
         self.known = identity or None
 
-    def check(self) -> str | None:
+    def check(self) -> Distrust | None:
         """None when the store is still the one vouched for (and then the
-        identity a writer's later pass published is learnt); else why not."""
+        identity a local writer's later pass published is learnt); else why
+        not, and whether a full pass can vouch for it again."""
         if self.known is None:
             return None
         try:
             m = self.manifest.read()
         except IndexCorrupt as exc:
-            return f"{exc}"
+            return Distrust(f"{exc}")
         except OSError as exc:  # the folder itself is gone or unreadable
-            return f"{self.index_dir}: {exc.strerror or exc}"
+            return Distrust(f"{self.index_dir}: {exc.strerror or exc}")
         if m is None:
-            return "MANIFEST removed"
+            return Distrust("MANIFEST removed")
         why = self._foreign(m)
         if why is not None:
-            return why
+            return Distrust(why)
+        if m.home is None and m.identity != self.known:
+            return Distrust(
+                f"generation {m.generation} was published through a network mount", verify=True
+            )
         self.known = m.identity
         return None
 

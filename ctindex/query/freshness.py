@@ -163,6 +163,9 @@ class Proof(NamedTuple):
     fresh: Freshness
     expect: Vouched | None
     by_daemon: bool = False
+    # The network share's host that vouched: the index's one writer, so this
+    # process never repairs nor rebuilds it (ShareHostWrites instead).
+    share_host: str | None = None
 
 
 class Prior(NamedTuple):
@@ -288,6 +291,7 @@ def fresh_answer(
         # answer, with no `.ct/okf/` written and no daemon started that
         # would watch nothing for `idle_seconds`.
         return Answered(Freshness(DIRECT, NO_SCOPES_REASON, None), from_files(plan))
+    from ctindex.errors import ShareHostWrites
     from ctindex.store.lock import IndexBusy, IndexReadOnly
 
     early = _EarlyRead(read, opener) if options.overlap else None
@@ -304,6 +308,10 @@ def fresh_answer(
         fresh = proof.fresh
         kept = early.accepted(proof) if early is not None else None
         value = kept[0] if kept is not None else _read_repairing(project, plan, read, opener, proof)
+    except ShareHostWrites as hosted:  # the share's host writes the index, not us
+        if from_files is None:
+            raise
+        fresh, value = _from_files(from_files, plan, hosted, hosted.why)
     except IndexBusy as busy:  # a stopped or slow writer holds the update lock
         if from_files is None:
             raise
@@ -549,9 +557,13 @@ def _on_share(
     """A network filesystem: no local daemon can see the server's changes
     (ctindex/policy/netfs.py), so the share's own host is asked through the share
     (ctindex/client/share.py). Its answer is judged like a local barrier's
-    and labelled with its name; without one this walk is the query's one
-    and only freshness, and no spawn is attempted."""
+    and labelled with its name. A host that serves (its heartbeat fresh) but
+    gives no answer this query can take is the index's one writer all the
+    same: ShareHostWrites, and the caller answers from the files. Only where
+    no host serves is this walk the query's one freshness (it may write the
+    index over the share), and no spawn is attempted."""
     from ctindex.client import share as share_client
+    from ctindex.errors import ShareHostWrites
     from ctindex.policy.netfs import cache_note, freshness_reason
 
     digest = plan.digest()
@@ -569,10 +581,14 @@ def _on_share(
             else:  # the host vouched after a full pass of its own (poll lane, ...)
                 fresh.reason = f"share host {outcome.host}: {fresh.reason}"
             fresh.notes.extend([note] if note else [])
-            return Proof(fresh, _expect(digest, outcome.result), by_daemon=True)
+            return Proof(
+                fresh, _expect(digest, outcome.result), by_daemon=True, share_host=outcome.host
+            )
         why = f"share host {outcome.host}: {verdict.reconcile_reason}"
-    else:
-        why = outcome.reason
+        raise ShareHostWrites(outcome.host, why)
+    if outcome.serving is not None:
+        raise ShareHostWrites(outcome.serving, outcome.reason)
+    why = outcome.reason
     proof = reconcile(project, plan, FALLBACK, why)
     proof.fresh.reason = f"{why}; {freshness_reason(share, proof.fresh.reconcile_ms)}"
     proof.fresh.notes.extend([note] if note else [])
@@ -713,6 +729,8 @@ def _read_repairing(
         fresh.generation = snap.generation  # the statement names the generation read
         return read(snap)
 
+    if proof.share_host is not None:
+        return _read_through_mount(proof.share_host, read_noting, opener)
     for _ in range(2):  # a second failure: a newer generation, checked and repaired too
         try:
             return opener(read_noting)
@@ -754,6 +772,34 @@ def _read_repairing(
         raise IndexBusy(
             "the index kept changing under this query (other writers): answered from the files"
         ) from exc
+
+
+MOUNT_REREADS = 3  # a MANIFEST read again through a mount before giving up
+MOUNT_REREAD_S = 0.05  # the first pause between them, doubled each time
+
+
+def _read_through_mount(host: str, read: Reader[T], opener: Opener[T]) -> T:
+    """Read the generation a share host vouched for, through this mount.
+
+    The host is the index's one writer, so nothing here repairs or rebuilds:
+    a MANIFEST that reads torn (a mount that keeps a file's old size in its
+    attribute cache cuts the new one short) or names another generation is
+    read again, a few times over well under a second; then ShareHostWrites,
+    and the caller answers from the files."""
+    from ctindex.errors import ShareHostWrites
+    from ctindex.search.execute import PlanMismatch
+    from ctindex.store.durable import IndexCorrupt
+
+    pause = MOUNT_REREAD_S
+    for attempt in range(MOUNT_REREADS + 1):
+        try:
+            return opener(read)
+        except (PlanMismatch, IndexCorrupt, OSError) as exc:
+            why = exc
+            if attempt < MOUNT_REREADS:
+                time.sleep(pause)
+                pause *= 2
+    raise ShareHostWrites(host, f"the generation share host {host} vouched for: {why}")
 
 
 def _from_files(

@@ -156,12 +156,16 @@ def test_share_host_stopped_or_killed_falls_back_within_the_bound(net: Rig, serv
     client = net.mount("hostA") / "proj"
     _vouched(_agrees(net, client, server, "zqxv7stop"))
     pid = _daemon_pid(server)
+    manifest = server / ".ct" / "okf" / "MANIFEST"
     os.kill(pid, signal.SIGSTOP)
     try:
+        published = manifest.read_bytes()
         (server / _concept("zz_s.md")).write_text("# S\n\nzqxv7stop while stopped\n")
         fresh = _agrees(net, client, server, "zqxv7stop")
-        assert fresh["mode"] == "fallback" and fresh["reason"].startswith(NO_ANSWER), fresh
-        assert WALKED in fresh["reason"]
+        # The host still beats (fresh heartbeat): it is the index's one
+        # writer, so the client answers from the files and writes nothing.
+        _from_the_files(fresh, NO_ANSWER)
+        assert manifest.read_bytes() == published
     finally:
         os.kill(pid, signal.SIGCONT)
     (server / _concept("zz_s.md")).write_text("# S\n\nzqxv7stop continued, longer now\n")
@@ -171,9 +175,9 @@ def test_share_host_stopped_or_killed_falls_back_within_the_bound(net: Rig, serv
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     (server / _concept("zz_k.md")).write_text("# K\n\nzqxv7stop after the kill\n")
-    # The heartbeat is still recent: the request goes unanswered, then the walk.
-    fresh = _agrees(net, client, server, "zqxv7stop")
-    assert fresh["mode"] == "fallback" and fresh["reason"].startswith(NO_ANSWER), fresh
+    # The heartbeat is still recent: the request goes unanswered, and the
+    # answer comes from the files (the host may be only slow: no write here).
+    _from_the_files(_agrees(net, client, server, "zqxv7stop"), NO_ANSWER)
     # Aged past the bound (rewritten as it would look a minute later): no request at all.
     beat = server / ".ct" / "okf" / "barrier" / HEARTBEAT
     record = json.loads(beat.read_text())
@@ -181,6 +185,7 @@ def test_share_host_stopped_or_killed_falls_back_within_the_bound(net: Rig, serv
     before = set(os.listdir(beat.parent))
     fresh = _agrees(net, client, server, "zqxv7stop")
     assert fresh["mode"] == "fallback" and fresh["reason"].startswith(STALE), fresh
+    assert WALKED in fresh["reason"]  # no host serves: the client walks (and writes)
     assert set(os.listdir(beat.parent)) == before
     beat.unlink()
     fresh = _agrees(net, client, server, "zqxv7stop")
@@ -189,6 +194,68 @@ def test_share_host_stopped_or_killed_falls_back_within_the_bound(net: Rig, serv
     assert _host_ctindex(server, "watch", "start").returncode == 0
     (server / _concept("zz_k.md")).write_text("# K\n\nzqxv7stop the next daemon\n")
     _vouched(_agrees(net, client, server, "zqxv7stop"))
+
+
+def _from_the_files(fresh: dict[str, Any], why: str) -> None:
+    assert fresh["mode"] == "fallback" and fresh["reason"].startswith(why), fresh
+    assert fresh["reason"].endswith(": answered from the files") and fresh["generation"] is None
+    assert any("writes this index, not this host" in n for n in fresh["notes"]), fresh
+
+
+def test_share_host_vouches_only_for_what_it_built_or_checked(net: Rig, server: Path) -> None:
+    """The sequence that once left every answer `watcher-clean` without a
+    file: a client whose mount still lists a folder as it was (sshfs keeps
+    listings 20 s) walks while the host is stopped long enough for its
+    heartbeat to age, and publishes an index without the file the host had
+    indexed. The host, continued, must not take that generation as its own
+    lineage: it checks it with a full pass of its own before vouching."""
+    client = net.mount("cached", options=()) / "proj"  # sshfs's default caches
+    _vouched(_agrees(net, client, server, "zqxv7lineage"))
+    net.run(["ls", "-la", str(client / "okf" / "bundles" / BUNDLE)], check=True)  # cached now
+    (server / _concept("zz_b.md")).write_text("# B\n\nzqxv7lineage added on the host\n")
+    done = _host_ctindex(server, "--json", "search", "zqxv7lineage")  # the host indexes it
+    assert json.loads(done.stdout)["freshness"]["mode"] == "watcher-clean", done.stdout
+    pid = _daemon_pid(server)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        beat = server / ".ct" / "okf" / "barrier" / HEARTBEAT
+        deadline = time.monotonic() + 30
+        while time.time() - json.loads(beat.read_text())["wall"] <= 5.5:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        # No host serves now: the client walks its (cached) view and writes.
+        walked = net.run(
+            [
+                sys.executable,
+                "-m",
+                "ctindex",
+                "-C",
+                str(client),
+                "--json",
+                "search",
+                "zqxv7lineage",
+            ],
+            env=ENV,
+        )
+        fresh = json.loads(walked.stdout)["freshness"]
+        assert fresh["mode"] == "fallback" and fresh["reason"].startswith(STALE), fresh
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    # Whatever that walk saw, from here every answer is the files' as the
+    # host sees them, and the host says it checked the client's generation.
+    seen: list[str] = []
+    deadline = time.monotonic() + 60
+    while True:
+        fresh = _agrees(net, client, server, "zqxv7lineage")
+        if fresh["mode"] == "watcher-clean":
+            break
+        seen.append(fresh["reason"])  # the host's heartbeat not yet fresh again
+        assert time.monotonic() < deadline, seen
+        time.sleep(0.2)
+    for _ in range(3):
+        _vouched(_agrees(net, client, server, "zqxv7lineage"))
+    assert "store-doubt" in _log(server) and "through a network mount" in _log(server)
+    assert _host_ctindex(server, "verify").returncode == 0
 
 
 def test_share_host_flood_of_requests_is_bounded_and_answers_stay_right(

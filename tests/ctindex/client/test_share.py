@@ -98,6 +98,7 @@ def host(tmp_path: Path) -> Iterator[Callable[[Answerer], list[str]]]:
 def test_no_heartbeat_no_request(tmp_path: Path) -> None:
     out = sc.ask(tmp_path, DIGEST, 50)
     assert isinstance(out, sc.NotAnswered) and out.reason.startswith(ch.NO_HOST)
+    assert out.serving is None  # no host serves: the caller may write the index
     assert not ch.folder(tmp_path).exists()  # nothing written
 
 
@@ -105,7 +106,7 @@ def test_stale_heartbeat_no_request(tmp_path: Path) -> None:
     _beat(tmp_path, wall=time.time() - ch.STALE_S - 5)
     out = sc.ask(tmp_path, DIGEST, 50)
     assert isinstance(out, sc.NotAnswered) and out.reason.startswith(ch.STALE), out
-    assert "server1" in out.reason
+    assert "server1" in out.reason and out.serving is None
     assert os.listdir(ch.folder(tmp_path)) == [ch.HEARTBEAT]
 
 
@@ -156,6 +157,9 @@ def test_a_wrong_or_missing_answer_is_never_taken(
     out = sc.ask(tmp_path, DIGEST, 100)
     assert isinstance(out, sc.NotAnswered), out
     assert out.reason.startswith(expect), out
+    # The heartbeat was fresh: the host serves, whatever its answer was, so
+    # the caller must not write the index (ctindex.ShareHostWrites).
+    assert out.serving == "server1", out
     assert os.listdir(ch.folder(tmp_path)) == [ch.HEARTBEAT]  # cleaned up either way
 
 
@@ -164,6 +168,7 @@ def test_unanswered_request_gives_up_after_the_bound(tmp_path: Path) -> None:
     t0 = time.monotonic()
     out = sc.ask(tmp_path, DIGEST, 30)
     assert isinstance(out, sc.NotAnswered) and out.reason.startswith(sc.NO_ANSWER)
+    assert out.serving == "server1"
     ms = float(out.reason.split(" in ")[1].split(" ms")[0])
     assert ms >= 30  # waited its budget, and said how long
     assert time.monotonic() - t0 >= 0.03

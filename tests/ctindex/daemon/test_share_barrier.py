@@ -40,24 +40,27 @@ class Host:
     def start(self, req: sb.ShareRequest, doc: dict[str, Any], _now: float) -> None:
         self.started.append(req)
         if not self.hold:
-            req.respond(
-                {
-                    "ok": True,
-                    "generation": 3,
-                    "instance": "inst1",
-                    "lane": "clean",
-                    "backend": "inotify",
-                    "backend_reason": None,
-                    "degraded": None,
-                    "plan": doc.get("plan"),
-                    "reconciled": False,
-                    "reconcile_reason": None,
-                    "reconcile_ms": None,
-                    "barrier_ms": 0.5,
-                    "identity": "id-3",
-                    "outside": None,
-                }
-            )
+            self.answer(req, doc)
+
+    def answer(self, req: sb.ShareRequest, doc: dict[str, Any]) -> None:
+        req.respond(
+            {
+                "ok": True,
+                "generation": 3,
+                "instance": "inst1",
+                "lane": "clean",
+                "backend": "inotify",
+                "backend_reason": None,
+                "degraded": None,
+                "plan": doc.get("plan"),
+                "reconciled": False,
+                "reconcile_reason": None,
+                "reconcile_ms": None,
+                "barrier_ms": 0.5,
+                "identity": "id-3",
+                "outside": None,
+            }
+        )
 
     def pump(self, until: float) -> None:
         while time.monotonic() < until:
@@ -153,8 +156,9 @@ def test_in_flight_cap_and_collection_bound_a_flood(tmp_path: Path) -> None:
             tmp.write_bytes(ch.pad({"op": "barrier", "token": f"{i:04x}"}))
             os.rename(tmp, folder / f"f-{i:05}.req")
         h.pump(time.monotonic() + 0.5)
-        assert len(h.started) == sb.IN_FLIGHT  # the rest deleted unanswered
-        assert h.share.dropped == count - sb.IN_FLIGHT
+        assert len(h.started) == sb.IN_FLIGHT  # served at once
+        assert len(h.share.waiting) == sb.KEEP_FILES  # wait their turn
+        assert h.share.dropped == count - sb.IN_FLIGHT - sb.KEEP_FILES  # beyond the folder's bound
         # Old leftovers (a client that died mid-request) and a crowd beyond KEEP_FILES.
         old = time.time() - sb.MAX_AGE_S - 5
         for i in range(sb.KEEP_FILES + 40):
@@ -166,6 +170,34 @@ def test_in_flight_cap_and_collection_bound_a_flood(tmp_path: Path) -> None:
         left = [n for n in os.listdir(folder) if n != ch.HEARTBEAT and n not in h.share.pending]
         assert len(left) == sb.KEEP_FILES
         assert not any(n.startswith("left-0000") for n in left)  # the oldest went first
+    finally:
+        h.share.close(h.sel)
+
+
+def test_a_burst_beyond_the_in_flight_cap_is_answered_not_dropped(tmp_path: Path) -> None:
+    """200 clients at once: 64 served, the rest queued and started as the
+    answers free slots (each answer's rename wakes the folder's watcher)."""
+    h = Host(tmp_path, hold=True)
+    h.share.open(h.sel)
+    try:
+        folder = h.share.folder
+        for i in range(200):
+            tmp = folder / f"b-{i:05}.new"
+            tmp.write_bytes(ch.pad({"op": "barrier", "token": f"{i:04x}", "plan": "p"}))
+            os.rename(tmp, folder / f"b-{i:05}.req")
+        h.pump(time.monotonic() + 0.3)
+        assert len(h.started) == sb.IN_FLIGHT and len(h.share.waiting) == 200 - sb.IN_FLIGHT
+        answered = 0
+        deadline = time.monotonic() + 30
+        while answered < 200 and time.monotonic() < deadline:
+            held = h.started[answered:]
+            for req in held:
+                h.answer(req, {"plan": "p"})  # as the barrier's pass would
+            answered += len(held)
+            h.pump(time.monotonic() + 0.1)
+        assert answered == 200 and h.share.dropped == 0 and not h.share.waiting
+        assert h.share.answered == 200
+        assert sorted(r.name for r in h.started) == sorted(f"b-{i:05}.req" for i in range(200))
     finally:
         h.share.close(h.sel)
 

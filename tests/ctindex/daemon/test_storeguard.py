@@ -8,7 +8,9 @@ import shutil
 import time
 from pathlib import Path
 
-from ctindex.daemon.storeguard import StoreGuard
+import pytest
+
+from ctindex.daemon.storeguard import Distrust, StoreGuard
 from ctindex.indexing import transaction
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
@@ -52,7 +54,7 @@ def test_an_older_manifest_restored_is_reported(tmp_path: Path) -> None:
     guard.learn(publish(project, "gamma"))
     (project.index_dir / "MANIFEST").write_bytes(old)
     why = guard.check()
-    assert why is not None and "not one published on top of" in why
+    assert why is not None and not why.verify and "not one published on top of" in why.why
 
 
 def test_a_store_published_in_another_folder_is_reported_even_with_our_lineage(
@@ -70,7 +72,7 @@ def test_a_store_published_in_another_folder_is_reported_even_with_our_lineage(
     shutil.rmtree(project.index_dir)
     shutil.copytree(forked.index_dir, project.index_dir)
     why = guard.check()
-    assert why is not None and "another folder" in why
+    assert why is not None and not why.verify and "another folder" in why.why
 
 
 def test_a_removed_manifest_damage_and_a_resized_segment_are_reported(tmp_path: Path) -> None:
@@ -88,7 +90,7 @@ def test_a_removed_manifest_damage_and_a_resized_segment_are_reported(tmp_path: 
     manifest.write_bytes(data[:-8])
     assert "checksum" in str(guard.check())
     manifest.unlink()
-    assert guard.check() == "MANIFEST removed"
+    assert guard.check() == Distrust("MANIFEST removed")
 
 
 def settled() -> int:
@@ -136,4 +138,27 @@ def test_an_older_manifest_written_back_in_place_with_its_mtime_is_reported(
         f.truncate()
     os.utime(manifest, ns=(st.st_atime_ns, st.st_mtime_ns))
     why = guard.check()
-    assert why is not None and "not one published on top of" in why
+    assert why is not None and not why.verify and "not one published on top of" in why.why
+
+
+def test_a_generation_published_through_a_network_mount_is_verified_not_learnt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client of the share published on top of ours through its mount (no
+    home folder recorded): in the lineage, but built from the client's view.
+    The guard keeps vouching for nothing new until a full pass of the
+    daemon's own learns the generation it checked (the driver's part)."""
+    from ctindex.store import writer
+
+    project = make(tmp_path / "p")
+    guard = StoreGuard(project.index_dir)
+    ours = publish(project, "beta")
+    guard.learn(ours)
+    monkeypatch.setattr(writer, "_home", lambda _index_dir: None)
+    theirs = publish(project, "gamma through a mount")
+    distrust = guard.check()
+    assert distrust is not None and distrust.verify and "network mount" in distrust.why
+    assert guard.known == ours  # asked again: still in doubt
+    assert guard.check() == distrust
+    guard.learn(theirs)  # the full pass found it current (or published over it)
+    assert guard.check() is None
