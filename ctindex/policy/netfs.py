@@ -157,7 +157,26 @@ def cache_note(share: Share) -> str | None:
     return None
 
 
-def freshness_reason(share: Share, reconcile_ms: float | None) -> str:
-    """The honest freshness line: which filesystem, and what the answer cost."""
+def freshness_reason(
+    share: Share, reconcile_ms: float | None, ctime_kept: bool | None = True
+) -> str:
+    """The honest freshness line: which filesystem, what the answer cost,
+    and which change the walk cannot see where the filesystem keeps no
+    ctime of its own (`ctime_kept` False; None: it could not be tested:
+    ctindex/policy/ctime_probe.py)."""
     spent = f"{reconcile_ms:.0f} ms" if reconcile_ms is not None else "?"
-    return f"network filesystem {share.fstype}: reconciled in {spent}"
+    line = f"network filesystem {share.fstype}: reconciled in {spent}"
+    if ctime_kept is False:
+        return f"{line}; {NO_CTIME}: {UNSEEN}"
+    if ctime_kept is None:
+        return f"{line}; {CTIME_UNTESTED}: {UNSEEN}"
+    return line
+
+
+NO_CTIME = "no ctime of its own"
+CTIME_UNTESTED = "ctime not tested"
+# What a walk cannot see without a ctime: the fingerprint stays the same.
+UNSEEN = (
+    "a rewrite of the same size that restores its mtime (cp -p, rsync -a, tar -x)"
+    " is not seen (--direct reads the files; a share host daemon sees it)"
+)

@@ -525,10 +525,15 @@ def prove(
     what the read must find (`Proof`). `meanwhile` runs while the daemon
     answers the barrier, if one is asked (fresh_answer's early read).
     Raises IndexBusy / IndexReadOnly (from the indexer) when it cannot."""
-    if not plan.settings.watch:
-        return reconcile(project, plan, RECONCILE_ON_QUERY, "watch disabled")
-    from ctindex.policy.netfs import project_share
+    from ctindex.policy.netfs import freshness_reason, project_share
 
+    if not plan.settings.watch:
+        proof = reconcile(project, plan, RECONCILE_ON_QUERY, "watch disabled")
+        share = project_share(project, plan)
+        if share is not None:  # the walk's blind spot on this share, if any
+            caveat = freshness_reason(share, proof.fresh.reconcile_ms, _ctime_kept(project, share))
+            proof.fresh.reason = f"watch disabled; {caveat}"
+        return proof
     share = project_share(project, plan)
     if share is not None:
         return _on_share(project, plan, share, asked)
@@ -590,9 +595,24 @@ def _on_share(
         raise ShareHostWrites(outcome.serving, outcome.reason)
     why = outcome.reason
     proof = reconcile(project, plan, FALLBACK, why)
-    proof.fresh.reason = f"{why}; {freshness_reason(share, proof.fresh.reconcile_ms)}"
+    spent = proof.fresh.reconcile_ms
+    proof.fresh.reason = f"{why}; {freshness_reason(share, spent, _ctime_kept(project, share))}"
     proof.fresh.notes.extend([note] if note else [])
     return proof
+
+
+def _ctime_kept(project: Project, share: Share) -> bool | None:
+    """Whether the share keeps ctime (ctindex/policy/ctime_probe.py), tested
+    in the index folder when it lies on that share (None: untested)."""
+    import os
+
+    from ctindex.policy.ctime_probe import ctime_kept
+
+    index_dir = os.fspath(project.index_dir)
+    mount = share.mount_point.rstrip("/") + "/"
+    if not (index_dir + "/").startswith(mount) or not os.path.isdir(index_dir):
+        return None
+    return ctime_kept(index_dir)
 
 
 def _other_build(outcome: BarrierResult | BarrierFailed) -> bool:

@@ -256,3 +256,44 @@ def test_share_remount_renumbers_inodes_without_reindexing(net: Rig) -> None:
     again = _agrees(net, client, server, "zqxv7mount")
     assert again["freshness"]["generation"] == doc["freshness"]["generation"]
     assert code == 1 and before["freshness"]["generation"] is not None
+
+
+def test_share_without_ctime_says_what_its_walk_cannot_see(net: Rig) -> None:
+    """sshfs reports ctime = mtime. The probe finds that out (on the server's
+    own disk ctime is kept); a same-size rewrite whose mtime is put back is
+    then invisible to the client's walk, and its answer says exactly that
+    instead of a plain "reconciled"; --direct reads the new text."""
+    from ctindex.policy.netfs import NO_CTIME, UNSEEN
+
+    server = _project(net)
+    client = net.mount("host1") / "proj"
+    probe = (
+        "import sys; from ctindex.policy.ctime_probe import ctime_kept;"
+        " print(ctime_kept(sys.argv[1]))"
+    )
+    done = net.run([sys.executable, "-c", probe, str(client)], check=True)
+    assert done.stdout.strip() == "False", done
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(server)], check=True, capture_output=True, text=True
+    )
+    assert done.stdout.strip() == "True", done
+    assert not [n for n in os.listdir(server) if n.startswith(".ctime-probe-")]
+    note = _concept(server, "zz_same.md")
+    note.write_text("# Same\n\nzqxv7before the rewrite\n")
+    doc = _agrees(net, client, server, "zqxv7before")
+    reason = doc["freshness"]["reason"]
+    assert REASON in reason and f"{NO_CTIME}: {UNSEEN}" in reason, reason
+    # Same size, other words, the old mtime put back (what cp -p, rsync -a
+    # and tar -x do); on sshfs the whole fingerprint stays as it was.
+    st = note.stat()
+    time.sleep(1.1)  # whole seconds on sftp: a later second for the write itself
+    note.write_text("# Same\n\nzqxv7after0 the rewrite\n")
+    assert note.stat().st_size == st.st_size
+    os.utime(note, ns=(st.st_atime_ns, st.st_mtime_ns))
+    time.sleep(2.5)  # past the racily-clean window, as a later query would be
+    _code, doc = _search(net, client, "zqxv7after0")
+    assert UNSEEN in doc["freshness"]["reason"], doc["freshness"]  # said, whatever it found
+    direct = _ctindex(net, client, "--json", "search", "--direct", "zqxv7after0")
+    assert [r["path"] for r in json.loads(direct.stdout)["results"]] == [
+        f"okf/bundles/{BUNDLE}/zz_same.md"
+    ]
