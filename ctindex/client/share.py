@@ -49,6 +49,7 @@ from ctindex.ipc.protocol import BarrierResult
 from ctindex.ipc.share_channel import (
     ACK_S,
     BARRIER,
+    CLOCK,
     REQUEST,
     STALE_S,
     WORKING,
@@ -85,6 +86,7 @@ class Answered(NamedTuple):
     result: BarrierResult
     plan: str
     build: str
+    clock: str | None = None  # this host's clock differs from the share's: how much
 
 
 class NotAnswered(NamedTuple):
@@ -148,7 +150,37 @@ def ask(
     elapsed_ms = round((time.monotonic() - started) * 1000, 3)
     if answer is None:
         return NotAnswered(f"{NO_ANSWER} in {elapsed_ms:.0f} ms ({host})", host)
-    return _result(host, answer, plan_digest, elapsed_ms)
+    answered = _result(host, answer, plan_digest, elapsed_ms)
+    clock = beat.get(CLOCK)
+    if isinstance(answered, Answered) and isinstance(clock, str):
+        return answered._replace(clock=clock)
+    return answered
+
+
+def host_status(index_dir: Path | str) -> JSONObject:
+    """What a client's `status` says of the share's host: whether one serves
+    (its heartbeat fresh), who, since when, its barrier median; or why none."""
+    now = time.time()
+    beat, why = heartbeat(index_dir, now)
+    if beat is None:
+        return {"serving": False, "reason": why}
+    wall = beat.get("wall")
+    clock = beat.get(CLOCK)
+    out: JSONObject = {
+        "serving": True,
+        "host": str(beat.get("host", "?")),
+        "pid": beat.get("pid") if isinstance(beat.get("pid"), int) else None,
+        "build": beat.get("build") if isinstance(beat.get("build"), str) else None,
+        # By this host's clock, unless it differs from the share's (then `clock`).
+        "heartbeat_age_s": round(now - wall, 3)
+        if isinstance(wall, (int, float)) and clock is None
+        else None,
+        "barrier_p50_ms": beat.get("barrier_p50_ms")
+        if isinstance(beat.get("barrier_p50_ms"), (int, float))
+        else None,
+        "clock": clock if isinstance(clock, str) else None,
+    }
+    return out
 
 
 def ask_write(index_dir: Path | str, op: str, plan_digest: str) -> WriteAnswered | NotAnswered:

@@ -79,6 +79,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             else " (paths with --verbose)"
         )
     )
+    if "share_host" in doc:
+        ctx.echo(_share_host_line(doc["share_host"]))
     from ctindex.service.watcher_report import watcher_lines
 
     for line in watcher_lines(doc["watcher"]):
@@ -89,3 +91,20 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             path, message = printable.field(item["path"]), printable.line(item["message"])
             ctx.echo(f"  {label}  {path}: {message}")
     return code
+
+
+def _share_host_line(host: dict[str, object]) -> str:
+    """`share host: …`, for a project on a network share (docs/network-shares.md)."""
+    if not host.get("serving"):
+        return f"share host: none ({printable.line(str(host.get('reason')))})"
+    build = host.get("build")
+    who = f"{printable.field(str(host.get('host')))} (pid {host.get('pid')}" + (
+        f", build {printable.field(build[:12])})" if isinstance(build, str) else ")"
+    )
+    age = host.get("heartbeat_age_s")
+    beat = f"last beat {human_ms(age * 1000)} ago" if isinstance(age, (int, float)) else "beating"
+    p50 = host.get("barrier_p50_ms")
+    line = f"share host: {who}, {beat}"
+    line += f", barrier p50 {human_ms(p50)}" if isinstance(p50, (int, float)) else ""
+    clock = host.get("clock")
+    return line + (f"; {printable.line(clock)}" if isinstance(clock, str) else "")

@@ -27,11 +27,13 @@ bound, whoever writes into it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import os
 import selectors
 import stat
+import statistics
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -40,6 +42,7 @@ from ctindex.base.durable import WriteFailed, atomic_write
 from ctindex.base.jsontypes import JSONObject
 from ctindex.ipc.share_channel import (
     BARRIER,
+    FIELD_MAX,
     FOLDER,
     HEARTBEAT,
     HEARTBEAT_LIMIT,
@@ -57,6 +60,7 @@ from ctindex.ipc.share_channel import (
 from ctindex.reconciler.platform_features import has_dir_fd
 
 SHARE_KEY = "share"  # the selector key of the request folder's watcher
+BARRIERS_KEPT = 256  # barrier times the heartbeat's median is taken over
 IN_FLIGHT = 64  # requests served at once; more wait their turn (`waiting`)
 KEEP_FILES = 256  # request-like files left in the folder after a beat's collection
 MAX_AGE_S = 10.0  # an older request or answer is nobody's any more
@@ -131,6 +135,9 @@ class ShareHost:
         self.last_beat: float | None = None
         self.budget_ms: int | None = None
         self.answered = 0
+        # The last barriers answered through the share, for the heartbeat's
+        # median (a client's `status` shows it).
+        self.barrier_ms: collections.deque[float] = collections.deque(maxlen=BARRIERS_KEPT)
         self.dropped = 0
         # Requests deleted since the last beat, by why (one log line a beat).
         self.dropped_since: dict[str, int] = {}
@@ -314,6 +321,9 @@ class ShareHost:
         }
         if self._replace(req, _fit(doc, req.slot)):
             self.answered += 1
+            took = answer.get("barrier_ms")
+            if answer.get("ok") is True and isinstance(took, (int, float)):
+                self.barrier_ms.append(float(took))
 
     def mark(self, req: ShareRequest, record: dict[str, object]) -> bool:
         """Rewrite a waiting request's file with a progress record (its
@@ -362,6 +372,10 @@ class ShareHost:
             "wall": now,
             "share_barrier_ms": self.budget_ms,
             "version": 1,
+            "build": self.build[:FIELD_MAX],
+            "barrier_p50_ms": round(statistics.median(self.barrier_ms), 3)
+            if self.barrier_ms
+            else None,
         }
         tmp = f"{HEARTBEAT_TMP}-{os.urandom(4).hex()}"
         with contextlib.suppress(WriteFailed):

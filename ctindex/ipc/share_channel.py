@@ -20,6 +20,7 @@ that cached size still returns the whole answer.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -166,11 +167,55 @@ def heartbeat(index_dir: Path | str, now: float) -> tuple[JSONObject | None, str
     named = doc.get("host")
     host = named if isinstance(named, str) else "?"
     age = now - wall
+    clock = None
+    if abs(age) > STALE_S:
+        # Stale by this host's clock: by the share's too? A clock that
+        # differs is named, and a host that beats on time by the share's
+        # clock still serves (and is still the index's one writer).
+        shared_now = share_clock(path.parent)
+        if shared_now is not None and abs(now - shared_now) > CLOCK_SLACK_S:
+            clock = clock_note(now - shared_now)
+            age = shared_now - wall
     if age > STALE_S:
-        return None, f"{STALE} ({host}, last beat {age:.0f} s ago)"
+        by = f" by the share's clock; {clock}" if clock else ""
+        return None, f"{STALE} ({host}, last beat {age:.0f} s ago{by})"
     if age < -STALE_S:  # a beat from the future proves nothing about now
-        return None, f"{STALE} ({host}, last beat {-age:.0f} s in the future)"
+        by = f" by the share's clock; {clock}" if clock else ""
+        return None, f"{STALE} ({host}, last beat {-age:.0f} s in the future{by})"
+    if clock is not None:
+        doc = {**doc, CLOCK: clock}
     return doc, None
+
+
+# Clocks further apart than this are named (sftp times have whole seconds).
+CLOCK_SLACK_S = 2.0
+CLOCK = "clock"  # the note a heartbeat read by a client with another clock carries
+CLOCK_PROBE = ".clock-"
+
+
+def clock_note(ahead_s: float) -> str:
+    """`ahead_s` seconds of this host's clock over the share's, in words."""
+    side = "ahead of" if ahead_s > 0 else "behind"
+    return f"this host's clock is {abs(ahead_s):.0f} s {side} the share's"
+
+
+def share_clock(folder: Path) -> float | None:
+    """The share's clock now: the modification time the server gives a file
+    created in `folder` (the server stamps a new file with its own clock),
+    or None when nothing can be created there (a read-only client)."""
+    path = folder / f"{CLOCK_PROBE}{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        return os.fstat(fd).st_mtime
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _finite_time(wall: object) -> float | None:

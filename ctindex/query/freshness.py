@@ -465,7 +465,8 @@ def _share_hinted(
 
 
 def _share_label(outcome: ShareAnswered) -> str:
-    return f"share host {outcome.host}, barrier {outcome.result.barrier_ms:.0f} ms"
+    label = f"share host {outcome.host}, barrier {outcome.result.barrier_ms:.0f} ms"
+    return f"{label}; {outcome.clock}" if outcome.clock else label
 
 
 def _expect(digest: str, outcome: BarrierResult) -> Vouched:

@@ -114,6 +114,12 @@ def collect(project: Project, verbose: bool) -> StatusDocument:
     from ctindex.client.control import watcher_status
 
     doc["watcher"] = watcher_status(project, plan)  # queries only: never starts a daemon
+    from ctindex.policy.netfs import project_share
+
+    if project_share(project, plan) is not None:  # a client of a share: who serves it
+        from ctindex.client.share import host_status
+
+        doc["share_host"] = host_status(index_dir)
     if verbose and m is not None and m.diag:
         try:
             errors, warnings = read_diag(index_dir / m.diag)

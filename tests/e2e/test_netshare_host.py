@@ -466,3 +466,39 @@ def test_share_host_malformed_and_flooded_update_requests(net: Rig, server: Path
     doc = _write_command(net, client, "update")
     assert doc.get("share_host") == os.uname().nodename, doc
     _vouched(_agrees(net, client, server, "zqxv7junk"))
+
+
+def test_share_host_status_and_a_burst_of_200_clients(net: Rig, server: Path) -> None:
+    """A client's `status` names the host that serves its share; 200
+    barriers asked at once (threads through one mount, each its own
+    request file) are all answered: the host queues beyond 64 in flight."""
+    client = net.mount("hostA") / "proj"
+    _vouched(_agrees(net, client, server, "zqxv7burst"))
+    done = net.run(
+        [sys.executable, "-m", "ctindex", "-C", str(client), "--json", "status"], env=ENV
+    )
+    host = json.loads(done.stdout)["share_host"]
+    assert host["serving"] and host["host"] == os.uname().nodename, host
+    assert host["build"] == build_id() and host["barrier_p50_ms"] is not None, host
+    text = net.run([sys.executable, "-m", "ctindex", "-C", str(client), "status"], env=ENV).stdout
+    assert f"share host: {os.uname().nodename} (pid {_daemon_pid(server)}, build " in text, text
+    burst = (
+        "import sys, threading\n"
+        "from ctindex.client import share\n"
+        "out = []\n"
+        "def one():\n"
+        "    out.append(share.ask(sys.argv[1], None))\n"
+        "ts = [threading.Thread(target=one) for _ in range(200)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]\n"
+        "bad = [o for o in out if not isinstance(o, share.Answered)]\n"
+        "print(len(out), len(bad), bad[:3])\n"
+    )
+    done = net.run([sys.executable, "-c", burst, str(client / ".ct" / "okf")], env=ENV)
+    assert done.stdout.split()[:2] == ["200", "0"], done.stdout + done.stderr
+    assert "over_cap" not in _log(server)
+    assert _host_ctindex(server, "watch", "stop").returncode == 0  # its heartbeat goes with it
+    done = net.run(
+        [sys.executable, "-m", "ctindex", "-C", str(client), "--json", "status"], env=ENV
+    )
+    host = json.loads(done.stdout)["share_host"]
+    assert not host["serving"] and host["reason"].startswith(NO_HOST), host

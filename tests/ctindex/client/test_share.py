@@ -110,6 +110,28 @@ def test_stale_heartbeat_no_request(tmp_path: Path) -> None:
     assert os.listdir(ch.folder(tmp_path)) == [ch.HEARTBEAT]
 
 
+def test_a_clock_that_differs_is_named_and_does_not_stop_a_beating_host(tmp_path: Path) -> None:
+    """This host's clock an hour ahead: the heartbeat looks an hour old by
+    it, but the share stamps a new file with its own clock, so the host is
+    seen beating on time; the difference is named, not blamed on the host."""
+    _beat(tmp_path)
+    doc, why = ch.heartbeat(tmp_path, time.time() + 3600)
+    assert why is None and doc is not None
+    assert doc[ch.CLOCK] == "this host's clock is 3600 s ahead of the share's"
+    doc, why = ch.heartbeat(tmp_path, time.time() - 3600)
+    assert doc is not None and doc[ch.CLOCK].endswith("3600 s behind the share's")
+    assert not [n for n in os.listdir(ch.folder(tmp_path)) if n != ch.HEARTBEAT]  # no probe left
+    # Stale by the share's clock too: said so, with the clock named.
+    _beat(tmp_path, wall=time.time() - 60)
+    doc, why = ch.heartbeat(tmp_path, time.time() + 3600)
+    assert doc is None and why is not None and why.startswith(ch.STALE)
+    assert "last beat 60 s ago by the share's clock; this host's clock is 3600 s ahead" in why
+    # Clocks that agree: no note, and no probe at all for a fresh beat.
+    _beat(tmp_path)
+    doc, why = ch.heartbeat(tmp_path, time.time())
+    assert doc is not None and ch.CLOCK not in doc
+
+
 def test_garbage_heartbeat_is_no_host(tmp_path: Path) -> None:
     ch.folder(tmp_path).mkdir(parents=True)
     (ch.folder(tmp_path) / ch.HEARTBEAT).write_bytes(b"\x00not json")
