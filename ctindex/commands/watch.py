@@ -95,6 +95,24 @@ def _refuse_in_ci(force: bool) -> None:
         )
 
 
+def _on_a_share(ctx: Context, plan: Plan) -> str | None:
+    """Why no daemon runs here: the project is on a network filesystem, whose
+    changes on the server or another client reach no watcher on this host
+    (docs/network-shares.md). Decided at once, before anything is started."""
+    from ctindex.policy.netfs import project_share
+
+    share = project_share(ctx.project, plan)
+    if share is None:
+        return None
+    where = printable.line(str(ctx.project.root))
+    return (
+        f"{where} is on a network filesystem ({share.fstype} at "
+        f"{printable.line(share.mount_point)}): a daemon on this host would see no change "
+        "made on the server or another client; run `ctindex watch start` on the host "
+        "where the folder is local (docs/network-shares.md)"
+    )
+
+
 def _start(ctx: Context, plan: Plan) -> dict[str, object]:
     from ctindex.client.daemon_requests import ping
     from ctindex.client.spawn import STARTING, spawn
@@ -108,6 +126,10 @@ def _start(ctx: Context, plan: Plan) -> dict[str, object]:
             f"{ctx.project.config_path}: watch: false, so searches reconcile "
             "on query and would not use a daemon"
         )
+        return doc
+    on_share = _on_a_share(ctx, plan)
+    if on_share is not None:
+        doc["error"] = on_share
         return doc
     if ping(paths):
         doc.update(ok=True, already_running=True)
@@ -142,7 +164,7 @@ def _foreground(ctx: Context, plan: Plan) -> int:
         where = printable.line(str(ctx.project.config_path))
         ctx.err.write(f"ctindex: {where}: watch: false, no daemon to run\n")
         return 1
-    disabled = no_peer_check()
+    disabled = no_peer_check() or _on_a_share(ctx, plan)
     if disabled is not None:
         ctx.err.write(f"ctindex: {disabled}\n")
         return 1

@@ -297,3 +297,19 @@ def test_share_without_ctime_says_what_its_walk_cannot_see(net: Rig) -> None:
     assert [r["path"] for r in json.loads(direct.stdout)["results"]] == [
         f"okf/bundles/{BUNDLE}/zz_same.md"
     ]
+
+
+def test_share_watch_start_on_a_client_refuses_at_once(net: Rig) -> None:
+    """No daemon can vouch for a share from a client: `watch start` says so
+    at once (it used to wait its whole start bound), and so does the
+    foreground daemon a service manager would run."""
+    _project(net)
+    client = net.mount("host1") / "proj"
+    for argv in (("watch", "start"), ("watch", "start", "--foreground")):
+        started = time.monotonic()
+        done = _ctindex(net, client, *argv)
+        assert done.returncode == 1, (argv, done.stdout, done.stderr)
+        assert time.monotonic() - started < 5  # Python's start and a mount table: not 10 s
+        lines = (done.stdout + done.stderr).strip().splitlines()  # the summary, or the error
+        assert len(lines) == 1 and "is on a network filesystem (fuse.sshfs at " in lines[0], lines
+        assert "run `ctindex watch start` on the host where the folder is local" in lines[0]
