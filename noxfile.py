@@ -49,6 +49,21 @@ def soak(session: nox.Session) -> None:
     session.run("python", "-m", "tests.soak_harness", "--ops", "3000", *session.posargs)
 
 
+@nox.session(name="share-soak")
+def share_soak(session: nox.Session) -> None:
+    """The share's soak (tests/e2e/test_netshare_soak.py) at length: 5,000
+    random steps on the sshfs rig (host and client edits, the host's daemon
+    stopped, killed and restarted, clients of two versions), every
+    watcher-clean answer checked against the oracle. Needs root, FUSE,
+    sshfs and sshd, as the suite's share tests do; about 45 minutes.
+    Another length or seed: CTINDEX_SHARE_SOAK_OPS, CTINDEX_SHARE_SOAK_SEED."""
+    session.install("-e", ".[test]")
+    session.env.setdefault("CTINDEX_SHARE_SOAK_OPS", "5000")
+    session.run(
+        "python", "-m", "pytest", "-q", "-s", "tests/e2e/test_netshare_soak.py", *session.posargs
+    )
+
+
 @nox.session
 def relevance(session: nox.Session) -> None:
     """Known-item relevance, ctindex vs SQLite FTS5 bm25() vs Tantivy
