@@ -59,6 +59,7 @@ def share_soak(session: nox.Session) -> None:
     Another length or seed: CTINDEX_SHARE_SOAK_OPS, CTINDEX_SHARE_SOAK_SEED."""
     session.install("-e", ".[test]")
     session.env.setdefault("CTINDEX_SHARE_SOAK_OPS", "5000")
+    session.env.setdefault("CTINDEX_RIG_LIFETIME_S", "7200")  # the rig's own bound
     session.run(
         "python", "-m", "pytest", "-q", "-s", "tests/e2e/test_netshare_soak.py", *session.posargs
     )

@@ -46,7 +46,9 @@ from pathlib import Path
 SSHD_PORT = 42022  # inside the private network namespace: no clash possible
 PROXY_PORT = 42023
 DELAY_MS = 1.0  # added by the proxy in each direction
-LIFETIME_S = 1800.0  # the rig stops itself after this long, whatever happens
+# The rig stops itself after this long, whatever happens (a long soak sets
+# CTINDEX_RIG_LIFETIME_S: tests/e2e/test_netshare_soak.py, `nox -s share-soak`).
+LIFETIME_S = float(os.environ.get("CTINDEX_RIG_LIFETIME_S", "1800"))
 MAX_CONNECTIONS = 64
 START_TIMEOUT_S = 20.0
 MOUNT_TIMEOUT_S = 20.0
