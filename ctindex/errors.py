@@ -18,7 +18,8 @@ can name them without loading the modules that raise them.
     │   └── WrongType            an API argument of the wrong type (also a TypeError)
     ├── IndexWriteError          writing the index failed
     │   ├── IndexBusy            another writer held the update lock too long
-    │   │   └── ShareHostWrites  a network share's host writes this index, and did not answer
+    │   │   ├── ShareHostWrites  a network share's host writes this index, and did not answer
+    │   │   └── TornManifest     MANIFEST reads damaged through a mount (store/generation.py)
     │   ├── IndexReadOnly        the index folder cannot be written (store/lock.py)
     │   └── WriteFailed          one atomic write failed, and at which step (base/durable.py)
     ├── IndexCorrupt             the published index cannot be read consistently

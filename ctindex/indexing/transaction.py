@@ -35,7 +35,7 @@ from ctindex.store.filetable import (
     recorded,
     table_update,
 )
-from ctindex.store.generation import StoreManifest, read_diag, read_manifest
+from ctindex.store.generation import StoreManifest, TornManifest, read_diag, read_manifest
 from ctindex.store.integrity import check_generation, damage_reason
 from ctindex.store.passlog import record_pass
 
@@ -285,6 +285,10 @@ def _locked(
         notes: list[str] = []
         try:
             base = read_manifest(index_dir)
+        except TornManifest:
+            if not fresh:
+                raise  # maybe only a mount's cache: not repaired from here
+            base = None  # `rebuild` needs nothing of it
         except IndexCorrupt as exc:
             base = None
             notes.append(f"{exc}; rebuilding")

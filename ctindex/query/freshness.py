@@ -292,6 +292,7 @@ def fresh_answer(
         # would watch nothing for `idle_seconds`.
         return Answered(Freshness(DIRECT, NO_SCOPES_REASON, None), from_files(plan))
     from ctindex.errors import ShareHostWrites
+    from ctindex.store.generation import TornManifest
     from ctindex.store.lock import IndexBusy, IndexReadOnly
 
     early = _EarlyRead(read, opener) if options.overlap else None
@@ -308,6 +309,10 @@ def fresh_answer(
         fresh = proof.fresh
         kept = early.accepted(proof) if early is not None else None
         value = kept[0] if kept is not None else _read_repairing(project, plan, read, opener, proof)
+    except TornManifest as torn:  # maybe only a mount's cache: not repaired from here
+        if from_files is None:
+            raise
+        fresh, value = _from_files(from_files, plan, torn, "MANIFEST reads torn through this mount")
     except ShareHostWrites as hosted:  # the share's host writes the index, not us
         if from_files is None:
             raise

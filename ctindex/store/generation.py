@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import xxhash
 
-from ctindex.errors import IndexFormatChanged
+from ctindex.errors import IndexBusy, IndexFormatChanged
 from ctindex.reconciler.fingerprint import Fingerprint, fingerprint_of, racily_clean
 from ctindex.store.durable import IndexCorrupt, crc, read_all, write_new
 
@@ -211,8 +211,51 @@ def _known(raw: object, keys: frozenset[str]) -> dict[str, Any]:
 
 
 def read_manifest(index_dir: Path) -> StoreManifest | None:
-    """The published manifest, None when there is none; IndexCorrupt if damaged."""
+    """The published manifest, None when there is none; IndexCorrupt if
+    damaged; TornManifest when it keeps reading damaged through a network
+    mount (see below)."""
     path = index_dir / MANIFEST_NAME
+    try:
+        return _read_manifest_once(path)
+    except IndexFormatChanged:
+        raise
+    except IndexCorrupt as damaged:
+        if not _through_a_mount(path):
+            raise
+        first = damaged
+    # MANIFEST is replaced by a rename, so on a local disk a reader sees the
+    # old file or the new one, whole. A network client may keep the old
+    # file's size in its attribute cache (sshfs for 20 s) and cut the new
+    # one short: it reads "damaged" where nothing is. Read again a few
+    # times; still damaged, it is not this reader's to repair (a rebuild
+    # from a mount's view is how a stale index reaches everyone): the caller
+    # answers from the files, or `rebuild` starts afresh.
+    for pause in MOUNT_REREAD_PAUSES_S:
+        time.sleep(pause)
+        try:
+            return _read_manifest_once(path)
+        except IndexFormatChanged:
+            raise
+        except IndexCorrupt:
+            continue
+    raise TornManifest(
+        f"{first}; read {len(MOUNT_REREAD_PAUSES_S) + 1} times through a network mount, "
+        "whose cache may cut a new MANIFEST short: not repaired from here "
+        "(`ctindex rebuild` starts afresh if it lasts)"
+    ) from first
+
+
+# Pauses before a MANIFEST that read damaged through a network mount is read again.
+MOUNT_REREAD_PAUSES_S = (0.05, 0.1, 0.2, 0.4)
+
+
+class TornManifest(IndexBusy):
+    """MANIFEST keeps reading damaged through a network mount: possibly only
+    cut short by the mount's cache, so not repaired by this reader; a query
+    answers from the files (it is an IndexBusy), `update` stops (exit 2)."""
+
+
+def _read_manifest_once(path: Path) -> StoreManifest | None:
     try:
         data = read_all(path)
     except FileNotFoundError:
@@ -220,6 +263,12 @@ def read_manifest(index_dir: Path) -> StoreManifest | None:
     except OSError as exc:
         raise IndexCorrupt(f"{path}: cannot read ({exc.strerror})") from exc
     return StoreManifest.from_bytes(data, str(path))
+
+
+def _through_a_mount(path: Path) -> bool:
+    from ctindex.policy.netfs import share_of
+
+    return share_of([os.fspath(path.parent)], below=False) is not None
 
 
 class ManifestReader:
