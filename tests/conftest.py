@@ -279,15 +279,51 @@ NEEDS: dict[str, Callable[[], str | None]] = {
 }
 
 
+# -- tiers: the quick suite and the slow one (README, "Tests") -----------------------
+#
+# `python -m pytest -q -n auto` runs the quick tier, the contributor's loop:
+# every module's tests but those marked `slow` (a soak, a differential run
+# against real tools, the sshfs rig, a property test of thousands of
+# examples: each of them takes eight seconds or more). `--tier slow` runs
+# just those, `--tier all` everything; CI (.ci/run) runs both tiers.
+TIERS = ("quick", "slow", "all")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--tier",
+        choices=TIERS,
+        default="quick",
+        help="quick: all but the tests marked slow (the default); slow: only those; all: both",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "needs(primitive): the test asserts a Linux primitive itself"
         f" ({', '.join(sorted(NEEDS))}); skipped where it is absent or simulated away",
     )
+    config.addinivalue_line(
+        "markers",
+        "slow: eight seconds or more (a soak, real tools, the sshfs rig): the slow tier (--tier)",
+    )
+
+
+def _by_tier(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tier = config.getoption("--tier")
+    if tier == "all":
+        return
+    slow = tier == "slow"
+    keep = [i for i in items if (i.get_closest_marker("slow") is not None) == slow]
+    dropped = [i for i in items if (i.get_closest_marker("slow") is not None) != slow]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _by_tier(config, items)
     for item in items:
         for mark in item.iter_markers("needs"):
             if mark.args[0] not in NEEDS:

@@ -163,7 +163,7 @@ def freshness_reason(
     """The honest freshness line: which filesystem, what the answer cost,
     and which change the walk cannot see where the filesystem keeps no
     ctime of its own (`ctime_kept` False; None: it could not be tested:
-    ctindex/policy/ctime_probe.py)."""
+    ctindex/reconciler/ctime_probe.py)."""
     spent = f"{reconcile_ms:.0f} ms" if reconcile_ms is not None else "?"
     line = f"network filesystem {share.fstype}: reconciled in {spent}"
     if ctime_kept is False:

@@ -608,11 +608,11 @@ def _on_share(
 
 
 def _ctime_kept(project: Project, share: Share) -> bool | None:
-    """Whether the share keeps ctime (ctindex/policy/ctime_probe.py), tested
+    """Whether the share keeps ctime (ctindex/reconciler/ctime_probe.py), tested
     in the index folder when it lies on that share (None: untested)."""
     import os
 
-    from ctindex.policy.ctime_probe import ctime_kept
+    from ctindex.reconciler.ctime_probe import ctime_kept
 
     index_dir = os.fspath(project.index_dir)
     mount = share.mount_point.rstrip("/") + "/"

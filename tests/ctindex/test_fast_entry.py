@@ -295,6 +295,7 @@ def _manifest_generation(project: CliProject) -> int:
 
 
 @pytest.mark.parametrize("writer", ["rebuild", "update"])
+@pytest.mark.slow
 def test_after_an_outside_writer_the_next_search_names_the_generation_it_read(
     make_cli_project: Make, writer: str
 ) -> None:

@@ -176,6 +176,7 @@ def test_mcp_over_stdio_watch_off(make_cli_project: Callable[..., CliProject]) -
     _run(cp.root, "reconcile-on-query")
 
 
+@pytest.mark.slow
 def test_mcp_over_stdio_with_a_daemon(make_cli_project: Callable[..., CliProject]) -> None:
     cp = make_cli_project(bundles=("ga4",))
     cp.cli("watch", "start")

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import shutil
 
+import pytest
+
 from tests.daemon_support import CliProject
 
 
@@ -21,6 +23,7 @@ def found(cli_project: CliProject, word: str) -> list[str]:
     return hits
 
 
+@pytest.mark.slow
 def test_acceptance_12_2_changes_visible_to_the_next_search(cli_project: CliProject) -> None:
     cli_project.check("margin")  # starts the daemon (this one is a fallback)
     cli_project.wait_daemon()

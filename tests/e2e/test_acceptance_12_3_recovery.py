@@ -9,6 +9,8 @@ import shutil
 import signal
 import time
 
+import pytest
+
 from tests.daemon_support import CliProject, wait_for
 
 
@@ -44,6 +46,7 @@ def test_acceptance_12_3_sigkill(cli_project: CliProject) -> None:
     eventually_clean(cli_project, "kiwiword")
 
 
+@pytest.mark.slow
 def test_acceptance_12_3_overflow_while_stopped(cli_project: CliProject) -> None:
     pid = started(cli_project)
     metrics = cli_project.root / "acme_retail" / "metrics"

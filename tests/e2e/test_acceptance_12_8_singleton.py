@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.daemon_support import CliProject, wait_for
 
 
@@ -17,6 +19,7 @@ def starts(cli_project: CliProject) -> int:
     return sum(" start " in line for line in cli_project.log_lines())
 
 
+@pytest.mark.slow
 def test_acceptance_12_8_concurrent_first_searches_start_one_daemon(
     cli_project: CliProject,
 ) -> None:

@@ -54,6 +54,7 @@ def test_idle_exit(make_cli_project: Make) -> None:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+@pytest.mark.slow
 def test_signals_stop_gracefully(make_cli_project: Make, signum: signal.Signals) -> None:
     project = make_cli_project()
     project.check("margin")

@@ -232,6 +232,7 @@ def _odd_project(base: Path, kind: str) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["fifo-config", "dev-zero-symlink-config", "deep-config"])
+@pytest.mark.slow
 def test_every_command_refuses_an_odd_config_with_one_line(tmp_path: Path, kind: str) -> None:
     project = _odd_project(tmp_path, kind)
     for command in COMMANDS:

@@ -147,6 +147,7 @@ def _expect(done: subprocess.CompletedProcess[str], stream: str) -> None:
 
 @pytest.mark.parametrize("stream", STREAMS)
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+@pytest.mark.slow
 def test_without_a_daemon(no_daemon: Path, command: tuple[str, ...], stream: str) -> None:
     before = tree(no_daemon)
     _expect(run(no_daemon, command, stream), stream)
@@ -155,6 +156,7 @@ def test_without_a_daemon(no_daemon: Path, command: tuple[str, ...], stream: str
 
 @pytest.mark.parametrize("stream", STREAMS)
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+@pytest.mark.slow
 def test_with_a_daemon(with_daemon: CliProject, command: tuple[str, ...], stream: str) -> None:
     daemons = with_daemon.daemon_pids()
     _expect(run(with_daemon.root, command, stream), stream)

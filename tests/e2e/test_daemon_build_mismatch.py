@@ -107,6 +107,7 @@ def build_of(build: Path) -> str:
 
 
 @pytest.mark.parametrize("provider_bump", [False, True], ids=["code-only", "provider"])
+@pytest.mark.slow
 def test_other_build_daemon_exits_once_and_index_does_not_flip_flop(
     make_cli_project: Make, tmp_path: Path, provider_bump: bool
 ) -> None:

@@ -126,6 +126,7 @@ print(published)
 """
 
 
+@pytest.mark.slow
 def test_two_writers_and_a_reader(tmp_path: Path) -> None:
     project = make_project(tmp_path / "p")
     update(project, load_plan(project))
@@ -200,6 +201,7 @@ def cli(
 
 @pytest.mark.parametrize("point", POINTS)
 @pytest.mark.parametrize("command", ["update", "rebuild"])
+@pytest.mark.slow
 def test_writer_dies_at_a_named_point(tmp_path: Path, point: str, command: str) -> None:
     project = make_project(tmp_path / "p")
     update(project, load_plan(project))
@@ -217,6 +219,7 @@ def test_writer_dies_at_a_named_point(tmp_path: Path, point: str, command: str) 
     assert status.returncode == 0 and json.loads(status.stdout)["problem"] is None
 
 
+@pytest.mark.slow
 def test_writer_killed_at_random_moments(tmp_path: Path) -> None:
     project = make_project(tmp_path / "p", docs=400)
     rng = random.Random(7)

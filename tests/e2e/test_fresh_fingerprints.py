@@ -100,6 +100,7 @@ def _watch_off_project(tmp: Path) -> Path:
 
 
 @pytest.mark.parametrize("entry", ["search", "direct", "why", "update", "rebuild"])
+@pytest.mark.slow
 def test_fixed_mtime_tar_adds_bundle_daemon_off(tmp_path: Path, entry: str) -> None:
     v1, v2 = _tarballs(tmp_path)
     root = _watch_off_project(tmp_path)
@@ -158,6 +159,7 @@ def _daemon_project(make_cli_project: Callable[..., CliProject], v1: Path) -> Cl
     return proj
 
 
+@pytest.mark.slow
 def test_fixed_mtime_tar_adds_bundle_daemon_on(
     tmp_path: Path, make_cli_project: Callable[..., CliProject]
 ) -> None:
@@ -174,6 +176,7 @@ def test_fixed_mtime_tar_adds_bundle_daemon_on(
     assert set(proj.hits(proj.search(MARK, direct=True))) == expected
 
 
+@pytest.mark.slow
 def test_new_root_replans_daemon_without_a_query(
     tmp_path: Path, make_cli_project: Callable[..., CliProject]
 ) -> None:
@@ -230,6 +233,7 @@ def _cp_p(swap: Path, config: Path) -> None:
     assert _stamps(config) == before, "precondition: same size, mtime and inode"
 
 
+@pytest.mark.slow
 def test_config_swap_same_stamp_is_seen_by_daemon(
     tmp_path: Path, make_cli_project: Callable[..., CliProject]
 ) -> None:
@@ -242,6 +246,7 @@ def test_config_swap_same_stamp_is_seen_by_daemon(
     assert set(proj.hits(proj.search(MARK, direct=True))) == expected
 
 
+@pytest.mark.slow
 def test_config_swap_same_stamp_replans_daemon_without_a_query(
     tmp_path: Path, make_cli_project: Callable[..., CliProject]
 ) -> None:
@@ -261,6 +266,7 @@ def test_config_swap_same_stamp_replans_daemon_without_a_query(
 # -- item: the generation reported is the generation read -------------------------
 
 
+@pytest.mark.slow
 def test_generation_reported_is_generation_read(
     tmp_path: Path, make_cli_project: Callable[..., CliProject]
 ) -> None:

@@ -80,6 +80,7 @@ def flow(
 # -- hard links --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_links_edit_through_a_cp_al_copy_inside_the_scope(flow: tuple[CliProject, str]) -> None:
     project, mode = flow
     metrics = project.root / METRICS
@@ -99,6 +100,7 @@ def test_links_edit_through_a_cp_al_copy_inside_the_scope(flow: tuple[CliProject
     agrees(project, "zqxv7before", mode)
 
 
+@pytest.mark.slow
 def test_links_edit_through_a_name_outside_the_project(
     flow: tuple[CliProject, str], tmp_path: Path
 ) -> None:
@@ -156,6 +158,7 @@ def same_size_rewrite_keeping_mtime(path: Path, old: str, new: str, tmp: Path) -
     subprocess.run(["touch", "-r", str(reference), str(path)], check=True)
 
 
+@pytest.mark.slow
 def test_file_watch_sees_a_link_made_after_the_pass_outside_the_project(
     flow: tuple[CliProject, str], tmp_path: Path
 ) -> None:
@@ -177,6 +180,7 @@ def test_file_watch_sees_a_link_made_after_the_pass_outside_the_project(
     agrees(project, "zqxv7latetwo", mode)
 
 
+@pytest.mark.slow
 def test_file_watch_follows_a_rename(flow: tuple[CliProject, str], tmp_path: Path) -> None:
     project, mode = flow
     first = project.root / METRICS / "before_rename.md"
@@ -482,6 +486,7 @@ def mounted(*args: str) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
 
 
+@pytest.mark.slow
 def test_mounts_bind_mount_inside_a_scope_is_watched(
     flow: tuple[CliProject, str], tmp_path: Path
 ) -> None:

@@ -54,6 +54,7 @@ def _into_full(*args: str, cwd: Path | None = None) -> subprocess.CompletedProce
 
 @pytest.mark.parametrize("watch", [False, True], ids=["no-daemon", "daemon"])
 @pytest.mark.parametrize("json_flag", [(), ("--json",)], ids=["text", "json"])
+@pytest.mark.slow
 def test_every_command_into_a_full_stdout_exits_74_with_one_line(
     tmp_path: Path, json_flag: tuple[str, ...], watch: bool
 ) -> None:

@@ -547,6 +547,7 @@ REAL_ARGV: dict[str, Callable[[bytes, bytes], list[bytes]]] = {
 }
 
 
+@pytest.mark.slow
 def test_a_daemon_renders_hostile_documents_and_arguments_cleanly(
     daemon_project: CliProject,
 ) -> None:

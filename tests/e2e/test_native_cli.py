@@ -160,6 +160,7 @@ def _tarball(tmp: Path, name: str, words: str) -> Path:
     return tarball
 
 
+@pytest.mark.slow
 def test_update_native_and_pure_agree_with_real_tools(tmp_path: Path) -> None:
     root = tmp_path / "project"
     project = CliProject(root, config={**TEST_CONFIG, "watch": False})
@@ -241,6 +242,7 @@ def test_nothing_changed_update_filters_and_decodes_nothing(
         assert (accepts[0], decodes[0]) == (301, 1)
 
 
+@pytest.mark.slow
 def test_daemon_answers_match_the_oracle_both_ways(tmp_path: Path) -> None:
     """With the daemon on: its full passes run the same update code, with
     and without the extension; answers after a same-size, same-mtime swap

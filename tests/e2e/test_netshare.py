@@ -25,7 +25,11 @@ from tests import oracle
 from tests.conftest import CORPUS
 from tests.netshare import Rig, rig_for_test, unavailable
 
-pytestmark = pytest.mark.skipif(unavailable() is not None, reason=unavailable() or "")
+# On the sshfs rig: the slow tier (tests/conftest.py, TIERS).
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(unavailable() is not None, reason=unavailable() or ""),
+]
 
 BUNDLE = "acme_retail"
 REASON = "network filesystem fuse.sshfs: reconciled in "
@@ -268,7 +272,7 @@ def test_share_without_ctime_says_what_its_walk_cannot_see(net: Rig) -> None:
     server = _project(net)
     client = net.mount("host1") / "proj"
     probe = (
-        "import sys; from ctindex.policy.ctime_probe import ctime_kept;"
+        "import sys; from ctindex.reconciler.ctime_probe import ctime_kept;"
         " print(ctime_kept(sys.argv[1]))"
     )
     done = net.run([sys.executable, "-c", probe, str(client)], check=True)

@@ -33,7 +33,11 @@ from tests.conftest import CORPUS
 from tests.daemon_support import require_daemon
 from tests.netshare import Rig, rig_for_test, unavailable
 
-pytestmark = pytest.mark.skipif(unavailable() is not None, reason=unavailable() or "")
+# On the sshfs rig: the slow tier (tests/conftest.py, TIERS).
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(unavailable() is not None, reason=unavailable() or ""),
+]
 
 BUNDLE = "acme_retail"
 WALKED = "network filesystem fuse.sshfs: reconciled in "

@@ -258,6 +258,7 @@ def test_robust_security_slow_clients_do_not_block_others(cli_project: CliProjec
     assert p.check("margin")["mode"] in ("watcher-clean", "fallback")
 
 
+@pytest.mark.slow
 def test_robust_security_daemon_events_during_swap_race_never_open_outside(
     cli_project: CliProject, tmp_path: Path
 ) -> None:

@@ -15,11 +15,14 @@ import os
 import random
 from pathlib import Path
 
+import pytest
+
 from tests.soak_harness import Soak, run_soak
 
 OPS = 120
 
 
+@pytest.mark.slow
 def test_robust_soak_short(tmp_path: Path) -> None:
     seed = int(os.environ.get("CTINDEX_SOAK_SEED") or random.SystemRandom().randrange(1 << 32))
     print(f"soak seed {seed} (replay: CTINDEX_SOAK_SEED={seed})")

@@ -211,6 +211,7 @@ def _verb(damage: str) -> str:
 
 
 @pytest.mark.parametrize("damage", sorted(HEADER_LEVEL))
+@pytest.mark.slow
 def test_robust_storage_damage_is_repaired_by_search(
     project: Path, run_cli: Run, damage: str
 ) -> None:
@@ -232,6 +233,7 @@ def test_robust_storage_damage_is_repaired_by_search(
 
 
 @pytest.mark.parametrize("damage", sorted(HEADER_LEVEL))
+@pytest.mark.slow
 def test_robust_storage_damage_is_repaired_by_update(
     project: Path, run_cli: Run, damage: str
 ) -> None:
@@ -322,6 +324,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_robust_storage_full_or_read_only_index_folder(project: Path) -> None:
     """A small tmpfs mounted over .ct/okf in a private mount namespace: a full
     index folder and a read-only one make writers exit 2 with one line, the

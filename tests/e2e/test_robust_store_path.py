@@ -93,6 +93,7 @@ def link_component(root: Path, outside: Path, component: str) -> None:
 
 
 @pytest.mark.parametrize("component", COMPONENTS)
+@pytest.mark.slow
 def test_robust_store_path_symlinked_folder_refused_by_every_command(
     tmp_path: Path, component: str
 ) -> None:
@@ -657,6 +658,7 @@ def daemons_of(root: Path) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_root_writes_nothing_into_a_users_project_and_the_user_indexes_it(
     other_user: OtherUser, shared_tmp: Path
 ) -> None:

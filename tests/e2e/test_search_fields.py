@@ -71,6 +71,7 @@ def _ranked(doc: dict[str, Any]) -> list[tuple[str, float, str]]:
     return [(r["path"], r["score"], r["match"]) for r in doc["results"]]
 
 
+@pytest.mark.slow
 def test_fields_answer_alike_indexed_direct_and_oracle(project: CliProject) -> None:
     root = project.root
     for query in FIELD_QUERIES:

@@ -111,6 +111,7 @@ UPDATE_POINTS = ["mid-segment", "after-segment", "after-dels", "before-manifest-
 
 
 @pytest.mark.parametrize("point", UPDATE_POINTS)
+@pytest.mark.slow
 def test_ctrl_c_during_update_keeps_the_published_generation(indexed: Path, point: str) -> None:
     before = _manifest(indexed)
     (indexed / "docs" / "f000" / "d1.md").write_text(f"# Doc 1\n\n{MARKER} now\n")
@@ -130,6 +131,7 @@ def test_ctrl_c_during_update_keeps_the_published_generation(indexed: Path, poin
 
 
 @pytest.mark.parametrize("point", ["mid-segment", "before-manifest-rename"])
+@pytest.mark.slow
 def test_ctrl_c_during_rebuild_keeps_the_published_generation(indexed: Path, point: str) -> None:
     before = _manifest(indexed)
     _assert_quiet_130(_interrupted(indexed, point, "rebuild"))

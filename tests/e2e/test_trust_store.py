@@ -98,6 +98,7 @@ def other_store(make_cli_project: Callable[..., CliProject], tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("tamper", list(TAMPERS))
+@pytest.mark.slow
 def test_a_store_changed_under_the_daemon_is_never_answered_as_watcher_clean(
     tamper: str, make_cli_project: Callable[..., CliProject], tmp_path: Path
 ) -> None:
@@ -126,6 +127,7 @@ def test_a_store_changed_under_the_daemon_is_never_answered_as_watcher_clean(
 
 
 @pytest.mark.parametrize("tamper", list(TAMPERS))
+@pytest.mark.slow
 def test_a_store_changed_without_a_daemon_answers_as_the_files_say(
     tamper: str, make_cli_project: Callable[..., CliProject], tmp_path: Path
 ) -> None:

@@ -118,6 +118,7 @@ def test_the_api_answers_any_text_with_its_documented_outcomes(index: Index, tex
 @given(text=names)
 @example(text='"\r"')  # found by CI: a quoted carriage return, echoed in the query error
 @example(text="a\nb:")
+@pytest.mark.slow
 def test_the_cli_main_answers_any_text_with_one_line(project: Path, text: str) -> None:
     for argv in (
         ["show", text],
@@ -146,6 +147,7 @@ mcp = pytest.importorskip("mcp")
 
 @PROPERTY
 @given(text=names)
+@pytest.mark.slow
 def test_every_mcp_tool_answers_any_text_cleanly(project: Path, text: str) -> None:
     import anyio
     from mcp import Client

@@ -148,6 +148,7 @@ def test_verify_with_a_malformed_config_is_exit_2_one_line(
     assert r.code == 2 and r.err.count("\n") == 1 and "watch" in r.err
 
 
+@pytest.mark.slow
 def test_verify_reads_the_whole_segment(indexed: Path) -> None:
     """Every byte is read: a flip anywhere past the header is found (one
     flip per 97-byte step across the file)."""

@@ -67,6 +67,7 @@ class FakeDriver:
     unreported: dict[str, Any] | None = None
     outside: str | None = None
     outside_unreported: str | None = None
+    to_verify: str | None = None
     guard: None = None
 
 

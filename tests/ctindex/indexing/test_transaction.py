@@ -68,6 +68,7 @@ def test_edits_are_seen_by_the_next_search(project: Path, run_cli: Run) -> None:
     assert agree(run_cli, root, "zebrafinch") == set()
 
 
+@pytest.mark.slow
 def test_random_edit_sequence_matches_direct(project: Path, run_cli: Run) -> None:
     rng = random.Random(4)
     root = project

@@ -61,6 +61,7 @@ def stores(draw: st.DrawFn) -> tuple[str, list[str]]:
 
 @settings(max_examples=150, deadline=None)
 @given(stores(), st.sampled_from(ROOTS))
+@pytest.mark.slow
 def test_add_then_remove_keeps_the_config_and_every_comment(
     store: tuple[str, list[str]], new_root: str
 ) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +27,7 @@ def test_every_combining_mark_lies_in_the_planes_scanned() -> None:
     assert outside == []
 
 
+@pytest.mark.slow
 def test_folding_a_text_is_folding_each_character() -> None:
     """Why FoldedText may fold character by character: NFKD's reordering
     only moves characters with a combining class, and every one of them is a

@@ -181,6 +181,7 @@ def _yaml(block: str) -> object:
 
 @settings(max_examples=2500, deadline=None)
 @given(_block())
+@pytest.mark.slow
 def test_the_reader_agrees_with_libyaml(block: str) -> None:
     fast = fm.read_without_yaml(block)
     if fast is not None:

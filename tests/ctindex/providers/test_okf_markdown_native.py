@@ -139,6 +139,7 @@ def test_long_texts_are_split_like_short_ones(words: list[str]) -> None:
     assert missing == ([i for i, w in enumerate(words) if w not in cache] or None)
 
 
+@pytest.mark.slow
 def test_every_code_point_splits_like_the_regex() -> None:
     """One pass over all of Unicode (surrogates excluded: no decoded text has them)."""
     native = _native()
@@ -224,6 +225,7 @@ def _c_inverter() -> native_invert.Inverter:
     ),
     weights=st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 5)),
 )
+@pytest.mark.slow
 def test_assemble_into_adds_what_assemble_returns(
     docs: list[tuple[list[str], list[str], list[tuple[str, list[str]]], list[str], list[str], str]],
     weights: tuple[int, int, int],
@@ -350,6 +352,7 @@ def test_whole_analysis_matches(
 
 @settings(max_examples=1500, deadline=None)
 @given(_frontmatter_block() | st.lists(st.text(max_size=30), max_size=4).map("\n".join))
+@pytest.mark.slow
 def test_frontmatter_reads_as_the_pure_reader(block: str) -> None:
     """The C `frontmatter` against `read_without_yaml`: the same dict (values,
     types and order) or the same refusal, on the YAML tests' generated
@@ -481,6 +484,7 @@ _simple_line = st.builds(
     key=st.sampled_from(["kb/a.md", "kb/sub/b.md", "kb.md", "kbx/c.md", "kb/d.txt", "é/e.md"]),
     root=st.sampled_from(["", "kb", "kb/sub", "é"]),
 )
+@pytest.mark.slow
 def test_parse_is_the_pure_parse_or_leaves_it_to_it(
     bom: bool,
     opener: str,

@@ -249,6 +249,7 @@ _captured = st.one_of(
 @given(
     captured=st.lists(_captured, max_size=20, unique_by=lambda c: c.key), parts=st.integers(1, 4)
 )
+@pytest.mark.slow
 def test_shipments_complete_a_pass_as_each_outcome_says(
     captured: list[Captured], parts: int
 ) -> None:

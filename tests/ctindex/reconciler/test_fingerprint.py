@@ -85,6 +85,7 @@ def test_from_json_refuses_anything_but_five_integers(record: object) -> None:
 
 
 @given(st.recursive(st.none() | st.booleans() | st.floats() | st.text(), st.lists))
+@pytest.mark.slow
 def test_from_json_never_raises_on_json_values(record: object) -> None:
     got = from_json(record)
     assert got is None or (isinstance(record, list) and list(got) == record)

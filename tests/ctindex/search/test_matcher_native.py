@@ -96,6 +96,7 @@ def test_field_scores_are_the_pure_floats(
     bl=_param,
     wf=_param,
 )
+@pytest.mark.slow
 def test_body_scores_are_the_pure_floats(
     start: dict[int, float],
     main: dict[int, int],
@@ -150,6 +151,7 @@ def _arrays(posting: dict[int, int]) -> tuple[array[int], array[int]]:
     params=st.lists(st.tuples(_param, _param, _param), min_size=5, max_size=5),
     add=st.booleans(),
 )
+@pytest.mark.slow
 def test_sparse_scores_are_the_dict_loops_floats(
     start: dict[int, float],
     docs: set[int],
@@ -684,6 +686,7 @@ def _holds(stream: list[int], phrase: list[int]) -> bool:
 
 @settings(max_examples=600, deadline=None)
 @given(case=_stretches())
+@pytest.mark.slow
 def test_phrase_scan_is_the_pure_scan_and_the_oracle(
     case: tuple[list[list[int]], int, int, list[int], list[int], str],
 ) -> None:
@@ -756,6 +759,7 @@ def _shortest_run(stream: list[int], ranks: list[int], sep: int) -> int | None:
 
 @settings(max_examples=600, deadline=None)
 @given(case=_span_cases(), cuts=st.sets(st.integers(1, 9), max_size=4))
+@pytest.mark.slow
 def test_span_scan_is_the_pure_scan_and_the_oracle(
     case: tuple[list[list[int]], int, int, list[int], list[int], int, str],
     cuts: set[int],

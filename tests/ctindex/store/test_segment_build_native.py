@@ -73,6 +73,7 @@ def _documents(draw: st.DrawFn) -> list[tuple[dict[str, int], list[str]]]:
 
 @settings(max_examples=300, deadline=None)
 @given(docs=_documents(), docs32=st.booleans())
+@pytest.mark.slow
 def test_inverter_matches_the_pure_one(
     docs: list[tuple[dict[str, int], list[str]]], docs32: bool
 ) -> None:

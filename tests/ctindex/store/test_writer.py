@@ -287,6 +287,7 @@ def test_persistently_missing_files_are_reported_corrupt(tmp_path: Path) -> None
         _live_keys(index)
 
 
+@pytest.mark.slow
 def test_ranking_terms_do_not_widen_the_token_streams(tmp_path: Path) -> None:
     """Over 65,535 ranking terms (each title and ID is an exact-match key)
     beside a few dozen words: the streams rank the words alone, so they stay

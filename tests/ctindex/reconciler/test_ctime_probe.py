@@ -1,4 +1,4 @@
-"""ctindex/policy/ctime_probe.py: a filesystem that keeps its own ctime is
+"""ctindex/reconciler/ctime_probe.py: a filesystem that keeps its own ctime is
 told apart from one that mirrors mtime (sshfs: tests/e2e/test_netshare.py),
 and the probe leaves nothing behind, whatever happens."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctindex.policy import ctime_probe
+from ctindex.reconciler import ctime_probe
 
 
 @pytest.fixture(autouse=True)
