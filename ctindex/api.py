@@ -228,6 +228,7 @@ class Index:
         query_s = reads[-1] if reads else 0.0
         # As the CLI: the generation reported is the one the answer was read from.
         fresh.generation = outcome.generation
+        outcome = outcome.with_refs(self.project.root)
         hits = tuple(
             Hit(
                 r.id,
@@ -241,6 +242,7 @@ class Index:
                 r.match,
                 r.snippet_text,
                 r.snippet_matches,
+                r.ref,
             )
             for r in outcome.results
         )

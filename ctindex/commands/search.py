@@ -105,6 +105,9 @@ def _emit(
     # answers from the files), never the one a barrier or an update named: an
     # outside `rebuild` can publish a newer one the daemon has not seen.
     fresh.generation = outcome.generation
+    # Each result's ID unique across scopes, as --ids and the text print it
+    # and `show` takes it (ctindex/search/refs.py).
+    outcome = outcome.with_refs(ctx.project.root)
     if markers is not None:  # --markers: the snippets wrapped as asked
         from ctindex.search.snippet import mark
 
@@ -142,7 +145,7 @@ def _lines(ctx: Context, outcome: Outcome, fresh: Freshness, listing: str) -> No
     NUL, as `find -print0` and `rg -0` write them for `xargs -0`: stdout is
     written with surrogateescape (ctindex/cli.py main, ctindex/fast_entry.py
     _print), so a name that is not UTF-8 is its own bytes."""
-    names = (r.path if listing == "paths" else r.id for r in outcome.results)
+    names = (r.path if listing == "paths" else r.ref for r in outcome.results)
     if ctx.null:
         emit(ctx.out, "".join(f"{name}\0" for name in names))
     else:
@@ -170,7 +173,7 @@ def _text(
         match = f"  · {r.match} match" if r.match else ""
         score = paint(f"{r.score:7.3f}", None, "dark")
         ctx.echo(
-            f"{score}  {paint(shown(r.id), None, 'bold')}  —  {shown(r.title)}{kind}{tags}{match}",
+            f"{score}  {paint(shown(r.ref), None, 'bold')}  —  {shown(r.title)}{kind}{tags}{match}",
             painted=True,
         )
         ctx.echo(f"         {paint(shown(r.path), 'magenta')}", painted=True)

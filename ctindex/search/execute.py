@@ -30,6 +30,9 @@ class Result(NamedTuple):
     match: str = ""  # "exact" or "near-exact" when a tier above score decided (docs/search.md)
     snippet_text: str = ""  # the snippet without markers
     snippet_matches: tuple[Span, ...] = ()  # [start, end) of each matched word in it
+    # The ID unique across scopes (`SCOPE:ID` where another scope holds the
+    # ID: ctindex/search/refs.py); set by `with_refs`, which knows the project.
+    ref: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
@@ -42,6 +45,18 @@ class Outcome(NamedTuple):
     keys: frozenset[str]  # every matching path (not only the shown ones)
     notes: tuple[str, ...] = ()  # about the ranking (a prefix's expansion cap was hit,
     #                               a filter-only query past TITLE_ORDER_CAP)
+    scopes: tuple[str, ...] = ()  # the scope roots of what was searched (refs)
+
+    def with_refs(self, project_root: str | os.PathLike[str]) -> Outcome:
+        """The results with their `ref` set (ctindex/search/refs.py)."""
+        from ctindex.search.refs import ref
+
+        return self._replace(
+            results=[
+                r._replace(ref=ref(project_root, self.scopes, r.id, r.scope, r.path))
+                for r in self.results
+            ]
+        )
 
 
 _MATCH = {matcher.TIER_EXACT: "exact", matcher.TIER_NEAR: "near-exact"}
@@ -203,7 +218,7 @@ def search_snapshot(snap: Snapshot, node: Node, limit: int, want_keys: bool = Fa
         paths=lambda i: parts[i].seg.keys(),
         want_keys=want_keys,
     )
-    return Outcome(results, total, snap.generation, keys, notes)
+    return Outcome(results, total, snap.generation, keys, notes, tuple(snap.manifest.scopes))
 
 
 def search_direct(
@@ -232,4 +247,5 @@ def search_direct(
         want_keys=want_keys,
     )
     note = unread_note(unread)
-    return Outcome(results, total, None, keys, (note, *notes) if note else notes)
+    scopes = tuple(s.root for s in plan.scopes)
+    return Outcome(results, total, None, keys, (note, *notes) if note else notes, scopes)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ctindex.errors import AmbiguousConcept, ConceptNotFound, ConceptUnreadable
 from ctindex.policy.project import is_normal_key, unrepresentable
 from ctindex.reconciler.hashing import FILE_FLAGS
+from ctindex.search.refs import split
 from ctindex.service.types import Concept, Link, freshness_of
 
 if TYPE_CHECKING:
@@ -108,8 +109,19 @@ def resolve(plan: Plan, wanted: str, scope: str | None = None) -> list[tuple[str
     pasted around it dropped, and a Windows separator read as a slash."""
     given = wanted if isinstance(wanted, str) else ""
     found = _resolve_reading(plan, given, scope)
+    if found:
+        return found
+    # A ref `SCOPE:ID` as search lists it where two scopes hold the ID
+    # (ctindex/search/refs.py); its scope must agree with `scope` if given.
+    qualified = split(
+        (s.root for s in plan.scopes if scope is None or s.root == scope.strip("/")), given
+    )
+    if qualified is not None:
+        found = _resolve_reading(plan, qualified[1], qualified[0])
+        if found:
+            return found
     forgiving = given.strip().replace("\\", "/")
-    if found or forgiving == given:
+    if forgiving == given:
         return found
     return _resolve_reading(plan, forgiving, scope)
 

@@ -73,6 +73,9 @@ class Hit:
     snippet_text: str = ""  # the snippet without markers
     # [start, end) of every matched word in snippet_text, in code points
     snippet_matches: tuple[tuple[int, int], ...] = ()
+    # The ID unique across scopes: `SCOPE:ID` where another scope holds the
+    # same ID, else the ID (ctindex/search/refs.py); `Index.get` takes it.
+    ref: str = ""
 
     def to_json(self) -> JsonObject:
         doc = asdict(self)
