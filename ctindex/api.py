@@ -47,6 +47,8 @@ from ctindex.service.types import (
     Freshness,
     Hit,
     Link,
+    ScopeList,
+    ScopeSummary,
     SearchResult,
     Status,
     Timings,
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 MAX_PAGE = 1000  # the largest page `Index.concepts` returns at once
+EVERY = 1 << 62  # a listing's limit that takes every concept
 
 __all__ = [
     "Concept",
@@ -74,6 +77,8 @@ __all__ = [
     "Hit",
     "Index",
     "Link",
+    "ScopeList",
+    "ScopeSummary",
     "SearchResult",
     "Status",
     "Timings",
@@ -321,6 +326,38 @@ class Index:
             end if end < listing.total else None,
             freshness_of(fresh),
             listing.notes,
+        )
+
+    def scopes(self) -> ScopeList:
+        """Every scope of the plan with its provider and the number of its
+        concepts in a fresh index (counted from the files when the index
+        cannot be brought up to date)."""
+        from ctindex.search.listing import list_direct, list_snapshot
+
+        with self._lock:
+            plan = self.plan()
+
+            def counted(listed: list[tuple[str, str]]) -> dict[str, int]:
+                counts: dict[str, int] = {}
+                for _cid, key in listed:
+                    found = plan.find_scope(key)
+                    if found is not None:
+                        counts[found[0].root] = counts.get(found[0].root, 0) + 1
+                return counts
+
+            def from_index(snap: Snapshot) -> dict[str, int]:
+                listing = list_snapshot(snap, plan, None, "", 0, EVERY)
+                return counted([(c.id, c.path) for c in listing.concepts])
+
+            def from_files(plan: Plan) -> dict[str, int]:
+                listing = list_direct(str(self.project.root), plan, None, "", 0, EVERY)
+                return counted([(c.id, c.path) for c in listing.concepts])
+
+            answered = self._indexed(plan, from_index, from_files)
+        counts = answered.value
+        return ScopeList(
+            tuple(ScopeSummary(s.root, s.provider, counts.get(s.root, 0)) for s in plan.scopes),
+            freshness_of(answered.freshness),
         )
 
     def _kept(self, read: Callable[[Snapshot], T]) -> T:

@@ -423,7 +423,7 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
         _show_args,
     ),
     "watch": ("daemon control", _watch_args),
-    "mcp": ("serve the Model Context Protocol over stdio (needs ctindex[mcp])", _mcp_args),
+    "mcp": ("serve the Model Context Protocol over stdio (needs the mcp extra)", _mcp_args),
 }
 
 
@@ -733,7 +733,8 @@ def _run(
 
 def _serve_mcp(ctx: Context) -> int:
     """`ctindex mcp`: the Model Context Protocol server over stdio
-    (ctindex/mcp_server.py, docs/mcp.md). Needs the optional extra `ctindex[mcp]`."""
+    (ctindex/mcp_server.py, docs/mcp.md). Needs the optional extra `mcp`
+    (`pip install -e '.[mcp]'` in the checkout)."""
     from ctindex.errors import UsageError
 
     if ctx.json:  # stdout is the JSON-RPC stream: there is no document to print
@@ -742,8 +743,8 @@ def _serve_mcp(ctx: Context) -> int:
         from ctindex import mcp_server
     except ImportError as exc:  # only the SDK's absence; our own modules always import
         raise UsageError(
-            "`ctindex mcp` needs the MCP SDK: pip install 'ctindex[mcp]' "
-            f"({exc.name or exc} is missing)"
+            "`ctindex mcp` needs the MCP SDK: pip install -e '.[mcp]' in the ctindex "
+            f"checkout, or pip install 'mcp>=2.3,<3' ({exc.name or exc} is missing)"
         ) from exc
     return mcp_server.serve(ctx.project.root)
 

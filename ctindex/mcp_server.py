@@ -1,16 +1,15 @@
 """`ctindex mcp`: ctindex as a Model Context Protocol server over stdio
 (docs/mcp.md), built with the official Python SDK (`mcp`, the optional
-extra `ctindex[mcp]`).
+extra `mcp`: `pip install -e '.[mcp]'` in the checkout).
 
 The server holds one long-lived ``ctindex.Index`` for the project, so an
 agent's queries reuse the open generation, and every answer still goes
-through the freshness step of the CLI (ctindex/query/freshness.py): a file changed underneath
-the server is in the next answer. Each tool's result is the JSON document
-of the matching CLI command (`search --json`, `show --json`, `why --json`,
-`status --json`) or of `Index.concepts` (`list_concepts`), carries its
-freshness statement, and is declared with the shipped JSON Schema of that
-document as the tool's output schema (ctindex/schemas, written out without
-references: `ctindex.schemas.bundled`).
+through the freshness step of the CLI (ctindex/query/freshness.py): a file
+changed underneath the server is in the next answer. Each tool's result is
+a document made for a model's context window (ctindex/mcp_documents.py:
+compact hits, pages, a capped body), carries its freshness statement, and
+is declared with its output schema; input schemas are closed, and an
+unknown argument is refused with the closest one named.
 
 Every parameter has a description and its bounds in the input schema; every
 tool is annotated read-only and idempotent (it changes no concept and no
@@ -58,7 +57,6 @@ from mcp_types import (
 )
 from pydantic import Field, ValidationError
 
-from ctindex import schemas
 from ctindex.api import Index
 from ctindex.errors import CtindexError, shown
 
@@ -71,8 +69,8 @@ INSTRUCTIONS = (
     "prefix*, -not, a OR b, and the fields title:, description:, tags:, type:, id:, "
     'path: with a word or a "quoted value"; accents fold, so cafe finds Café; an unknown '
     "field is an error naming the closest), `list_concepts` to browse them "
-    "(by type, tag or ID prefix, a page at a time), then `get_concept` with an `id` (and "
-    "its `scope` when two scopes hold the same ID) to read one. Every answer's "
+    "(by type, tag or ID prefix, a page at a time; `list_scopes` for the bundles), then "
+    "`get_concept` with a hit's `id` to read one, `related` for its neighbours. Every answer's "
     "`freshness` says how it was proven current: `watcher-clean`, `reconcile-on-query`, "
     "`fallback` (with a reason) or `direct` (read from the files)."
 )
@@ -81,32 +79,27 @@ MAX_SEARCH = 100  # the most results one `search` call returns
 MAX_PAGE = 200  # the largest `list_concepts` page
 
 QUERY_HELP = (
-    'The query: words (all must match), "a phrase", prefix*, -excluded, a OR b, '
-    "( groups ), and the fields title:, description:, tags: (or tag:), type:, id:, path: "
-    '(a word or a "quoted value"); accents fold (cafe finds Café); an unknown field is an '
-    "error naming the closest (docs/search.md)"
+    'Words (all must match), "a phrase", prefix*, -excluded, a OR b, ( groups ), and '
+    "field:value for title, description, tags, type, id, path; accents fold (docs/search.md)"
 )
 
 # Each tool's arguments: descriptions and bounds land in its input schema.
 Query = Annotated[str, Field(description=QUERY_HELP, min_length=1)]
-Limit = Annotated[
-    int, Field(description="How many ranked results to return at most", ge=1, le=MAX_SEARCH)
-]
+Limit = Annotated[int, Field(description="Hits per page", ge=1, le=MAX_SEARCH)]
 Direct = Annotated[
     bool,
-    Field(description="Answer by reading the files instead of the index (slower; the oracle)"),
+    Field(description="Read the files, not the index (slower)"),
 ]
 ConceptId = Annotated[
     str,
     Field(
-        description="The concept ID (its path in its bundle without .md, as search and "
-        "list_concepts give it), or its project-relative path",
+        description="A concept ID as search or list_concepts gives it, or a project path",
         min_length=1,
     ),
 ]
 Scope = Annotated[
     str | None,
-    Field(description="The scope root (a result's `scope`) when several scopes hold the ID"),
+    Field(description="The scope root, where several scopes hold the ID"),
 ]
 ProjectPath = Annotated[
     str,
@@ -122,10 +115,14 @@ TagFilter = Annotated[
     str | None, Field(description="Only concepts with this tag (as search's tag: filter)")
 ]
 Prefix = Annotated[str, Field(description="Only concept IDs starting with this text, e.g. tables/")]
-Offset = Annotated[
-    int, Field(description="How many concepts to skip: the previous page's next_offset", ge=0)
-]
-PageSize = Annotated[int, Field(description="How many concepts one page holds", ge=1, le=MAX_PAGE)]
+Offset = Annotated[int, Field(description="The previous page's next_offset", ge=0)]
+PageSize = Annotated[int, Field(description="Concepts per page", ge=1, le=MAX_PAGE)]
+RankOffset = Annotated[int, Field(description="The previous page's next_offset", ge=0)]
+Full = Annotated[bool, Field(description="Add the marked snippet and the match tier")]
+BodyOffset = Annotated[int, Field(description="The previous answer's next_offset", ge=0)]
+MaxChars = Annotated[int, Field(description="Body characters per page", ge=1, le=100_000)]
+RelatedLimit = Annotated[int, Field(description="At most this many", ge=1, le=50)]
+CONCEPT_URI = "ctindex://concept/{+id}"
 
 READ_ONLY = {"read_only_hint": True, "idempotent_hint": True, "destructive_hint": False}
 
@@ -139,6 +136,10 @@ class _Tool(Tool):
     async def run(
         self, arguments: dict[str, Any], context: Context[Any, Any], convert_result: bool = False
     ) -> Any:
+        known = list(self.parameters.get("properties", {}))
+        for name in arguments:
+            if name not in known:
+                raise ToolError(_unknown_argument(self.name, name, known))
         try:
             return await super().run(arguments, context, convert_result)
         except ToolError as exc:
@@ -161,6 +162,15 @@ def _refused(tool: str, error: ValidationError) -> str:
     return f"{tool}: " + "; ".join(parts)
 
 
+def _unknown_argument(tool: str, name: str, known: list[str]) -> str:
+    """`search: unknown argument 'limt'; did you mean 'limit'? (it takes query, ...)`"""
+    from ctindex.base.suggest import close_matches, did_you_mean
+
+    hint = did_you_mean(close_matches(name, known, 1), quote=True)
+    takes = ", ".join(known) or "no arguments"
+    return f"{tool}: unknown argument {_short(name)}{hint} (it takes {takes})"
+
+
 def _short(value: object) -> str:
     text = repr(value).replace("\n", " ")
     return text if len(text) <= 40 else text[:37] + "..."
@@ -172,7 +182,7 @@ def _described(fn: Callable[..., object]) -> str:
     return "\n\n".join(" ".join(p.split()) for p in paragraphs)
 
 
-def _tool(fn: Callable[..., object], title: str, schema: str) -> Tool:
+def _tool(fn: Callable[..., object], title: str, schema: Mapping[str, object]) -> Tool:
     tool = _Tool.from_function(
         fn,
         title=title,
@@ -181,29 +191,42 @@ def _tool(fn: Callable[..., object], title: str, schema: str) -> Tool:
         structured_output=True,
     )
     # The SDK derives `{"type": "object", "additionalProperties": true}` from
-    # `dict[str, object]`; the shipped schema says what the document holds (the
+    # `dict[str, object]`; the declared schema says what the document holds (the
     # client checks each result against it).
-    tool.fn_metadata.output_schema = schemas.bundled(schema)
+    tool.fn_metadata.output_schema = dict(schema)
+    # Closed: an argument the tool does not take is refused (`_Tool.run`
+    # names the closest), not silently ignored.
+    tool.parameters["additionalProperties"] = False
+    tool.parameters.pop("title", None)
+    for prop in tool.parameters.get("properties", {}).values():
+        prop.pop("title", None)  # pydantic's "Query" beside "query": bytes a model pays for
     return tool
 
 
 def build(root: str | Path) -> tuple[MCPServer, Index]:
     """The server and the Index it answers from (tests call the tools in process too)."""
+    from ctindex import mcp_documents as docs
     from ctindex.service.version import version
 
     index = Index(root)
 
-    def search(query: Query, limit: Limit = 10, direct: Direct = False) -> dict[str, object]:
-        """Search the concepts: up to `limit` ranked results (id, scope, path, title,
-        type, tags, score, snippet), the total number of matches, and the freshness
-        statement."""
-        return _wire_safe(index.search(query, limit=limit, direct=direct).to_json())
+    def search(
+        query: Query,
+        limit: Limit = 10,
+        offset: RankOffset = 0,
+        full: Full = False,
+        direct: Direct = False,
+    ) -> dict[str, object]:
+        """Search the concepts: a page of ranked hits, each with its snippet and match
+        offsets; the total; next_offset; how fresh the answer is."""
+        return _wire_safe(docs.search(index, query, limit, offset, full, direct))
 
-    def get_concept(id: ConceptId, scope: Scope = None) -> dict[str, object]:
-        """Read one concept from its file: frontmatter, title, body, links. An unknown
-        ID fails with the closest IDs; an ID held by several scopes fails with their
-        paths (pass `scope`, or the path)."""
-        return _wire_safe(index.get(id, scope=scope).to_json())
+    def get_concept(
+        id: ConceptId, scope: Scope = None, offset: BodyOffset = 0, max_chars: MaxChars = 8000
+    ) -> dict[str, object]:
+        """Read one concept from its file: frontmatter, body (a page of it: truncated
+        and next_offset say if there is more), links. An unknown ID names the closest."""
+        return _wire_safe(docs.concept(index.get(id, scope=scope), offset, max_chars))
 
     def list_concepts(
         type: TypeFilter = None,
@@ -212,34 +235,69 @@ def build(root: str | Path) -> tuple[MCPServer, Index]:
         offset: Offset = 0,
         limit: PageSize = 50,
     ) -> dict[str, object]:
-        """Browse the concepts, ordered by ID then path, a page at a time: id, scope,
-        path, title, type and tags of each, the total matching the filters, and
-        `next_offset` (null after the last page) to pass as `offset` for the next."""
+        """Browse the concepts in ID order, a page at a time (filter by type, tag or
+        ID prefix); next_offset is null after the last page."""
         page = index.concepts(type=type, tag=tag, prefix=prefix, offset=offset, limit=limit)
-        return _wire_safe(page.to_json())
+        listed = page.to_json()
+        listed["freshness"] = docs.freshness(page.freshness)
+        return _wire_safe(listed)
+
+    def list_scopes() -> dict[str, object]:
+        """The scopes (bundle roots) of the project: root, provider and how many
+        concepts each holds."""
+        return _wire_safe(docs.scopes(index))
+
+    def related(id: ConceptId, scope: Scope = None, limit: RelatedLimit = 10) -> dict[str, object]:
+        """Concepts near one: those it links to, then those sharing its tags (most
+        shared first), each with why."""
+        return _wire_safe(docs.related(index, id, scope, limit))
 
     def why(path: ProjectPath) -> dict[str, object]:
-        """Why a path is or is not indexed: the reason (included, excluded,
-        outside-scope, ...), the scope, pattern and origin that decided, and a hint (the
-        command that would bring a path beneath no scope into one)."""
+        """Why a path is or is not indexed: the reason, the scope, pattern and origin
+        that decided, and a hint."""
         return _wire_safe(why_answer(index, path))
 
     def status() -> dict[str, object]:
-        """Index and watcher metrics: generation, documents, segments, bytes, the
-        watcher's lane and backend, the last reconciliation."""
-        return _wire_safe(index.status().document)
+        """Index and watcher state: generation, documents, staleness, problem,
+        watcher lane, last reconciliation."""
+        return _wire_safe(docs.status(index))
 
     tools = [
-        _tool(search, "Search concepts", "search"),
-        _tool(get_concept, "Read a concept", "show"),
-        _tool(list_concepts, "List concepts", "concepts"),
-        _tool(why, "Explain a path's indexing", "why"),
-        _tool(status, "Index status", "status"),
+        _tool(search, "Search concepts", docs.SEARCH),
+        _tool(get_concept, "Read a concept", docs.CONCEPT),
+        _tool(list_concepts, "List concepts", docs.LISTING),
+        _tool(list_scopes, "List scopes", docs.SCOPES),
+        _tool(related, "Related concepts", docs.RELATED),
+        _tool(why, "Explain a path's indexing", docs.WHY),
+        _tool(status, "Index status", docs.STATUS),
     ]
     server: MCPServer = _VettedServer(
         "ctindex", instructions=INSTRUCTIONS, version=version(), tools=tools
     )
+    _concept_resource(server, index)
+    # No prompts to offer: the capability is not advertised, and prompts/list
+    # is "method not found" (the SDK registers both handlers on its own).
+    for method in ("prompts/list", "prompts/get"):
+        server._lowlevel_server._request_handlers.pop(method, None)
     return server, index
+
+
+def _concept_resource(server: MCPServer, index: Index) -> None:
+    """Each concept as a resource: `ctindex://concept/{+id}`, the file's text
+    (what `ctindex show ID` prints), read when asked."""
+
+    @server.resource(
+        CONCEPT_URI,
+        name="concept",
+        title="A concept document",
+        description="One concept's file (Markdown with its frontmatter) by its ID or ref",
+        mime_type="text/markdown",
+    )
+    def concept(id: str) -> str:
+        try:
+            return index.get(id).text
+        except CtindexError as exc:
+            raise ValueError(shown(str(exc))) from None
 
 
 def why_answer(index: Index, path: str) -> dict[str, object]:

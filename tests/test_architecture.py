@@ -57,7 +57,8 @@ READ_SIDE = (
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("ctindex", "ctindex.__main__", "ctindex.fast_entry", "ctindex.cli", "ctindex.daemon.__main__"),
     ("ctindex.commands",),
-    ("ctindex.mcp_server",),  # `ctindex mcp` serves it; it answers through the API
+    # `ctindex mcp` serves it; it answers through the API, in its own documents
+    ("ctindex.mcp_server", "ctindex.mcp_documents"),
     ("ctindex.api",),
     ("ctindex.service",),
     ("ctindex.query", "ctindex.audit"),

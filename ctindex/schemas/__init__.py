@@ -12,7 +12,7 @@ the references written out (what the MCP server publishes as a tool's
 output schema, for clients that resolve no reference).
 
 `registry()` and `bundled()` need the `referencing` package (installed with
-`jsonschema`, which `ctindex[mcp]` and `ctindex[test]` bring); it is imported
+`jsonschema`, which the `mcp` and `test` extras bring); it is imported
 only when they are called, so the rest of ctindex does not depend on it.
 """
 

@@ -166,6 +166,30 @@ class Concept:
 
 
 @dataclass(frozen=True)
+class ScopeSummary:
+    """One scope of the plan: its root, its provider, and how many concepts
+    of it a fresh index holds."""
+
+    root: str
+    provider: str
+    documents: int
+
+
+@dataclass(frozen=True)
+class ScopeList:
+    """Every scope (`Index.scopes`), in the plan's order."""
+
+    scopes: tuple[ScopeSummary, ...]
+    freshness: Freshness
+
+    def to_json(self) -> JsonObject:
+        return {
+            "scopes": [asdict(s) for s in self.scopes],
+            "freshness": self.freshness.to_json(),
+        }
+
+
+@dataclass(frozen=True)
 class ConceptSummary:
     """One concept of a `ConceptPage`: what the index holds of it."""
 

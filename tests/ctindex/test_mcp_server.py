@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ctindex import schemas
+from ctindex import mcp_documents
 from tests import oracle
 from tests.daemon_support import CliProject
 
@@ -37,10 +37,18 @@ async def _session(root: Path, expect_mode: str) -> None:
         command=sys.executable, args=["-m", "ctindex", "-C", str(root), "mcp"]
     )
     async with Client(params, read_timeout_seconds=TIMEOUT_S) as client:
-        tools = {t.name: t for t in (await client.list_tools()).tools}
+        listed_tools = (await client.list_tools()).tools
+        tools = {t.name: t for t in listed_tools}
         assert set(tools) == set(SCHEMAS)
         for tool in tools.values():
             _check_declared(tool)
+        # The whole list a model reads before its first call: under 8 KB.
+        wire = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed_tools]
+        assert len(json.dumps(wire, separators=(",", ":"))) <= 8192
+        # Prompts are not offered, so not advertised; concepts are resources.
+        assert client.server_capabilities.prompts is None
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["ctindex://concept/{+id}"]
 
         async def call(name: str, **arguments: Any) -> dict[str, Any]:
             result = await client.call_tool(name, arguments)
@@ -48,7 +56,6 @@ async def _session(root: Path, expect_mode: str) -> None:
             doc: dict[str, Any] = result.structured_content  # type: ignore[assignment]
             assert doc == json.loads(result.content[0].text)  # type: ignore[union-attr]
             jsonschema.validate(doc, tools[name].output_schema)  # type: ignore[arg-type]
-            jsonschema.validate(doc, schemas.load(SCHEMAS[name]), registry=schemas.registry())
             return doc
 
         await _refusals(client)
@@ -66,6 +73,7 @@ async def _session(root: Path, expect_mode: str) -> None:
 
         first = await call("search", query="event", limit=3)
         assert first["results"] and first["freshness"]["generation"] is not None
+        await _pages_and_caps(call, client, root)
         assert await hits() == oracle.containing(root, MARK) == set()
 
         concept = root / "ga4" / "tables" / "mcp_made.md"
@@ -90,6 +98,8 @@ async def _session(root: Path, expect_mode: str) -> None:
         assert why["decisions"][0]["reason"] == "included" and why["all_included"] is True
         status = await call("status")
         assert status["documents"] > 0 and "watcher" in status
+        read = await client.read_resource("ctindex://concept/tables/mcp_made")
+        assert "no marker now" in read.contents[0].text  # type: ignore[union-attr]
 
         missing = await client.call_tool("get_concept", {"id": "tables/mcp_mad"})
         assert missing.is_error and "tables/mcp_made" in missing.content[0].text  # type: ignore[union-attr]
@@ -107,12 +117,58 @@ async def _session(root: Path, expect_mode: str) -> None:
 
 
 SCHEMAS = {
-    "search": "search",
-    "get_concept": "show",
-    "list_concepts": "concepts",
-    "why": "why",
-    "status": "status",
+    "search": mcp_documents.SEARCH,
+    "get_concept": mcp_documents.CONCEPT,
+    "list_concepts": mcp_documents.LISTING,
+    "list_scopes": mcp_documents.SCOPES,
+    "related": mcp_documents.RELATED,
+    "why": mcp_documents.WHY,
+    "status": mcp_documents.STATUS,
 }
+
+
+async def _pages_and_caps(call: Any, client: Any, root: Path) -> None:
+    """Search pages, compact hits, a capped body, scopes, related concepts,
+    and an unknown argument named with the closest one."""
+    whole = await call("search", query="event", limit=12)
+    paged: list[dict[str, Any]] = []
+    offset: int | None = 0
+    while offset is not None and offset < 12:
+        page = await call("search", query="event", limit=5, offset=offset)
+        assert page["offset"] == offset and page["total"] == whole["total"]
+        paged += page["results"]
+        offset = page["next_offset"]
+    assert [h["path"] for h in paged[:12]] == [h["path"] for h in whole["results"]]
+    hit = whole["results"][0]
+    compact = {"id", "scope", "path", "title", "type", "tags", "score", "snippet", "matches"}
+    assert set(hit) == compact
+    for start, end in hit["matches"]:
+        assert "event" in hit["snippet"][start:end].casefold()
+    full = (await call("search", query="event", limit=1, full=True))["results"][0]
+    assert "«" in full["marked"] and "match" in full
+    concept = await call("get_concept", id=hit["id"], max_chars=100_000)
+    assert concept["truncated"] is False and concept["next_offset"] is None
+    step = max(1, concept["body_chars"] // 5)  # a handful of pages
+    body: list[str] = []
+    offset = 0
+    while offset is not None:
+        part = await call("get_concept", id=hit["id"], offset=offset, max_chars=step)
+        assert len(part["body"]) <= step and part["body_chars"] == concept["body_chars"]
+        assert part["truncated"] is (step < concept["body_chars"])
+        body.append(part["body"])
+        offset = part["next_offset"]
+    assert "".join(body) == concept["body"]
+    scopes = await call("list_scopes")
+    assert scopes["documents"] == len(oracle.indexed_files(root))
+    assert [s["root"] for s in scopes["scopes"]] and all(s["documents"] for s in scopes["scopes"])
+    tagged = next(c for c in (await call("list_concepts", limit=200))["concepts"] if c["tags"])
+    near = await call("related", id=tagged["id"], scope=tagged["scope"])
+    for item in near["related"]:
+        assert item["path"] != tagged["path"] and item["why"]
+    refused = await client.call_tool("search", {"query": "event", "limt": 3})
+    text = refused.content[0].text
+    assert refused.is_error and text.startswith("search: unknown argument 'limt'")
+    assert "did you mean 'limit'?" in text and "\n" not in text
 
 
 def _check_declared(tool: Any) -> None:
@@ -128,8 +184,9 @@ def _check_declared(tool: Any) -> None:
             assert "minimum" in prop, (tool.name, name)
     if tool.name in ("search", "list_concepts"):
         assert tool.input_schema["properties"]["limit"]["maximum"] >= 1
-    assert tool.output_schema == schemas.bundled(SCHEMAS[tool.name])
+    assert tool.output_schema == SCHEMAS[tool.name]
     assert tool.output_schema["additionalProperties"] is False  # no catch-all
+    assert tool.input_schema["additionalProperties"] is False  # closed: a typo is an error
 
 
 async def _refusals(client: Any) -> None:
@@ -205,7 +262,7 @@ def test_mcp_without_the_sdk_is_one_line(tmp_path: Path) -> None:
         timeout=60,
         check=False,
     )
-    assert done.returncode == 2 and "ctindex[mcp]" in done.stderr
+    assert done.returncode == 2 and "pip install -e '.[mcp]'" in done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
 
 
