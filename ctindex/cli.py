@@ -48,6 +48,8 @@ COMMANDS = (
     "show",
     "watch",
     "mcp",
+    "help",
+    "completion",
 )
 
 
@@ -362,6 +364,23 @@ def _mcp_args(p: argparse.ArgumentParser) -> None:
     del p  # no options: the host talks over stdin/stdout (docs/mcp.md)
 
 
+def _help_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "topic",
+        nargs="?",
+        choices=COMMANDS,
+        metavar="COMMAND",
+        help="the command to explain (all of them when absent)",
+    )
+
+
+SHELLS = ("bash", "zsh", "fish")
+
+
+def _completion_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("shell", choices=SHELLS, metavar="SHELL", help=f"one of {', '.join(SHELLS)}")
+
+
 def _watch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "action",
@@ -424,6 +443,11 @@ _COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     ),
     "watch": ("daemon control", _watch_args),
     "mcp": ("serve the Model Context Protocol over stdio (needs the mcp extra)", _mcp_args),
+    "help": ("the help of a command: `ctindex help search`", _help_args),
+    "completion": (
+        'print the shell\'s completion script: eval "$(ctindex completion bash)"',
+        _completion_args,
+    ),
 }
 
 
@@ -538,6 +562,23 @@ def daemon_search() -> SearchCommand:
     return SearchCommand(parse, run)
 
 
+def completion_script(shell: str) -> str:
+    """The script that makes `shell` complete ctindex's commands, options
+    and choices (argcomplete's, docs/cli.md "Shell completion"): it asks
+    `ctindex` itself, with `_ARGCOMPLETE` set, at each Tab."""
+    import argcomplete
+
+    return str(argcomplete.shellcode([PROG], shell=shell))
+
+
+def _complete() -> None:
+    """Answer a shell's Tab (argcomplete), then exit; only when it asks."""
+    if "_ARGCOMPLETE" in os.environ:
+        import argcomplete
+
+        argcomplete.autocomplete(build_parser())
+
+
 def console() -> None:
     """Entry point of a `ctindex` process (console script, `python -m ctindex`).
 
@@ -549,6 +590,7 @@ def console() -> None:
     command writes to the index is fsynced before it returns.
     """
     gc.disable()
+    _complete()  # a Tab in the shell: the completions, then exit
     refused = streams.prepare()  # a closed stdout or stderr, a pipe nobody reads
     if refused is not None:
         os._exit(refused)
@@ -671,6 +713,16 @@ def _run(
     if not args.command:  # a usage error like argparse's, with --json's error object
         parser.print_usage(err)
         raise UsageError(f"a command is required ({', '.join(COMMANDS)})")
+    if args.command in ("help", "completion") and getattr(args, "json", False):
+        raise UsageError(f"{args.command}: --json does not apply (it prints text)")
+    if args.command == "help":  # needs no project
+        topic = getattr(args, "topic", None)
+        shown = build_parser(topic)
+        emit(out, (shown.commands[topic] if topic else shown).format_help())
+        return 0
+    if args.command == "completion":
+        emit(out, completion_script(args.shell))
+        return 0
 
     from ctindex.commands import Context
     from ctindex.policy.project import Project, find_root, start_folder

@@ -39,7 +39,22 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         )
     else:
         ctx.echo(text)
+        _hints(ctx, plan)
     return 0
+
+
+def _hints(ctx: Context, plan: Plan) -> None:
+    """What to do next, on stderr (silenced by -q): a folder that is no
+    project yet becomes one with `--write`; a plan without scopes names how
+    to add one (docs/cli.md, "No scopes")."""
+    from ctindex.policy.project import find_root
+
+    if find_root(str(ctx.project.root)) is None:
+        ctx.note(
+            f"{ctx.project.root} is no project yet (no .ct/ or .git): "
+            "`ctindex init --write` makes it one, with the configuration above"
+        )
+    ctx.no_scopes_note(plan)
 
 
 def config_values(plan: Plan) -> dict[str, Any]:

@@ -62,6 +62,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "show": ("show",),
     "watch": ("watch-status", "watch-control"),  # status; start and stop
     "mcp": (),
+    "help": (),  # text for people: --json is a usage error
+    "completion": (),
 }
 
 

@@ -60,7 +60,12 @@ def watcher_lines(doc: dict[str, Any]) -> list[str]:
             f"up {human_ms(since * 1000 if since is not None else None)}, "
             f"last heartbeat {beat_text}" + ("" if doc.get("responsive") else ", NOT RESPONDING")
         )
-        lines.append(f"watched generation: {doc.get('generation')}")
+        # The daemon's own view, which may trail `generation:` above (a
+        # writer outside it published since): it catches up at the next query.
+        lines.append(
+            f"daemon's last generation: {doc.get('generation')} "
+            "(the last it published or checked; the next query brings it up to date)"
+        )
         pending = doc.get("pending") or {}
         lines.append(
             f"dirty: {human_count(int(doc.get('dirty_paths') or 0), 'path')} "

@@ -4,6 +4,7 @@ change it, as `ctindex why` and the MCP `why` tool give them."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from ctindex.base.output import show_key
@@ -19,6 +20,16 @@ def explained(plan: Plan, decisions: list[Decision]) -> list[tuple[Decision, str
     command that would change it (or None): `why` and the MCP `why` tool."""
     explain = _Unscoped(plan)
     return [explain(d) for d in decisions]
+
+
+def _folder_hint(plan: Plan, key: str | None) -> str | None:
+    """The command that makes the folder holding `key` a scope (the project
+    root's files: the project itself), when no detected root would; none
+    for a path that does not exist (nothing there to index)."""
+    if key is None or not os.path.lexists(plan.project.path(key)):
+        return None
+    folder = key.rpartition("/")[0]
+    return f"ctindex scopes add {show_key(folder) if folder else '.'}"
 
 
 class _Unscoped:
@@ -45,14 +56,14 @@ class _Unscoped:
             extra = f"; the explicit scopes of {config} replace OKF root detection"
             root = self._detected_root(key) if key is not None else None
             if root is None:
-                hint = None
+                hint = _folder_hint(self.plan, key)
             else:
                 extra += f", which would have found the OKF root {show_key(root)}"
                 hint = f"ctindex scopes add {show_key(root)}"
         elif not self.plan.scopes:
             extra, hint = "; no OKF root was found, so there is no scope", ADD_HINT
         else:
-            return decision, None
+            return decision, _folder_hint(self.plan, key)
         return replace(decision, detail=_NO_SCOPE_ROOT + extra + rest), hint
 
     def _detected_root(self, key: str) -> str | None:

@@ -255,7 +255,9 @@ def test_human_units() -> None:
 
 # -- usage errors: one line, the argument as written, close matches ----------
 
-COMMAND_LIST = "init, scopes, why, status, update, rebuild, verify, search, show, watch, mcp"
+COMMAND_LIST = (
+    "init, scopes, why, status, update, rebuild, verify, search, show, watch, mcp, help, completion"
+)
 
 
 @pytest.mark.parametrize(
@@ -335,6 +337,8 @@ VALID = {
     "show": ["x"],
     "watch": ["status"],
     "mcp": [],
+    "help": [],
+    "completion": ["bash"],
 }
 
 

@@ -196,3 +196,15 @@ def test_exit_0_only_when_every_path_is_included(
     good = "okf/bundles/ga4/datasets/ga4_obfuscated_sample_ecommerce.md"
     assert run_cli("-C", str(bundles_project), "why", EVENTS, good).code == 0
     assert run_cli("-C", str(bundles_project), "why", EVENTS, "okf/bundles/ga4/index.md").code == 1
+
+
+def test_a_file_beneath_no_scope_gets_the_command_that_scopes_its_folder(
+    bundles_project: Path, run_cli: Callable[..., CliResult]
+) -> None:
+    (bundles_project / "notes").mkdir()
+    (bundles_project / "notes" / "a.md").write_text("# A\n")
+    (bundles_project / "top.md").write_text("# Top\n")
+    code, doc = why_json(run_cli, bundles_project, "notes/a.md", "top.md", "nowhere/x.md")
+    assert code == 1
+    hints = [d["hint"] for d in doc["decisions"]]
+    assert hints == ["ctindex scopes add notes", "ctindex scopes add .", None]  # absent: none
