@@ -252,6 +252,11 @@ def _write_args(p: argparse.ArgumentParser) -> None:
         help="exit 2 naming each file when any of KINDS occurs: errors, warnings, "
         "missing-roots, comma-separated (default: all)",
     )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also list the files skipped for a reserved name (index.md, log.md)",
+    )
     _metrics_arg(p)
 
 

@@ -70,6 +70,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         )
         for line in last.get("problems", []):
             ctx.echo(f"  not seen  {printable.line(line)}")
+    _reserved(ctx, doc["last_full_reconcile"], verbose)
     ctx.echo(
         f"provider errors: {doc['provider_errors']:,}; "
         f"frontmatter warnings: {doc['frontmatter_warnings']:,}"
@@ -108,3 +109,22 @@ def _share_host_line(host: dict[str, object]) -> str:
     line += f", barrier p50 {human_ms(p50)}" if isinstance(p50, (int, float)) else ""
     clock = host.get("clock")
     return line + (f"; {printable.line(clock)}" if isinstance(clock, str) else "")
+
+
+def _reserved(ctx: Context, last: dict[str, object] | None, verbose: bool) -> None:
+    """`reserved: N (...)` from the last full pass: files skipped for a
+    reserved name (index.md, log.md) are counted, and named with --verbose."""
+    count = last.get("reserved") if last else None
+    if not isinstance(count, int) or not count:
+        return
+    ctx.echo(
+        f"reserved: {count:,} (index.md and log.md are never indexed"
+        + ("" if verbose else "; paths with --verbose")
+        + ")"
+    )
+    paths = last.get("reserved_paths") if verbose and last else None
+    if isinstance(paths, list):
+        for path in paths:
+            ctx.echo(f"  reserved  {printable.field(str(path))}")
+        if len(paths) < count:
+            ctx.echo(f"  ... {count - len(paths):,} more")

@@ -97,6 +97,7 @@ def finish(
         ctx.emit_json(doc)
     elif not ctx.quiet:  # -q: nothing on success, only the --strict failures below
         emit(ctx, report, verb, share_host)
+        _reserved(ctx, report.reserved, getattr(args, "verbose", False))
         for kind in STRICT_KINDS:
             items = found[kind]
             if kind in failing or not items:
@@ -117,6 +118,21 @@ def finish(
         )
         ctx.err.write(f"ctindex: --strict: {counts} (the index was still published)\n")
     return code
+
+
+def _reserved(ctx: Context, paths: tuple[str, ...], verbose: bool) -> None:
+    """`reserved: N (...)`: files a full pass skipped for their reserved
+    name are counted, never silently left out; named with --verbose."""
+    if not paths:
+        return
+    ctx.echo(
+        f"reserved: {len(paths):,} (index.md and log.md are never indexed"
+        + ("" if verbose else "; paths with --verbose")
+        + ")"
+    )
+    if verbose:
+        for path in paths:
+            ctx.echo(f"  reserved  {printable.field(path)}")
 
 
 def _item(item: dict[str, str]) -> str:

@@ -16,7 +16,7 @@ import contextlib
 import gc
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -69,6 +69,9 @@ class UpdateReport:
     warnings: int = 0
     merged_segments: int = 0
     missing_roots: tuple[str, ...] = ()  # configured scope roots not found
+    # Files a full walk skipped for their reserved name (index.md, log.md):
+    # counted and named, never silently left out (docs/cli.md, `update`).
+    reserved: tuple[str, ...] = ()
     entries_visited: int = 0
     reconcile_ms: float = 0.0
     duration_ms: float = 0.0
@@ -113,6 +116,7 @@ def _plain(value: object) -> object:
 
 # Off only in tests that compare a rebuild with the pass's own reads.
 DEFER_REBUILD_READS = True
+RESERVED_KEPT = 100  # reserved paths a pass record names (the count is whole)
 
 
 def provider_versions() -> dict[str, int | str]:
@@ -368,6 +372,8 @@ class _Pass:
     stale: list[str]  # scope roots re-indexed from scratch (plan change)
     progress: TextIO | None
     reason: str | None
+    # What the walk's filter refused for a reserved name (PlanPathFilter.reserved)
+    reserved: list[str] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -441,9 +447,11 @@ def _reconcile(job: _Pass) -> tuple[ReconcileResult, dict[str, bytes]]:
     # parallel too and this process never holds every file's bytes.
     # (A pass that may not defer, e.g. under a test's injected stat, reads
     # as usual: then nothing is pending.)
+    flt = job.plan.path_filter()
+    flt.reserved = job.reserved  # filled while it walks
     res = reconcile(
         job.project.root,
-        job.plan.path_filter(),
+        flt,
         Manifest() if job.fresh or previous is None else previous,
         only=job.only,
         sink=sink,
@@ -502,6 +510,10 @@ def _pass_record(job: _Pass, res: ReconcileResult) -> tuple[JSONObject, list[str
     }  # which build wrote it: not the format version
     if job.reason:
         pass_info["reason"] = job.reason
+    if job.only is None:  # a full walk saw every reserved name there is
+        names = sorted(set(job.reserved))
+        pass_info["reserved"] = len(names)
+        pass_info["reserved_paths"] = list[JSON](names[:RESERVED_KEPT])
     problems = walk_problems(res.report)
     if problems:  # what the walk could not see is reported, never a silent drop
         pass_info["problems"] = list[JSON](problems)
@@ -523,6 +535,7 @@ def _counts(job: _Pass, res: ReconcileResult, problems: list[str]) -> UpdateRepo
         reconcile_ms=round(res.metrics.duration_ms, 3),
         rebuilt=job.fresh or bool(job.stale),
         missing_roots=tuple(res.report.missing_roots.sample),
+        reserved=tuple(sorted(set(job.reserved))) if job.only is None else (),
         notes=tuple(problems),
         linked=recorded(table, res.linked),
         linked_full=job.only is None,

@@ -288,6 +288,10 @@ class PlanPathFilter:
         self._exclude_match = plan.exclude_set.bound_match()
         self._limit = plan.settings.max_file_bytes
         self._folders: dict[str, _FolderRules | tuple[()]] = {}
+        # Files this filter refused only for their reserved name (index.md,
+        # log.md of okf-markdown): an update counts and names them, as no
+        # other refusal is silent about a document-looking file.
+        self.reserved: list[str] = []
 
     def roots(self) -> Sequence[str]:
         return self._roots
@@ -322,7 +326,11 @@ class PlanPathFilter:
         rel = key[cut:]
         if (exclude is not None and exclude(rel)) or include(rel) is None:
             return False
-        return name.endswith(extensions) and name not in reserved
+        if name in reserved:
+            if name.endswith(extensions):
+                self.reserved.append(key)
+            return False
+        return name.endswith(extensions)
 
     def _folder_rules(self, key: str) -> _FolderRules | tuple[()]:
         """What accept() needs for every file of `key`'s folder, bound once."""

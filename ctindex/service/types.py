@@ -271,6 +271,7 @@ class UpdateReport:
     warnings: int = 0
     merged_segments: int = 0
     missing_roots: tuple[str, ...] = ()
+    reserved: tuple[str, ...] = ()  # files a full pass skipped for a reserved name
     entries_visited: int = 0
     reconcile_ms: float = 0.0
     duration_ms: float = 0.0
@@ -283,6 +284,7 @@ class UpdateReport:
         `strict`, `exit_code` and, without scopes, `no_scopes`)."""
         doc = asdict(self)
         doc["missing_roots"] = list(self.missing_roots)
+        doc["reserved"] = list(self.reserved)
         doc["notes"] = list(self.notes)
         return doc
 

@@ -16,8 +16,8 @@ from ctindex.policy.project import Project
 JSON_FIELDS = [
     "generation", "published", "refreshed", "rebuilt", "reason", "added", "changed",
     "removed", "renamed", "metadata_only", "dirty", "documents", "errors", "warnings",
-    "merged_segments", "missing_roots", "entries_visited", "reconcile_ms", "duration_ms",
-    "notes",
+    "merged_segments", "missing_roots", "reserved", "entries_visited", "reconcile_ms",
+    "duration_ms", "notes",
 ]  # fmt: skip
 
 
