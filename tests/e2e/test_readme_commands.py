@@ -1,0 +1,60 @@
+"""The README's "Try it" leaves a clone clean: the first query builds the
+index and starts no tracked change, so `git status` of the checkout says
+nothing (the sample's `.ct/.gitignore` covers `.ct/okf/`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {k: v for k, v in os.environ.items() if k not in ("CTINDEX_WATCH",)}
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return done.stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="no git here")
+def test_the_first_query_leaves_git_status_clean(tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    shutil.copytree(
+        REPO / "fixtures" / "sample",
+        clone / "fixtures" / "sample",
+        ignore=lambda d, names: ["okf"] if d.endswith(".ct") else [],
+    )
+    _git(clone, "init", "-q")
+    _git(clone, "add", "-A")
+    _git(clone, "commit", "-q", "-m", "sample")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ctindex",
+            "-C",
+            "fixtures/sample",
+            "search",
+            "bitcoin transactions",
+        ],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        env={**ENV, "CI": "1"},  # no daemon left behind by the test
+        timeout=120,
+    )
+    assert done.returncode == 0 and "bitcoin" in done.stdout.lower(), done.stderr
+    assert (clone / "fixtures" / "sample" / ".ct" / "okf" / "MANIFEST").exists()
+    assert _git(clone, "status", "--porcelain", "--untracked-files=all") == ""
