@@ -264,6 +264,22 @@ def rig_for_test(work: Path) -> Iterator[Rig]:
         r.close()
 
 
+# The environment of ctindex run by these tests: no CI switch (it would keep
+# the share host's daemon from starting), no forced watching.
+HOST_ENV = {k: v for k, v in os.environ.items() if k not in ("CI", "CTINDEX_WATCH")}
+
+
+def host_ctindex(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """ctindex on the share's host: outside the rig, where the folder is local."""
+    return subprocess.run(
+        [sys.executable, "-m", "ctindex", "-C", str(root), *args],
+        capture_output=True,
+        text=True,
+        env=HOST_ENV,
+        timeout=120,
+    )
+
+
 @contextlib.contextmanager
 def rig(work: Path) -> Iterator[Rig]:
     r = Rig(work)

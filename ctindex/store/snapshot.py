@@ -132,6 +132,19 @@ def with_snapshot(index_dir: Path, work: Callable[[Snapshot], T], *, close: bool
     )
 
 
+def _same_documents(held: StoreManifest, published: StoreManifest) -> bool:
+    """`published` serves exactly the documents of `held`: the same
+    generation, plan, provider, store and segments (tombstones included);
+    what may differ is the file table and the record of the last pass."""
+    return (
+        held.generation == published.generation
+        and held.store_id == published.store_id
+        and held.plan_digest == published.plan_digest
+        and held.provider == published.provider
+        and held.segments == published.segments
+    )
+
+
 class OpenGeneration:
     """The published generation, kept open between reads by a long-lived
     reader (the Python API's Index, the daemon's query path): on every call
@@ -151,12 +164,17 @@ class OpenGeneration:
 
     def current(self) -> Snapshot:
         m = self.manifest.read()
-        if m is not None and self.snap is not None and self.snap.manifest == m:
-            # The same manifest; its files are immutable, but one truncated
-            # or rewritten in place under us (a restore, a careless copy)
-            # must not be read as the generation held: IndexCorrupt.
+        if m is not None and self.snap is not None and _same_documents(self.snap.manifest, m):
+            # The same documents (the same manifest, or the same generation
+            # whose file table alone was re-recorded: a pass that only
+            # learnt racily clean files are settled); the segment files are
+            # immutable, but one truncated or rewritten in place under us (a
+            # restore, a careless copy) must not be read as the generation
+            # held: IndexCorrupt. The manifest held is the one published, so
+            # what a barrier vouched for (its identity) is checked against it.
             for view in self.snap.views:
                 check_segment(view.segment, view.ref)
+            self.snap.manifest = m
             return self.snap
         fresh = open_snapshot(self.index_dir)
         if fresh is None:

@@ -32,6 +32,7 @@ from tests import oracle
 from tests.conftest import CORPUS
 from tests.daemon_support import require_daemon
 from tests.netshare import Rig, rig_for_test, unavailable
+from tests.netshare import host_ctindex as _host_ctindex
 
 # On the sshfs rig: the slow tier (tests/conftest.py, TIERS).
 pytestmark = [
@@ -68,42 +69,25 @@ def server(net: Rig) -> Iterator[Path]:
                 os.kill(pid, signal.SIGKILL)  # still ours (stopped, or stop failed)
 
 
-def _host_ctindex(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ctindex", "-C", str(root), *args],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=120,
-    )
-
-
 def _daemon_pid(root: Path) -> int:
     return int((root / ".ct" / "okf" / "runtime" / "daemon.lock").read_text().split()[0])
 
 
-def _agrees(rig: Rig, client: Path, server: Path, word: str) -> dict[str, Any]:
-    done = rig.run(
-        [
-            sys.executable,
-            "-m",
-            "ctindex",
-            "-C",
-            str(client),
-            "--json",
-            "search",
-            "--limit",
-            "1000",
-            word,
-        ],
-        env=ENV,
-    )
+def _search(rig: Rig, client: Path, word: str) -> tuple[int, dict[str, Any]]:
+    """`ctindex --json search` through a client's mount: exit code, document."""
+    argv = ["-C", str(client), "--json", "search", "--limit", "1000", word]
+    done = rig.run([sys.executable, "-m", "ctindex", *argv], env=ENV)
     assert done.returncode in (0, 1), done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     doc: dict[str, Any] = json.loads(done.stdout)
+    return done.returncode, doc
+
+
+def _agrees(rig: Rig, client: Path, server: Path, word: str) -> dict[str, Any]:
+    done_code, doc = _search(rig, client, word)
     hits = {r["path"] for r in doc["results"]}
     assert hits == oracle.containing(server, word), (word, doc["freshness"])
-    assert done.returncode == (0 if hits else 1)
+    assert done_code == (0 if hits else 1)
     return doc["freshness"]  # type: ignore[no-any-return]
 
 
@@ -228,20 +212,7 @@ def test_share_host_vouches_only_for_what_it_built_or_checked(net: Rig, server: 
             assert time.monotonic() < deadline
             time.sleep(0.2)
         # No host serves now: the client walks its (cached) view and writes.
-        walked = net.run(
-            [
-                sys.executable,
-                "-m",
-                "ctindex",
-                "-C",
-                str(client),
-                "--json",
-                "search",
-                "zqxv7lineage",
-            ],
-            env=ENV,
-        )
-        fresh = json.loads(walked.stdout)["freshness"]
+        fresh = _search(net, client, "zqxv7lineage")[1]["freshness"]
         assert fresh["mode"] == "fallback" and fresh["reason"].startswith(STALE), fresh
     finally:
         os.kill(pid, signal.SIGCONT)

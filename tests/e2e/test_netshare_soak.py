@@ -45,6 +45,7 @@ from tests import oracle
 from tests.conftest import CORPUS
 from tests.daemon_support import require_daemon
 from tests.netshare import Rig, rig_for_test, unavailable
+from tests.netshare import host_ctindex as _host
 
 # On the sshfs rig: the slow tier (tests/conftest.py, TIERS).
 pytestmark = [
@@ -124,16 +125,6 @@ class Client:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-
-
-def _host(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ctindex", "-C", str(root), *args],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=120,
-    )
 
 
 def _pid(root: Path) -> int | None:
