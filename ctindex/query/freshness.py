@@ -458,14 +458,17 @@ def _share_hinted(
     fresh.notes.extend([note] if note else [])
     from ctindex.search.execute import PlanMismatch, Vouched
     from ctindex.store.durable import IndexCorrupt
+    from ctindex.store.generation import TornManifest
 
     vouched = Vouched(outcome.plan, outcome.result.generation, outcome.result.identity)
     try:
         value = opener(_vouched(read, fresh, vouched))
     except PlanMismatch:
         return None, None
-    except (IndexCorrupt, OSError):
-        return None, outcome  # the slow path repairs the index
+    except (IndexCorrupt, TornManifest, OSError):
+        # The slow path reads again through the mount, and answers from the
+        # files if it must: the host, not this client, repairs the index.
+        return None, outcome
     return Answered(fresh, value), None
 
 
