@@ -145,7 +145,9 @@ def test_cli_json_schema_and_exit_codes(
         "match",
         "snippet_text",
         "snippet_matches",
+        "ref",
     }
+    assert hit["ref"] == hit["id"]  # one scope holds it: the bare ID (ctindex/search/refs.py)
     assert hit["path"].startswith("okf/bundles/acme_retail/") and not hit["id"].endswith(".md")
     assert "«" in hit["snippet"]
     fresh = doc["freshness"]
