@@ -212,9 +212,7 @@ def test_share_soak_every_watcher_clean_answer_is_the_oracles(net: Rig) -> None:
                 tally["client delete"] += 1
             elif roll < 0.94:
                 got = clients[who].ask(op="update")
-                tally[
-                    f"update {'by host' if got.get('share_host') else got.get('error', 'here')}"
-                ] += 1
+                tally[f"update {got.get('written') or got.get('error')}"] += 1
             elif stopped is None:
                 pid = _pid(server)
                 chaos = rng.random()
