@@ -51,7 +51,6 @@ from ctindex.ipc.share_channel import (
     BARRIER,
     CLOCK,
     REQUEST,
-    STALE,
     STALE_S,
     WORKING,
     WRITE_LIMIT_S,
@@ -59,7 +58,6 @@ from ctindex.ipc.share_channel import (
     WRITING,
     folder,
     heartbeat,
-    heartbeat_record,
     hostname,
     pad,
     parse,
@@ -127,9 +125,10 @@ def ask(
     plan the host answers under (the caller checks it); `budget_ms` None:
     the share_barrier_ms the host's heartbeat names."""
     started = time.monotonic()
-    beat, stale = _beat(index_dir)
-    if isinstance(beat, NotAnswered):
-        return beat
+    beat, why = heartbeat(index_dir, time.time())
+    if beat is None:
+        assert why is not None
+        return NotAnswered(why)
     trip = time.monotonic() - started  # one open and read through the mount
     host = str(beat.get("host", "?"))
     bound = _budget(beat, budget_ms) / 1000 + ROUND_TRIPS * trip
@@ -141,7 +140,7 @@ def ask(
     try:  # from its first byte: an interrupt anywhere leaves no request behind
         failed = _send(writing, req, BARRIER, doc)
         if failed is not None:
-            return stale or failed._replace(serving=host)
+            return failed._replace(serving=host)
         sent = True
         answer = _poll(req, token, started + bound)
     finally:
@@ -150,7 +149,7 @@ def ask(
         _remove(req, *(() if sent else (writing,)))
     elapsed_ms = round((time.monotonic() - started) * 1000, 3)
     if answer is None:
-        return stale or NotAnswered(f"{NO_ANSWER} in {elapsed_ms:.0f} ms ({host})", host)
+        return NotAnswered(f"{NO_ANSWER} in {elapsed_ms:.0f} ms ({host})", host)
     answered = _result(host, answer, plan_digest, elapsed_ms)
     clock = beat.get(CLOCK)
     if isinstance(answered, Answered) and isinstance(clock, str):
@@ -191,9 +190,10 @@ def ask_write(index_dir: Path | str, op: str, plan_digest: str) -> WriteAnswered
     under way finishes on the host (its publish is atomic either way)."""
     assert op in WRITE_OPS
     started = time.monotonic()
-    beat, stale = _beat(index_dir)
-    if isinstance(beat, NotAnswered):
-        return beat
+    beat, why = heartbeat(index_dir, time.time())
+    if beat is None:
+        assert why is not None
+        return NotAnswered(why)
     trip = time.monotonic() - started
     host = str(beat.get("host", "?"))
     token = os.urandom(8).hex()
@@ -202,15 +202,13 @@ def ask_write(index_dir: Path | str, op: str, plan_digest: str) -> WriteAnswered
     try:  # Ctrl-C anywhere from here removes the request
         failed = _send(writing, req, op, _request(op, token, plan_digest))
         if failed is not None:
-            return stale or failed._replace(serving=host)
+            return failed._replace(serving=host)
         sent = True
         answer, why = _wait_write(req, token, started, started + ACK_S + ROUND_TRIPS * trip)
     finally:
         _remove(req, *(() if sent else (writing,)))
     elapsed_ms = round((time.monotonic() - started) * 1000, 3)
     if answer is None:
-        if stale is not None:
-            return stale  # it looked stale, and nothing answered: no host serves
         # A host that stopped beating (killed mid-run) no longer serves: its
         # heartbeat has aged by now. One still beating does, however silent.
         alive, _why = heartbeat(index_dir, time.time())
@@ -229,26 +227,6 @@ def ask_write(index_dir: Path | str, op: str, plan_digest: str) -> WriteAnswered
     if not isinstance(report, dict) or not isinstance(plan, str) or not isinstance(identity, str):
         return NotAnswered(f"share host: malformed answer ({host})", host)
     return WriteAnswered(host, report, plan, identity, elapsed_ms)
-
-
-def _beat(index_dir: Path | str) -> tuple[JSONObject | NotAnswered, NotAnswered | None]:
-    """The heartbeat to ask by, and, when it looks stale, the answer to give
-    if nobody answers the request (no host serves: the caller walks).
-
-    No heartbeat at all: no request (NotAnswered). One that looks old is
-    asked anyway: a mount may serve a cached copy of the file (sshfs keeps a
-    file's pages while its cached attributes, kept for 20 s, say it is
-    unchanged), while the request is a new file no cache holds, so a host
-    that is beating answers it, and then it serves and is the one writer.
-    A host that is gone costs the bound once per query."""
-    beat, why = heartbeat(index_dir, time.time())
-    if beat is not None:
-        return beat, None
-    assert why is not None
-    record = heartbeat_record(index_dir) if why.startswith(STALE) else None
-    if record is None:
-        return NotAnswered(why), None
-    return record, NotAnswered(why)
 
 
 def _request(op: str, token: str, plan_digest: str | None) -> dict[str, object]:

@@ -218,14 +218,6 @@ def share_clock(folder: Path) -> float | None:
             os.unlink(path)
 
 
-def heartbeat_record(index_dir: Path | str) -> JSONObject | None:
-    """The heartbeat record as it reads, however old; None when none reads."""
-    try:
-        return parse(read_slot(folder(index_dir) / HEARTBEAT, HEARTBEAT_LIMIT))
-    except OSError:
-        return None
-
-
 def _finite_time(wall: object) -> float | None:
     """A heartbeat's wall time: a finite number, else None (NaN or infinity
     would read as fresh forever; JSON's 1e400 parses as infinity)."""
