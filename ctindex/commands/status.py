@@ -112,19 +112,11 @@ def _share_host_line(host: dict[str, object]) -> str:
 
 
 def _reserved(ctx: Context, last: dict[str, object] | None, verbose: bool) -> None:
-    """`reserved: N (...)` from the last full pass: files skipped for a
-    reserved name (index.md, log.md) are counted, and named with --verbose."""
+    """The last full pass's reserved files (ctindex/commands/update.py)."""
+    from ctindex.commands.update import reserved_lines
+
     count = last.get("reserved") if last else None
-    if not isinstance(count, int) or not count:
-        return
-    ctx.echo(
-        f"reserved: {count:,} (index.md and log.md are never indexed"
-        + ("" if verbose else "; paths with --verbose")
-        + ")"
-    )
-    paths = last.get("reserved_paths") if verbose and last else None
-    if isinstance(paths, list):
-        for path in paths:
-            ctx.echo(f"  reserved  {printable.field(str(path))}")
-        if len(paths) < count:
-            ctx.echo(f"  ... {count - len(paths):,} more")
+    paths = last.get("reserved_paths") if last else None
+    if isinstance(count, int):
+        names = [str(p) for p in paths] if isinstance(paths, list) else None
+        reserved_lines(ctx, count, names, verbose)

@@ -12,6 +12,7 @@ and published: strictness judges the result, it does not veto it. Without
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ctindex.base import printable
@@ -97,7 +98,7 @@ def finish(
         ctx.emit_json(doc)
     elif not ctx.quiet:  # -q: nothing on success, only the --strict failures below
         emit(ctx, report, verb, share_host)
-        _reserved(ctx, report.reserved, getattr(args, "verbose", False))
+        reserved_lines(ctx, len(report.reserved), report.reserved, getattr(args, "verbose", False))
         for kind in STRICT_KINDS:
             items = found[kind]
             if kind in failing or not items:
@@ -120,19 +121,22 @@ def finish(
     return code
 
 
-def _reserved(ctx: Context, paths: tuple[str, ...], verbose: bool) -> None:
+def reserved_lines(ctx: Context, count: int, paths: Sequence[str] | None, verbose: bool) -> None:
     """`reserved: N (...)`: files a full pass skipped for their reserved
-    name are counted, never silently left out; named with --verbose."""
-    if not paths:
+    name are counted, never silently left out; with --verbose, `paths` (all
+    of them, or the first of `count`: `status` reads a capped record)."""
+    if not count:
         return
     ctx.echo(
-        f"reserved: {len(paths):,} (index.md and log.md are never indexed"
+        f"reserved: {count:,} (index.md and log.md are never indexed"
         + ("" if verbose else "; paths with --verbose")
         + ")"
     )
-    if verbose:
+    if verbose and paths is not None:
         for path in paths:
             ctx.echo(f"  reserved  {printable.field(path)}")
+        if len(paths) < count:
+            ctx.echo(f"  ... {count - len(paths):,} more")
 
 
 def _item(item: dict[str, str]) -> str:
