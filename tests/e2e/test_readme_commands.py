@@ -58,3 +58,23 @@ def test_the_first_query_leaves_git_status_clean(tmp_path: Path) -> None:
     assert done.returncode == 0 and "bitcoin" in done.stdout.lower(), done.stderr
     assert (clone / "fixtures" / "sample" / ".ct" / "okf" / "MANIFEST").exists()
     assert _git(clone, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+@pytest.mark.skipif(
+    shutil.which("git") is None or not (REPO / ".git").exists(), reason="not a git checkout"
+)
+def test_no_build_output_is_tracked() -> None:
+    """The README's install compiles the optional C modules into the
+    checkout: a tracked one would leave every clone dirty (and hold one
+    machine's build). Each must be ignored, none committed."""
+    tracked = _git(REPO, "ls-files").splitlines()
+    built = [p for p in tracked if p.endswith((".so", ".pyd", ".o", ".dylib"))]
+    assert built == []
+    sources = [p for p in tracked if p.startswith("ctindex/") and p.endswith(".c")]
+    assert sources  # the C modules setup.py builds
+    for source in sources:
+        built_name = source[: -len(".c")] + ".cpython-311-x86_64-linux-gnu.so"
+        ignored = subprocess.run(
+            ["git", "check-ignore", "-q", "--no-index", built_name], cwd=REPO, timeout=60
+        )
+        assert ignored.returncode == 0, f"{built_name} would not be ignored"
