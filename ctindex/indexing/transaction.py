@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ctindex.base.jsontypes import JSON, JSONObject
 from ctindex.base.output import Progress, counted_keys
 from ctindex.ipc.build_id import build_id
+from ctindex.policy.netfs import BLIND_NOTE, ctime_blind
 from ctindex.policy.project import key_under_any
 from ctindex.providers import INDEX_PROVIDER, PROVIDERS
 from ctindex.providers.fields import SEP
@@ -183,16 +184,34 @@ def walk_problems(walk: WalkReport) -> list[str]:
 # -- entry points --------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Walked:
+    """A full walk made before the lock was taken (a query's lock-free
+    comparison: ctindex/query/freshness.py reconcile). The update builds on
+    it instead of walking again when the generation it compared with is
+    still the published one: the same table, so the same result, and on a
+    network share the walk is most of the cost."""
+
+    generation: int
+    identity: str
+    result: ReconcileResult
+    contents: dict[str, bytes]  # the bytes of every file it hashed and found changed
+    reserved: list[str]  # what its filter refused for a reserved name
+
+
 def update(
     project: Project,
     plan: Plan,
     *,
     progress: TextIO | None = None,
     lock_timeout: float | None = None,
+    walked: Walked | None = None,
 ) -> UpdateReport:
     """Full reconciliation, then upserts and tombstones; a rebuild instead when
     the index is missing, damaged or built for another provider/plan."""
-    return _locked(project, plan, None, fresh=False, progress=progress, timeout=lock_timeout)
+    return _locked(
+        project, plan, None, fresh=False, progress=progress, timeout=lock_timeout, walked=walked
+    )
 
 
 def update_paths(
@@ -266,6 +285,7 @@ def _locked(
     timeout: float | None,
     reason: str | None = None,
     damaged: tuple[IndexCorrupt, int | None] | None = None,
+    walked: Walked | None = None,
 ) -> UpdateReport:
     """Under the update lock: decide what the pass builds on (the published
     generation, checked; or nothing: a rebuild, and why), then `_apply`."""
@@ -316,6 +336,15 @@ def _locked(
                 else:
                     stale = stale_scopes(base, plan) if reason else []
             fresh = reason is not None and not stale
+        if walked is not None and not (
+            only is None
+            and not fresh
+            and not stale
+            and previous is not None
+            and base is not None
+            and (base.generation, base.identity) == (walked.generation, walked.identity)
+        ):
+            walked = None  # another generation, or another kind of pass: walk again
         try:
             report = _apply(
                 project,
@@ -328,6 +357,7 @@ def _locked(
                 stale=stale,
                 progress=progress,
                 reason=reason if (fresh or stale) else None,
+                walked=walked,
             )
         except IndexCorrupt as exc:
             if fresh:
@@ -374,6 +404,9 @@ class _Pass:
     reason: str | None
     # What the walk's filter refused for a reserved name (PlanPathFilter.reserved)
     reserved: list[str] = field(default_factory=list)
+    # The files are seen through a filesystem that keeps no ctime of its own
+    # (ctindex/policy/netfs.py ctime_blind): the walk compares size and mtime.
+    ctime_blind: bool = False
 
     @property
     def kind(self) -> str:
@@ -392,15 +425,33 @@ def _apply(
     stale: list[str],
     progress: TextIO | None,
     reason: str | None = None,
+    walked: Walked | None = None,
 ) -> UpdateReport:
-    """Reconcile and publish. `fresh`: index everything anew. `stale`: scope
-    roots whose documents are re-indexed from scratch (plan change), the
-    rest of the index is updated incrementally. Parsing and the store's
+    """Reconcile (or take `walked`'s result) and publish. `fresh`: index
+    everything anew. `stale`: scope roots whose documents are re-indexed
+    from scratch (plan change), the rest of the index is updated
+    incrementally. Parsing and the store's
     writer (ctindex/indexing/analyse.py, ctindex/store/writer.py) are imported where a
     pass writes: a nothing-changed one returns before that, without them."""
     t0 = time.perf_counter()
-    job = _Pass(project, plan, index_dir, base, previous, only, fresh, stale, progress, reason)
-    res, contents = _reconcile(job)
+    job = _Pass(
+        project,
+        plan,
+        index_dir,
+        base,
+        previous,
+        only,
+        fresh,
+        stale,
+        progress,
+        reason,
+        ctime_blind=previous is not None and ctime_blind(project),
+    )
+    if walked is not None:
+        res, contents = walked.result, walked.contents
+        job.reserved.extend(walked.reserved)
+    else:
+        res, contents = _reconcile(job)
     writer, added = _analyse_deferred(job, res) if res.pending else (None, None)
     pass_info, problems = _pass_record(job, res)
     counts = _counts(job, res, problems)
@@ -458,6 +509,7 @@ def _reconcile(job: _Pass) -> tuple[ReconcileResult, dict[str, bytes]]:
         workers=walk_threads(job.project.root),
         trust_filter=not job.fresh,
         defer_reads=job.fresh and DEFER_REBUILD_READS,
+        ctime_blind=job.ctime_blind,
     )
     bar.done()
     return res, contents
@@ -536,7 +588,7 @@ def _counts(job: _Pass, res: ReconcileResult, problems: list[str]) -> UpdateRepo
         rebuilt=job.fresh or bool(job.stale),
         missing_roots=tuple(res.report.missing_roots.sample),
         reserved=tuple(sorted(set(job.reserved))) if job.only is None else (),
-        notes=tuple(problems),
+        notes=(*problems, BLIND_NOTE) if job.ctime_blind else tuple(problems),
         linked=recorded(table, res.linked),
         linked_full=job.only is None,
         seen=RecordedFiles(table, job.only),

@@ -100,6 +100,28 @@ def project_share(project: Project, plan: Plan | None = None) -> Share | None:
     return share_of([p for p in paths if os.path.lexists(p)] or [os.fspath(project.root)])
 
 
+def ctime_kept_on(project: Project, share: Share) -> bool | None:
+    """Whether `share` keeps a ctime of its own (ctindex/reconciler/ctime_probe.py),
+    tested in the index folder when it lies on that share (None: untested)."""
+    from ctindex.reconciler.ctime_probe import ctime_kept
+
+    index_dir = os.fspath(project.index_dir)
+    mount = share.mount_point.rstrip("/") + "/"
+    if not (index_dir + "/").startswith(mount) or not os.path.isdir(index_dir):
+        return None
+    return ctime_kept(index_dir)
+
+
+def ctime_blind(project: Project) -> bool:
+    """True when the project's files are seen through a network filesystem
+    found to keep no ctime of its own (sshfs): its walks compare size and
+    mtime only (ctindex/reconciler/diff.py reconcile(ctime_blind=...)), and
+    what that cannot see is said by freshness_reason and BLIND_NOTE. A
+    filesystem not tested is not blind: its walk keeps the full rule."""
+    share = project_share(project)
+    return share is not None and ctime_kept_on(project, share) is False
+
+
 def walk_threads(root: Path | str) -> int:
     """How many metadata requests the reconciler keeps in flight under `root`:
     WALK_THREADS on a network filesystem, 0 (the serial walk) elsewhere."""
@@ -175,8 +197,11 @@ def freshness_reason(
 
 NO_CTIME = "no ctime of its own"
 CTIME_UNTESTED = "ctime not tested"
-# What a walk cannot see without a ctime: the fingerprint stays the same.
+# What a walk cannot see without a ctime: size and mtime stay the same.
 UNSEEN = (
     "a rewrite of the same size that restores its mtime (cp -p, rsync -a, tar -x)"
     " is not seen (--direct reads the files; a share host daemon sees it)"
 )
+
+# An update's note where its walk was ctime-blind (ctime_blind).
+BLIND_NOTE = f"the files are seen through a filesystem with {NO_CTIME}: {UNSEEN}"

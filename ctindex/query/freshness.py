@@ -534,13 +534,14 @@ def prove(
     what the read must find (`Proof`). `meanwhile` runs while the daemon
     answers the barrier, if one is asked (fresh_answer's early read).
     Raises IndexBusy / IndexReadOnly (from the indexer) when it cannot."""
-    from ctindex.policy.netfs import freshness_reason, project_share
+    from ctindex.policy.netfs import ctime_kept_on, freshness_reason, project_share
 
     if not plan.settings.watch:
         proof = reconcile(project, plan, RECONCILE_ON_QUERY, "watch disabled")
         share = project_share(project, plan)
         if share is not None:  # the walk's blind spot on this share, if any
-            caveat = freshness_reason(share, proof.fresh.reconcile_ms, _ctime_kept(project, share))
+            kept = ctime_kept_on(project, share)
+            caveat = freshness_reason(share, proof.fresh.reconcile_ms, kept)
             proof.fresh.reason = f"watch disabled; {caveat}"
         return proof
     share = project_share(project, plan)
@@ -578,7 +579,7 @@ def _on_share(
     index over the share), and no spawn is attempted."""
     from ctindex.client import share as share_client
     from ctindex.errors import ShareHostWrites
-    from ctindex.policy.netfs import cache_note, freshness_reason
+    from ctindex.policy.netfs import cache_note, ctime_kept_on, freshness_reason
 
     digest = plan.digest()
     outcome = asked
@@ -605,23 +606,9 @@ def _on_share(
     why = outcome.reason
     proof = reconcile(project, plan, FALLBACK, why)
     spent = proof.fresh.reconcile_ms
-    proof.fresh.reason = f"{why}; {freshness_reason(share, spent, _ctime_kept(project, share))}"
+    proof.fresh.reason = f"{why}; {freshness_reason(share, spent, ctime_kept_on(project, share))}"
     proof.fresh.notes.extend([note] if note else [])
     return proof
-
-
-def _ctime_kept(project: Project, share: Share) -> bool | None:
-    """Whether the share keeps ctime (ctindex/reconciler/ctime_probe.py), tested
-    in the index folder when it lies on that share (None: untested)."""
-    import os
-
-    from ctindex.reconciler.ctime_probe import ctime_kept
-
-    index_dir = os.fspath(project.index_dir)
-    mount = share.mount_point.rstrip("/") + "/"
-    if not (index_dir + "/").startswith(mount) or not os.path.isdir(index_dir):
-        return None
-    return ctime_kept(index_dir)
 
 
 def _other_build(outcome: BarrierResult | BarrierFailed) -> bool:
@@ -672,8 +659,8 @@ def reconcile(project: Project, plan: Plan, mode: str, reason: str | None) -> Pr
     from pathlib import Path
 
     from ctindex.errors import CtindexError
-    from ctindex.indexing.transaction import rebuild_reason, update
-    from ctindex.policy.netfs import walk_threads
+    from ctindex.indexing.transaction import Walked, rebuild_reason, update
+    from ctindex.policy.netfs import BLIND_NOTE, ctime_blind, walk_threads
     from ctindex.reconciler import reconcile as compare
     from ctindex.store.durable import IndexCorrupt
     from ctindex.store.filetable import load_file_table, newly_trusted
@@ -681,18 +668,27 @@ def reconcile(project: Project, plan: Plan, mode: str, reason: str | None) -> Pr
 
     index_dir = Path(project.index_dir)
     t0 = time.perf_counter()
+    walked = None
     try:
         m = read_manifest(index_dir)
         if m is not None and rebuild_reason(m, plan) is None:
             table = load_file_table(index_dir, m)
+            flt = plan.path_filter()
+            reserved: list[str] = []
+            flt.reserved = reserved
+            contents: dict[str, bytes] = {}
             # rebuild_reason None: the table was built under this plan.
             res = compare(
                 project.root,
-                plan.path_filter(),
+                flt,
                 table,
+                sink=contents.__setitem__,
                 workers=walk_threads(project.root),
                 trust_filter=True,
+                ctime_blind=ctime_blind(project),
             )
+            # The update below builds on this walk if nobody published meanwhile.
+            walked = Walked(m.generation, m.identity, res, contents, reserved)
             if not res.has_changes:
                 generation, identity = m.generation, m.identity
                 if newly_trusted(table, res):
@@ -708,14 +704,15 @@ def reconcile(project: Project, plan: Plan, mode: str, reason: str | None) -> Pr
                 return Proof(fresh, _own(plan, generation, identity))
     except (IndexCorrupt, OSError):
         pass  # the locked update below repairs or reports it
-    report = update(project, plan, lock_timeout=QUERY_LOCK_WAIT_S)
+    report = update(project, plan, lock_timeout=QUERY_LOCK_WAIT_S, walked=walked)
     fresh = Freshness(
         mode,
         reason,
         report.generation,
         reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
         rebuilt=report.reason if report.rebuilt else None,
-        notes=list(report.notes),
+        # (what a ctime-blind walk cannot see is in the reason: ctindex/policy/netfs.py)
+        notes=[n for n in report.notes if n != BLIND_NOTE],
     )
     return Proof(fresh, _own(plan, report.generation, report.identity))
 

@@ -119,8 +119,12 @@ class _Pass:
         workers: int = 0,
         native: bool = False,
         defer_reads: bool = False,
+        ctime_blind: bool = False,
     ) -> None:
         self.previous = previous
+        self.ctime_blind = ctime_blind
+        if ctime_blind:  # the rule differs: every listed file goes through on_files
+            native = False
         self.defer_reads = defer_reads
         # With the native scan the previous table stays packed (no dict of
         # 200k tuples); entries are looked up one by one for the few files
@@ -151,7 +155,9 @@ class _Pass:
         self.ops = ops or FsOps()
         self.base = base
         self.unchanged = (
-            Unchanged(self.prev, granularity_ns, self.seen) if self.prev is not None else None
+            Unchanged(self.prev, granularity_ns, self.seen)
+            if self.prev is not None and not ctime_blind
+            else None
         )
         args = (
             base,
@@ -185,6 +191,9 @@ class _Pass:
         if self.defer_reads:  # from nothing (reconcile() decides): every file is read later
             res.pending.extend([Pending(key, st) for _name, key, st in files])
             return
+        if self.ctime_blind:
+            self._on_files_blind(dfd, files)
+            return
         prev_get = self.prev_get
         seen = self.seen.append
         trusted = 0
@@ -202,6 +211,27 @@ class _Pass:
                 # git's racy-clean rule: trust the fingerprint only if both stamps are
                 # at least one granularity older than the moment the content was read.
                 if rec - p[1] >= gran and rec - p[2] >= gran:
+                    seen(key)
+                    trusted += 1
+                    continue
+                res.metrics.bump("racy_rehashed")
+            self._hash(dfd, name, key, st, p)
+        res.unchanged += trusted
+
+    def _on_files_blind(self, dfd: int, files: FileBatch) -> None:
+        """on_files where the filesystem keeps no ctime of its own and numbers
+        inodes itself (reconcile(ctime_blind=True)): size and mtime, at the
+        precision the mount shows, are all a stat can tell, so they are the
+        rule. So is the racy rule on mtime: a write after the record moves
+        the mtime a granularity on, to another second. Its ctime half is
+        left out: the mount cannot show a ctime, and the record's (made
+        where the files live) is often recent for an old mtime (`cp -p`)."""
+        res, gran, prev_get, seen = self.res, self.gran, self.prev_get, self.seen.append
+        trusted = 0
+        for name, key, st in files:
+            p = prev_get(key)
+            if p is not None and p[0] == st.st_size and same_mtime(p[1], st.st_mtime_ns):
+                if p[6] - p[1] >= gran:
                     seen(key)
                     trusted += 1
                     continue
@@ -257,8 +287,9 @@ class _Pass:
         if self.native is not None:
             return self._finish_native(self.native)
         prev, updates, res = self.prev, self.updates, self.res
-        assert prev is not None and self.unchanged is not None
-        res.unchanged += self.unchanged.count
+        assert prev is not None
+        if self.unchanged is not None:  # (none where ctime_blind: on_files counted)
+            res.unchanged += self.unchanged.count
         new = dict(prev)
         new.update(updates)
         # Every key met in prev was either noted in `seen` or updated (fresh keys were not in prev).
@@ -383,6 +414,15 @@ def finish_fresh(res: ReconcileResult, entries: dict[str, RawEntry]) -> None:
     _count(res)
 
 
+def same_mtime(recorded_ns: int, shown_ns: int) -> bool:
+    """A recorded mtime against one a ctime-blind mount shows. Such a mount
+    may show whole seconds only (sftp carries seconds): the record, made
+    where the files live, then agrees to the second."""
+    if shown_ns % 1_000_000_000:
+        return recorded_ns == shown_ns
+    return recorded_ns // 1_000_000_000 == shown_ns // 1_000_000_000
+
+
 def reconcile(
     base: Path | str,
     flt: PathFilter,
@@ -399,6 +439,7 @@ def reconcile(
     workers: int = 0,
     trust_filter: bool = False,
     defer_reads: bool = False,
+    ctime_blind: bool = False,
 ) -> ReconcileResult:
     """Diff the filtered tree under `base` against `previous` (see docs/architecture.md).
 
@@ -417,6 +458,15 @@ def reconcile(
     the files to read are then `result.pending` (`sink` gets nothing), and
     the result is complete once ctindex/reconciler/capture.py complete() has their
     outcomes. A pass that may not defer reads as usual, `pending` empty.
+
+    `ctime_blind`: the tree is seen through a filesystem that keeps no ctime
+    of its own and gives its own inode and device numbers (sshfs; the
+    caller tests it: ctindex/reconciler/ctime_probe.py). The full fingerprint
+    then tells no more than size and mtime, and its inode and device parts
+    differ from a record made where the files live, so every such file
+    would be re-read. The rule becomes size and mtime (same_mtime); a
+    same-size rewrite that restores the mtime is then not seen, which the
+    caller must say wherever it vouches for the result.
     """
     defer_reads = defer_reads and not len(previous) and only is None and stat is os.lstat
     t0 = time.perf_counter_ns()
@@ -437,6 +487,7 @@ def reconcile(
         workers,
         native=trust_filter and scopes is None,
         defer_reads=defer_reads,
+        ctime_blind=ctime_blind,
     )
     # All roots, even nested ones: a nested root may sit under a pruned folder.
     roots = sorted({normalize_key(r) for r in flt.roots()})

@@ -252,14 +252,46 @@ def test_share_remount_renumbers_inodes_without_reindexing(net: Rig) -> None:
         ]
     ).stdout
     assert stat_before != stat_after  # FUSE renumbered (inode and/or device)
+    # sshfs keeps no ctime, so the walk compares size and mtime: the file
+    # that changed is indexed, the others are not even re-read for their
+    # new numbers (docs/network-shares.md, "Remounts and other mounts").
+    _assert_only_the_new_file_is_read(net, client)
     doc = _agrees(net, client, server, "zqxv7mount")
     assert doc["results"]
-    # The file that changed is indexed; the rest only had their file-table
-    # entries refreshed (same content hash: a metadata-only change is not
-    # re-indexed). docs/network-shares.md, "Remounts and other mounts".
     again = _agrees(net, client, server, "zqxv7mount")
     assert again["freshness"]["generation"] == doc["freshness"]["generation"]
     assert code == 1 and before["freshness"]["generation"] is not None
+
+
+def _assert_only_the_new_file_is_read(net: Rig, client: Path) -> None:
+    from ctindex.policy.netfs import BLIND_NOTE
+
+    done = _ctindex(net, client, "--json", "update")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["added"], report["changed"], report["metadata_only"]) == (1, 0, 0), report
+    assert BLIND_NOTE in report["notes"], report
+
+
+def test_share_first_walk_after_the_host_indexed_reads_nothing_again(net: Rig) -> None:
+    """The host indexed on its own disk (its inode and device numbers, its
+    nanoseconds); a client with no host daemon to ask walks through sshfs,
+    which shows none of those. Size and mtime to the second agree, so no
+    file is read again; the one added meanwhile is."""
+    server = _project(net)
+    host = subprocess.run(
+        [sys.executable, "-m", "ctindex", "-C", str(server), "--json", "update"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "CI"},
+    )
+    assert host.returncode == 0, host.stderr
+    _concept(server, "zz_added.md").write_text("# Added\n\nzqxv7added on the host\n")
+    time.sleep(2.1)  # past the racy window of the host's own record
+    client = net.mount("host1") / "proj"
+    _assert_only_the_new_file_is_read(net, client)
+    _agrees(net, client, server, "zqxv7added")
 
 
 def test_share_without_ctime_says_what_its_walk_cannot_see(net: Rig) -> None:
