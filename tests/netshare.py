@@ -170,9 +170,16 @@ class Rig:
         )
 
     def mount(
-        self, name: str, *, options: Sequence[str] = NO_CACHE, read_only: bool = False
+        self,
+        name: str,
+        *,
+        options: Sequence[str] = NO_CACHE,
+        read_only: bool = False,
+        user: str = "root",
     ) -> Path:
-        """Mount the export at work/<name> through the delaying proxy."""
+        """Mount the export at work/<name> through the delaying proxy, logged
+        in on the server as `user` (its files are made as that user; the
+        work folder must be one `user` can enter)."""
         point = self.work / name
         point.mkdir(exist_ok=True)
         opts = [
@@ -195,7 +202,7 @@ class Rig:
                 "sshfs",
                 "-o",
                 ",".join(opts),
-                f"root@127.0.0.1:{self.export}",
+                f"{user}@127.0.0.1:{self.export}",
                 str(point),
             ],
             capture_output=True,

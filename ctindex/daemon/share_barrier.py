@@ -156,9 +156,7 @@ class ShareHost:
         """Create the folder (modes follow the store's, so every client able
         to read the index can ask), watch it, and take requests already there.
         Raises OSError (a read-only store: nobody can ask through it)."""
-        st = os.stat(self.index_dir)
-        self.file_mode = stat.S_IMODE(st.st_mode) & 0o666 | 0o600
-        folder_mode = stat.S_IMODE(st.st_mode) | 0o700
+        folder_mode, self.file_mode = _modes(os.stat(self.index_dir))
         with contextlib.suppress(FileExistsError):
             os.mkdir(self.folder, folder_mode)
         found = os.lstat(self.folder)
@@ -212,6 +210,22 @@ class ShareHost:
             return False
         held = (current.st_dev, current.st_ino) if current is not None else self._ident
         return (found.st_dev, found.st_ino) == self._ident == held
+
+    def _follow_store_mode(self) -> None:
+        """The index folder's mode can change while the daemon serves (its
+        first pass makes `.ct/okf` 2770 for a project that shares its index
+        with a group, after the folder here was made): the folder and every
+        file written from now on follow it, so the group can go on asking."""
+        try:
+            folder_mode, self.file_mode = _modes(os.stat(self.index_dir))
+            held = os.fstat(self._dir) if self._dir is not None else os.lstat(self.folder)
+            if stat.S_IMODE(held.st_mode) != folder_mode:
+                if self._dir is not None:
+                    os.fchmod(self._dir, folder_mode)
+                else:  # (beat checked just before that the path is the folder held)
+                    os.chmod(self.folder, folder_mode)
+        except OSError:
+            pass  # the next beat tries again; a folder that went is _lost's case
 
     def _lost(self) -> None:
         """The folder was swapped: stop serving the share (clients see no
@@ -362,6 +376,7 @@ class ShareHost:
         if not self._same_folder():
             self._lost()
             return
+        self._follow_store_mode()
         now = self.wall()
         if budget_ms is not None:
             self.budget_ms = budget_ms
@@ -503,6 +518,13 @@ def open_folder_watcher(root: Path, key: str) -> Watcher:
     from ctindex.backends import open_watcher
 
     return open_watcher(root, [], lambda _key: False, key)
+
+
+def _modes(index: os.stat_result) -> tuple[int, int]:
+    """The barrier folder's mode and its files', from the index folder's
+    (the store's modes: ctindex/policy/store_path.py)."""
+    mode = stat.S_IMODE(index.st_mode)
+    return mode | 0o700, mode & 0o666 | 0o600
 
 
 def _write_at(folder: int, name: str, data: bytes, tmp: str, mode: int, path: Path) -> None:

@@ -10,19 +10,21 @@ store is owner-only (0700/0600) unless the project shares it with a group;
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import users
 from tests.conftest import write_config
 from tests.daemon_support import wait_for
+from tests.users import OtherUser
 
 SECRET = "quokkasecretword"
 REFUSED = "is a symbolic link; refusing to follow it"
@@ -351,164 +353,17 @@ def test_robust_store_path_status_and_verify_warn_when_store_is_wider(tmp_path: 
     assert json.loads(ctindex(root, "--json", "status").stdout)["store_mode_warning"] is None
 
 
-# -- a second real Unix user ----------------------------------------------------
-
-OTHER_USER_RUN = r"""
-import site, sys
-site.addsitedir(sys.argv[1])
-from ctindex.cli import main
-sys.exit(main(sys.argv[2:]))
-"""
-
-
-class OtherUser:
-    """A Unix user (and a group it belongs to) made for one test, removed after."""
-
-    def __init__(self, name: str, group: str, python: str) -> None:
-        import grp
-        import pwd
-
-        self.name = name
-        self.uid = pwd.getpwnam(name).pw_uid
-        self.group = group
-        self.gid = grp.getgrnam(group).gr_gid
-        self.python = python
-
-    def run(self, *argv: str, cwd: Path | None = None) -> Any:
-        return subprocess.run(
-            ["runuser", "-u", self.name, "--", *argv],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            cwd=cwd,
-            env={
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "HOME": "/tmp",
-                "LANG": "C.UTF-8",
-            },
-        )
-
-    def cannot_import(self) -> str | None:
-        """None when this user can import ctindex and what it needs from this
-        venv; else the last line of the error."""
-        import sysconfig
-
-        probe = "import site, sys; site.addsitedir(sys.argv[1]); import ctindex.cli, Stemmer, yaml"
-        site_dir = sysconfig.get_paths()["purelib"]
-        done = self.run(self.python, "-B", "-c", probe, site_dir)  # as ctindex() runs
-        lines = done.stderr.strip().splitlines()
-        return None if done.returncode == 0 else (lines[-1] if lines else f"exit {done.returncode}")
-
-    def ctindex(self, root: Path, *args: str) -> Any:
-        import sysconfig
-
-        site_dir = sysconfig.get_paths()["purelib"]  # this venv's packages
-        return self.run(self.python, "-B", "-c", OTHER_USER_RUN, site_dir, "-C", str(root), *args)
-
-    def console(self, root: Path, *args: str) -> Any:
-        """`python -m ctindex` as this user, the query fast path included;
-        the checkout and this venv's packages on PYTHONPATH, so that a
-        daemon it starts (`python -m ctindex.daemon`, same environment)
-        imports them too."""
-        import sysconfig
-
-        from tests.conftest import REPO
-
-        path = os.pathsep.join((str(REPO), sysconfig.get_paths()["purelib"]))
-        return self.run(
-            "env",
-            f"PYTHONPATH={path}",
-            "PYTHONDONTWRITEBYTECODE=1",
-            self.python,
-            "-m",
-            "ctindex",
-            "-C",
-            str(root),
-            *args,
-        )
-
-
-def _interpreter_for(name: str) -> str | None:
-    """A Python of this version the user can run: this one, else the system's
-    (this one may live in a folder only its owner can enter, e.g. /root)."""
-    want = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    for candidate in (sys.executable, os.path.realpath(sys.executable), f"/usr/bin/python{want}"):
-        done = subprocess.run(
-            [
-                "runuser",
-                "-u",
-                name,
-                "--",
-                candidate,
-                "-c",
-                "import sys; print('%d.%d' % sys.version_info[:2])",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if done.returncode == 0 and done.stdout.strip() == want:
-            return candidate
-    return None
-
-
 @pytest.fixture
-def other_user() -> Any:
-    import shutil
-
-    if os.geteuid() != 0:
-        pytest.skip("needs root to add a Unix user")
-    tools = ("useradd", "userdel", "groupadd", "groupdel", "runuser")
-    if any(shutil.which(t) is None for t in tools):
-        pytest.skip("useradd/groupadd/runuser missing")
+def other_user() -> Iterator[OtherUser]:
+    why = users.unavailable()
+    if why:
+        pytest.skip(why)
     name = f"ctix{os.getpid() % 100000}"
-    group = f"{name}g"
-    # Left by a run that was killed before its cleanup: made again.
-    subprocess.run(["userdel", name], check=False, capture_output=True)
-    subprocess.run(["groupdel", group], check=False, capture_output=True)
-    subprocess.run(["groupadd", group], check=True, capture_output=True)
     try:
-        subprocess.run(
-            ["useradd", "-M", "-N", "-G", group, "-s", "/usr/sbin/nologin", name],
-            check=True,
-            capture_output=True,
-        )
-        try:
-            python = _interpreter_for(name)
-            if python is None:
-                pytest.skip("no Python of this version that another user can run")
-            user = OtherUser(name, group, python)
-            why_not = user.cannot_import()
-            if why_not is not None:  # this venv or checkout lies in a folder only root enters
-                pytest.skip(f"the other user cannot import ctindex from here: {why_not}")
-            yield user
-        finally:
-            _end_processes_of(name)  # a daemon it started: userdel refuses a user in use
-            subprocess.run(["userdel", name], check=False, capture_output=True)
-    finally:
-        subprocess.run(["groupdel", group], check=False, capture_output=True)
-
-
-def _end_processes_of(name: str) -> None:
-    """Kill, by pid, every process of the throwaway user `name` (made for
-    this test only, so all of them were started by this test)."""
-    import pwd
-
-    import psutil
-
-    try:
-        uid = pwd.getpwnam(name).pw_uid
-    except KeyError:
-        return
-    procs = [
-        p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid
-    ]
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    psutil.wait_procs(procs, timeout=10)
+        with users.made_users([name], f"{name}g") as made:
+            yield made[0]
+    except LookupError as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture

@@ -106,6 +106,21 @@ def test_heartbeat_record_and_modes(host: Host) -> None:
     assert os.stat(host.share.folder / ch.HEARTBEAT).st_mode & 0o777 == (mode & 0o666) | 0o600
 
 
+def test_the_modes_follow_a_store_opened_to_its_group_while_serving(host: Host) -> None:
+    """A project that shares its index with a group: the daemon's first
+    pass makes `.ct/okf` 2770 after the folder here was made. The next beat
+    opens the folder and the heartbeat to the group, so members can ask."""
+    os.chmod(host.index_dir, 0o700)
+    host.share.beat()
+    assert os.stat(host.share.folder).st_mode & 0o7777 == 0o700
+    assert os.stat(host.share.folder / ch.HEARTBEAT).st_mode & 0o777 == 0o600
+    os.chmod(host.index_dir, 0o2770)
+    host.share.beat()
+    assert os.stat(host.share.folder).st_mode & 0o7777 == 0o2770
+    assert os.stat(host.share.folder / ch.HEARTBEAT).st_mode & 0o777 == 0o660
+    assert isinstance(_ask(host), sc.Answered)
+
+
 def test_close_removes_only_its_own_heartbeat(tmp_path: Path) -> None:
     h = Host(tmp_path)
     h.share.open(h.sel)
