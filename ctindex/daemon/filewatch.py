@@ -22,9 +22,16 @@ covers what it cannot hold (docs/daemon.md, "Changes no event announces").
   makes the key dirty.
 * A file the backend cannot watch (over its budget) or whose record is
   racily clean while it has another name is kept here
-  with its fingerprint and lstat'ed at every barrier, like links.py does:
-  nothing is vouched for that nothing watches. Above REST_MAX such files
-  every barrier reconciles fully (reason `file-watches-over-budget`).
+  with its fingerprint and lstat'ed at every barrier, like links.py does,
+  up to REST_MAX files. Beyond that a per-barrier check would cost more
+  than the query, and a full pass per barrier would make every query pay
+  for the corpus's size: the unwatched files are then left to the daemon's
+  full passes (the audit, every `audit_seconds`), and what that leaves
+  open is said in `status` and docs/reliability.md ("File watches"): a
+  second name made for one of them outside the watched folders after the
+  last full pass, and a write through it, wait for the next full pass.
+  Writes through the indexed name are announced by the folder watches
+  as always, so the barriers stay narrowed at any size.
 """
 
 from __future__ import annotations
@@ -43,10 +50,10 @@ if TYPE_CHECKING:
 
 # Files re-checked by lstat per barrier when the watch budget is exhausted:
 # ~2.5 µs each unloaded (docs/benchmarks.md: a bare lstat walk of 200,000
-# files in 486 ms), 12-15 µs on the loaded 2-core test machine, so 20,000
-# cost 50-300 ms of a barrier's 500 ms budget (links.LINKED_MAX's reasoning).
-# Beyond that a full pass per barrier is the honest answer.
-REST_MAX = 20_000
+# files in 486 ms), 12-15 µs on the loaded 2-core test machine, so 1,000
+# cost 2.5-15 ms, about what the rest of a daemon-answered query costs.
+# Beyond that they are left to the audit (above).
+REST_MAX = 1_000
 
 
 class _Inodes(Mapping[str, int]):
@@ -71,8 +78,12 @@ class FileWatchStatus(TypedDict):
     budget: int
     over_budget: bool
     rechecked: int  # files re-checked by fingerprint at each barrier instead
+    # More than rechecked_cap files over the budget: none is re-checked;
+    # `unwatched` of them (as of the last full pass, plus files added since)
+    # are left to the next full pass (the audit).
     rechecked_over_cap: bool
     rechecked_cap: int
+    unwatched: int
     checks: int
     stats: int
     last_check: CheckRecord | None
@@ -85,6 +96,7 @@ class FileWatches:
         # Files nothing watches: re-checked per barrier (the LinkTracker's rule).
         self.rest = LinkTracker(base, cap=REST_MAX if rest_cap is None else rest_cap)
         self.verified = 0  # lstat calls made after adding watches, in total
+        self.unwatched = 0  # indexed files without a watch, as the last pass left them
 
     def reset(self) -> None:
         """A new watcher holds no file watches; the full pass that follows
@@ -128,8 +140,11 @@ class FileWatches:
                 gone.extend(k for k in held if k not in seen and key_within(k, folder_keys))
         backend.unwatch_files(gone)
         new = backend.watch_files(seen, _Inodes(seen))
-        dirty, rest = self._verify(seen, held, new)
+        dirty, rest, unwatched = self._verify(seen, held, new)
         self.rest.learn(rest, full, folders)
+        # A full pass counts them all; a narrowed one adds those it met
+        # (the count is exact again after the next full pass).
+        self.unwatched = unwatched if full else self.unwatched + unwatched
         return dirty
 
     def prewatch(self, watcher: Watcher | None, keys: Iterable[str]) -> None:
@@ -143,16 +158,20 @@ class FileWatches:
 
     def _verify(
         self, seen: Mapping[str, LinkedEntry], held: AbstractSet[str], new: set[str]
-    ) -> tuple[list[str], dict[str, LinkedEntry]]:
+    ) -> tuple[list[str], dict[str, LinkedEntry], int]:
         """Only watches made after the pass read the file can have missed a
-        write: those are lstat'ed now (`held` is live: what is watched)."""
+        write: those are lstat'ed now (`held` is live: what is watched).
+        Returns the dirty keys, the files to re-check per barrier, and how
+        many files have no watch."""
         dirty: list[str] = []
         rest: dict[str, LinkedEntry] = {}
+        unwatched = 0
         gran = self.rest.granularity_ns
         lstat, join, base = os.lstat, os.path.join, self.base
         for key in seen:
             if key not in held:
                 rest[key] = seen[key]
+                unwatched += 1
                 continue
             if key not in new:
                 continue  # watched before the pass read it: any later write has an event
@@ -178,15 +197,11 @@ class FileWatches:
                 # for every file a full pass met just after it was written.
                 rest[key] = entry
         self.verified += len(new)
-        return dirty, rest
+        return dirty, rest, unwatched
 
     def check(self) -> list[str]:
         """At a barrier: the files nothing watches, by their fingerprint."""
         return self.rest.check()
-
-    @property
-    def over_cap(self) -> bool:
-        return self.rest.over_cap
 
     def status(self, watcher: Watcher | None) -> FileWatchStatus:
         backend = file_watching(watcher)
@@ -203,6 +218,7 @@ class FileWatches:
             "rechecked": rest["tracked"],
             "rechecked_over_cap": rest["over_cap"],
             "rechecked_cap": rest["cap"],
+            "unwatched": self.unwatched,
             "checks": rest["checks"],
             "stats": rest["stats"],
             "last_check": rest["last_check"],

@@ -123,13 +123,13 @@ class ReconcileDriver:
     def gather_unannounced(self, now: float) -> None:
         """Before a barrier takes the dirty set: writes through a name no
         watcher sees (files with several names), and files beyond the
-        file-watch budget (or racily clean), re-checked by their stat."""
+        file-watch budget (or racily clean), re-checked by their stat while
+        they are few (past that, ctindex/daemon/filewatch.py leaves them to
+        the audit)."""
         self.dirty.add(self.links.check(), now)
         if self.links.over_cap:
             self.dirty.request_rescan("hard-links-over-cap", now)
         self.dirty.add(self.files.check(), now)
-        if self.files.over_cap:
-            self.dirty.request_rescan("file-watches-over-budget", now)
 
     def expected_full_s(self) -> float:
         """How long a full pass took last time (0 before the first)."""

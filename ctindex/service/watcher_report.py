@@ -155,9 +155,12 @@ def _unannounced_lines(doc: object) -> list[str]:
         line = f"file_watches: {files.get('watched')} of {files.get('budget')}"
         rest = int(files.get("rechecked") or 0)
         if files.get("rechecked_over_cap"):
+            unwatched = int(files.get("unwatched") or 0)
             line += (
-                f", over budget: more than {files.get('rechecked_cap')} unwatched files, "
-                "each barrier reconciles fully"
+                f", over budget: {human_count(unwatched, 'file')} unwatched (more than "
+                f"{files.get('rechecked_cap')} to re-check per barrier): a write through a name "
+                "made for one of them outside the project after the last full pass waits for "
+                "the next one (the audit, every audit_seconds)"
             )
         elif files.get("over_budget"):
             line += f", over budget: {human_count(rest, 'file')} re-checked per barrier"
