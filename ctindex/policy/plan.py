@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctindex.base.durable import WriteFailed, atomic_write
 from ctindex.base.statefile import read_text_bounded
@@ -37,6 +37,9 @@ from ctindex.policy.decide import Decision, PlanPathFilter, decide_key, decide_p
 from ctindex.policy.project import INDEX_KEY, Project, StrPath, key_under
 from ctindex.providers import INDEX_PROVIDER, PROVIDERS, ProviderInfo
 from ctindex.reconciler.fingerprint import Fingerprint, fingerprint_of, from_json, racily_clean
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 DERIVED, PROJECT, HARD = "derived", "project", "hard"
 # Bump when the decision rules themselves change: every plan digest changes,
@@ -401,44 +404,101 @@ def _detect(
     return roots, None
 
 
+class _Looked(NamedTuple):
+    """One folder as root detection saw it (None: it could not look)."""
+
+    fingerprint: Fingerprint | None
+    marker: bool  # holds the root marker, a regular file
+    folders: list[str] | None  # its sub-folders' names (None: not listed)
+
+
+def _look(folder: Path, marker_name: str, list_folders: bool) -> _Looked:
+    try:
+        fp = fingerprint_of(os.lstat(folder))
+    except OSError:
+        return _Looked(None, False, None)
+    try:
+        marker = stat_mod.S_ISREG(os.lstat(folder / marker_name).st_mode)
+    except FileNotFoundError:
+        marker = False
+    except OSError:
+        return _Looked(fp, False, None)
+    if marker or not list_folders:
+        return _Looked(fp, marker, None)
+    try:
+        with os.scandir(folder) as entries:
+            names = [
+                e.name
+                for e in entries
+                if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+            ]
+    except OSError:
+        return _Looked(fp, False, None)
+    return _Looked(fp, False, names)
+
+
 def _scan_roots(
     project: Project, exclude: PatternSet, marker_name: str, max_depth: int
 ) -> tuple[tuple[str, ...], dict[str, Fingerprint]]:
+    """Breadth first, one level at a time. On a network filesystem the
+    folders of a level are looked at by WALK_THREADS threads at once: each
+    look is a few round trips (ctindex/policy/netfs.py); the result is the
+    same in any order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ctindex.policy.netfs import walk_threads
+
     roots: list[str] = []
     seen: dict[str, Fingerprint] = {}
     frontier = [""]
-    for depth in range(max_depth + 1):
-        following: list[str] = []
-        for key in frontier:
-            folder = project.path(key)
-            try:
-                seen[key] = fingerprint_of(os.lstat(folder))
-                marker = os.lstat(folder / marker_name)
-            except FileNotFoundError:
-                marker = None
-            except OSError:
-                continue
-            if marker is not None and stat_mod.S_ISREG(marker.st_mode):
-                roots.append(key)
-                continue
-            if depth == max_depth:
-                continue
-            try:
-                with os.scandir(folder) as entries:
-                    names = [
-                        e.name
-                        for e in entries
-                        if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
-                    ]
-            except OSError:
-                continue
-            for name in names:
-                child = f"{key}/{name}" if key else name
-                if child == INDEX_KEY or exclude.matches(child + "/"):
-                    continue
-                following.append(child)
-        frontier = sorted(following)
+    threads = walk_threads(project.root)
+    pool = ThreadPoolExecutor(max_workers=threads) if threads else None
+    try:
+        for depth in range(max_depth + 1):
+            following = _level(
+                project, exclude, marker_name, frontier, depth < max_depth, pool, roots, seen
+            )
+            frontier = sorted(following)
+    finally:
+        if pool is not None:
+            pool.shutdown()
     return tuple(sorted(roots)), seen
+
+
+def _level(
+    project: Project,
+    exclude: PatternSet,
+    marker_name: str,
+    frontier: list[str],
+    deeper: bool,
+    pool: ThreadPoolExecutor | None,
+    roots: list[str],
+    seen: dict[str, Fingerprint],
+) -> list[str]:
+    """One level of _scan_roots: its roots and fingerprints noted, the
+    next level's folders returned."""
+
+    def look(key: str) -> _Looked:
+        return _look(project.path(key), marker_name, deeper)
+
+    many = pool is not None and len(frontier) > 1
+    looks = pool.map(look, frontier) if many and pool is not None else map(look, frontier)
+    following: list[str] = []
+    for key, looked in zip(frontier, looks, strict=True):
+        if looked.fingerprint is None:
+            continue
+        seen[key] = looked.fingerprint
+        if looked.marker:
+            roots.append(key)
+            continue
+        if looked.folders is None:
+            continue
+        for name in looked.folders:
+            child = f"{key}/{name}" if key else name
+            if child == INDEX_KEY or exclude.matches(child + "/"):
+                continue
+            following.append(child)
+    return following
 
 
 def _read_cache(

@@ -492,8 +492,7 @@ def reconcile(
     # All roots, even nested ones: a nested root may sit under a pruned folder.
     roots = sorted({normalize_key(r) for r in flt.roots()})
     if scopes is None:
-        for r in roots:
-            p.walker.walk_root(r)
+        p.walker.walk_roots(roots)
     else:
         for s in scopes:
             for r in roots:

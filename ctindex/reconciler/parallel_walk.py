@@ -30,7 +30,7 @@ open only until every child folder it announced has been opened.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 
@@ -83,6 +83,22 @@ class _Open:
         self.users -= 1
         if self.users == 0:
             self.close(self.fd)
+
+
+def _nested(roots: Sequence[str]) -> bool:
+    """Whether a root lies inside another (or twice in the list)."""
+    known: set[str] = set()
+    for root in roots:
+        if not root or root in known:
+            return True
+        known.add(root)
+    for root in roots:
+        cut = root.rfind("/")
+        while cut > 0:
+            if root[:cut] in known:
+                return True
+            cut = root.rfind("/", 0, cut)
+    return False
 
 
 def _prefetch(ops: FsOps, fd: int) -> list[ListedEntry]:
@@ -139,9 +155,16 @@ class ParallelWalker(Walker):
         yield iter(listed.entries or ())
 
     def _list(self, item: _Listed, name: str | None) -> _Listed:
-        """Worker: open `name` relative to the parent (unless already open), list, stat."""
+        """Worker: open `name` relative to the parent (unless already open; a
+        root with neither is opened from the base), list, stat."""
         ops = self._real_ops
-        if name is not None:
+        if name is None and item.fd is None:  # a root (walk_roots)
+            try:
+                item.fd = self._open_root_or_raise(item.key)
+            except OSError as exc:
+                item.open_error = exc
+                return item
+        elif name is not None:
             assert item.parent is not None
             try:
                 item.fd = ops.open(name, DIR_FLAGS, dir_fd=item.parent.fd)
@@ -155,12 +178,31 @@ class ParallelWalker(Walker):
             item.error = exc
         return item
 
+    def walk_roots(self, roots: Sequence[str]) -> None:
+        """Every root at once when none lies inside another (scope roots
+        are usually sibling bundles, and on a share each root's own chain
+        of round trips is what a root-by-root walk waits for); otherwise
+        root by root, as the serial walk does. Roots are taken in order and
+        reported in order: the results are the serial walk's."""
+        if len(roots) < 2 or _nested(roots):
+            super().walk_roots(roots)
+            return
+        fresh = [r for r in roots if r not in self.walked]
+        self.walked.update(fresh)
+        self._walk_all([_Listed(None, r, 0) for r in fresh])
+
     def _walk_open(self, fd: int, key: str, depth: int) -> None:
         """Walk the subtree of the open folder fd (ownership of fd passes here)."""
         if key in self.walked:
             self.ops.close(fd)
             return
         self.walked.add(key)
+        root = _Listed(None, key, depth)
+        root.fd = fd
+        self._walk_all([root])
+
+    def _walk_all(self, roots: list[_Listed]) -> None:
+        """Walk the subtrees of `roots` (open, or opened by a worker)."""
         limit = self.workers * AHEAD_PER_WORKER
         # Folders announced but not yet submitted, a stack (depth first, like
         # the serial walk, so few parents stay open at once); each holds a use
@@ -168,22 +210,27 @@ class ParallelWalker(Walker):
         waiting: list[tuple[_Open, str, str, int]] = []  # (parent, name, key, depth)
         running: deque[Future[_Listed]] = deque()
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="ctindex-walk")
-        root = _Listed(None, key, depth)
-        root.fd = fd
-        running.append(pool.submit(self._list, root, None))
+        later = deque(roots)  # roots not submitted yet: after the folders found
         try:
+            while later and len(running) < limit:
+                running.append(pool.submit(self._list, later.popleft(), None))
             while running:
                 item = running.popleft().result()
                 if item.parent is not None:
                     item.parent.release()  # opened (or failed): the parent may close
                 if item.open_error is not None:
-                    self.fail(item.key, item.open_error, is_dir=True)
+                    if item.parent is None:  # a root, reported as the serial walk does
+                        self._root_failed(item.key, item.open_error)
+                    else:
+                        self.fail(item.key, item.open_error, is_dir=True)
                 else:
                     assert item.fd is not None
                     self._take(item, waiting)
                 while waiting and len(running) < limit:
                     parent, name, ckey, cdepth = waiting.pop()
                     running.append(pool.submit(self._list, _Listed(parent, ckey, cdepth), name))
+                while later and len(running) < limit:
+                    running.append(pool.submit(self._list, later.popleft(), None))
         finally:
             for future in running:
                 future.cancel()

@@ -216,18 +216,20 @@ class Walker:
     def _open_root(self, root: str) -> int | None:
         """Open base, then each component of root without following symlinks."""
         try:
-            fd = self.ops.open(self.base, ROOT_FLAGS)
+            return self._open_root_or_raise(root)
         except OSError as exc:
             self._root_failed(root, exc)
             return None
+
+    def _open_root_or_raise(self, root: str) -> int:
+        """_open_root's opens alone (OSError for the caller to report)."""
+        ops = self.ops
+        fd = ops.open(self.base, ROOT_FLAGS)
         for comp in root.split("/") if root else ():
             try:
-                nfd = self.ops.open(comp, DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                self._root_failed(root, exc)
-                return None
+                nfd = ops.open(comp, DIR_FLAGS, dir_fd=fd)
             finally:
-                self.ops.close(fd)
+                ops.close(fd)
             fd = nfd
         return fd
 
@@ -407,6 +409,12 @@ class Walker:
                 self.ops.close(sfd)
 
     # -- entry points -----------------------------------------------------------
+    def walk_roots(self, roots: Sequence[str]) -> None:
+        """Every root, in order (a nested root already walked under its
+        parent is not walked again)."""
+        for root in roots:
+            self.walk_root(root)
+
     def walk_root(self, root: str) -> None:
         if root in self.walked:
             return

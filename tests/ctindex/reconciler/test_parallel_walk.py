@@ -15,6 +15,7 @@ import pytest
 
 from ctindex.reconciler import FsOps, Manifest, reconcile
 from ctindex.reconciler.parallel_walk import MAX_WORKERS, ParallelWalker
+from ctindex.reconciler.platform_features import has_dir_fd
 from tests.ctindex.reconciler.fakes import SimpleFilter
 
 OLD = 1_500_000_000_000_000_000  # stamps far older than the racy window
@@ -137,3 +138,39 @@ def test_parallel_walk_bounds_threads_and_closes_every_fd(tmp_path: Path) -> Non
         workers=10_000,
     )
     assert walker.workers == MAX_WORKERS
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_sibling_roots_walked_at_once_equal_the_serial_walk(tmp_path: Path, seed: int) -> None:
+    """Many sibling scope roots (bundles) are walked concurrently: the same
+    results as root by root, with a missing root, a root that is a symlink,
+    an unreadable root and changes between passes."""
+    rnd = random.Random(seed)
+    roots = []
+    for i in range(12):
+        root = tmp_path / "bundles" / f"b{i:02d}"
+        root.mkdir(parents=True)
+        _tree(root, seed * 100 + i, folders=5, files=rnd.randrange(0, 30))
+        roots.append(f"bundles/b{i:02d}")
+    os.symlink(tmp_path / "bundles" / "b00", tmp_path / "bundles" / "linked")
+    (tmp_path / "bundles" / "shut").mkdir()
+    (tmp_path / "bundles" / "shut" / "a.md").write_text("a")
+    extra = ["bundles/gone", "bundles/linked", "bundles/shut"]
+    real_open = os.open
+
+    def opener(name: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        if name == "shut":
+            raise OSError(errno.EACCES, "Permission denied", name)
+        return real_open(name, flags, mode, dir_fd=dir_fd)
+
+    flt = SimpleFilter(root_keys=tuple(sorted(roots + extra)), skip_dirs=frozenset({"skip"}))
+    # (Folder handles without dir_fd open by path: the refusal is dir_fd's.)
+    ops = FsOps(open=opener) if has_dir_fd() else None
+    serial, parallel = _both(tmp_path, Manifest(), flt=flt, ops=ops)
+    assert serial == parallel
+    assert serial["report"]["missing_roots"]["count"] == 2  # gone, and the symlink
+    table = reconcile(tmp_path, flt, Manifest(), ops=ops).manifest
+    for key in rnd.sample(sorted(table.raw()), 15):
+        (tmp_path / key).write_bytes(b"changed " + key.encode())
+    serial, parallel = _both(tmp_path, table, flt=flt, ops=ops)
+    assert serial == parallel and serial["changed"]
