@@ -88,6 +88,14 @@ def search_speed(session: nox.Session) -> None:
 
 
 @nox.session
+def scale(session: nox.Session) -> None:
+    """ctindex beside SQLite FTS5 at scale (bench/scale.py): the tldr pages
+    copied K times. `nox -s scale -- --tldr PAGES.tar.gz [--copies 4]`."""
+    session.install("-e", ".[dev]")
+    session.run("python", "-m", "bench.scale", *session.posargs)
+
+
+@nox.session
 def stress(session: nox.Session) -> None:
     """The suite three times in a row while two CPUs are kept busy, as on a
     loaded machine: a test that guesses how long something takes, rather
