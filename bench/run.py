@@ -92,7 +92,8 @@ def _kept_section(path: Path, start: str, end: str) -> str:
     """A section a standalone harness writes into the file between its
     markers (`python -m bench.relevance --write`, which needs a corpus
     installed at run time; `python -m bench.search_speed --write`, which
-    needs Tantivy): `nox -s bench` does not re-measure it but must not drop
+    needs Tantivy; `python -m bench.scale --write`, which needs the tldr
+    pages): `nox -s bench` does not re-measure it but must not drop
     it either. Hand-written `###` comparisons right after the end marker
     (figures measured once, e.g. with and without proximity) are kept with
     it, up to the next `## ` section."""
@@ -122,9 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         sections.append(section)
         ok = ok and succeeded
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    from bench import relevance, search_speed
+    from bench import relevance, scale, search_speed
 
-    for harness in (relevance, search_speed):
+    for harness in (relevance, search_speed, scale):
         kept = _kept_section(args.output, harness.START, harness.END)
         if kept:
             sections.append(kept)

@@ -1,4 +1,4 @@
-"""Queries at scale: `python -m bench.scale --tldr PAGES.tar.gz [--copies K]`.
+"""Queries at scale: `python -m bench.scale --tldr PAGES.tar.gz [--copies K] [--write FILE]`.
 
 The corpus is the tldr pages (github.com/tldr-pages/tldr, ~38,400 small
 Markdown pages, CC BY 4.0) copied K times into one project (4 copies:
@@ -31,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+START, END = "<!-- scale:start -->", "<!-- scale:end -->"
 QUERIES = 200
 LIMIT = 10
 WORDS = (
@@ -150,6 +151,7 @@ def run(tldr: Path, copies: int) -> str:
     rss = (daemon.get("rss_bytes") or 0) / 2**20
     return "\n".join(
         [
+            START,
             f"## Scale: {docs:,} documents (tldr pages x {copies})",
             "",
             "| | ctindex | SQLite FTS5 |",
@@ -163,6 +165,7 @@ def run(tldr: Path, copies: int) -> str:
             f"{QUERIES} one-word queries, ten results each. Answers: "
             + ", ".join(f"{n} {label}" for label, n in sorted(reasons.items()))
             + f". Daemon RSS {rss:.0f} MB; `{files}`.",
+            END,
             "",
         ]
     )
@@ -172,8 +175,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__)
     p.add_argument("--tldr", type=Path, required=True, metavar="PAGES.tar.gz")
     p.add_argument("--copies", type=int, default=4)
+    p.add_argument("--write", type=Path, metavar="FILE", help="replace the section in FILE")
     args = p.parse_args(argv)
-    print(run(args.tldr, args.copies))
+    section = run(args.tldr, args.copies)
+    if args.write:
+        from bench.relevance import write_section
+
+        write_section(args.write, section, START, END)
+    print(section)
     return 0
 
 
