@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     from ctindex.policy.decide import Decision
     from ctindex.policy.plan import Plan
     from ctindex.query.freshness import Answered
-    from ctindex.search.execute import Outcome
     from ctindex.search.query import Node
     from ctindex.store.snapshot import Snapshot
 
@@ -187,8 +186,8 @@ class Index:
         answered by reading the files (the built-in oracle). Raises
         QueryError for a malformed query."""
         from ctindex.query import freshness
-        from ctindex.search.execute import search_direct, search_snapshot
         from ctindex.search.query import parse_query
+        from ctindex.service.search import search
 
         _takes("search", "query", query, str)
         _takes("search", "limit", limit, int)
@@ -199,41 +198,25 @@ class Index:
         node: Node = parse_query(query)
         with self._lock:
             plan = self.plan()
-            reads: list[float] = []  # how long each read took; the last one answered
-
-            def run(snap: Snapshot) -> Outcome:
-                started = time.perf_counter()
-                try:
-                    return search_snapshot(snap, node, limit)
-                finally:
-                    reads.append(time.perf_counter() - started)
-
-            def from_files(plan: Plan) -> Outcome:
-                started = time.perf_counter()
-                try:
-                    return search_direct(str(self.project.root), plan, node, limit)
-                finally:
-                    reads.append(time.perf_counter() - started)
-
             if direct:
-                answered = freshness.fresh_answer(
+                found = search(
+                    self.project, lambda: plan, node, limit, freshness.Options(direct=True)
+                )
+            else:  # as _indexed: the kept generation and the kept connection
+                found = search(
                     self.project,
                     lambda: plan,
-                    run,
-                    from_files=from_files,
-                    options=freshness.Options(direct=True),
+                    node,
+                    limit,
+                    freshness.Options(overlap=True, keeper=self._keeper),
+                    open_generation=self._kept,
                 )
-            else:
-                answered = self._indexed(plan, run, from_files)
-            fresh, outcome = answered.freshness, answered.value
+            fresh, outcome = found.freshness, found.outcome
         t2 = time.perf_counter()
         # The read may have run while the daemon answered the barrier
         # (ctindex/query/freshness.py _EarlyRead): the rest of the call is
         # counted as proving freshness.
-        query_s = reads[-1] if reads else 0.0
-        # As the CLI: the generation reported is the one the answer was read from.
-        fresh.generation = outcome.generation
-        outcome = outcome.with_refs(self.project.root)
+        query_s = found.read_s
         hits = tuple(
             Hit(
                 r.id,

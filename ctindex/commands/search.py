@@ -32,10 +32,12 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if args.limit is None:  # like `rg -l`, a listing names every match
         args.limit = ALL if listing else DEFAULT_LIMIT
     if ctx.answer is not None and not args.direct:  # the daemon's query path
-        fresh, outcome = ctx.answer(ctx.project, node, args.limit)
+        from ctindex.service.search import finish
+
+        fresh, outcome = finish(ctx.project.root, *ctx.answer(ctx.project, node, args.limit))
         return _emit(ctx, text, fresh, outcome, listing, markers=args.markers)
     from ctindex.query import freshness
-    from ctindex.search.execute import search_direct, search_snapshot
+    from ctindex.service.search import search
 
     missing: NoScopes | None = None
 
@@ -56,14 +58,14 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             _first_build(ctx, plan)
         return plan
 
-    answered = freshness.fresh_answer(
+    found = search(
         ctx.project,
         load_plan,
-        lambda snap: search_snapshot(snap, node, args.limit),
-        from_files=lambda plan: search_direct(str(ctx.project.root), plan, node, args.limit),
-        options=freshness.Options(direct=args.direct, plan_hint=True),
+        node,
+        args.limit,
+        freshness.Options(direct=args.direct, plan_hint=True),
     )
-    return _emit(ctx, text, answered.freshness, answered.value, listing, missing, args.markers)
+    return _emit(ctx, text, found.freshness, found.outcome, listing, missing, args.markers)
 
 
 def _first_build(ctx: Context, plan: Plan) -> None:
@@ -101,13 +103,7 @@ def _emit(
     missing: NoScopes | None = None,
     markers: tuple[str, str] | None = None,
 ) -> int:
-    # The generation reported is the one the answer was read from (None for
-    # answers from the files), never the one a barrier or an update named: an
-    # outside `rebuild` can publish a newer one the daemon has not seen.
-    fresh.generation = outcome.generation
-    # Each result's ID unique across scopes, as --ids and the text print it
-    # and `show` takes it (ctindex/search/refs.py).
-    outcome = outcome.with_refs(ctx.project.root)
+    # (The answer is finished: ctindex/service/search.py `finish`.)
     if markers is not None:  # --markers: the snippets wrapped as asked
         from ctindex.search.snippet import mark
 
