@@ -225,7 +225,9 @@ class _Pass:
         rule. So is the racy rule on mtime: a write after the record moves
         the mtime a granularity on, to another second. Its ctime half is
         left out: the mount cannot show a ctime, and the record's (made
-        where the files live) is often recent for an old mtime (`cp -p`)."""
+        where the files live) is often recent for an old mtime (`cp -p`).
+        The loop is on_files' with the other rule, written out rather than
+        passed in: a rule called per file would slow the local walk's loop."""
         res, gran, prev_get, seen = self.res, self.gran, self.prev_get, self.seen.append
         trusted = 0
         for name, key, st in files:
