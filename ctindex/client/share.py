@@ -95,6 +95,7 @@ class NotAnswered(NamedTuple):
     # the index's one writer, so the caller must not write it (it answers from
     # the files, or says why not). None: no host serves; the caller may write.
     serving: str | None = None
+    other_plan: bool = False  # the host runs another plan than the one asked under
 
 
 class WriteAnswered(NamedTuple):
@@ -335,7 +336,7 @@ def _result(
         )
     plan = answer.get("plan")
     if not isinstance(plan, str) or (plan_digest is not None and plan != plan_digest):
-        return NotAnswered(f"share host has a different plan ({host})", host)
+        return NotAnswered(f"share host has a different plan ({host})", host, other_plan=True)
     reply: dict[str, object] = dict(answer)  # the protocol's message type
     try:
         result = BarrierResult.from_reply(reply, elapsed_ms)

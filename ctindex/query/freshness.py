@@ -13,11 +13,12 @@ statement, the JSON `freshness` object of docs/cli.md:
    watcher-clean barrier answers from the generation it vouched for, without
    compiling the plan.
 3. Otherwise the plan is loaded and proven: watching off ->
-   reconcile-on-query; a network share -> fallback, reconciled here; a
-   barrier -> `judge` (the trust test, written only here); no daemon -> at
-   most one guarded spawn (never in CI: ctindex/query/cimode.py), then
-   reconciliation; a daemon of another build -> reconcile, then its
-   successor.
+   reconcile-on-query; else one barrier (ctindex/client/barrier.py: this
+   machine's daemon, or a network share's host through the share), whose
+   answer one table decides (`decide`): `judge` (the trust test, written
+   only here) for an answer; for none, the share host's ShareHostWrites,
+   at most one guarded spawn (never in CI: ctindex/query/cimode.py), a
+   successor for a daemon of another build, and reconciliation here.
 4. The published generation is read; a damaged one is repaired and read
    again; an index that cannot be brought up to date (busy writer, read-only)
    is answered from the files as a fallback.
@@ -37,14 +38,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
-    from ctindex.client.daemon_requests import BarrierFailed
-    from ctindex.client.share import Answered as ShareAnswered
-    from ctindex.client.share import NotAnswered as ShareNotAnswered
+    from ctindex.client.barrier import Synced, Unsynced
     from ctindex.ipc.protocol import BarrierResult, Keeper
-    from ctindex.ipc.runtime_dir import RuntimePaths
     from ctindex.policy.netfs import Share
-
-    ShareOutcome = ShareAnswered | ShareNotAnswered
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
     from ctindex.search.execute import Vouched
@@ -169,11 +165,24 @@ class Proof(NamedTuple):
 
 
 class Prior(NamedTuple):
-    """A barrier already made under `digest` (the fast path's), reused by the
-    slow path when its plan has the same digest: nothing is asked twice."""
+    """A barrier the fast path already asked (under `digest`; None: under
+    whatever plan the share host runs), reused by the slow path where it
+    holds for the plan computed there: nothing is asked twice."""
 
-    digest: str
-    outcome: BarrierResult | BarrierFailed
+    digest: str | None
+    outcome: Synced | Unsynced
+    through_share: bool
+
+    def holds_for(self, digest: str, through_share: bool) -> bool:
+        from ctindex.client.barrier import Synced
+
+        if through_share != self.through_share:
+            return False
+        if isinstance(self.outcome, Synced):
+            return self.outcome.plan == digest
+        # Asking again would wait again; a daemon of another build leaves
+        # whatever plan was asked.
+        return self.outcome.other_build or self.digest in (None, digest)
 
 
 class Answered(Generic[T]):
@@ -268,11 +277,8 @@ def fresh_answer(
     defaults to opening the published generation for this read only."""
     opener: Opener[T] = open_generation or _opener(project)
     prior: Prior | None = None
-    asked: ShareOutcome | None = None
     if options.plan_hint and not options.direct:
         answered, prior = _hinted(project, read, opener)
-        if answered is None and prior is None and _on_a_share(project):
-            answered, asked = _share_hinted(project, read, opener)
         if answered is not None:
             return answered
     plan = load_plan()
@@ -302,7 +308,6 @@ def fresh_answer(
             plan,
             prior,
             spawn=options.spawn,
-            asked=asked,
             meanwhile=early,
             keeper=options.keeper,
         )
@@ -385,36 +390,63 @@ def _opener(project: Project) -> Opener[T]:
 def _hinted(
     project: Project, read: Reader[T], opener: Opener[T]
 ) -> tuple[Answered[T] | None, Prior | None]:
-    """Step 2: a healthy daemon's answer without loading the plan. Returns
-    the answer, or the barrier the slow path may reuse (None: ask again)."""
+    """Step 2: a healthy watcher's answer without loading the plan: this
+    machine's daemon, asked under the plan digest recorded last time, or,
+    without a record, a network share's host, under whatever plan it runs
+    (the host checks its plan's stamps before every such answer,
+    ctindex/daemon/lifecycle.py, so the digest it names is the plan of the
+    files as the request found them). Returns the answer, or the barrier
+    the slow path may reuse (None: ask again there)."""
+    from ctindex.client.barrier import ShareBarrier, SocketBarrier
     from ctindex.policy import plan_record
 
+    answered: Answered[T] | None = None
+    prior: Prior | None = None
     hint = plan_record.recall(project)
-    if hint is None:
-        return None, None
-    from ctindex.client.daemon_requests import PLAN_MISMATCH, BarrierFailed
-    from ctindex.ipc.runtime_dir import RuntimePaths
+    if hint is not None:
+        from ctindex.ipc.runtime_dir import RuntimePaths
 
-    paths = RuntimePaths.for_project(project)
-    outcome = _barrier(paths, hint.digest, hint.barrier_timeout_ms, hint.config)
-    if isinstance(outcome, BarrierFailed):
-        # Another plan: the slow path asks again with the plan it computes.
-        return None, None if outcome.reason == PLAN_MISMATCH else Prior(hint.digest, outcome)
-    verdict = judge(outcome)
-    fresh = verdict.proven
+        paths = RuntimePaths.for_project(project)
+        barrier = SocketBarrier(paths, hint.digest, config=hint.config)
+        prior = Prior(hint.digest, barrier.sync(hint.barrier_timeout_ms), through_share=False)
+        answered, prior = _take(project, prior, read, opener)
+    if answered is None and prior is None and _on_a_share(project):
+        outcome = ShareBarrier(project.index_dir, None).sync(None)
+        answered, prior = _take(project, Prior(None, outcome, through_share=True), read, opener)
+    return answered, prior
+
+
+def _take(
+    project: Project, prior: Prior, read: Reader[T], opener: Opener[T]
+) -> tuple[Answered[T] | None, Prior | None]:
+    """The fast path's answer from a plain watcher-clean barrier; anything
+    else is the slow path's to word (once: a daemon reports a full pass to
+    one barrier only, so it must not be lost to asking again)."""
+    from ctindex.client.barrier import Synced
+
+    outcome = prior.outcome
+    if not isinstance(outcome, Synced):
+        return None, None if outcome.other_plan else prior
+    fresh = judge(outcome.result).proven
     if fresh is None or not fresh.plain_clean:
-        # The slow path words these (once: the daemon reports a full pass to
-        # one barrier only, so it must not be lost to a restart here).
-        return None, Prior(hint.digest, outcome)
+        return None, prior
+    if outcome.host is not None:
+        from ctindex.policy.netfs import project_share
+
+        _label(fresh, outcome, project_share(project))
     from ctindex.search.execute import PlanMismatch
     from ctindex.store.durable import IndexCorrupt
+    from ctindex.store.generation import TornManifest
 
     try:
-        value = opener(_vouched(read, fresh, _expect(hint.digest, outcome)))
+        value = opener(_vouched(read, fresh, _expect(outcome)))
     except PlanMismatch:
-        return None, None  # not the index the daemon vouched for: start over
-    except (IndexCorrupt, OSError):
-        return None, Prior(hint.digest, outcome)  # the slow path repairs the index
+        return None, None  # not the index the watcher vouched for: start over
+    except (IndexCorrupt, TornManifest, OSError):
+        # The slow path repairs the index; on a share it reads again through
+        # the mount, and answers from the files if it must (the host, not
+        # this client, repairs the index there).
+        return None, prior
     return Answered(fresh, value), None
 
 
@@ -430,62 +462,30 @@ def _on_a_share(project: Project) -> bool:
     return share_of(paths, below=False, resolve=False) is not None
 
 
-def _share_hinted(
-    project: Project, read: Reader[T], opener: Opener[T]
-) -> tuple[Answered[T] | None, ShareOutcome | None]:
-    """Step 2 on a network share: the share host's answer without loading
-    the plan. The host checks its plan's stamps before every such answer
-    (ctindex/daemon/lifecycle.py), so the digest it names is the plan of the
-    files as the request found them; a host of another build computes
-    digests with other code, so the slow path compares its own. Returns the
-    answer, or what was learnt for the slow path (None: ask again there)."""
-    from ctindex.client import share as share_client
-    from ctindex.ipc.build_id import build_id
-
-    outcome = share_client.ask(project.index_dir, None)
-    if not isinstance(outcome, share_client.Answered):
-        return None, outcome  # the slow path walks, without waiting again
-    if outcome.build != build_id():
-        return None, None
-    fresh = judge(outcome.result).proven
-    if fresh is None or not fresh.plain_clean:
-        return None, outcome  # the slow path words it
-    fresh.reason = _share_label(outcome)
-    from ctindex.policy.netfs import cache_note, project_share
-
-    share = project_share(project)
-    note = cache_note(share) if share is not None else None
-    fresh.notes.extend([note] if note else [])
-    from ctindex.search.execute import PlanMismatch, Vouched
-    from ctindex.store.durable import IndexCorrupt
-    from ctindex.store.generation import TornManifest
-
-    vouched = Vouched(outcome.plan, outcome.result.generation, outcome.result.identity)
-    try:
-        value = opener(_vouched(read, fresh, vouched))
-    except PlanMismatch:
-        return None, None
-    except (IndexCorrupt, TornManifest, OSError):
-        # The slow path reads again through the mount, and answers from the
-        # files if it must: the host, not this client, repairs the index.
-        return None, outcome
-    return Answered(fresh, value), None
-
-
-def _share_label(outcome: ShareAnswered) -> str:
+def _label(fresh: Freshness, outcome: Synced, share: Share | None) -> None:
+    """Name the share host that vouched, and what the mount's caches may hide."""
     label = f"share host {outcome.host}, barrier {outcome.result.barrier_ms:.0f} ms"
-    return f"{label}; {outcome.clock}" if outcome.clock else label
+    label = f"{label}; {outcome.clock}" if outcome.clock else label
+    if fresh.mode == WATCHER_CLEAN:
+        fresh.reason = f"{label}; {fresh.reason}" if fresh.reason else label
+    else:  # the host vouched after a full pass of its own (poll lane, ...)
+        fresh.reason = f"share host {outcome.host}: {fresh.reason}"
+    if share is not None:
+        from ctindex.policy.netfs import cache_note
+
+        note = cache_note(share)
+        fresh.notes.extend([note] if note else [])
 
 
-def _expect(digest: str, outcome: BarrierResult) -> Vouched:
+def _expect(outcome: Synced) -> Vouched:
     """What a barrier's answer vouched for (ctindex/search/execute.py)."""
     from ctindex.search.execute import Vouched
 
-    return Vouched(digest, outcome.generation, outcome.identity)
+    return Vouched(outcome.plan, outcome.result.generation, outcome.result.identity)
 
 
 def _vouched(read: Reader[T], fresh: Freshness, vouched: Vouched) -> Reader[T]:
-    """`read`, only on a generation the daemon vouched for (Vouched.check)."""
+    """`read`, only on a generation the watcher vouched for (Vouched.check)."""
 
     def checked(snap: Snapshot) -> T:
         vouched.check(snap)
@@ -495,137 +495,107 @@ def _vouched(read: Reader[T], fresh: Freshness, vouched: Vouched) -> Reader[T]:
     return checked
 
 
-def _barrier(
-    paths: RuntimePaths,
-    digest: str,
-    budget_ms: int,
-    config: list[int] | str | None = None,
-    meanwhile: Callable[[], None] | None = None,
-    keeper: Keeper | None = None,
-) -> BarrierResult | BarrierFailed:
-    """The daemon's answer to a barrier; `meanwhile` runs between sending
-    it and reading the answer (not at all when it cannot be sent)."""
-    from ctindex.client.daemon_requests import BarrierFailed, send_barrier
-
-    try:
-        sent = send_barrier(paths, digest, budget_ms, config=config, keeper=keeper)
-        if meanwhile is not None:
-            try:
-                meanwhile()
-            except BaseException:  # an interrupt: the answer is not read
-                sent.close()
-                raise
-        return sent.result()
-    except BarrierFailed as failed:
-        return failed
-
-
 def prove(
     project: Project,
     plan: Plan,
     prior: Prior | None = None,
     *,
     spawn: bool = True,
-    asked: ShareOutcome | None = None,
     meanwhile: Callable[[], None] | None = None,
     keeper: Keeper | None = None,
 ) -> Proof:
     """Step 3: make the index reflect the files before a read; say how, and
-    what the read must find (`Proof`). `meanwhile` runs while the daemon
-    answers the barrier, if one is asked (fresh_answer's early read).
-    Raises IndexBusy / IndexReadOnly (from the indexer) when it cannot."""
+    what the read must find (`Proof`). The barrier asked is the share host's
+    on a network share (no daemon here can see the server's changes,
+    ctindex/policy/netfs.py), else this machine's daemon; `meanwhile` runs
+    while the daemon answers (fresh_answer's early read). Raises IndexBusy /
+    IndexReadOnly (from the indexer) when it cannot, ShareHostWrites when
+    the share's host writes the index and gave no answer this query can
+    take (the caller answers from the files)."""
+    from ctindex.client.barrier import ShareBarrier, SocketBarrier
     from ctindex.policy.netfs import ctime_kept_on, freshness_reason, project_share
 
+    share = project_share(project, plan)
     if not plan.settings.watch:
         proof = reconcile(project, plan, RECONCILE_ON_QUERY, "watch disabled")
-        share = project_share(project, plan)
         if share is not None:  # the walk's blind spot on this share, if any
             kept = ctime_kept_on(project, share)
             caveat = freshness_reason(share, proof.fresh.reconcile_ms, kept)
             proof.fresh.reason = f"watch disabled; {caveat}"
         return proof
-    share = project_share(project, plan)
-    if share is not None:
-        return _on_share(project, plan, share, asked)
-    from ctindex.client.daemon_requests import BarrierFailed
-    from ctindex.ipc.runtime_dir import RuntimePaths
-
-    paths = RuntimePaths.for_project(project)
     digest = plan.digest()
-    if prior is not None and (prior.digest == digest or _other_build(prior.outcome)):
-        outcome = prior.outcome  # (a daemon of another build leaves whatever plan was asked)
+    through_share = share is not None
+    if prior is not None and prior.holds_for(digest, through_share):
+        outcome = prior.outcome
+    elif share is not None:
+        outcome = ShareBarrier(project.index_dir, digest).sync(plan.settings.share_barrier_ms)
     else:
-        outcome = _barrier(
-            paths, digest, plan.settings.barrier_timeout_ms, meanwhile=meanwhile, keeper=keeper
-        )
-    if isinstance(outcome, BarrierFailed):
-        return _without_daemon(project, plan, paths, outcome, spawn)
-    verdict = judge(outcome)
-    if verdict.proven is not None:
-        return Proof(verdict.proven, _expect(digest, outcome), by_daemon=True)
-    return reconcile(project, plan, FALLBACK, verdict.reconcile_reason)
+        from ctindex.ipc.runtime_dir import RuntimePaths
+
+        paths = RuntimePaths.for_project(project)
+        barrier = SocketBarrier(paths, digest, meanwhile=meanwhile, keeper=keeper)
+        outcome = barrier.sync(plan.settings.barrier_timeout_ms)
+    return decide(project, plan, share, outcome, spawn)
 
 
-def _on_share(
-    project: Project, plan: Plan, share: Share, asked: ShareOutcome | None = None
+def decide(
+    project: Project, plan: Plan, share: Share | None, outcome: Synced | Unsynced, spawn: bool
 ) -> Proof:
-    """A network filesystem: no local daemon can see the server's changes
-    (ctindex/policy/netfs.py), so the share's own host is asked through the share
-    (ctindex/client/share.py). Its answer is judged like a local barrier's
-    and labelled with its name. A host that serves (its heartbeat fresh) but
-    gives no answer this query can take is the index's one writer all the
-    same: ShareHostWrites, and the caller answers from the files. Only where
-    no host serves is this walk the query's one freshness (it may write the
-    index over the share), and no spawn is attempted."""
-    from ctindex.client import share as share_client
-    from ctindex.errors import ShareHostWrites
-    from ctindex.policy.netfs import cache_note, ctime_kept_on, freshness_reason
+    """What a barrier's answer means, whoever was asked (ctindex/client/barrier.py).
+    The first row that fits decides:
 
-    digest = plan.digest()
-    outcome = asked
-    if outcome is None or (isinstance(outcome, share_client.Answered) and outcome.plan != digest):
-        outcome = share_client.ask(project.index_dir, digest, plan.settings.share_barrier_ms)
-    note = cache_note(share)
-    if isinstance(outcome, share_client.Answered):
+    | the barrier                 | through a share            | on this machine            |
+    |-----------------------------|----------------------------|----------------------------|
+    | answered, proven (`judge`)  | the answer, host named     | the answer                 |
+    | answered, not proven        | ShareHostWrites            | reconcile here: fallback   |
+    | unanswered, a host serves   | ShareHostWrites            | (no host on this machine)  |
+    | unanswered, another build   | reconcile here             | reconcile, then successor  |
+    | unanswered, nothing listens | reconcile here             | spawn (never in CI), then  |
+    |                             |                            | reconcile here             |
+    | unanswered                  | reconcile here             | reconcile here             |
+
+    Through a share, "reconcile here" names what the walk cannot see there
+    and what the mount's caches may hide; the host that serves is the
+    index's one writer, so where it serves this process never writes."""
+    from ctindex.client.barrier import Synced
+    from ctindex.errors import ShareHostWrites
+
+    if isinstance(outcome, Synced):
         verdict = judge(outcome.result)
         fresh = verdict.proven
         if fresh is not None:
-            if fresh.mode == WATCHER_CLEAN:
-                label = _share_label(outcome)
-                fresh.reason = f"{label}; {fresh.reason}" if fresh.reason else label
-            else:  # the host vouched after a full pass of its own (poll lane, ...)
-                fresh.reason = f"share host {outcome.host}: {fresh.reason}"
-            fresh.notes.extend([note] if note else [])
-            return Proof(
-                fresh, _expect(digest, outcome.result), by_daemon=True, share_host=outcome.host
-            )
-        why = f"share host {outcome.host}: {verdict.reconcile_reason}"
-        raise ShareHostWrites(outcome.host, why)
+            if outcome.host is not None:
+                _label(fresh, outcome, share)
+            return Proof(fresh, _expect(outcome), by_daemon=True, share_host=outcome.host)
+        if outcome.host is not None:
+            why = f"share host {outcome.host}: {verdict.reconcile_reason}"
+            raise ShareHostWrites(outcome.host, why)
+        return reconcile(project, plan, FALLBACK, verdict.reconcile_reason)
     if outcome.serving is not None:
         raise ShareHostWrites(outcome.serving, outcome.reason)
-    why = outcome.reason
-    proof = reconcile(project, plan, FALLBACK, why)
-    spent = proof.fresh.reconcile_ms
-    proof.fresh.reason = f"{why}; {freshness_reason(share, spent, ctime_kept_on(project, share))}"
-    proof.fresh.notes.extend([note] if note else [])
-    return proof
+    if share is not None:
+        from ctindex.policy.netfs import cache_note, ctime_kept_on, freshness_reason
+
+        proof = reconcile(project, plan, FALLBACK, outcome.reason)
+        kept = ctime_kept_on(project, share)
+        caveat = freshness_reason(share, proof.fresh.reconcile_ms, kept)
+        proof.fresh.reason = f"{outcome.reason}; {caveat}"
+        note = cache_note(share)
+        proof.fresh.notes.extend([note] if note else [])
+        return proof
+    return _without_daemon(project, plan, outcome, spawn)
 
 
-def _other_build(outcome: BarrierResult | BarrierFailed) -> bool:
-    from ctindex.client.daemon_requests import BarrierFailed
-
-    return isinstance(outcome, BarrierFailed) and outcome.other_build
-
-
-def _without_daemon(
-    project: Project, plan: Plan, paths: RuntimePaths, failed: BarrierFailed, spawn: bool
-) -> Proof:
-    """No trustworthy barrier: reconcile here, and start a daemon for the
-    next query when nothing is listening (never waited for)."""
+def _without_daemon(project: Project, plan: Plan, failed: Unsynced, spawn: bool) -> Proof:
+    """No trustworthy barrier from this machine's daemon: reconcile here, and
+    start a daemon for the next query when nothing is listening (never
+    waited for)."""
     from ctindex.client.daemon_requests import BUILD_MISMATCH
     from ctindex.client.spawn import STARTING
     from ctindex.client.spawn import spawn as start_daemon
+    from ctindex.ipc.runtime_dir import RuntimePaths
 
+    paths = RuntimePaths.for_project(project)
     if failed.other_build:
         # Reconcile first (the one rebuild a new provider needs happens
         # here, not raced by the successor's startup pass), then start the
