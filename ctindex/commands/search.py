@@ -114,13 +114,9 @@ def _emit(
             ]
         )
     if ctx.json:
-        document = {
-            "query": text,
-            "results": [r.to_json() for r in outcome.results],
-            "total": outcome.total,
-            "freshness": fresh.to_json(),
-            "notes": list(outcome.notes),
-        }
+        from ctindex.service.search import as_data
+
+        document: dict[str, object] = {"query": text, **as_data(fresh, outcome)}
         if missing is not None:  # only then: every other answer stays as it was
             document["no_scopes"] = missing.to_json()
         ctx.emit_json(document)

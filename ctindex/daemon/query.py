@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     import argparse
 
     from ctindex.daemon.server import Connection
+    from ctindex.ipc.protocol import SearchResult
     from ctindex.policy.project import Project
     from ctindex.search.execute import Outcome
     from ctindex.search.query import Node
@@ -116,6 +117,7 @@ class Job:
         "generation",
         "identity",
         "late",
+        "result",
         "stderr",
         "stdout",
     )
@@ -142,6 +144,7 @@ class Job:
         self.stdout = ""
         self.stderr = ""
         self.code = 0
+        self.result: SearchResult | None = None  # the answer as data, beside its text
         self.declined: str | None = None
         self.late = False  # the loop declined it at its deadline: drop the result
 
@@ -298,8 +301,10 @@ class QueryService:
         except (IndexCorrupt, OSError) as exc:
             self._open.close()
             raise Declined(f"index unreadable: {exc}") from None  # the client repairs it
-        # The generation printed is the one read (ctindex/commands/search.py _emit).
-        return Answer(job.generation, job.barrier_ms, outcome)
+        # The generation printed is the one read (ctindex/service/search.py finish).
+        answer = Answer(job.generation, job.barrier_ms, outcome)
+        job.result = _as_data(project, answer) if len(outcome.results) <= OUTCOME_RESULTS else None
+        return answer
 
     def _outcome(self, snap: Snapshot, node: Node, limit: int) -> Outcome:
         from ctindex.search.execute import search_snapshot
@@ -326,3 +331,13 @@ class QueryService:
         if blocks > CACHE_BLOCKS or kept > CACHE_BYTES:
             for v in snap.views:
                 v.segment.forget_blocks()
+
+
+def _as_data(project: Project, answer: Answer) -> SearchResult:
+    """The answer as the client's `--json` would state it (the text beside
+    it is the CLI's own rendering: docs/decisions/daemon-answers.md)."""
+    from ctindex.query.freshness import Freshness
+    from ctindex.service.search import as_data, finish
+
+    stated = Freshness.watcher_clean(answer.generation, answer.barrier_ms)
+    return as_data(*finish(project.root, stated, answer.outcome))

@@ -120,7 +120,12 @@ class SearchOp:
                 self.decline(job.conn, "slow query" if job.late else str(job.declined))
                 continue
             self.queries.answered += 1
-            answer: SearchAnswer = {"stdout": job.stdout, "stderr": job.stderr, "code": job.code}
+            answer: SearchAnswer = {
+                "stdout": job.stdout,
+                "stderr": job.stderr,
+                "code": job.code,
+                "result": job.result,
+            }
             server.reply(job.conn, {"ok": True, **answer})  # read by protocol.search_answer
 
     def decline(self, conn: Connection, reason: str) -> None:

@@ -37,17 +37,46 @@ TYPE_CHECKING = False  # not `typing`'s: the query path does not import typing
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
-    from typing import TypedDict
+    from typing import TypedDict, TypeGuard
 
     # One message as JSON decodes it; each kind is checked by its reader here.
     Message = dict[str, object]
 
+    class SearchHit(TypedDict):
+        """One result, as `search --json` prints it (docs/cli.md)."""
+
+        id: str
+        scope: str
+        path: str
+        title: str
+        type: str
+        tags: list[str]
+        score: float
+        snippet: str
+        match: str
+        snippet_text: str
+        snippet_matches: list[list[int]]
+        ref: str
+
+    class SearchResult(TypedDict):
+        """A daemon-answered search as data: the `search --json` document's
+        results, total, freshness statement and notes (docs/cli.md)."""
+
+        results: list[SearchHit]
+        total: int
+        freshness: dict[str, object]
+        notes: list[str]
+
     class SearchAnswer(TypedDict):
-        """What a daemon-answered `search` prints and exits with."""
+        """What a daemon-answered `search` prints and exits with, and beside
+        it the answer as data (None where the words asked for no indexed
+        answer, or for more results than the daemon sends twice;
+        docs/decisions/daemon-answers.md says why both travel)."""
 
         stdout: str
         stderr: str
         code: int
+        result: SearchResult | None
 
     class SearchRequest(TypedDict):
         """A `search` as the fast entry sends it (argv after colour decided)."""
@@ -442,7 +471,23 @@ def search_answer(reply: Message, build: str) -> SearchAnswer | None:
     out, err, code = reply.get("stdout"), reply.get("stderr"), reply.get("code")
     if not isinstance(out, str) or not isinstance(err, str) or type(code) is not int:
         return None
-    return {"stdout": out, "stderr": err, "code": code}
+    result = reply.get("result")
+    if result is not None and not _search_result(result):
+        return None
+    return {"stdout": out, "stderr": err, "code": code, "result": result}
+
+
+def _search_result(value: object) -> TypeGuard[SearchResult]:
+    """The shape of a SearchResult, checked to its first level (the client
+    prints the text; whoever reads the data reads it as `--json`'s)."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("results"), list)
+        and type(value.get("total")) is int
+        and isinstance(value.get("freshness"), dict)
+        and isinstance(value.get("notes"), list)
+        and all(isinstance(hit, dict) for hit in value["results"])
+    )
 
 
 # -- the `barrier` op (docs/daemon.md "Barrier protocol") ----------------------

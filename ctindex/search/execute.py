@@ -6,7 +6,7 @@ import heapq
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ctindex.search import matcher
 from ctindex.search.query import Node
@@ -33,9 +33,6 @@ class Result(NamedTuple):
     # The ID unique across scopes (`SCOPE:ID` where another scope holds the
     # ID: ctindex/search/refs.py); set by `with_refs`, which knows the project.
     ref: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return self._asdict()
 
 
 class Outcome(NamedTuple):

@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    from ctindex.ipc.protocol import SearchHit, SearchResult
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
     from ctindex.query.freshness import Freshness, Opener, Options
-    from ctindex.search.execute import Outcome
+    from ctindex.search.execute import Outcome, Result
     from ctindex.search.query import Node
     from ctindex.store.snapshot import Snapshot
 
@@ -80,3 +81,32 @@ def finish(root: Path, fresh: Freshness, outcome: Outcome) -> tuple[Freshness, O
     (ctindex/search/refs.py)."""
     fresh.generation = outcome.generation
     return fresh, outcome.with_refs(root)
+
+
+def as_data(fresh: Freshness, outcome: Outcome) -> SearchResult:
+    """A finished answer as data: the `search --json` document without its
+    query (docs/cli.md); what the daemon sends beside its text
+    (ctindex/daemon/query.py)."""
+    return {
+        "results": [_hit(r) for r in outcome.results],
+        "total": outcome.total,
+        "freshness": fresh.to_json(),
+        "notes": list(outcome.notes),
+    }
+
+
+def _hit(r: Result) -> SearchHit:
+    return {
+        "id": r.id,
+        "scope": r.scope,
+        "path": r.path,
+        "title": r.title,
+        "type": r.type,
+        "tags": list(r.tags),
+        "score": r.score,
+        "snippet": r.snippet,
+        "match": r.match,
+        "snippet_text": r.snippet_text,
+        "snippet_matches": [list(span) for span in r.snippet_matches],
+        "ref": r.ref,
+    }

@@ -517,3 +517,29 @@ def test_a_daemon_answer_stdout_cannot_take_is_exit_74_and_one_line(
     assert capsys.readouterr().err == (
         f"ctindex: a note\nctindex: cannot write the output: {reason}\n"
     )
+
+
+def test_the_daemon_sends_its_answer_as_data_beside_the_text(make_cli_project: Make) -> None:
+    """The typed result beside the rendered text (docs/decisions/daemon-answers.md):
+    the `--json` document's own results, in the API's order."""
+    import ctindex
+    from ctindex import fast_entry
+
+    project = _clean_daemon(make_cli_project)
+
+    def ask(*argv: str) -> Any:
+        request = {"op": "search", "argv": list(argv), "cwd": os.fspath(project.root)}
+        return fast_entry._ask(project.paths, request, 10.0)
+
+    for query, limit in (("margin", 10), (f"margin OR {MARKER}", 3)):
+        words = ["search", query, "--limit", str(limit)]
+        answered = wait_for(lambda w=words: ask("--json", *w), HANG_GUARD_S, 0.1)
+        document = json.loads(answered["stdout"])
+        data = answered["result"]
+        assert data is not None and data["results"]
+        assert data == {k: v for k, v in document.items() if k != "query"}
+        text = wait_for(lambda w=words: ask(*w), HANG_GUARD_S, 0.1)
+        assert text["result"]["results"] == data["results"]  # whatever the words render
+        with ctindex.Index(project.root) as index:
+            hits = index.search(query, limit=limit).hits
+        assert [r["ref"] for r in data["results"]] == [h.ref for h in hits]

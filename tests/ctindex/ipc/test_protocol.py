@@ -194,9 +194,25 @@ def test_the_daemons_answer_reads_back_as_sent(answer: BarrierResult) -> None:
 
 def test_a_search_answer_is_printed_only_when_whole_and_of_this_build() -> None:
     good = {"ok": True, "build": "b1", "stdout": "out", "stderr": "", "code": 0}
-    assert search_answer(good, "b1") == {"stdout": "out", "stderr": "", "code": 0}
+    assert search_answer(good, "b1") == {"stdout": "out", "stderr": "", "code": 0, "result": None}
     assert search_answer(good, "b2") is None
-    for broken in ({"code": True}, {"code": "0"}, {"stdout": None}, {"ok": False}):
+    data = {"results": [{"id": "a"}], "total": 1, "freshness": {"mode": "x"}, "notes": []}
+    assert search_answer({**good, "result": data}, "b1") == {
+        "stdout": "out",
+        "stderr": "",
+        "code": 0,
+        "result": data,
+    }
+    for broken in (
+        {"code": True},
+        {"code": "0"},
+        {"stdout": None},
+        {"ok": False},
+        {"result": []},
+        {"result": {**data, "total": "1"}},
+        {"result": {**data, "results": ["a"]}},
+        {"result": {**data, "freshness": None}},
+    ):
         assert search_answer({**good, **broken}, "b1") is None
 
 
