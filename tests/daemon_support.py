@@ -291,6 +291,24 @@ class CliProject:
         found: dict[str, Any] = wait_for(ready, timeout)
         return found
 
+    def wait_plan_record(self, query: str = "margin", timeout: float = 20.0) -> Path:
+        """Search until the fast path's plan record exists, and return it.
+        Each slow-path search writes it only when what the plan depends on
+        was stable when read (ctindex/policy/plan_record.py `remember`): on
+        a loaded machine the first one may not, so this waits for the
+        record by searching again, not for a time."""
+        from ctindex.policy.plan_record import RECORD_NAME
+
+        record = self.paths.dir / RECORD_NAME
+
+        def written() -> bool:
+            if not record.exists():
+                self.search(query)
+            return record.exists()
+
+        wait_for(written, timeout, 0.2)
+        return record
+
     def wait_gone(self, timeout: float = 20.0) -> None:
         wait_for(lambda: not self.daemon_pids(), timeout)
 

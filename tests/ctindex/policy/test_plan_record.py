@@ -20,7 +20,7 @@ from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
 from ctindex.search.execute import PlanMismatch, Vouched, search_index
 from ctindex.search.query import parse_query
-from tests.daemon_support import CliProject, wait_for
+from tests.daemon_support import CliProject
 
 PROBE = (
     "import json, sys\n"
@@ -80,7 +80,7 @@ def test_fast_path_answers_without_the_plan_and_sees_changes(project: CliProject
     p = project
     assert p.check("margin")["reason"] == "no daemon"
     p.wait_daemon()
-    wait_for(record(p).exists)
+    p.wait_plan_record()
     doc, loaded = probe(p, "margin")
     assert not loaded and doc["freshness"]["mode"] == "watcher-clean"
     assert p.hits(doc) == p.hits(p.search("margin", direct=True))
@@ -100,7 +100,7 @@ def test_fields_and_their_errors_on_the_fast_path(project: CliProject) -> None:
     p = project
     p.check("margin")
     p.wait_daemon()
-    wait_for(record(p).exists)
+    p.wait_plan_record()
     doc, loaded = probe(p, "title:event OR tags:ga4")
     assert not loaded and doc["freshness"]["mode"] == "watcher-clean" and doc["results"]
     direct = p.search("title:event OR tags:ga4", direct=True)
@@ -123,7 +123,7 @@ def test_a_changed_config_takes_the_slow_path(project: CliProject) -> None:
     p = project
     p.check("margin")
     p.wait_daemon()
-    wait_for(record(p).exists)
+    p.wait_plan_record()
     cfg = json.loads((p.root / ".ct" / "index.jsonc").read_text())
     p.write_config({**cfg, "exclude": ["ga4/**"]})
     doc, loaded = probe(p, "event OR margin")
@@ -136,7 +136,7 @@ def test_a_wrong_record_only_costs_the_slow_path(project: CliProject) -> None:
     p = project
     p.check("margin")
     p.wait_daemon()
-    wait_for(record(p).exists)
+    p.wait_plan_record()
     good = json.loads(record(p).read_text())
     record(p).write_text(json.dumps({**good, "digest": "0" * 64}))
     doc, loaded = probe(p, "margin")

@@ -331,18 +331,13 @@ def test_a_recorded_plan_lets_a_healthy_daemon_answer_without_loading_it(
     import os
     import time
 
-    from ctindex.policy import plan_record
-
     p = cli_project
     old = time.time() - 30  # older than the racy window: the record may be written
     for path in (p.root / ".ct" / "index.jsonc", p.root, *p.root.iterdir()):
         os.utime(path, (old, old))
     p.check("margin")
     p.wait_daemon()
-    record = p.paths.dir / plan_record.RECORD_NAME
-    from tests.daemon_support import wait_for
-
-    wait_for(record.exists)
+    record = p.wait_plan_record()
 
     def no_plan() -> Plan:
         raise AssertionError("the plan was loaded")
