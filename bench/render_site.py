@@ -71,7 +71,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=31)
     args = parser.parse_args()
     root = _project()
-    env = {**os.environ, "CTINDEX_WATCH": "1"}  # a daemon even under CI
+    # A daemon even under CI; cached bytecode, as an installed package has
+    # (some sandboxes set PYTHONDONTWRITEBYTECODE: every process would compile).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["CTINDEX_WATCH"] = "1"
     python = sys.executable
     kinds = {
         "text (the daemon renders)": [python, "-m", "ctindex", "-C", str(root), "search", QUERY],
