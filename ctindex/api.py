@@ -368,7 +368,7 @@ class Index:
         """A full reconciliation (`ctindex update`); publishes a generation
         only if something changed; by the share host's daemon on a share
         where one runs (docs/network-shares.md)."""
-        from ctindex.client.update_route import run
+        from ctindex.service.update import run
 
         with self._lock:
             return self._report(run(self.project, self.plan(), "update").report)
@@ -376,7 +376,7 @@ class Index:
     def rebuild(self) -> UpdateReport:
         """A fresh index, published atomically (`ctindex rebuild`); by the
         share host's daemon on a share where one runs."""
-        from ctindex.client.update_route import run
+        from ctindex.service.update import run
 
         with self._lock:
             return self._report(run(self.project, self.plan(), "rebuild").report)

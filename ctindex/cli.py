@@ -29,7 +29,9 @@ from ctindex.errors import CtindexError
 
 if TYPE_CHECKING:
     from ctindex.commands import Context, QuickAnswer
+    from ctindex.daemon.query import Answer as DaemonSearched
     from ctindex.daemon.query import DaemonAnswer, SearchCommand
+    from ctindex.ipc.protocol import SearchResult
     from ctindex.policy.project import Project
     from ctindex.query.freshness import Freshness
     from ctindex.search.execute import Outcome
@@ -564,7 +566,14 @@ def daemon_search() -> SearchCommand:
 
         return main(argv, stdout=out, stderr=err, cwd=cwd, answer=fresh)
 
-    return SearchCommand(parse, run)
+    def data(project: Project, got: DaemonSearched) -> SearchResult:
+        from ctindex.query.freshness import Freshness
+        from ctindex.service.search import as_data, finish
+
+        stated = Freshness.watcher_clean(got.generation, got.barrier_ms)
+        return as_data(*finish(project.root, stated, got.outcome))
+
+    return SearchCommand(parse, run, data)
 
 
 def completion_script(shell: str) -> str:

@@ -9,9 +9,9 @@ from ctindex.commands import Context
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    from ctindex.client.update_route import run as run_routed
     from ctindex.commands.update import finish, strict_kinds
     from ctindex.policy.plan import load_plan
+    from ctindex.service.update import run as run_routed
 
     kinds = strict_kinds(getattr(args, "strict", None))
     plan = load_plan(ctx.project)

@@ -96,6 +96,9 @@ class SearchCommand(NamedTuple):
     # The CLI's main: (words, stdout, stderr, working folder, the fresh
     # answer to print) -> exit code.
     run: Callable[[list[str], TextIO, TextIO, str, DaemonAnswer], int]
+    # The answer as data, as the CLI's `--json` states it (sent beside the
+    # text: docs/decisions/daemon-answers.md).
+    data: Callable[[Project, Answer], SearchResult]
 
 
 class Declined(Exception):
@@ -303,7 +306,8 @@ class QueryService:
             raise Declined(f"index unreadable: {exc}") from None  # the client repairs it
         # The generation printed is the one read (ctindex/service/search.py finish).
         answer = Answer(job.generation, job.barrier_ms, outcome)
-        job.result = _as_data(project, answer) if len(outcome.results) <= OUTCOME_RESULTS else None
+        if self._command is not None and len(outcome.results) <= OUTCOME_RESULTS:
+            job.result = self._command.data(project, answer)
         return answer
 
     def _outcome(self, snap: Snapshot, node: Node, limit: int) -> Outcome:
@@ -331,13 +335,3 @@ class QueryService:
         if blocks > CACHE_BLOCKS or kept > CACHE_BYTES:
             for v in snap.views:
                 v.segment.forget_blocks()
-
-
-def _as_data(project: Project, answer: Answer) -> SearchResult:
-    """The answer as the client's `--json` would state it (the text beside
-    it is the CLI's own rendering: docs/decisions/daemon-answers.md)."""
-    from ctindex.query.freshness import Freshness
-    from ctindex.service.search import as_data, finish
-
-    stated = Freshness.watcher_clean(answer.generation, answer.barrier_ms)
-    return as_data(*finish(project.root, stated, answer.outcome))

@@ -8,6 +8,7 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,7 +49,11 @@ def test_the_handed_command_parses_and_runs_the_words(tmp_path: Path) -> None:
         out.write("answered\n")  # type: ignore[attr-defined]
         return 3
 
-    service = QueryService(tmp_path, tmp_path / "index", lambda: None, SearchCommand(parse, run))
+    def data(project: object, answer: object) -> Any:
+        raise AssertionError("no answer was made: no data")
+
+    command = SearchCommand(parse, run, data)
+    service = QueryService(tmp_path, tmp_path / "index", lambda: None, command)
     assert service._search(_job(["search", "x"], tmp_path)) == ("answered\n", "", 3)
     assert ran == [(["search", "x"], str(tmp_path))]
     with pytest.raises(Declined, match="usage"):

@@ -1,4 +1,4 @@
-"""Where update and rebuild run (ctindex/client/update_route.py): the
+"""Where update and rebuild run (ctindex/service/update.py): the
 report an answer carries is taken field by field, and the generation it
 names must be what the client's own view of the store shows. The whole
 exchange runs on the real share rig (tests/e2e/test_netshare_host.py)."""
@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from ctindex.client import update_route as route
 from ctindex.client.share import WriteAnswered
 from ctindex.indexing import transaction as indexer
 from ctindex.ipc.share_channel import LOCAL_WRITES_ENV
 from ctindex.policy.plan import load_plan
 from ctindex.policy.project import Project
+from ctindex.service import update as route
 from ctindex.store.generation import read_manifest
 from tests.conftest import CORPUS
 
