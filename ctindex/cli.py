@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ctindex.daemon.query import DaemonAnswer, SearchCommand
     from ctindex.ipc.protocol import SearchResult
     from ctindex.policy.project import Project
-    from ctindex.query.freshness import Freshness
+    from ctindex.query.statement import Freshness
     from ctindex.search.execute import Outcome
     from ctindex.search.query import Node
 
@@ -559,7 +559,7 @@ def daemon_search() -> SearchCommand:
 
     def run(argv: list[str], out: TextIO, err: TextIO, cwd: str, answer: DaemonAnswer) -> int:
         def fresh(project: Project, node: Node, limit: int) -> tuple[Freshness, Outcome]:
-            from ctindex.query.freshness import Freshness
+            from ctindex.query.statement import Freshness
 
             got = answer(project, node, limit)
             return Freshness.watcher_clean(got.generation, got.barrier_ms), got.outcome
@@ -567,7 +567,7 @@ def daemon_search() -> SearchCommand:
         return main(argv, stdout=out, stderr=err, cwd=cwd, answer=fresh)
 
     def data(project: Project, got: DaemonSearched) -> SearchResult:
-        from ctindex.query.freshness import Freshness
+        from ctindex.query.statement import Freshness
         from ctindex.service.search import as_data, finish
 
         stated = Freshness.watcher_clean(got.generation, got.barrier_ms)

@@ -17,7 +17,7 @@ from ctindex.policy.project import Project
 if TYPE_CHECKING:
     from ctindex.daemon.query import SearchCommand
     from ctindex.policy.plan import Plan
-    from ctindex.query.freshness import Freshness
+    from ctindex.query.statement import Freshness
     from ctindex.search.execute import Outcome
     from ctindex.search.query import Node
     from ctindex.service.no_scopes import NoScopes

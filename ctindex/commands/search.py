@@ -12,7 +12,7 @@ from ctindex.commands import Context
 
 if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
-    from ctindex.query.freshness import Freshness
+    from ctindex.query.statement import Freshness
     from ctindex.search.execute import Outcome, Result
     from ctindex.service.no_scopes import NoScopes
 

@@ -187,7 +187,7 @@ def walk_problems(walk: WalkReport) -> list[str]:
 @dataclass(frozen=True)
 class Walked:
     """A full walk made before the lock was taken (a query's lock-free
-    comparison: ctindex/query/freshness.py reconcile). The update builds on
+    comparison: ctindex/query/reconcile_here.py reconcile). The update builds on
     it instead of walking again when the generation it compared with is
     still the published one: the same table, so the same result, and on a
     network share the walk is most of the cost."""

@@ -23,6 +23,7 @@ statement, the JSON `freshness` object of docs/cli.md:
    again; an index that cannot be brought up to date (busy writer, read-only)
    is answered from the files as a fallback.
 
+Step 3's reconciliation here and step 4 live in ctindex/query/reconcile_here.py.
 ctindex/client/ only carries the messages (barrier, spawn); the indexer
 does the reconciling (`rebuild_reason`, `update`, `repair`; the file table's
 `load_file_table` and `newly_trusted` are ctindex/store/filetable.py's).
@@ -32,8 +33,6 @@ indexer or the store writer (docs/decisions/perf.md).
 
 from __future__ import annotations
 
-import contextlib
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
@@ -46,81 +45,20 @@ if TYPE_CHECKING:
     from ctindex.search.execute import Vouched
     from ctindex.store.snapshot import Snapshot
 
+from ctindex.query.statement import (
+    DIRECT,
+    DIRECT_REASON,
+    FALLBACK,
+    NO_SCOPES_REASON,
+    RECONCILE_ON_QUERY,
+    WATCHER_CLEAN,
+    Freshness,
+    Opener,
+    Proof,
+    Reader,
+)
+
 T = TypeVar("T")
-
-# Modes of the statement (docs/cli.md, the `freshness` object).
-WATCHER_CLEAN = "watcher-clean"  # a daemon's barrier over trusted events
-RECONCILE_ON_QUERY = "reconcile-on-query"  # watching is off: reconciled here
-FALLBACK = "fallback"  # the daemon could not vouch: reconciled here, `reason` says why
-DIRECT = "direct"  # answered from the files, no index
-
-# How long a query waits for another writer's update lock before it answers
-# from the files instead (a stopped or slow writer must not fail a query).
-QUERY_LOCK_WAIT_S = 10.0
-
-
-class Freshness:
-    """How an answer was made fresh. A plain class, not a dataclass: the
-    fast path imports this module, and importing dataclasses cost every
-    search ~8 ms (docs/decisions/perf.md §2). Mutable on purpose: a repair
-    or the read itself completes it (`generation` is the one read)."""
-
-    __slots__ = ("barrier_ms", "generation", "mode", "notes", "reason", "rebuilt", "reconcile_ms")
-
-    def __init__(
-        self,
-        mode: str,
-        reason: str | None,
-        generation: int | None,
-        barrier_ms: float | None = None,
-        reconcile_ms: float | None = None,
-        rebuilt: str | None = None,
-        notes: list[str] | None = None,
-    ) -> None:
-        self.mode = mode  # WATCHER_CLEAN | FALLBACK | RECONCILE_ON_QUERY | DIRECT
-        self.reason = reason
-        self.generation = generation
-        self.barrier_ms = barrier_ms
-        self.reconcile_ms = reconcile_ms
-        self.rebuilt = rebuilt  # why the index was rebuilt before answering
-        self.notes = notes if notes is not None else []
-
-    @classmethod
-    def watcher_clean(cls, generation: int, barrier_ms: float) -> Freshness:
-        """A plain barrier answer: nothing for the statement to explain."""
-        return cls(WATCHER_CLEAN, None, generation, barrier_ms=barrier_ms)
-
-    @property
-    def plain_clean(self) -> bool:
-        """Watcher-clean with nothing to report (no full pass the daemon
-        reports once): the only statement the plan-less fast path gives."""
-        return self.mode == WATCHER_CLEAN and self.reason is None
-
-    def _fields(self) -> dict[str, object]:
-        return {name: getattr(self, name) for name in _FIELDS}
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Freshness) and self._fields() == other._fields()
-
-    def __repr__(self) -> str:
-        return f"Freshness({self._fields()})"
-
-    def to_json(self) -> dict[str, object]:
-        return {**self._fields(), "notes": list(self.notes)}
-
-
-# The JSON object's keys, in the order docs/cli.md shows them.
-_FIELDS = ("mode", "reason", "generation", "barrier_ms", "reconcile_ms", "rebuilt", "notes")
-
-DIRECT_REASON = "answered from the files, without the index"
-NO_SCOPES_REASON = "no scopes: nothing to index"
-READ_WHEN_ASKED = "read from the file when asked"
-
-
-def read_when_asked(reconcile_ms: float) -> Freshness:
-    """The statement of one concept read from its own file (`show`,
-    ctindex/api.py Index.get): no index to prove, so never stale."""
-    return Freshness(DIRECT, READ_WHEN_ASKED, None, reconcile_ms=reconcile_ms)
 
 
 class Options(NamedTuple):
@@ -148,20 +86,6 @@ class Verdict(NamedTuple):
 
     proven: Freshness | None  # the daemon's answer is the whole proof
     reconcile_reason: str | None  # else why this query reconciles itself
-
-
-class Proof(NamedTuple):
-    """How the index was made current (`prove`), and what the read must then
-    find: the generation a daemon vouched for (`by_daemon`), or the one this
-    process's own reconciliation published or found current; a generation
-    published on top of it is fine (ctindex/search/execute.py Vouched)."""
-
-    fresh: Freshness
-    expect: Vouched | None
-    by_daemon: bool = False
-    # The network share's host that vouched: the index's one writer, so this
-    # process never repairs nor rebuilds it (ShareHostWrites instead).
-    share_host: str | None = None
 
 
 class Prior(NamedTuple):
@@ -193,12 +117,6 @@ class Answered(Generic[T]):
     def __init__(self, freshness: Freshness, value: T) -> None:
         self.freshness = freshness
         self.value = value
-
-
-Reader = Callable[["Snapshot"], T]  # what the caller does with a fresh generation
-# How the caller opens the published generation (a new one per query, or
-# the API's kept one while MANIFEST is unchanged): runs the reader on it.
-Opener = Callable[[Callable[["Snapshot"], T]], T]
 
 
 def judge(result: BarrierResult) -> Verdict:
@@ -298,6 +216,7 @@ def fresh_answer(
         # would watch nothing for `idle_seconds`.
         return Answered(Freshness(DIRECT, NO_SCOPES_REASON, None), from_files(plan))
     from ctindex.errors import ShareHostWrites
+    from ctindex.query import reconcile_here as here
     from ctindex.store.generation import TornManifest
     from ctindex.store.lock import IndexBusy, IndexReadOnly
 
@@ -313,23 +232,27 @@ def fresh_answer(
         )
         fresh = proof.fresh
         kept = early.accepted(proof) if early is not None else None
-        value = kept[0] if kept is not None else _read_repairing(project, plan, read, opener, proof)
+        value = (
+            kept[0] if kept is not None else here.read_repairing(project, plan, read, opener, proof)
+        )
     except TornManifest as torn:  # maybe only a mount's cache: not repaired from here
         if from_files is None:
             raise
-        fresh, value = _from_files(from_files, plan, torn, "MANIFEST reads torn through this mount")
+        fresh, value = here.from_files(
+            from_files, plan, torn, "MANIFEST reads torn through this mount"
+        )
     except ShareHostWrites as hosted:  # the share's host writes the index, not us
         if from_files is None:
             raise
-        fresh, value = _from_files(from_files, plan, hosted, hosted.why)
+        fresh, value = here.from_files(from_files, plan, hosted, hosted.why)
     except IndexBusy as busy:  # a stopped or slow writer holds the update lock
         if from_files is None:
             raise
-        fresh, value = _from_files(from_files, plan, busy, "index busy")
+        fresh, value = here.from_files(from_files, plan, busy, "index busy")
     except IndexReadOnly as denied:  # behind the files and cannot be written
         if from_files is None:
             raise
-        fresh, value = _from_files(from_files, plan, denied, "read-only index")
+        fresh, value = here.from_files(from_files, plan, denied, "read-only index")
     if options.plan_hint:
         from ctindex.policy import plan_record
 
@@ -514,10 +437,11 @@ def prove(
     take (the caller answers from the files)."""
     from ctindex.client.barrier import ShareBarrier, SocketBarrier
     from ctindex.policy.netfs import ctime_kept_on, freshness_reason, project_share
+    from ctindex.query import reconcile_here as here
 
     share = project_share(project, plan)
     if not plan.settings.watch:
-        proof = reconcile(project, plan, RECONCILE_ON_QUERY, "watch disabled")
+        proof = here.reconcile(project, plan, RECONCILE_ON_QUERY, "watch disabled")
         if share is not None:  # the walk's blind spot on this share, if any
             kept = ctime_kept_on(project, share)
             caveat = freshness_reason(share, proof.fresh.reconcile_ms, kept)
@@ -559,6 +483,7 @@ def decide(
     index's one writer, so where it serves this process never writes."""
     from ctindex.client.barrier import Synced
     from ctindex.errors import ShareHostWrites
+    from ctindex.query import reconcile_here as here
 
     if isinstance(outcome, Synced):
         verdict = judge(outcome.result)
@@ -570,13 +495,13 @@ def decide(
         if outcome.host is not None:
             why = f"share host {outcome.host}: {verdict.reconcile_reason}"
             raise ShareHostWrites(outcome.host, why)
-        return reconcile(project, plan, FALLBACK, verdict.reconcile_reason)
+        return here.reconcile(project, plan, FALLBACK, verdict.reconcile_reason)
     if outcome.serving is not None:
         raise ShareHostWrites(outcome.serving, outcome.reason)
     if share is not None:
         from ctindex.policy.netfs import cache_note, ctime_kept_on, freshness_reason
 
-        proof = reconcile(project, plan, FALLBACK, outcome.reason)
+        proof = here.reconcile(project, plan, FALLBACK, outcome.reason)
         kept = ctime_kept_on(project, share)
         caveat = freshness_reason(share, proof.fresh.reconcile_ms, kept)
         proof.fresh.reason = f"{outcome.reason}; {caveat}"
@@ -594,13 +519,14 @@ def _without_daemon(project: Project, plan: Plan, failed: Unsynced, spawn: bool)
     from ctindex.client.spawn import STARTING
     from ctindex.client.spawn import spawn as start_daemon
     from ctindex.ipc.runtime_dir import RuntimePaths
+    from ctindex.query import reconcile_here as here
 
     paths = RuntimePaths.for_project(project)
     if failed.other_build:
         # Reconcile first (the one rebuild a new provider needs happens
         # here, not raced by the successor's startup pass), then start the
         # successor: it finds the index current.
-        proof = reconcile(project, plan, FALLBACK, failed.reason)
+        proof = here.reconcile(project, plan, FALLBACK, failed.reason)
         why_not = start_daemon(project.root, paths, successor=True)
         started = why_not in (None, STARTING)
         proof.fresh.reason = f"{BUILD_MISMATCH}; {'restarted' if started else why_not}"
@@ -614,202 +540,7 @@ def _without_daemon(project: Project, plan: Plan, failed: Unsynced, spawn: bool)
             why_not = start_daemon(project.root, paths)  # the next query uses it
         if why_not is not None and why_not != STARTING:
             reason = why_not
-    return reconcile(project, plan, FALLBACK, reason)
+    return here.reconcile(project, plan, FALLBACK, reason)
 
 
 NO_SPAWN_REASON = "no daemon started (asked not to)"
-
-
-def reconcile(project: Project, plan: Plan, mode: str, reason: str | None) -> Proof:
-    """Bring the index up to date with the files, synchronously: a lock-free
-    comparison first, and only when something changed the locked update. The
-    proof names the generation found current or published, which the read
-    must find (or one published on top of it: another writer's pass under
-    another plan in between is not this plan's answer)."""
-    from pathlib import Path
-
-    from ctindex.errors import CtindexError
-    from ctindex.indexing.transaction import Walked, rebuild_reason, update
-    from ctindex.policy.netfs import BLIND_NOTE, ctime_blind, walk_threads
-    from ctindex.reconciler import reconcile as compare
-    from ctindex.store.durable import IndexCorrupt
-    from ctindex.store.filetable import load_file_table, newly_trusted
-    from ctindex.store.generation import read_manifest
-
-    index_dir = Path(project.index_dir)
-    t0 = time.perf_counter()
-    walked = None
-    try:
-        m = read_manifest(index_dir)
-        if m is not None and rebuild_reason(m, plan) is None:
-            table = load_file_table(index_dir, m)
-            flt = plan.path_filter()
-            reserved: list[str] = []
-            flt.reserved = reserved
-            contents: dict[str, bytes] = {}
-            # rebuild_reason None: the table was built under this plan.
-            res = compare(
-                project.root,
-                flt,
-                table,
-                sink=contents.__setitem__,
-                workers=walk_threads(project.root),
-                trust_filter=True,
-                ctime_blind=ctime_blind(project),
-            )
-            # The update below builds on this walk if nobody published meanwhile.
-            walked = Walked(m.generation, m.identity, res, contents, reserved)
-            if not res.has_changes:
-                generation, identity = m.generation, m.identity
-                if newly_trusted(table, res):
-                    # Record the racily-clean files this pass re-read, so they
-                    # are not re-read by every query; best effort (a read-only
-                    # or busy index folder answers all the same).
-                    with contextlib.suppress(CtindexError):
-                        again = update(project, plan, lock_timeout=0.2)
-                        generation, identity = again.generation, again.identity
-                fresh = Freshness(
-                    mode, reason, generation, reconcile_ms=round(res.metrics.duration_ms, 3)
-                )
-                return Proof(fresh, _own(plan, generation, identity))
-    except (IndexCorrupt, OSError):
-        pass  # the locked update below repairs or reports it
-    report = update(project, plan, lock_timeout=QUERY_LOCK_WAIT_S, walked=walked)
-    fresh = Freshness(
-        mode,
-        reason,
-        report.generation,
-        reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
-        rebuilt=report.reason if report.rebuilt else None,
-        # (what a ctime-blind walk cannot see is in the reason: ctindex/policy/netfs.py)
-        notes=[n for n in report.notes if n != BLIND_NOTE],
-    )
-    return Proof(fresh, _own(plan, report.generation, report.identity))
-
-
-def _own(plan: Plan, generation: int, identity: str) -> Vouched | None:
-    """What this process's own pass vouches for (None: it cannot say)."""
-    from ctindex.search.execute import Vouched
-
-    return Vouched(plan.digest(), generation, identity) if identity else None
-
-
-def _read_repairing(
-    project: Project, plan: Plan, read: Reader[T], opener: Opener[T], proof: Proof
-) -> T:
-    """Step 4: read the published generation; when it meets a damaged file,
-    rebuild from the files (reported as a fallback with reason `index
-    repaired: <file>: <what>`) and read again. When a daemon vouched for the
-    answer (`proof.by_daemon`) and the published generation is not that one
-    nor one published on top of it, the store was changed behind the
-    daemon's back: rebuilt from the files too, its file table untrusted,
-    reported as a fallback with reason `index changed outside ctindex: ...`.
-    When this process reconciled and another writer published a generation
-    of another plan since (a concurrent `update` that read an older config),
-    it reconciles again; an index that keeps changing so is answered from
-    the files (IndexBusy). A rebuild that cannot write raises
-    IndexWriteError (exit 2) and leaves the previous generation."""
-    from pathlib import Path
-
-    from ctindex.errors import IndexBusy
-    from ctindex.indexing.transaction import rebuild, repair
-    from ctindex.search.execute import PlanMismatch
-    from ctindex.store.durable import IndexCorrupt
-    from ctindex.store.generation import OUTSIDE, read_manifest
-
-    fresh, expect, by_daemon = proof.fresh, proof.expect, proof.by_daemon
-
-    def read_noting(snap: Snapshot) -> T:
-        if expect is not None:
-            expect.check(snap)
-        fresh.generation = snap.generation  # the statement names the generation read
-        return read(snap)
-
-    if proof.share_host is not None:
-        return _read_through_mount(proof.share_host, read_noting, opener)
-    for _ in range(2):  # a second failure: a newer generation, checked and repaired too
-        try:
-            return opener(read_noting)
-        except PlanMismatch:
-            if not by_daemon:
-                again = reconcile(project, plan, fresh.mode, fresh.reason)
-                expect = again.expect
-                fresh.generation = again.fresh.generation
-                fresh.reconcile_ms = again.fresh.reconcile_ms
-                fresh.notes.append("another writer published meanwhile: reconciled again")
-                continue
-            t0 = time.perf_counter()
-            why = f"{OUTSIDE}: not the generation the daemon vouched for"
-            report = rebuild(project, plan, lock_timeout=QUERY_LOCK_WAIT_S, reason=why)
-            expect, by_daemon = _own(plan, report.generation, report.identity), False
-            fresh.mode = FALLBACK
-            fresh.reason = fresh.rebuilt = why
-            fresh.generation = report.generation
-            fresh.reconcile_ms = round((time.perf_counter() - t0) * 1000, 3)
-            fresh.notes.extend(report.notes)
-        except IndexCorrupt as exc:
-            try:
-                m = read_manifest(Path(project.index_dir))
-                generation = m.generation if m is not None else None
-            except IndexCorrupt:
-                generation = None
-            t0 = time.perf_counter()
-            report = repair(project, plan, exc, generation, lock_timeout=QUERY_LOCK_WAIT_S)
-            expect, by_daemon = _own(plan, report.generation, report.identity), False
-            fresh.mode = FALLBACK
-            if report.rebuilt:
-                fresh.reason = fresh.rebuilt = report.reason
-            fresh.generation = report.generation
-            fresh.reconcile_ms = round((time.perf_counter() - t0) * 1000, 3)
-            fresh.notes.extend(report.notes)
-    try:
-        return opener(read_noting)
-    except PlanMismatch as exc:
-        raise IndexBusy(
-            "the index kept changing under this query (other writers): answered from the files"
-        ) from exc
-
-
-MOUNT_REREADS = 3  # a MANIFEST read again through a mount before giving up
-MOUNT_REREAD_S = 0.05  # the first pause between them, doubled each time
-
-
-def _read_through_mount(host: str, read: Reader[T], opener: Opener[T]) -> T:
-    """Read the generation a share host vouched for, through this mount.
-
-    The host is the index's one writer, so nothing here repairs or rebuilds:
-    a MANIFEST that reads torn (a mount that keeps a file's old size in its
-    attribute cache cuts the new one short) or names another generation is
-    read again, a few times over well under a second; then ShareHostWrites,
-    and the caller answers from the files."""
-    from ctindex.errors import ShareHostWrites
-    from ctindex.search.execute import PlanMismatch
-    from ctindex.store.durable import IndexCorrupt
-
-    pause = MOUNT_REREAD_S
-    for attempt in range(MOUNT_REREADS + 1):
-        try:
-            return opener(read)
-        except (PlanMismatch, IndexCorrupt, OSError) as exc:
-            why = exc
-            if attempt < MOUNT_REREADS:
-                time.sleep(pause)
-                pause *= 2
-    raise ShareHostWrites(host, f"the generation share host {host} vouched for: {why}")
-
-
-def _from_files(
-    from_files: Callable[[Plan], T], plan: Plan, cause: Exception, why: str
-) -> tuple[Freshness, T]:
-    """The answer when the index cannot be brought up to date: from the
-    files, reported as a fallback. Slower, never stale, never a failure."""
-    t0 = time.perf_counter()
-    value = from_files(plan)
-    fresh = Freshness(
-        FALLBACK,
-        f"{why}: answered from the files",
-        None,
-        reconcile_ms=round((time.perf_counter() - t0) * 1000, 3),
-        notes=[str(cause)],
-    )
-    return fresh, value

@@ -21,7 +21,7 @@ from ctindex.service.types import Concept, Link, freshness_of
 if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
     from ctindex.providers.base import ConceptLink, Provider
-    from ctindex.query.freshness import Opener
+    from ctindex.query.statement import Opener
     from ctindex.store.snapshot import Snapshot
 
 # (concept ID, key) of every concept of the index
@@ -167,7 +167,7 @@ def read_concept(plan: Plan, root: str, key: str) -> Concept:
     points to and never blocking on a special file."""
     from ctindex.providers import INDEX_PROVIDER, load
     from ctindex.providers.base import ProviderError
-    from ctindex.query import freshness
+    from ctindex.query.statement import read_when_asked
 
     found = plan.find_scope(key)
     provider = load(found[0].provider if found else INDEX_PROVIDER)
@@ -177,7 +177,7 @@ def read_concept(plan: Plan, root: str, key: str) -> Concept:
     if isinstance(read, ProviderError):
         raise ConceptUnreadable(read.message)
     doc = read.document
-    fresh = freshness_of(freshness.read_when_asked(_ms(time.perf_counter() - t0)))
+    fresh = freshness_of(read_when_asked(_ms(time.perf_counter() - t0)))
     return Concept(
         doc.concept_id,
         doc.scope,

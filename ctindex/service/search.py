@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from ctindex.ipc.protocol import SearchHit, SearchResult
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
-    from ctindex.query.freshness import Freshness, Opener, Options
+    from ctindex.query.freshness import Options
+    from ctindex.query.statement import Freshness, Opener
     from ctindex.search.execute import Outcome, Result
     from ctindex.search.query import Node
     from ctindex.store.snapshot import Snapshot

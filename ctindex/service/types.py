@@ -12,7 +12,7 @@ from ctindex.service.update_problems import Problems, json_problems
 if TYPE_CHECKING:
     from ctindex.base.jsontypes import JSONObject
     from ctindex.indexing import transaction
-    from ctindex.query.freshness import Freshness as _Freshness
+    from ctindex.query.statement import Freshness as _Freshness
 
 # A JSON document (an object), as `to_json()` returns it.
 JsonObject = dict[str, Any]

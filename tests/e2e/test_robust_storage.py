@@ -367,11 +367,11 @@ def test_robust_storage_update_lock_held_by_a_stopped_writer(
     every search wait 60 s and exit 2. A query now waits a bounded time and
     answers from the files (fallback, `index busy`); `update` still exits 2
     naming the lock."""
-    from ctindex.query import freshness
+    from ctindex.query import reconcile_here
     from ctindex.store import lock
     from ctindex.store.lock import update_lock
 
-    monkeypatch.setattr(freshness, "QUERY_LOCK_WAIT_S", 0.2)
+    monkeypatch.setattr(reconcile_here, "QUERY_LOCK_WAIT_S", 0.2)
     monkeypatch.setattr(lock, "DEFAULT_TIMEOUT_S", 0.3)  # `update`'s wait (60 s)
     (project / "okf" / "bundles" / "ga4" / "busy.md").write_text("# Busy\n\nbusyword event\n")
     with update_lock(index_dir(project)):  # another writer, stopped mid-update

@@ -15,7 +15,7 @@ import pytest
 from ctindex.client.daemon_requests import BarrierFailed, barrier, ping, request
 from ctindex.ipc.records import read_record
 from ctindex.ipc.runtime_dir import RuntimePaths
-from ctindex.query import freshness
+from ctindex.query import freshness, statement
 from tests.daemon_support import (
     FakeEngine,
     fork_daemon,
@@ -90,7 +90,7 @@ def test_poll_lane_reconciles_on_every_barrier(tmp_path: Path) -> None:
             assert result.backend == "poll" and result.backend_reason == "test: poll lane"
             # Worded as a fallback by the one trust test (ctindex/query/freshness.py).
             assert freshness.judge(result).proven is not None
-            assert freshness.judge(result).proven.mode == freshness.FALLBACK
+            assert freshness.judge(result).proven.mode == statement.FALLBACK
             assert result.lane == "reconcile"
         assert [r["full"] for r in journal(tmp_path / "j")] == [True, True, True]
 

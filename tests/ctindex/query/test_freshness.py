@@ -24,7 +24,7 @@ from ctindex.ipc.protocol import BarrierResult
 from ctindex.ipc.runtime_dir import RuntimePaths, ensure_private_dir
 from ctindex.policy.plan import Plan, load_plan
 from ctindex.policy.project import Project
-from ctindex.query import freshness
+from ctindex.query import freshness, statement
 from ctindex.query.cimode import CI_REASON
 from ctindex.store.snapshot import Snapshot
 from tests.daemon_support import CliProject
@@ -148,7 +148,7 @@ def barrier_result(**facts: object) -> BarrierResult:
 
 def test_judge_native_events_are_watcher_clean() -> None:
     verdict = freshness.judge(barrier_result())
-    assert verdict.proven == freshness.Freshness("watcher-clean", None, 7, barrier_ms=1.5)
+    assert verdict.proven == statement.Freshness("watcher-clean", None, 7, barrier_ms=1.5)
     assert verdict.proven.plain_clean
 
 
@@ -311,20 +311,6 @@ def test_direct_reads_the_files_and_asks_no_daemon(
     assert not (cli_project.root / ".ct" / "okf" / "MANIFEST").exists()  # no index was made
 
 
-def test_the_json_statement_keeps_its_keys_and_order() -> None:
-    fresh = freshness.Freshness("fallback", "no daemon", 3, reconcile_ms=1.0, notes=["n"])
-    assert list(fresh.to_json()) == [
-        "mode",
-        "reason",
-        "generation",
-        "barrier_ms",
-        "reconcile_ms",
-        "rebuilt",
-        "notes",
-    ]
-    assert fresh.to_json()["notes"] == ["n"] and fresh.to_json()["notes"] is not fresh.notes
-
-
 def test_a_recorded_plan_lets_a_healthy_daemon_answer_without_loading_it(
     cli_project: CliProject, spawns: list[bool]
 ) -> None:
@@ -373,7 +359,7 @@ def test_a_plan_without_scopes_writes_no_index_and_starts_no_daemon(
     got = freshness.fresh_answer(
         project, lambda: load_plan(project), generation_of, from_files=lambda plan: -1
     )
-    assert (got.freshness.mode, got.freshness.reason) == ("direct", freshness.NO_SCOPES_REASON)
+    assert (got.freshness.mode, got.freshness.reason) == ("direct", statement.NO_SCOPES_REASON)
     assert got.value == -1 and not (root / ".ct").exists() and spawns == []
 
 
@@ -407,74 +393,3 @@ def test_a_generation_another_plan_published_after_this_reconcile_is_not_read(
     got = freshness.fresh_answer(project, lambda: current, plan_of, open_generation=open_generation)
     assert raced and got.value == current.digest()
     assert "another writer published meanwhile" in " ".join(got.freshness.notes)
-
-
-def _counting_walks(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
-    """Every reconciler pass this process makes (its `only`, None: full)."""
-    import ctindex.reconciler as reconciler
-    from ctindex.reconciler import diff
-
-    walks: list[str | None] = []
-    real = diff.reconcile
-
-    def counted(*args: object, **kwargs: object) -> object:
-        walks.append(None if kwargs.get("only") is None else "narrowed")
-        return real(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(reconciler, "reconcile", counted)
-    return walks
-
-
-def _a_concept(p: CliProject) -> Path:
-    return min(f for f in (p.root / "acme_retail").rglob("*.md") if f.name not in RESERVED)
-
-
-RESERVED = ("index.md", "log.md")
-
-
-def test_a_query_after_a_change_walks_once(
-    make_cli_project: Make, spawns: list[bool], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The lock-free comparison found the change; the locked update builds
-    on that walk (the generation it compared with is still published)
-    instead of walking again: on a network share the walk is the cost."""
-    p = make_cli_project(config={"watch": False})
-    answer(p)
-    before = published(p)
-    page = _a_concept(p)
-    page.write_text(page.read_text() + "\nzqxwalkedonce\n")
-    walks = _counting_walks(monkeypatch)
-    got = answer(p)
-    assert walks == [None]
-    assert got.value == published(p) == before + 1
-    doc = p.search("zqxwalkedonce")
-    assert p.hits(doc) == [str(page.relative_to(p.root))]
-
-
-def test_a_generation_published_meanwhile_makes_the_update_walk_again(
-    make_cli_project: Make, spawns: list[bool], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Another writer published between the comparison and the lock: that
-    walk compared with a table that is no longer the base, so it is not used."""
-    from ctindex.indexing import transaction
-
-    p = make_cli_project(config={"watch": False})
-    answer(p)
-    page = _a_concept(p)
-    page.write_text(page.read_text() + "\nzqxmeanwhile\n")
-    walks = _counting_walks(monkeypatch)
-    real_update = transaction.update
-    other = p.root / "acme_retail" / "zz_meanwhile.md"
-
-    def another_writer_first(*args: object, **kwargs: object) -> transaction.UpdateReport:
-        other.write_text("# Meanwhile\n\nzqxother\n")
-        project = Project.at(p.root)
-        real_update(project, load_plan(project))  # publishes before us
-        return real_update(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(transaction, "update", another_writer_first)
-    got = answer(p)
-    assert walks == [None, None, None]  # ours, the other writer's, ours again
-    assert got.value == published(p)
-    assert p.hits(p.search("zqxmeanwhile")) == [str(page.relative_to(p.root))]
-    assert p.hits(p.search("zqxother")) == ["acme_retail/zz_meanwhile.md"]

@@ -15,7 +15,7 @@ import pytest
 from ctindex.client.barrier import Synced, Unsynced
 from ctindex.errors import ShareHostWrites
 from ctindex.policy.netfs import Share
-from ctindex.query import freshness
+from ctindex.query import freshness, reconcile_here, statement
 from ctindex.search.execute import Vouched
 from tests.ctindex.query.test_freshness import barrier_result
 
@@ -40,9 +40,9 @@ class Seen:
 def seen(monkeypatch: pytest.MonkeyPatch) -> Seen:
     seen = Seen()
 
-    def reconcile(project: Any, plan: Any, mode: str, reason: str | None) -> freshness.Proof:
+    def reconcile(project: Any, plan: Any, mode: str, reason: str | None) -> statement.Proof:
         seen.reconciled.append((mode, reason))
-        return freshness.Proof(freshness.Freshness(mode, reason, 3, reconcile_ms=1.0), None)
+        return statement.Proof(statement.Freshness(mode, reason, 3, reconcile_ms=1.0), None)
 
     def spawn(root: Any, paths: Any, successor: bool = False) -> None:
         seen.spawned.append(successor)
@@ -52,7 +52,7 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> Seen:
     from ctindex.policy import netfs
     from ctindex.query import cimode
 
-    monkeypatch.setattr(freshness, "reconcile", reconcile)
+    monkeypatch.setattr(reconcile_here, "reconcile", reconcile)
     monkeypatch.setattr(spawn_module, "spawn", spawn)
     monkeypatch.setattr(cimode, "spawn_blocked", lambda: None)
     monkeypatch.setattr(RuntimePaths, "for_project", staticmethod(lambda project: None))
@@ -61,7 +61,7 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> Seen:
     return seen
 
 
-def decide(tmp_path: Path, share: Share | None, outcome: Synced | Unsynced) -> freshness.Proof:
+def decide(tmp_path: Path, share: Share | None, outcome: Synced | Unsynced) -> statement.Proof:
     project: Any = Project(tmp_path)
     return freshness.decide(project, None, share, outcome, spawn=True)  # type: ignore[arg-type]
 
@@ -70,11 +70,11 @@ def test_answered_and_proven_is_the_answer_and_names_a_share_host(
     tmp_path: Path, seen: Seen
 ) -> None:
     local = decide(tmp_path, None, Synced(barrier_result(identity="x"), "plan"))
-    assert local.fresh.mode == freshness.WATCHER_CLEAN and local.fresh.reason is None
+    assert local.fresh.mode == statement.WATCHER_CLEAN and local.fresh.reason is None
     assert local.by_daemon and local.share_host is None
     assert local.expect == Vouched("plan", 7, "x")  # what the read must then find
     hosted = decide(tmp_path, SSHFS, Synced(barrier_result(identity="x"), "plan", "server"))
-    assert hosted.fresh.mode == freshness.WATCHER_CLEAN
+    assert hosted.fresh.mode == statement.WATCHER_CLEAN
     assert hosted.fresh.reason == "share host server, barrier 2 ms"
     assert hosted.fresh.notes == ["the mount caches"]
     assert hosted.by_daemon and hosted.share_host == "server"
@@ -86,8 +86,8 @@ def test_answered_but_not_proven_reconciles_here_or_leaves_it_to_the_share_host(
 ) -> None:
     polled = barrier_result(lane="poll", backend="poll")  # no full pass: proves nothing
     local = decide(tmp_path, None, Synced(polled, "plan"))
-    assert local.fresh.mode == freshness.FALLBACK and not local.by_daemon
-    assert seen.reconciled == [(freshness.FALLBACK, "unreliable filesystem: poll lane")]
+    assert local.fresh.mode == statement.FALLBACK and not local.by_daemon
+    assert seen.reconciled == [(statement.FALLBACK, "unreliable filesystem: poll lane")]
     with pytest.raises(ShareHostWrites, match="share host server: unreliable filesystem"):
         decide(tmp_path, SSHFS, Synced(polled, "plan", "server"))
     assert len(seen.reconciled) == 1  # the share's host writes its index, never this process
@@ -104,7 +104,7 @@ def test_unanswered_through_a_share_reconciles_and_says_what_the_walk_cannot_see
     tmp_path: Path, seen: Seen
 ) -> None:
     proof = decide(tmp_path, SSHFS, Unsynced("no share host", spawnable=True, other_build=True))
-    assert proof.fresh.mode == freshness.FALLBACK
+    assert proof.fresh.mode == statement.FALLBACK
     assert proof.fresh.reason is not None and proof.fresh.reason.startswith("no share host; ")
     assert "no ctime of its own" in proof.fresh.reason
     assert proof.fresh.notes == ["the mount caches"]
@@ -123,7 +123,7 @@ def test_unanswered_on_this_machine_spawns_or_replaces_then_reconciles(
     assert other.fresh.reason == f"{BUILD_MISMATCH}; restarted"
     late = decide(tmp_path, None, Unsynced("barrier timeout"))
     assert seen.spawned == [False, True] and late.fresh.reason == "barrier timeout"
-    assert [mode for mode, _ in seen.reconciled] == [freshness.FALLBACK] * 3
+    assert [mode for mode, _ in seen.reconciled] == [statement.FALLBACK] * 3
 
 
 def test_a_barrier_the_fast_path_asked_is_reused_only_where_it_holds() -> None:
