@@ -4,12 +4,12 @@ A writer that publishes a generation lists the files the previous one named
 and the new one does not as *retired* (MANIFEST `retired`, with the time),
 and removes them once they are older than the readers' grace period
 (store/writer.py GRACE_NS): a reader that read the previous MANIFEST just
-before the swap can still open everything it names. Collection used to run
-only when a new generation was published, so a run of `rebuild`s, or any
-number of no-change `update`s after them, kept every retired generation on
-disk until the next real change. `collect` runs at the end of every writing
-command (update, rebuild, the daemon's and the fallback's passes, `verify
---repair`), under the update lock, whether or not anything was published.
+before the swap can still open everything it names. `collect` runs at the
+end of every writing command (update, rebuild, the daemon's and the
+fallback's passes, `verify --repair`), under the update lock, whether or
+not anything was published: were it run only on publishing, a run of
+`rebuild`s, or no-change `update`s after them, would keep every retired
+generation on disk until the next real change.
 """
 
 from __future__ import annotations
