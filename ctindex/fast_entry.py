@@ -23,6 +23,7 @@ import os
 import sys
 from pathlib import Path  # already imported by ctindex.ipc.runtime_dir
 
+from ctindex.backends.remote import network_fstype
 from ctindex.base import streams
 from ctindex.client import envelope
 from ctindex.ipc import protocol
@@ -71,13 +72,6 @@ def console() -> None:
     except KeyboardInterrupt:  # Ctrl-C anywhere, even while printing: no traceback
         code = INTERRUPTED
     os._exit(code)
-
-
-def _mine(root: str) -> bool:
-    try:
-        return owned_by_me(os.stat(root))
-    except OSError:
-        return False
 
 
 def _search_words(argv: list[str]) -> str | None:
@@ -130,9 +124,18 @@ def answer(argv: list[str]) -> int | None:
     except OSError:
         return None
     root = find_root(os.path.abspath(os.path.join(cwd, project)))
-    if root is None or store_link(root) or not _mine(root):
-        # A linked store folder, a project folder of another user: the full
-        # CLI refuses them (ctindex/policy/store_path.py).
+    if root is None:
+        return None
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    if not owned_by_me(st) or network_fstype(st.st_dev) is not None or store_link(root):
+        # A project folder of another user, a linked store folder: the full
+        # CLI refuses them (ctindex/policy/store_path.py). A network
+        # filesystem: no daemon of this host serves it (ctindex/policy/netfs.py),
+        # so its socket would only cost round trips to refuse; the share's
+        # host answers the in-process path.
         return None
     paths = RuntimePaths(Path(root), Path(root, ".ct", "okf", "runtime"))
     from ctindex.base.tty import decided  # the daemon's stdout is no terminal: decide colour here

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from ctindex.backends.platform_features import MOUNTINFO, has_mountinfo
+from ctindex.backends.remote import remote_kind
 
 # Local, kernel-owned filesystems: every change passes through this kernel, so
 # inotify sees it. Overlay counts as local: the kernel documentation forbids
@@ -31,30 +32,7 @@ LOCAL = frozenset(
         "overlay", "btrfs_subvol", "minix",
     }
 )  # fmt: skip
-# Filesystems whose content other machines (or a host) change behind our back.
-REMOTE = {
-    "nfs": "remote filesystem",
-    "nfs4": "remote filesystem",
-    "cifs": "SMB share",
-    "smb3": "SMB share",
-    "smbfs": "SMB share",
-    "ncpfs": "remote filesystem",
-    "ceph": "cluster filesystem",
-    "afs": "remote filesystem",
-    "coda": "remote filesystem",
-    "gfs2": "cluster filesystem",
-    "ocfs2": "cluster filesystem",
-    "lustre": "cluster filesystem",
-    "gpfs": "cluster filesystem",
-    "beegfs": "cluster filesystem",
-    "9p": "host-shared filesystem",
-    "virtiofs": "host-shared filesystem",
-    "vboxsf": "host-shared filesystem",
-    "prl_fs": "host-shared filesystem",
-    "davfs": "remote filesystem",
-    "fuseblk": "FUSE filesystem",
-    "fuse": "FUSE filesystem",
-}
+# Filesystems whose content other machines change: ctindex/backends/remote.py.
 
 _ESCAPE = re.compile(rb"\\([0-7]{3})")
 
@@ -129,9 +107,7 @@ def classify(fstype: str) -> tuple[bool, str | None]:
     """(native events reliable?, reason when not)."""
     if fstype in LOCAL:
         return True, None
-    kind = REMOTE.get(fstype)
-    if kind is None and fstype.startswith("fuse."):
-        kind = "FUSE filesystem"
+    kind = remote_kind(fstype)
     if kind is not None:
         return False, f"{fstype}: {kind}, no reliable events"
     return False, f"{fstype or '?'}: unknown filesystem type, events not trusted"

@@ -4,7 +4,7 @@ docs/network-shares.md is the user's page; the rules here:
 
 * A project whose index folder or any scope root lies on a network
   filesystem (NFS, SMB/CIFS, FUSE such as sshfs, 9p, virtiofs, cluster
-  filesystems: ctindex/backends/mounts.py REMOTE and every `fuse.*`) gets no
+  filesystems: ctindex/backends/remote.py REMOTE and every `fuse.*`) gets no
   daemon: no event reaches this host for a change made on the server or on
   another client, so a daemon could only walk the share on every barrier,
   the walk the query makes itself (synchronous reconciliation is
@@ -42,12 +42,9 @@ class Share(NamedTuple):
 
 def is_network(fstype: str) -> str | None:
     """The kind of network filesystem `fstype` is, or None (local or unknown)."""
-    from ctindex.backends.mounts import REMOTE
+    from ctindex.backends.remote import remote_kind
 
-    kind = REMOTE.get(fstype)
-    if kind is None and fstype.startswith("fuse."):
-        kind = "FUSE filesystem"
-    return kind
+    return remote_kind(fstype)
 
 
 _cache: dict[tuple[str, ...], Share | None] = {}

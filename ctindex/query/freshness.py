@@ -325,7 +325,11 @@ def _hinted(
 
     answered: Answered[T] | None = None
     prior: Prior | None = None
-    hint = plan_record.recall(project)
+    on_share = _root_on_a_share(project)
+    # A share client never has a record of its own (plan_record.remember
+    # writes none there): reading the host's through the mount costs round
+    # trips and cannot match this mount's stats.
+    hint = None if on_share else plan_record.recall(project)
     if hint is not None:
         from ctindex.ipc.runtime_dir import RuntimePaths
 
@@ -333,7 +337,7 @@ def _hinted(
         barrier = SocketBarrier(paths, hint.digest, config=hint.config)
         prior = Prior(hint.digest, barrier.sync(hint.barrier_timeout_ms), through_share=False)
         answered, prior = _take(project, prior, read, opener)
-    if answered is None and prior is None and _on_a_share(project):
+    if answered is None and prior is None and (on_share or _on_a_share(project)):
         outcome = ShareBarrier(project.index_dir, None).sync(None)
         answered, prior = _take(project, Prior(None, outcome, through_share=True), read, opener)
     return answered, prior
@@ -371,6 +375,19 @@ def _take(
         # this client, repairs the index there).
         return None, prior
     return Answered(fresh, value), None
+
+
+def _root_on_a_share(project: Project) -> bool:
+    """The project folder lies on a network filesystem, told from its stat
+    (one round trip there; nothing more read on a local disk)."""
+    import os
+
+    from ctindex.backends.remote import network_fstype
+
+    try:
+        return network_fstype(os.stat(project.root).st_dev) is not None
+    except OSError:
+        return False
 
 
 def _on_a_share(project: Project) -> bool:
