@@ -39,7 +39,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +52,7 @@ LIFETIME_S = float(os.environ.get("CTINDEX_RIG_LIFETIME_S", "1800"))
 MAX_CONNECTIONS = 64
 START_TIMEOUT_S = 20.0
 MOUNT_TIMEOUT_S = 20.0
+MOUNT_ATTEMPTS = 3  # a connection dropped while sshd is loaded
 COMMAND_TIMEOUT_S = 300.0
 # Mount options that remove client-side caching (docs/network-shares.md):
 # sshfs's own directory cache and the kernel's FUSE attribute/entry caches.
@@ -195,21 +196,28 @@ class Rig:
         ]
         if read_only:
             opts.append("ro")
-        # In the rig's PID namespace: this sshfs dies with the rig.
-        done = subprocess.run(
-            [
-                *self.nsenter(pid_ns=True),
-                "sshfs",
-                "-o",
-                ",".join(opts),
-                f"{user}@127.0.0.1:{self.export}",
-                str(point),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=MOUNT_TIMEOUT_S,
-            check=False,
-        )
+        # In the rig's PID namespace: this sshfs dies with the rig. A
+        # connection the loaded machine's sshd drops before it is set up
+        # ("reset by peer") is tried again, within the same bound.
+        deadline = time.monotonic() + MOUNT_TIMEOUT_S
+        for attempt in range(MOUNT_ATTEMPTS):
+            done = subprocess.run(
+                [
+                    *self.nsenter(pid_ns=True),
+                    "sshfs",
+                    "-o",
+                    ",".join(opts),
+                    f"{user}@127.0.0.1:{self.export}",
+                    str(point),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=max(1.0, deadline - time.monotonic()),
+                check=False,
+            )
+            dropped = "reset by peer" in done.stderr or "closed by remote" in done.stderr
+            if done.returncode == 0 or not dropped or attempt + 1 == MOUNT_ATTEMPTS:
+                break
         if done.returncode != 0:
             raise RuntimeError(f"sshfs mount failed: {done.stderr.strip()}")
         deadline = time.monotonic() + MOUNT_TIMEOUT_S
@@ -340,7 +348,7 @@ async def _pipe(
         sender.cancel()
 
 
-async def _proxy(delay: float, lifetime: float) -> None:
+async def _proxy(delay: float, lifetime: float, listening: Callable[[], None]) -> None:
     active = 0
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -366,6 +374,7 @@ async def _proxy(delay: float, lifetime: float) -> None:
             writer.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", PROXY_PORT)
+    listening()  # only now may a mount be tried (`serve` writes ready.json)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -418,15 +427,15 @@ def serve(work: Path) -> int:
     )
     try:
         _wait_port(SSHD_PORT, deadline)
-        loop = asyncio.new_event_loop()
-        proxy = loop.create_task(_proxy(DELAY_MS / 1000, LIFETIME_S))
-        loop.run_until_complete(asyncio.sleep(0))
-        # The outer PID of this process: /proc is the host's (no --mount-proc).
-        host_pid = int(os.readlink("/proc/self"))
-        tmp = work / "ready.json.tmp"
-        tmp.write_text(json.dumps({"pid": host_pid}))
-        os.replace(tmp, work / "ready.json")
-        loop.run_until_complete(proxy)
+
+        def ready() -> None:
+            # The outer PID of this process: /proc is the host's (no --mount-proc).
+            host_pid = int(os.readlink("/proc/self"))
+            tmp = work / "ready.json.tmp"
+            tmp.write_text(json.dumps({"pid": host_pid}))
+            os.replace(tmp, work / "ready.json")
+
+        asyncio.run(_proxy(DELAY_MS / 1000, LIFETIME_S, ready))
     finally:
         for line in Path("/proc/self/mountinfo").read_text().splitlines():
             point = line.split(" ")[4]
