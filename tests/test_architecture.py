@@ -430,3 +430,24 @@ def test_imports_sees_lazy_package_names_and_every_block(tmp_path: Path) -> None
     )
     found = {t for _line, t in imports("ctindex.store.probe", source, top_level_only=False)}
     assert {"ctindex.api", "ctindex.cli"} <= found
+
+
+def test_the_layer_list_in_the_docs_is_the_one_enforced() -> None:
+    """docs/architecture.md draws the layers this test enforces, whole and
+    in order: one group of lines per layer, each line's first word a room."""
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    start = text.index("The list, top to bottom")
+    opened = text.index("```\n", start) + 4
+    block = text[opened : text.index("\n```", opened)]
+    drawn: list[set[str]] = [set()]
+    for line in block.splitlines():
+        if not line.strip():
+            if drawn[-1]:
+                drawn.append(set())
+            continue
+        if not line.startswith("ctindex/"):
+            continue  # a description's continuation
+        path = line.split()[0].removesuffix("/").removesuffix(".py")
+        drawn[-1].add(path.removesuffix("/__init__").replace("/", "."))
+    drawn = [group for group in drawn if group]
+    assert drawn == [set(layer) for layer in LAYERS]
