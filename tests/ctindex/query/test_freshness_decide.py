@@ -144,3 +144,35 @@ def test_a_barrier_the_fast_path_asked_is_reused_only_where_it_holds() -> None:
     assert not hosted.holds_for("p2", through_share=True)
     silent = freshness.Prior(None, Unsynced("no share host"), through_share=True)
     assert silent.holds_for("p2", through_share=True)
+
+
+def test_the_fast_path_on_a_share_asks_its_host_and_reads_no_plan_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A share client never has a plan record of its own: reading the host's
+    through the mount only costs round trips, so it is not read."""
+    from ctindex.backends import remote
+    from ctindex.client.barrier import ShareBarrier
+    from ctindex.policy import plan_record
+
+    asked: list[str | None] = []
+
+    def recall(project: Any) -> None:
+        raise AssertionError("the plan record was read on a share")
+
+    def sync(self: ShareBarrier, timeout_ms: int | None) -> Unsynced:
+        asked.append(self.digest)
+        return Unsynced("share host did not answer", serving="server")
+
+    monkeypatch.setattr(remote, "network_fstype", lambda st_dev, table=None: "fuse.sshfs")
+    monkeypatch.setattr(plan_record, "recall", recall)
+    monkeypatch.setattr(ShareBarrier, "sync", sync)
+    project: Any = Project(tmp_path)
+    answered, prior = freshness._hinted(project, lambda snap: 1, lambda read: 1)
+    assert answered is None and asked == [None]  # asked under whatever plan the host runs
+    assert prior is not None and prior.through_share and isinstance(prior.outcome, Unsynced)
+    # On a local disk the record is read first, as before.
+    monkeypatch.setattr(remote, "network_fstype", lambda st_dev, table=None: None)
+    monkeypatch.setattr(plan_record, "recall", lambda project: None)
+    monkeypatch.setattr(freshness, "_on_a_share", lambda project: False)
+    assert freshness._hinted(project, lambda snap: 1, lambda read: 1) == (None, None)
