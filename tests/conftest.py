@@ -26,6 +26,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -299,6 +300,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A shell without job control starts `cmd &` with Ctrl-C ignored, and a
+    # program inherits that (CPython keeps an ignored SIGINT ignored). The
+    # Ctrl-C tests (tests/e2e/test_sigint.py, the share host's) send SIGINT
+    # to the processes they start, so those must see it whatever launched
+    # pytest: a handler here is reset to the default across their exec.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line(
         "markers",
         "needs(primitive): the test asserts a Linux primitive itself"
