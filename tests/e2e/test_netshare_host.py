@@ -25,6 +25,7 @@ import pytest
 
 from ctindex.api import Index
 from ctindex.client.share import NO_ANSWER
+from ctindex.daemon.barrier import BUDGET_MAX_MS
 from ctindex.daemon.share_barrier import KEEP_FILES
 from ctindex.ipc.build_id import build_id
 from ctindex.ipc.share_channel import HEARTBEAT, NO_HOST, STALE, WRITE_SLOT, pad
@@ -466,12 +467,16 @@ def test_share_host_status_and_a_burst_of_200_clients(net: Rig, server: Path) ->
     assert host["build"] == build_id() and host["barrier_p50_ms"] is not None, host
     text = net.run([sys.executable, "-m", "ctindex", "-C", str(client), "status"], env=ENV).stdout
     assert f"share host: {os.uname().nodename} (pid {_daemon_pid(server)}, build " in text, text
+    # Each asks with the longest bound a host accepts (BUDGET_MAX_MS), not
+    # the default (5 s): what is tested is that none is dropped; how long
+    # 200 take depends on the machine's load (CI runs this beside the
+    # quick tier).
     burst = (
         "import sys, threading\n"
         "from ctindex.client import share\n"
         "out = []\n"
         "def one():\n"
-        "    out.append(share.ask(sys.argv[1], None))\n"
+        f"    out.append(share.ask(sys.argv[1], None, {BUDGET_MAX_MS}))\n"
         "ts = [threading.Thread(target=one) for _ in range(200)]\n"
         "[t.start() for t in ts]; [t.join() for t in ts]\n"
         "bad = [o for o in out if not isinstance(o, share.Answered)]\n"
