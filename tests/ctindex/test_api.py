@@ -255,7 +255,7 @@ def test_the_read_overlaps_the_barrier_and_runs_again_unless_vouched_for(
     the barrier (ctindex/query/freshness.py _EarlyRead). Nothing changed:
     that one read answers. A change the daemon had not applied yet (a long
     debounce holds it back until the barrier): the barrier applies it, so
-    the early read was of a generation it does not vouch for, and the read
+    an early read of the old generation is not vouched for, and the read
     runs again on the new one; the answer is the files'."""
     from ctindex.search import execute
 
@@ -284,9 +284,14 @@ def test_the_read_overlaps_the_barrier_and_runs_again_unless_vouched_for(
             got = index.search(f"{MARK}{i}", limit=1000)
             assert _paths(got) == oracle.containing(cp.root, f"{MARK}{i}") != set()
             assert got.freshness.mode == "watcher-clean"
-            assert generations[0] == before and len(generations) == 2, generations
-            assert got.freshness.generation == generations[1] > before
-            before = generations[1]
+            # The early read opened `before` and ran again on the generation
+            # the barrier published; or, when the daemon's publish came
+            # before the early open, it read that one and it was kept (each
+            # way tested alone: tests/ctindex/query/test_freshness.py).
+            answered = got.freshness.generation
+            assert answered is not None and answered > before
+            assert generations in ([before, answered], [answered]), generations
+            before = answered
 
 
 def test_daemon_sees_a_link_made_after_its_pass(

@@ -26,6 +26,8 @@ from ctindex.policy.plan import Plan, load_plan
 from ctindex.policy.project import Project
 from ctindex.query import freshness, statement
 from ctindex.query.cimode import CI_REASON
+from ctindex.search.execute import Vouched
+from ctindex.store.generation import StoreManifest, read_manifest
 from ctindex.store.snapshot import Snapshot
 from tests.daemon_support import CliProject
 
@@ -393,3 +395,35 @@ def test_a_generation_another_plan_published_after_this_reconcile_is_not_read(
     got = freshness.fresh_answer(project, lambda: current, plan_of, open_generation=open_generation)
     assert raced and got.value == current.digest()
     assert "another writer published meanwhile" in " ".join(got.freshness.notes)
+
+
+def test_an_early_read_is_kept_only_for_a_generation_the_daemon_vouches_for(
+    make_cli_project: Make,
+) -> None:
+    """_EarlyRead, both ways, with no race to win: the early read's
+    generation is the one a daemon vouched for (kept: one read), or an
+    older one the barrier's pass published on top of (dropped: the read
+    runs again after the proof). An answer the end-to-end test
+    (tests/ctindex/test_api.py) may see either way, by how the daemon's
+    publish and the early open interleave."""
+    cp = make_cli_project()
+    cp.cli("update")
+    index_dir = cp.root / ".ct" / "okf"
+    early: freshness._EarlyRead[int] = freshness._EarlyRead(
+        lambda snap: snap.generation, freshness._opener(Project.at(cp.root))
+    )
+    early()
+    old = read_manifest(index_dir)
+    (cp.root / "acme_retail" / "metrics" / "early.md").write_text("# Early\n\nzqxv7early\n")
+    assert cp.cli("update").returncode == 0
+    new = read_manifest(index_dir)
+    assert old is not None and new is not None and new.generation > old.generation
+
+    def proof(m: StoreManifest, by_daemon: bool = True) -> statement.Proof:
+        fresh = statement.Freshness.watcher_clean(m.generation, 1.0)
+        return statement.Proof(fresh, Vouched(m.plan_digest, m.generation, m.identity), by_daemon)
+
+    assert early.accepted(proof(new)) is None
+    assert early.accepted(proof(old, by_daemon=False)) is None
+    kept = proof(old)
+    assert early.accepted(kept) == (old.generation,) and kept.fresh.generation == old.generation
