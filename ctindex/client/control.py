@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 
@@ -119,30 +118,51 @@ def watcher_status(project: Project, plan: Plan | None = None, timeout: float = 
 def stop(project: Project, wait: float = 5.0) -> Message:
     """Ask the daemon to stop over the socket; if it does not answer but the
     lock is held, SIGTERM the holder after proving its identity (pid, start
-    time and instance token of the status record, see _verified_pid)."""
-    paths = RuntimePaths.for_project(project)
-    how = "not running"
-    try:
-        reply = request(paths, {"op": "stop"}, 1.0)
-        if reply.get("ok") is True:
-            how = "stop request"
-    except BarrierFailed:
-        pass
-    if how == "not running" and lock_held(paths):
-        pid = _verified_pid(paths)
-        if pid is not None:
-            import signal  # only `stop` needs it
+    time and instance token of the status record, see _verified_pid).
 
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-                how = "SIGTERM"
-        else:
-            how = "unidentified lock holder"
+    A daemon that is still starting (the first search of a project spawns
+    one, detached) has not taken its lock yet, or holds it before it
+    answers or records who it is: it is asked again until it can be told,
+    within the same `wait`."""
+    from ctindex.client.spawn import starting
+
+    paths = RuntimePaths.for_project(project)
     deadline = time.monotonic() + wait
+    how = _ask_to_stop(paths, 1.0)
+    while (how == UNIDENTIFIED or (how == "not running" and starting(paths))) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+        how = _ask_to_stop(paths, min(1.0, max(0.05, deadline - time.monotonic())))
     while lock_held(paths) and time.monotonic() < deadline:
         time.sleep(0.02)
     stopped = not lock_held(paths)
     return {"stopped": stopped, "how": how}
+
+
+UNIDENTIFIED = "unidentified lock holder"
+
+
+def _ask_to_stop(paths: RuntimePaths, timeout: float) -> str:
+    """One attempt: a stop request, else a SIGTERM to a proven holder."""
+    try:
+        reply = request(paths, {"op": "stop"}, timeout)
+        if reply.get("ok") is True:
+            return "stop request"
+    except BarrierFailed:
+        pass
+    if not lock_held(paths):
+        return "not running"
+    pid = _verified_pid(paths)
+    if pid is None:
+        return UNIDENTIFIED
+    import signal  # only `stop` needs it
+
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return "not running"
+    return "SIGTERM"
 
 
 def _verified_pid(paths: RuntimePaths) -> int | None:

@@ -141,6 +141,12 @@ def _claim(paths: RuntimePaths, claim: str) -> str | None:
     return STARTING
 
 
+def starting(paths: RuntimePaths) -> bool:
+    """A launcher's claim that is not stale: a daemon is on its way and has
+    not taken the lock yet (it removes the claim when it has)."""
+    return paths.claim.exists() and not _claim_stale(paths.claim)
+
+
 def _claim_stale(path: Path) -> bool:
     try:
         age = time.time() - os.lstat(path).st_mtime

@@ -78,3 +78,31 @@ def test_no_build_output_is_tracked() -> None:
             ["git", "check-ignore", "-q", "--no-index", built_name], cwd=REPO, timeout=60
         )
         assert ignored.returncode == 0, f"{built_name} would not be ignored"
+
+
+def test_watch_stop_right_after_the_first_query_stops_its_daemon(tmp_path: Path) -> None:
+    """The README's "Try it" starts a daemon detached; its `watch stop`, run
+    at once, finds it starting (no lock yet, or no identity yet) and must
+    still stop it, not answer "not running" while it comes up."""
+    sample = tmp_path / "sample"
+    shutil.copytree(
+        REPO / "fixtures" / "sample",
+        sample,
+        ignore=lambda d, names: ["okf"] if d.endswith(".ct") else [],
+    )
+    env = {k: v for k, v in ENV.items() if k != "CI"}
+
+    def ctindex(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "ctindex", "-C", str(sample), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+
+    assert ctindex("search", "bitcoin transactions").returncode == 0
+    stop = ctindex("watch", "stop")
+    assert stop.returncode == 0 and stop.stdout.startswith("daemon stopped"), stop.stdout
+    status = ctindex("--json", "watch", "status")
+    assert '"running": false' in status.stdout, status.stdout
