@@ -12,6 +12,7 @@ ones, each answered exactly as the docs' table says."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from ctindex import mcp_documents
+from ctindex.api import Index
 from tests import oracle
 from tests.daemon_support import CliProject
 
@@ -73,6 +75,7 @@ async def _session(root: Path, expect_mode: str) -> None:
 
         first = await call("search", query="event", limit=3)
         assert first["results"] and first["freshness"]["generation"] is not None
+        _same_order((await call("search", query=RANKED, limit=20))["results"], root)
         await _pages_and_caps(call, client, root)
         assert await hits() == oracle.containing(root, MARK) == set()
 
@@ -205,6 +208,28 @@ async def _refusals(client: Any) -> None:
         text = result.content[0].text
         assert result.is_error and text.startswith(said), (name, arguments, text)
         assert "\n" not in text and "http" not in text and "Error executing" not in text
+
+
+RANKED = "event user"  # two words that many ga4 concepts share, in several fields
+
+
+def _same_order(mcp_results: list[dict[str, Any]], root: Path) -> None:
+    """Agents see the CLI's ranking: one query through MCP, `--json search`
+    and the API gives the same concepts in the same order."""
+    argv = ["-C", str(root), "--json", "search", RANKED, "--limit", "20"]
+    cli = subprocess.run(
+        [sys.executable, "-m", "ctindex", *argv],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=True,
+    )
+    with Index(root) as index:
+        api = index.search(RANKED, limit=20)
+    order = [r["path"] for r in mcp_results]
+    assert len(order) > 1
+    assert order == [r["path"] for r in json.loads(cli.stdout)["results"]]
+    assert order == [h.path for h in api.hits]
 
 
 async def _every_page(call: Any, limit: int) -> list[dict[str, Any]]:
