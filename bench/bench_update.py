@@ -30,10 +30,10 @@ RUNS = 7
 ROOT = Path(tempfile.gettempdir()) / f"ctindex-bench-update-{FILES}"
 FIND = ["find", "-type", "f", "-printf", r"%s %T@ %i\n"]
 # Installed code runs with cached bytecode (bench/bench_index.py says why).
-_BASE_ENV = {
+BASE_ENV = {
     k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "CTINDEX_PURE")
 }
-_PURE_ENV = {**_BASE_ENV, "CTINDEX_PURE": "1"}
+_PURE_ENV = {**BASE_ENV, "CTINDEX_PURE": "1"}
 # Runs `argv`, then prints its own children's peak RSS (KiB on Linux).
 _RSS = (
     "import resource, subprocess, sys; "
@@ -67,7 +67,7 @@ def _ctindex(root: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "ctindex", "-C", str(root), *args]
 
 
-def _timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> float:
+def timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> float:
     t0 = time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, check=True, env=env, cwd=cwd)
     return (time.perf_counter() - t0) * 1000
@@ -80,7 +80,7 @@ def _peak_rss_mib(argv: list[str], env: dict[str, str]) -> float:
     return int(out.stdout.split()[-1]) / 1024
 
 
-def _settle(root: Path, env: dict[str, str]) -> None:
+def settle(root: Path, env: dict[str, str]) -> None:
     """Two updates past the racy-clean window: the first re-reads the files
     the rebuild read too close to their stamps and records them."""
     time.sleep(DEFAULT_GRANULARITY_NS / 1e9 + 0.2)
@@ -100,35 +100,35 @@ def run() -> str:
             capture_output=True,
             text=True,
             check=True,
-            env=_BASE_ENV,
+            env=BASE_ENV,
         ).stdout.strip()
         == "True"
     )
     rebuild_pure_rss = _peak_rss_mib(_ctindex(root, "rebuild"), _PURE_ENV)
-    rebuild_rss = _peak_rss_mib(_ctindex(root, "rebuild"), _BASE_ENV)
-    _settle(root, _BASE_ENV)
+    rebuild_rss = _peak_rss_mib(_ctindex(root, "rebuild"), BASE_ENV)
+    settle(root, BASE_ENV)
     report = json.loads(
         subprocess.run(
             _ctindex(root, "--json", "update"),
             capture_output=True,
             text=True,
             check=True,
-            env=_BASE_ENV,
+            env=BASE_ENV,
         ).stdout
     )
     if report["added"] or report["changed"] or report["removed"] or report["published"]:
         raise RuntimeError(f"tree changed during the benchmark: {report}")
-    update_rss = _peak_rss_mib(_ctindex(root, "update"), _BASE_ENV)
+    update_rss = _peak_rss_mib(_ctindex(root, "update"), BASE_ENV)
     pure_rss = _peak_rss_mib(_ctindex(root, "update"), _PURE_ENV)
-    _timed(FIND, _BASE_ENV, root)  # warm the dentry/inode caches for every side alike
+    timed(FIND, BASE_ENV, root)  # warm the dentry/inode caches for every side alike
 
     nat_ms: list[float] = []
     pure_ms: list[float] = []
     find_ms: list[float] = []
     for _ in range(RUNS):  # interleaved: a burst of outside load hits all three
-        nat_ms.append(_timed(_ctindex(root, "update"), _BASE_ENV))
-        pure_ms.append(_timed(_ctindex(root, "update"), _PURE_ENV))
-        find_ms.append(_timed(FIND, _BASE_ENV, root))
+        nat_ms.append(timed(_ctindex(root, "update"), BASE_ENV))
+        pure_ms.append(timed(_ctindex(root, "update"), _PURE_ENV))
+        find_ms.append(timed(FIND, BASE_ENV, root))
     med = statistics.median
     nat, pure, fnd = med(nat_ms), med(pure_ms), med(find_ms)
     pair_nat = med(n / f for n, f in zip(nat_ms, find_ms, strict=True))

@@ -91,22 +91,21 @@ def fts5_build(root: Path, db: Path) -> None:
     con.close()
 
 
-def nothing_changed(root: Path) -> tuple[float, float]:
-    """Medians (s) of a nothing-changed `ctindex update` and of `find
-    -printf` of the size, mtime and inode of every file, interleaved."""
+def nothing_changed(root: Path) -> tuple[float, float, float]:
+    """A nothing-changed `ctindex update` beside `find -printf` of the same
+    tree, measured as bench/bench_update.py does (settled past the racy
+    window, interleaved, cached bytecode): their medians in ms and the
+    median of the per-pair ratios."""
+    from bench.bench_update import BASE_ENV, FIND, settle, timed
+
+    settle(root, BASE_ENV)
+    update_argv = [sys.executable, "-m", "ctindex", "-C", str(root), "update"]
     update, find = [], []
     for _ in range(RUNS):
-        t0 = time.perf_counter()
-        _ctindex(root, "update")
-        update.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        subprocess.run(
-            ["find", str(root), "-type", "f", "-printf", r"%s %T@ %i\n"],
-            stdout=subprocess.DEVNULL,
-            check=True,
-        )
-        find.append(time.perf_counter() - t0)
-    return statistics.median(update), statistics.median(find)
+        update.append(timed(update_argv, BASE_ENV))
+        find.append(timed(FIND, BASE_ENV, root))
+    ratio = statistics.median(u / f for u, f in zip(update, find, strict=True))
+    return statistics.median(update), statistics.median(find), ratio
 
 
 def _pct(samples: list[float], q: float) -> float:
@@ -135,7 +134,7 @@ def run(tldr: Path, copies: int) -> str:
     fts_s, fts_mb = peak_rss_mb([sys.executable, "-c", fts_code, str(root), str(db)])
     index_bytes = sum(p.stat().st_size for p in (root / ".ct" / "okf").rglob("*") if p.is_file())
     fts_bytes = db.stat().st_size
-    update_s, find_s = nothing_changed(root)
+    update_ms, find_ms, update_ratio = nothing_changed(root)
     started = _ctindex(root, "watch", "start")
     if started.returncode != 0:
         raise RuntimeError(started.stdout.decode() + started.stderr.decode())
@@ -186,9 +185,9 @@ def run(tldr: Path, copies: int) -> str:
             f"| index MB (FTS5 also stores the text) | {index_bytes / 2**20:.1f}"
             f" | {fts_bytes / 2**20:.1f} |",
             "",
-            f"A nothing-changed `ctindex update` takes {update_s:.2f} s, {update_s / find_s:.2f}x"
-            f" `find -printf` over the same tree ({find_s:.2f} s; medians of {RUNS} interleaved"
-            " runs).",
+            f"A nothing-changed `ctindex update` takes {update_ms:.0f} ms against {find_ms:.0f} ms"
+            f" for `find -printf` over the same tree: {update_ratio:.2f}x (median of {RUNS}"
+            " interleaved pairs' ratios, settled first as in bench/bench_update.py).",
             "",
             f"{QUERIES} one-word queries, ten results each. Answers: "
             + ", ".join(f"{n} {label}" for label, n in sorted(reasons.items()))
