@@ -12,7 +12,6 @@ ones, each answered exactly as the docs' table says."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -32,8 +31,10 @@ MARK = "zqxv7mcpmark"
 TIMEOUT_S = 120  # a hang guard only
 
 
-async def _session(root: Path, expect_mode: str) -> None:
+async def _session(cp: CliProject, expect_mode: str) -> None:
     from mcp import Client, StdioServerParameters
+
+    root = cp.root
 
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "ctindex", "-C", str(root), "mcp"]
@@ -75,7 +76,7 @@ async def _session(root: Path, expect_mode: str) -> None:
 
         first = await call("search", query="event", limit=3)
         assert first["results"] and first["freshness"]["generation"] is not None
-        _same_order((await call("search", query=RANKED, limit=20))["results"], root)
+        _same_order((await call("search", query=RANKED, limit=20))["results"], cp)
         await _pages_and_caps(call, client, root)
         assert await hits() == oracle.containing(root, MARK) == set()
 
@@ -213,22 +214,15 @@ async def _refusals(client: Any) -> None:
 RANKED = "event user"  # two words that many ga4 concepts share, in several fields
 
 
-def _same_order(mcp_results: list[dict[str, Any]], root: Path) -> None:
+def _same_order(mcp_results: list[dict[str, Any]], cp: CliProject) -> None:
     """Agents see the CLI's ranking: one query through MCP, `--json search`
     and the API gives the same concepts in the same order."""
-    argv = ["-C", str(root), "--json", "search", RANKED, "--limit", "20"]
-    cli = subprocess.run(
-        [sys.executable, "-m", "ctindex", *argv],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=True,
-    )
-    with Index(root) as index:
+    cli = json.loads(cp.cli("--json", "search", RANKED, "--limit", "20").stdout)
+    with Index(cp.root) as index:
         api = index.search(RANKED, limit=20)
     order = [r["path"] for r in mcp_results]
     assert len(order) > 1
-    assert order == [r["path"] for r in json.loads(cli.stdout)["results"]]
+    assert order == [r["path"] for r in cli["results"]]
     assert order == [h.path for h in api.hits]
 
 
@@ -243,19 +237,19 @@ async def _every_page(call: Any, limit: int) -> list[dict[str, Any]]:
     return out
 
 
-def _run(root: Path, mode: str) -> None:
+def _run(cp: CliProject, mode: str) -> None:
     import anyio
 
     async def bounded() -> None:
         with anyio.fail_after(TIMEOUT_S * 2):  # a hang guard, not a performance bound
-            await _session(root, mode)
+            await _session(cp, mode)
 
     anyio.run(bounded)
 
 
 def test_mcp_over_stdio_watch_off(make_cli_project: Callable[..., CliProject]) -> None:
     cp = make_cli_project(bundles=("ga4",), config={"watch": False})
-    _run(cp.root, "reconcile-on-query")
+    _run(cp, "reconcile-on-query")
 
 
 @pytest.mark.slow
@@ -263,7 +257,7 @@ def test_mcp_over_stdio_with_a_daemon(make_cli_project: Callable[..., CliProject
     cp = make_cli_project(bundles=("ga4",))
     cp.cli("watch", "start")
     cp.wait_daemon()
-    _run(cp.root, "watcher-clean")
+    _run(cp, "watcher-clean")
 
 
 def test_mcp_without_the_sdk_is_one_line(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,40 +26,44 @@ def _project(tmp_path: Path) -> Project:
     return Project.at(root)
 
 
-def test_a_daemon_that_identifies_itself_late_is_still_stopped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    attempts: list[str] = []
+def _no_socket_yet(paths: RuntimePaths, msg: Request, timeout: float) -> Request:
+    raise BarrierFailed("nothing listening yet")
 
-    def no_socket_yet(paths: RuntimePaths, msg: Request, timeout: float) -> Request:
-        attempts.append("socket")
-        raise BarrierFailed("nothing listening yet")
+
+@pytest.fixture
+def holder(monkeypatch: pytest.MonkeyPatch) -> Iterator[subprocess.Popen[bytes]]:
+    """A process standing in for the starting daemon: stop's SIGTERM ends it.
+    Nothing answers the socket."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    monkeypatch.setattr(control, "request", _no_socket_yet)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_daemon_that_identifies_itself_late_is_still_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, holder: subprocess.Popen[bytes]
+) -> None:
+    looks: list[bool] = []
 
     def identified_on_the_third_look(paths: RuntimePaths) -> int | None:
-        attempts.append("identity")
-        return holder.pid if attempts.count("identity") >= 3 else None
+        looks.append(True)
+        return holder.pid if len(looks) >= 3 else None
 
-    monkeypatch.setattr(control, "request", no_socket_yet)
     monkeypatch.setattr(control, "lock_held", lambda paths: holder.poll() is None)
     monkeypatch.setattr(control, "_verified_pid", identified_on_the_third_look)
-    try:
-        got = control.stop(_project(tmp_path), wait=30.0)
-        holder.wait(timeout=30)
-    finally:
-        holder.kill()
-        holder.wait()
+    got = control.stop(_project(tmp_path), wait=30.0)
+    holder.wait(timeout=30)
     assert got == {"stopped": True, "how": "SIGTERM"}
-    assert attempts.count("identity") == 3
+    assert len(looks) == 3
 
 
 def test_a_holder_that_never_identifies_itself_is_left_alone_within_the_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refused(paths: RuntimePaths, msg: Request, timeout: float) -> Request:
-        raise BarrierFailed("nothing listening")
-
-    monkeypatch.setattr(control, "request", refused)
+    monkeypatch.setattr(control, "request", _no_socket_yet)
     monkeypatch.setattr(control, "lock_held", lambda paths: True)
     monkeypatch.setattr(control, "_verified_pid", lambda paths: None)
     got = control.stop(_project(tmp_path), wait=0.3)
@@ -66,7 +71,7 @@ def test_a_holder_that_never_identifies_itself_is_left_alone_within_the_bound(
 
 
 def test_a_daemon_spawned_a_moment_ago_is_waited_for_and_stopped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, holder: subprocess.Popen[bytes]
 ) -> None:
     """Right after the first search, the detached daemon may not hold its
     lock yet: its launcher's claim says one is on its way. Without waiting
@@ -76,7 +81,6 @@ def test_a_daemon_spawned_a_moment_ago_is_waited_for_and_stopped(
     paths = RuntimePaths.for_project(project)
     ensure_runtime_dir(paths)
     paths.claim.write_text('{"token": "t"}')
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     looks: list[bool] = []
 
     def lock_taken_on_the_third_look(paths: RuntimePaths) -> bool:
@@ -86,16 +90,8 @@ def test_a_daemon_spawned_a_moment_ago_is_waited_for_and_stopped(
             return holder.poll() is None
         return False
 
-    def refused(paths: RuntimePaths, msg: Request, timeout: float) -> Request:
-        raise BarrierFailed("nothing listening yet")
-
-    monkeypatch.setattr(control, "request", refused)
     monkeypatch.setattr(control, "lock_held", lock_taken_on_the_third_look)
     monkeypatch.setattr(control, "_verified_pid", lambda paths: holder.pid)
-    try:
-        got = control.stop(project, wait=30.0)
-        holder.wait(timeout=30)
-    finally:
-        holder.kill()
-        holder.wait()
+    got = control.stop(project, wait=30.0)
+    holder.wait(timeout=30)
     assert got == {"stopped": True, "how": "SIGTERM"}
