@@ -171,7 +171,7 @@ class KeyReader:
             dfd,
             name,
             f"{self.base}/{pending.key}",
-            pending.stat,
+            pending.fingerprint,
             None,
             self.clock_ns,
             self.retries,

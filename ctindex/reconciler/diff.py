@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from ctindex.reconciler.fingerprint import DEFAULT_GRANULARITY_NS
+from ctindex.reconciler.fingerprint import DEFAULT_GRANULARITY_NS, Fingerprint, fingerprint_of
 from ctindex.reconciler.hashing import DEFAULT_RETRIES, Outcome, read_stable
 from ctindex.reconciler.manifest import DIRTY_SIZE, Manifest, RawEntry
 from ctindex.reconciler.report import PassMetrics, WalkReport
@@ -29,10 +29,12 @@ Sink = Callable[[str, bytes], None]
 
 
 class Pending(NamedTuple):
-    """A file a deferring pass accepted and would have read (ctindex/reconciler/capture.py)."""
+    """A file a deferring pass accepted and would have read (ctindex/reconciler/capture.py):
+    its key and the fingerprint the walk saw (not the whole stat result: a
+    rebuild holds one of these per file until its workers are done)."""
 
     key: str
-    stat: os.stat_result
+    fingerprint: Fingerprint
 
 
 # Beyond this many added+removed keys a fresh sort (lazily, if ever needed) is cheaper.
@@ -189,7 +191,7 @@ class _Pass:
         hands over only the files that failed it."""
         res, gran = self.res, self.gran
         if self.defer_reads:  # from nothing (reconcile() decides): every file is read later
-            res.pending.extend([Pending(key, st) for _name, key, st in files])
+            res.pending.extend([Pending(key, fingerprint_of(st)) for _name, key, st in files])
             return
         if self.ctime_blind:
             self._on_files_blind(dfd, files)
@@ -247,7 +249,7 @@ class _Pass:
             dfd,
             name,
             f"{self.base}/{key}",
-            st,
+            fingerprint_of(st),
             self.injected_stat,
             self.clock_ns,
             self.retries,

@@ -70,7 +70,7 @@ def read_stable(
     dir_fd: int,
     name: str,
     path: str,
-    seen: os.stat_result,
+    seen: Fingerprint,
     stat: Callable[[str], os.stat_result] | None,
     clock_ns: Callable[[], int],
     retries: int = DEFAULT_RETRIES,
@@ -78,14 +78,14 @@ def read_stable(
 ) -> ReadResult:
     """Read `name` (relative to the open folder dir_fd) until two views agree.
 
-    `seen` is the stat the walk decided on. `stat` is the injected stat
+    `seen` is the fingerprint the walk decided on. `stat` is the injected stat
     callable, or None when the default lstat is in use (then the fd's own
     fstat is the fingerprint: same inode, no extra syscall).
     """
     import xxhash
 
     attempt_once = _attempt_native() if opener is os.open else None
-    ref = fingerprint_of(seen) if stat is not None else None  # compared with the injected view
+    ref = seen if stat is not None else None  # compared with the injected view
     for attempt in range(1, retries + 2):
         # Clock read *before* opening: a later edit stamped within the
         # granularity of this instant is then always inside the racy window.

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from ctindex.reconciler import FsOps, Manifest, ReconcileResult, reconcile
 from ctindex.reconciler.capture import Captured, KeyReader, complete, ship
-from ctindex.reconciler.fingerprint import Fingerprint
+from ctindex.reconciler.fingerprint import Fingerprint, fingerprint_of
 from ctindex.reconciler.hashing import Outcome
 from tests.ctindex.reconciler.fakes import SimpleFilter
 from tests.ctindex.reconciler.test_native import NODES, NOW, _build, _denying, summary
@@ -208,7 +208,7 @@ def test_a_folder_that_fails_to_open_leaves_no_stale_chain(tmp_path: Path) -> No
 
     keys = ["a/b/x.md", "a/c/y.md", "a/b/x.md", "a/x.md", "a/b/x.md"]
     with KeyReader(str(tmp_path), FsOps(open=refusing), clock_ns=_clock) as reader:
-        got = [reader.read(Pending(k, os.lstat(tmp_path / k))) for k in keys]
+        got = [reader.read(Pending(k, fingerprint_of(os.lstat(tmp_path / k)))) for k in keys]
     assert [(r.outcome, r.data) for r in got] == [
         (Outcome.OK, b"x in b"),
         (Outcome.ERROR, b""),
