@@ -12,7 +12,7 @@ from ctindex.policy.config import INT_SETTINGS
 from ctindex.policy.plan import HARD_RULES, Plan, load_plan
 from ctindex.providers import PROVIDERS
 
-_BYTE_SETTINGS = ("max_file_bytes", "max_daemon_memory_bytes")
+_BYTE_SETTINGS = ("max_file_bytes", "max_daemon_memory_bytes", "max_build_memory_bytes")
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:

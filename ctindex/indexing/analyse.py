@@ -29,6 +29,7 @@ from ctindex.providers.fields import SEP
 from ctindex.reconciler.capture import Captured, KeyReader, Shipment, ShipmentBuilder
 from ctindex.reconciler.diff import Pending
 from ctindex.reconciler.hashing import Outcome
+from ctindex.store.budget import BuildBudget
 from ctindex.store.segment import StoredDoc
 from ctindex.store.segment_build import BuildInput
 
@@ -205,16 +206,21 @@ def add_documents(
     targets: Mapping[str, Target],
     index_dir: Path,
     progress: TextIO | None,
+    budget: BuildBudget | None = None,
 ) -> Added:
     """Parse and analyse `keys` (sorted) and add them to `writer`: in this
-    process, or one segment per forked worker. `source`: their captured
-    bytes, or the reads still to make (each key's outcome is then in
-    `Added.shipments`, for ctindex/reconciler/capture.py complete())."""
+    process, or one segment per part of the build budget (ctindex/store/budget.py),
+    the parts built by forked workers where the platform allows. `source`:
+    their captured bytes, or the reads still to make (each key's outcome is
+    then in `Added.shipments`, for ctindex/reconciler/capture.py complete())."""
     workers = _workers(len(keys))
-    if workers > 1:
+    budget = (budget or BuildBudget()).with_builders(workers)
+    even = -(-len(keys) // workers)  # every worker gets a part, at least
+    parts = list(budget.parts(((key, _size(source, key)) for key in keys), max_docs=even))
+    if workers > 1 or len(parts) > 1:
         out = Added(Diagnostics({}, {}), [])
-        for built in _parallel(
-            keys, source, targets, index_dir, writer.generation, workers, progress
+        for built in _build_parts(
+            parts, source, targets, index_dir, writer.generation, workers, progress
         ):
             writer.adopt(built.name, built.info)
             out.diagnostics.errors.update(built.diagnostics.errors)
@@ -237,6 +243,13 @@ def add_documents(
         src.close()
     bar.done()
     return Added(diagnostics, [src.shipment()] if src.reads is not None else [])
+
+
+def _size(source: Mapping[str, bytes] | Reads, key: str) -> int:
+    """The bytes of `key`'s file: read already, or as the walk saw it."""
+    if isinstance(source, Reads):
+        return source.pending[key].fingerprint[0]
+    return len(source[key])
 
 
 def _parsed(key: str, data: bytes, target: Target, diagnostics: Diagnostics) -> Document | None:
@@ -286,8 +299,8 @@ def _workers(docs: int) -> int:
     return max(1, min(cpus, MAX_WORKERS, docs // (PARALLEL_MIN_DOCS // 2)))
 
 
-def _parallel(
-    keys: list[str],
+def _build_parts(
+    parts: list[list[str]],
     source: Mapping[str, bytes] | Reads,
     targets: Mapping[str, Target],
     index_dir: Path,
@@ -295,7 +308,9 @@ def _parallel(
     workers: int,
     progress: TextIO | None,
 ) -> list[_Built]:
-    """Parse, analyse and write one segment per worker; key ranges are contiguous."""
+    """Parse, analyse and write one segment per part (consecutive key
+    ranges, so each segment holds a contiguous run of keys): by `workers`
+    forked processes, or one after another in this one."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -304,22 +319,24 @@ def _parallel(
     from ctindex.store.durable import unique_name
 
     global _JOB
-    size = -(-len(keys) // workers)
-    parts = [
-        _Part(unique_name("seg", generation, ".seg"), keys[i : i + size])
-        for i in range(0, len(keys), size)
-    ]
-    bar = Progress(progress, f"indexing ({workers} processes)")
-    bar(0, len(keys))
+    jobs = [_Part(unique_name("seg", generation, ".seg"), keys) for keys in parts]
+    total = sum(map(len, parts))
+    bar = Progress(progress, f"indexing ({workers} processes)" if workers > 1 else "indexing")
+    bar(0, total)
     _JOB = _Job(source, targets, index_dir, os.getpid())
     out: list[_Built] = []
     try:
+        if workers == 1:
+            for job in jobs:
+                out.append(_build_part(job))
+                bar(sum(len(p.keys) for p in jobs[: len(out)]), total)
+            return out
         with ProcessPoolExecutor(
             workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init
         ) as pool:
-            for got in pool.map(_build_part, parts):
+            for got in pool.map(_build_part, jobs):
                 out.append(got)
-                bar(sum(len(p.keys) for p in parts[: len(out)]), len(keys))
+                bar(sum(len(p.keys) for p in jobs[: len(out)]), total)
     except BrokenProcessPool as exc:
         raise IndexWriteError(
             f"{index_dir}: an indexing process died; nothing was published"
@@ -357,7 +374,7 @@ def _worker_init() -> None:
 
 
 def _build_part(part: _Part) -> _Built:
-    """One worker's segment. Its documents are read, parsed and analysed a
+    """One part's segment. Its documents are read, parsed and analysed a
     batch at a time and streamed into the segment builder, which keeps only
     their term ids and compressed records: holding a whole part's
     documents, dicts and token lists until the end cost ~110 MiB more per

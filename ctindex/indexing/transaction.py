@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ctindex.policy.plan import Plan
     from ctindex.policy.project import Project
     from ctindex.reconciler import Manifest, ReconcileResult, WalkReport
+    from ctindex.store.budget import BuildBudget
     from ctindex.store.writer import StoreWriter
 
 
@@ -520,8 +521,20 @@ def _new_writer(job: _Pass) -> StoreWriter:
     from ctindex.store.writer import StoreWriter
 
     return StoreWriter(
-        job.index_dir, job.base, fresh=job.fresh, reanalyze=reanalyzer(job.plan), sep=SEP
+        job.index_dir,
+        job.base,
+        fresh=job.fresh,
+        reanalyze=reanalyzer(job.plan),
+        sep=SEP,
+        budget=_budget(job),
     )
+
+
+def _budget(job: _Pass) -> BuildBudget:
+    """What the pass's segment builds may hold (`max_build_memory_bytes`)."""
+    from ctindex.store.budget import BuildBudget
+
+    return BuildBudget(job.plan.settings.max_build_memory_bytes)
 
 
 # Phase 2 (rebuilds only). A separate step because the walk deferred the
@@ -538,7 +551,13 @@ def _analyse_deferred(job: _Pass, res: ReconcileResult) -> tuple[StoreWriter, Ad
         keys = sorted(p.key for p in res.pending)
         reads = Reads(str(job.project.root), {p.key: p for p in res.pending})
         added = add_documents(
-            writer, keys, reads, targets_of(job.plan, keys), job.index_dir, job.progress
+            writer,
+            keys,
+            reads,
+            targets_of(job.plan, keys),
+            job.index_dir,
+            job.progress,
+            _budget(job),
         )
         complete(res, added.shipments)
     except BaseException:
@@ -688,7 +707,13 @@ def _publish(
                 notes.append(f"{key}: content not captured; will be retried")
             todo = sorted(k for k in todo if k in contents)
             added = add_documents(
-                writer, todo, contents, targets_of(job.plan, todo), index_dir, job.progress
+                writer,
+                todo,
+                contents,
+                targets_of(job.plan, todo),
+                index_dir,
+                job.progress,
+                _budget(job),
             )
         errors.update(added.diagnostics.errors)
         warnings.update(added.diagnostics.warnings)

@@ -36,6 +36,8 @@ INT_SETTINGS: dict[str, tuple[int | None, int, int]] = {
     "idle_seconds": (3600, 1, 30 * 86_400),
     "max_file_bytes": (2 * 1024 * 1024, 1, GIB),
     "max_daemon_memory_bytes": (None, 1 << 20, 1 << 40),
+    # What building segments may hold at once (ctindex/store/budget.py).
+    "max_build_memory_bytes": (256 << 20, 16 << 20, 1 << 40),
     "barrier_timeout_ms": (500, 10, 10_000),
     # How long a client on a network share waits for the share host's
     # barrier, before four round trips are added (docs/network-shares.md).

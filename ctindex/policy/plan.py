@@ -140,6 +140,7 @@ class Settings:
     audit_seconds: int
     idle_seconds: int
     max_file_bytes: int
+    max_build_memory_bytes: int
     barrier_timeout_ms: int
     share_barrier_ms: int
     configured_max_daemon_memory_bytes: int | None

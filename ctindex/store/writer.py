@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import heapq
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctindex.store.budget import BuildBudget, estimate
 from ctindex.store.durable import atomic_write, fault, fsync_dir, unique_name, write_new
 from ctindex.store.generation import (
     LINEAGE,
@@ -29,7 +31,7 @@ from ctindex.store.generation import (
     write_diag,
 )
 from ctindex.store.segment import StoredDoc
-from ctindex.store.segment_build import BuildInput, SegmentInfo, build_segment
+from ctindex.store.segment_build import BuildInput, SegmentBuilder, SegmentInfo
 from ctindex.store.segment_read import Segment
 
 if TYPE_CHECKING:
@@ -37,9 +39,12 @@ if TYPE_CHECKING:
     from ctindex.store.filetable import DeltaJSON
     from ctindex.store.generation import RetiredFile
 
-# Merge policy: at most MAX_SEGMENTS segments (merging the smallest down to
-# half that), and a segment with more than MAX_DELETED_RATIO of its documents
-# tombstoned is rewritten without them.
+# Merge policy: at most MAX_SEGMENTS segments that are not full (merging the
+# smallest down to half that), and a segment with more than MAX_DELETED_RATIO
+# of its documents tombstoned is rewritten without them. A full segment (its
+# build used half the budget's share or more: budget.py) is not merged to
+# lower the count, so a large index keeps more segments rather than copying
+# them; every merge writes segments that fit the budget.
 MAX_SEGMENTS = 8
 MAX_DELETED_RATIO = 0.2
 # A retired file stays on disk this long, so a reader that read the previous
@@ -60,8 +65,10 @@ class StoreWriter:
         fresh: bool,
         reanalyze: Reanalyze,
         sep: str,
+        budget: BuildBudget | None = None,
     ) -> None:
         self.dir = index_dir
+        self.budget = budget or BuildBudget()
         # Without a readable manifest, continue above every generation whose
         # files are still here: generations never go backwards for readers.
         self.base = base or StoreManifest(generation=highest_generation(index_dir))
@@ -160,13 +167,57 @@ class StoreWriter:
             for i, r in enumerate(self.refs)
             if r.ndocs == 0 or r.deleted / r.ndocs > MAX_DELETED_RATIO
         }
-        keep = [i for i in range(len(self.refs)) if i not in picked]
+        # A segment's file size stands in for its text: larger, so the
+        # estimate errs high.
+        small = [
+            i
+            for i, r in enumerate(self.refs)
+            if i not in picked and not self.budget.full(r.live, r.size)
+        ]
         new = (1 if (self.added or picked) else 0) + len(self._adopted)
-        if len(keep) + new > MAX_SEGMENTS:
-            keep.sort(key=lambda i: self.refs[i].live)
-            while keep and len(keep) + new > MAX_SEGMENTS // 2:
-                picked.add(keep.pop(0))
+        if len(small) + new > MAX_SEGMENTS:
+            small.sort(key=lambda i: self.refs[i].live)
+            while small and len(small) + new > MAX_SEGMENTS // 2:
+                picked.add(small.pop(0))
         return picked
+
+    def _merged(self, merges: set[int]) -> Iterator[BuildInput]:
+        """The documents added and the live ones of the segments merged, in
+        key order, each analysed only when the build reaches it."""
+
+        def live(si: int) -> Iterator[BuildInput]:
+            seg, dels = self._segments[si], self._deleted[si]
+            for docid in range(seg.ndocs):
+                if docid not in dels:
+                    yield self._reanalyze(seg.stored(docid))
+
+        added = sorted(self.added.values(), key=_key)
+        return heapq.merge(added, *(live(si) for si in sorted(merges)), key=_key)
+
+    def _build(self, gen: int, items: Iterator[BuildInput]) -> list[tuple[str, SegmentInfo]]:
+        """`items` (in key order) written as segments, a new one begun
+        whenever the next document would take the current build past the
+        budget's share."""
+        out: list[tuple[str, SegmentInfo]] = []
+        cap = self.budget.per_build
+        builder: SegmentBuilder | None = None
+        docs = text = 0
+        for item in items:
+            if builder is not None and estimate(docs + 1, text + item.doc.size) > cap:
+                out.append(self._finish(gen, builder))
+                builder = None
+            if builder is None:
+                builder, docs, text = SegmentBuilder(self._sep), 0, 0
+            builder.add(item)
+            docs += 1
+            text += item.doc.size
+        if builder is not None:
+            out.append(self._finish(gen, builder))
+        return out
+
+    def _finish(self, gen: int, builder: SegmentBuilder) -> tuple[str, SegmentInfo]:
+        name = unique_name("seg", gen, ".seg")
+        return name, builder.finish(self.dir / name, fault_point="mid-segment")
 
     # -- publish -------------------------------------------------------------------
     def commit(
@@ -186,21 +237,15 @@ class StoreWriter:
         self._open_segments()
         gen = self.base.generation + 1
         merges = self._pick_merges()
-        items = list(self.added.values())
-        for si in sorted(merges):
-            seg, dels = self._segments[si], self._deleted[si]
-            for docid in range(seg.ndocs):
-                if docid not in dels:
-                    items.append(self._reanalyze(seg.stored(docid)))
         self.merged = len(merges)
         refs = [r for i, r in enumerate(self.refs) if i not in merges]
         refs += self._adopted
         new_files: list[str] = [r.name for r in self._adopted]
-        if items:
-            name = unique_name("seg", gen, ".seg")
-            info = build_segment(self.dir / name, items, self._sep, fault_point="mid-segment")
+        built = self._build(gen, self._merged(merges))
+        for name, info in built:
             new_files.append(name)
             refs.append(_ref(name, info))
+        if built:
             fault("after-segment")
         for si in sorted(self._dirty - merges):
             ref = self.refs[si]
@@ -318,6 +363,10 @@ def publish(index_dir: Path, m: StoreManifest, base: StoreManifest) -> None:
     data = m.to_bytes()
     atomic_write(index_dir / MANIFEST_NAME, data, fault_label="manifest")
     m.identity = manifest_identity(data)
+
+
+def _key(item: BuildInput) -> str:
+    return item.doc.key
 
 
 def _ref(name: str, info: SegmentInfo) -> SegmentRef:

@@ -44,6 +44,50 @@ def test_parallel_build_equals_serial_build(
     assert m is not None and len(m.segments) == 3
 
 
+@pytest.mark.parametrize("workers", [1, 3])
+def test_a_rebuild_over_its_memory_budget_spills_segments_with_the_same_answers(
+    bundles_project: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """With the build budget made small (each document costed at 1/20th of
+    the smallest `max_build_memory_bytes`), a rebuild writes one segment per
+    part, in this process or in workers, and the index holds the same
+    documents and ranks every query with the same scores as one segment."""
+    from ctindex.search.execute import search_index
+    from ctindex.search.query import parse_query
+    from ctindex.store import budget
+
+    _quiet(bundles_project)
+    proj = Project.at(bundles_project)
+    plan = load_plan(proj)
+    queries = ["bigquery", "events OR sessions", '"user id"', "table*", "type:Table -ga4"]
+
+    def answers() -> list[object]:
+        return [search_index(proj.index_dir, parse_query(q), 50) for q in queries]
+
+    whole = transaction.rebuild(proj, plan)
+    m = read_manifest(proj.index_dir)
+    assert m is not None and len(m.segments) == 1
+    want, want_answers = dump(proj.index_dir), answers()
+    assert all(a.results for a in want_answers)
+
+    smallest = 16 << 20
+    (proj.root / ".ct" / "index.jsonc").write_text(
+        json.dumps({"version": 1, "watch": False, "max_build_memory_bytes": smallest})
+    )
+    monkeypatch.setattr(budget, "PER_DOC", smallest // 20)
+    monkeypatch.setattr(budget, "MIN_PART_DOCS", 4)
+    monkeypatch.setattr(analyse, "PARALLEL_MIN_DOCS", 10)
+    monkeypatch.setattr(analyse, "_workers", lambda docs: workers)
+    spilled = transaction.rebuild(proj, load_plan(proj))
+    m = read_manifest(proj.index_dir)
+    assert m is not None and len(m.segments) >= whole.documents // 20
+    assert spilled.documents == whole.documents
+    assert dump(proj.index_dir) == want
+    assert [a._replace(generation=None) for a in answers()] == [
+        a._replace(generation=None) for a in want_answers
+    ]
+
+
 def test_a_streamed_worker_segment_is_the_segment_of_its_documents(
     bundles_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
