@@ -17,6 +17,7 @@ bytes.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -27,8 +28,8 @@ from ctindex.base.output import Progress
 from ctindex.providers.base import Analysis, Document, Feed, ProviderError
 from ctindex.providers.fields import SEP
 from ctindex.reconciler.capture import Captured, KeyReader, Shipment, ShipmentBuilder
-from ctindex.reconciler.diff import Pending
 from ctindex.reconciler.hashing import Outcome
+from ctindex.reconciler.pending import PendingReads
 from ctindex.store.budget import BuildBudget
 from ctindex.store.segment import StoredDoc
 from ctindex.store.segment_build import BuildInput
@@ -62,17 +63,19 @@ class Diagnostics(NamedTuple):
 
 
 class _Part(NamedTuple):
-    """One worker's segment: its file name and the keys it holds."""
+    """One part's segment: its file name, the keys it holds, and where the
+    first of them is in the pass's sorted keys."""
 
     name: str
     keys: list[str]
+    start: int
 
 
 class Reads(NamedTuple):
-    """Files still to read, under the folder `base`, by key."""
+    """Files still to read, under the folder `base`, sorted by key."""
 
     base: str
-    pending: Mapping[str, Pending]
+    pending: PendingReads
 
 
 class Added(NamedTuple):
@@ -97,21 +100,25 @@ class _Source:
         self.reader = KeyReader(self.reads.base) if self.reads is not None else None
         self.outcomes = ShipmentBuilder()
 
-    def data(self, key: str) -> bytes | None:
+    def data(self, key: str, at: int) -> bytes | None:
+        """The bytes of `key`, the `at`-th of the pass's sorted keys."""
         if self.contents is not None:
             return self.contents[key]
         assert self.reads is not None and self.reader is not None
-        got = self.reader.read(self.reads.pending[key])
+        got = self.reader.read(self.reads.pending[at])
         self.outcomes.add(Captured.of(key, got))
         return got.data if got.outcome is Outcome.OK else None
 
-    def batch(self, keys: Sequence[str]) -> list[bytes | None]:
-        """`data` of each of `keys` (sorted): a folder's files read at once."""
+    def batch(self, keys: Sequence[str], start: int) -> list[bytes | None]:
+        """`data` of each of `keys` (sorted, from the `start`-th of the
+        pass's keys on): a folder's files read at once."""
         if self.contents is not None:
             return [self.contents[key] for key in keys]
         assert self.reads is not None and self.reader is not None
         pending = self.reads.pending
-        return self.reader.read_keys([pending[key] for key in keys], self.outcomes)
+        return self.reader.read_keys(
+            [pending[i] for i in range(start, start + len(keys))], self.outcomes
+        )
 
     def shipment(self) -> Shipment:
         return self.outcomes.shipment()
@@ -203,24 +210,28 @@ def add_documents(
     writer: StoreWriter,
     keys: list[str],
     source: Mapping[str, bytes] | Reads,
-    targets: Mapping[str, Target],
+    plan: Plan,
     index_dir: Path,
     progress: TextIO | None,
     budget: BuildBudget | None = None,
 ) -> Added:
-    """Parse and analyse `keys` (sorted) and add them to `writer`: in this
-    process, or one segment per part of the build budget (ctindex/store/budget.py),
-    the parts built by forked workers where the platform allows. `source`:
-    their captured bytes, or the reads still to make (each key's outcome is
-    then in `Added.shipments`, for ctindex/reconciler/capture.py complete())."""
+    """Parse and analyse `keys` (sorted) and add them to `writer`, each by
+    the provider of its scope under `plan`: in this process, or one segment
+    per part of the build budget (ctindex/store/budget.py), the parts built by
+    forked workers where the platform allows. `source`: their captured
+    bytes, or the reads still to make, of these very keys (each key's
+    outcome is then in `Added.shipments`, for
+    ctindex/reconciler/capture.py complete())."""
+    if isinstance(source, Reads) and len(source.pending) != len(keys):
+        raise ValueError("add_documents: the keys are not those of the reads")
     workers = _workers(len(keys))
     budget = (budget or BuildBudget()).with_builders(workers)
     even = -(-len(keys) // workers)  # every worker gets a part, at least
-    parts = list(budget.parts(((key, _size(source, key)) for key in keys), max_docs=even))
+    parts = list(budget.parts(zip(keys, _sizes(source, keys), strict=True), max_docs=even))
     if workers > 1 or len(parts) > 1:
         out = Added(Diagnostics({}, {}), [])
         for built in _build_parts(
-            parts, source, targets, index_dir, writer.generation, workers, progress
+            parts, source, plan, index_dir, writer.generation, workers, progress
         ):
             writer.adopt(built.name, built.info)
             out.diagnostics.errors.update(built.diagnostics.errors)
@@ -230,11 +241,12 @@ def add_documents(
     diagnostics = Diagnostics({}, {})
     bar = Progress(progress, "indexing")
     src = _Source(source)
+    targets = targets_of(plan, keys)
     try:
         for n, key in enumerate(keys, 1):
             target = targets[key]
             provider = providers.load(target.provider)
-            data = src.data(key)
+            data = src.data(key, n - 1)
             doc = None if data is None else _parsed(key, data, target, diagnostics)
             if doc is not None:
                 writer.add(build_input(doc, provider.analyze(doc)))
@@ -245,11 +257,11 @@ def add_documents(
     return Added(diagnostics, [src.shipment()] if src.reads is not None else [])
 
 
-def _size(source: Mapping[str, bytes] | Reads, key: str) -> int:
-    """The bytes of `key`'s file: read already, or as the walk saw it."""
+def _sizes(source: Mapping[str, bytes] | Reads, keys: list[str]) -> Iterator[int]:
+    """The bytes of each key's file: read already, or as the walk saw it."""
     if isinstance(source, Reads):
-        return source.pending[key].fingerprint[0]
-    return len(source[key])
+        return map(source.pending.size, range(len(keys)))
+    return (len(source[key]) for key in keys)
 
 
 def _parsed(key: str, data: bytes, target: Target, diagnostics: Diagnostics) -> Document | None:
@@ -269,7 +281,7 @@ class _Job(NamedTuple):
     """What a forked worker inherits (never pickled)."""
 
     source: Mapping[str, bytes] | Reads
-    targets: Mapping[str, Target]
+    plan: Plan
     index_dir: Path
     parent: int  # pid of the process that forked the workers
 
@@ -302,7 +314,7 @@ def _workers(docs: int) -> int:
 def _build_parts(
     parts: list[list[str]],
     source: Mapping[str, bytes] | Reads,
-    targets: Mapping[str, Target],
+    plan: Plan,
     index_dir: Path,
     generation: int,
     workers: int,
@@ -319,11 +331,15 @@ def _build_parts(
     from ctindex.store.durable import unique_name
 
     global _JOB
-    jobs = [_Part(unique_name("seg", generation, ".seg"), keys) for keys in parts]
+    starts = itertools.accumulate(map(len, parts), initial=0)  # one more than parts
+    jobs = [
+        _Part(unique_name("seg", generation, ".seg"), keys, at)
+        for keys, at in zip(parts, starts, strict=False)
+    ]
     total = sum(map(len, parts))
     bar = Progress(progress, f"indexing ({workers} processes)" if workers > 1 else "indexing")
     bar(0, total)
-    _JOB = _Job(source, targets, index_dir, os.getpid())
+    _JOB = _Job(source, plan, index_dir, os.getpid())
     out: list[_Built] = []
     try:
         if workers == 1:
@@ -334,8 +350,8 @@ def _build_parts(
         with ProcessPoolExecutor(
             workers, mp_context=multiprocessing.get_context("fork"), initializer=_worker_init
         ) as pool:
-            for got in pool.map(_build_part, jobs):
-                out.append(got)
+            for job, got in zip(jobs, pool.map(_build_part, jobs), strict=True):
+                out.append(_own_keys(got, job.keys))
                 bar(sum(len(p.keys) for p in jobs[: len(out)]), total)
     except BrokenProcessPool as exc:
         raise IndexWriteError(
@@ -345,6 +361,24 @@ def _build_parts(
         _JOB = None
         bar.done()
     return out
+
+
+def _own_keys(built: _Built, keys: list[str]) -> _Built:
+    """`built` with the keys of its shipment (read back from a worker: new
+    strings) replaced by this process's own strings of them, its part's
+    `keys` (the shipment's are some of them, in order): one copy of every
+    key instead of two until the pass ends."""
+    shipped = built.shipment.keys
+    own: list[str] = []
+    it = iter(keys)
+    for key in shipped:
+        for mine in it:
+            if mine == key:
+                own.append(mine)
+                break
+    if len(own) != len(shipped):  # not a subsequence: keep what was sent
+        return built
+    return built._replace(shipment=built.shipment._replace(keys=own))
 
 
 def _worker_init() -> None:
@@ -386,14 +420,15 @@ def _build_part(part: _Part) -> _Built:
     diagnostics = Diagnostics({}, {})
     builder = SegmentBuilder(SEP)
     src = _Source(job.source)  # a worker reads with its own descriptors
+    targets = targets_of(job.plan, part.keys)
     try:
         for start in range(0, len(part.keys), BATCH_DOCS):
             docs: list[tuple[str, Document]] = []
             keys = part.keys[start : start + BATCH_DOCS]
-            for key, data in zip(keys, src.batch(keys), strict=True):
-                doc = None if data is None else _parsed(key, data, job.targets[key], diagnostics)
+            for key, data in zip(keys, src.batch(keys, part.start + start), strict=True):
+                doc = None if data is None else _parsed(key, data, targets[key], diagnostics)
                 if doc is not None:
-                    docs.append((job.targets[key].provider, doc))
+                    docs.append((targets[key].provider, doc))
             for doc, feed in _fed(docs):
                 builder.add_fed(stored_doc(doc), feed)
     finally:

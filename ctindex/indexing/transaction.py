@@ -543,18 +543,18 @@ def _budget(job: _Pass) -> BuildBudget:
 def _analyse_deferred(job: _Pass, res: ReconcileResult) -> tuple[StoreWriter, Added]:
     """Parse the files the walk left unread into a new writer (left open
     for `_publish`)."""
-    from ctindex.indexing.analyse import Reads, add_documents, targets_of
+    from ctindex.indexing.analyse import Reads, add_documents
     from ctindex.reconciler.capture import complete
 
     writer = _new_writer(job)
     try:
-        keys = sorted(p.key for p in res.pending)
-        reads = Reads(str(job.project.root), {p.key: p for p in res.pending})
+        reads = Reads(str(job.project.root), res.pending.by_key())
+        res.pending = reads.pending  # the walk's order is not kept twice
         added = add_documents(
             writer,
-            keys,
+            reads.pending.keys,
             reads,
-            targets_of(job.plan, keys),
+            job.plan,
             job.index_dir,
             job.progress,
             _budget(job),
@@ -670,7 +670,7 @@ def _publish(
     pass_info: JSONObject,
     counts: UpdateReport,
 ) -> UpdateReport:
-    from ctindex.indexing.analyse import add_documents, targets_of
+    from ctindex.indexing.analyse import add_documents
 
     base, fresh, stale, index_dir = job.base, job.fresh, job.stale, job.index_dir
     notes = list(counts.notes)
@@ -710,7 +710,7 @@ def _publish(
                 writer,
                 todo,
                 contents,
-                targets_of(job.plan, todo),
+                job.plan,
                 index_dir,
                 job.progress,
                 _budget(job),

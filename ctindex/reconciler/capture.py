@@ -22,14 +22,14 @@ folder (keys come sorted) reuse the open chain.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
-import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from ctindex.reconciler import native
-from ctindex.reconciler.diff import Pending, ReconcileResult, finish_fresh
+from ctindex.reconciler.diff import ReconcileResult, finish_fresh
 from ctindex.reconciler.fingerprint import Fingerprint
 from ctindex.reconciler.hashing import (
     DEFAULT_RETRIES,
@@ -38,7 +38,9 @@ from ctindex.reconciler.hashing import (
     ReadResult,
     read_stable,
 )
+from ctindex.reconciler.manifest import RECORD, Manifest, PackedTable, RawEntry
 from ctindex.reconciler.oserr import GONE
+from ctindex.reconciler.pending import Pending, PendingReads
 from ctindex.reconciler.walk import DIR_FLAGS, ROOT_FLAGS, FsOps, record_failure
 
 
@@ -80,7 +82,7 @@ class Captured(NamedTuple):
 # enum member, took ~0.1 s in the worker and again in the parent, and making
 # them back into tuples there ~0.06 s more, after the last worker was done:
 # time no other process overlaps.
-_ENTRY = struct.Struct("<qqqQQ16sq")  # size, mtime, ctime, ino, dev, digest, recorded_ns
+_ENTRY = RECORD  # size, mtime, ctime, ino, dev, digest, recorded_ns
 
 
 # ctindex/reconciler/_native.c read_files(dir_fd, names, flags, digest): the bytes of
@@ -275,11 +277,19 @@ class KeyReader:
 def complete(result: ReconcileResult, shipments: Iterable[Shipment]) -> None:
     """Finish a deferred pass's `result` with the outcomes of its pending
     reads (every one of them, in shipments of any order), as the walk's
-    reads would have."""
+    reads would have.
+
+    The good reads come packed, each shipment's in key order. Put one after
+    the other by their first keys, they are usually the whole table in key
+    order already (a rebuild's workers read consecutive key ranges): the
+    table is then kept packed (PackedTable), with no tuple per file.
+    Otherwise it is built as a dict."""
     res = result
-    entries: dict[str, tuple[int, int, int, int, int, bytes, int]] = {}
+    runs: list[Shipment] = []
+    loose: dict[str, RawEntry] = {}
     for shipment in shipments:
-        entries.update(zip(shipment.keys, _ENTRY.iter_unpack(shipment.packed), strict=True))
+        if shipment.keys:
+            runs.append(shipment)
         res.metrics.files_hashed += len(shipment.keys)
         res.metrics.bytes_hashed += shipment.nbytes
         for c in shipment.others:
@@ -293,6 +303,15 @@ def complete(result: ReconcileResult, shipments: Iterable[Shipment]) -> None:
                 assert c.fingerprint is not None
                 res.metrics.files_hashed += 1
                 res.metrics.bytes_hashed += c.size
-                entries[c.key] = (*c.fingerprint, c.digest, c.recorded_ns)
-    res.pending = []
-    finish_fresh(res, entries)
+                loose[c.key] = (*c.fingerprint, c.digest, c.recorded_ns)
+    res.pending = PendingReads()
+    runs.sort(key=lambda s: s.keys[0])
+    keys = [k for s in runs for k in s.keys]
+    if not loose and all(a < b for a, b in itertools.pairwise(keys)):
+        table = PackedTable(keys, b"".join(s.packed for s in runs))
+        finish_fresh(res, Manifest(source=table, _sorted_keys=keys), keys)
+        return
+    entries = dict(zip(keys, _ENTRY.iter_unpack(b"".join(s.packed for s in runs)), strict=True))
+    entries.update(loose)
+    keys = sorted(entries)
+    finish_fresh(res, Manifest(entries, list(keys)), keys)

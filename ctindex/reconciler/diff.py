@@ -8,11 +8,11 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
-from ctindex.reconciler.fingerprint import DEFAULT_GRANULARITY_NS, Fingerprint, fingerprint_of
+from ctindex.reconciler.fingerprint import DEFAULT_GRANULARITY_NS, fingerprint_of
 from ctindex.reconciler.hashing import DEFAULT_RETRIES, Outcome, read_stable
 from ctindex.reconciler.manifest import DIRTY_SIZE, Manifest, RawEntry
+from ctindex.reconciler.pending import PendingReads
 from ctindex.reconciler.report import PassMetrics, WalkReport
 from ctindex.reconciler.walk import (
     DEFAULT_MAX_DEPTH,
@@ -26,15 +26,6 @@ from ctindex.reconciler.walk import (
 )
 
 Sink = Callable[[str, bytes], None]
-
-
-class Pending(NamedTuple):
-    """A file a deferring pass accepted and would have read (ctindex/reconciler/capture.py):
-    its key and the fingerprint the walk saw (not the whole stat result: a
-    rebuild holds one of these per file until its workers are done)."""
-
-    key: str
-    fingerprint: Fingerprint
 
 
 # Beyond this many added+removed keys a fresh sort (lazily, if ever needed) is cheaper.
@@ -57,7 +48,7 @@ class ReconcileResult:
     metrics: PassMetrics = field(default_factory=PassMetrics)
     # defer_reads: the files still to read; the result is complete once
     # ctindex/reconciler/capture.py complete() has their outcomes (then empty).
-    pending: list[Pending] = field(default_factory=list)
+    pending: PendingReads = field(default_factory=PendingReads)
 
     @property
     def has_changes(self) -> bool:
@@ -191,7 +182,9 @@ class _Pass:
         hands over only the files that failed it."""
         res, gran = self.res, self.gran
         if self.defer_reads:  # from nothing (reconcile() decides): every file is read later
-            res.pending.extend([Pending(key, fingerprint_of(st)) for _name, key, st in files])
+            add = res.pending.add
+            for _name, key, st in files:
+                add(key, st)
             return
         if self.ctime_blind:
             self._on_files_blind(dfd, files)
@@ -408,13 +401,13 @@ def _count(res: ReconcileResult) -> ReconcileResult:
     return res
 
 
-def finish_fresh(res: ReconcileResult, entries: dict[str, RawEntry]) -> None:
-    """A pass that started from an empty manifest, finished with the entries
-    of the files read: every one of them is added (nothing before it to be
-    renamed or changed). For ctindex/reconciler/capture.py complete()."""
-    keys = sorted(entries)
+def finish_fresh(res: ReconcileResult, manifest: Manifest, keys: list[str]) -> None:
+    """A pass that started from an empty manifest, finished with the table
+    of the files read (`keys`: its keys, sorted): every one of them is added
+    (nothing before it to be renamed or changed). For
+    ctindex/reconciler/capture.py complete()."""
     res.added = keys
-    res.manifest = Manifest(entries, list(keys))
+    res.manifest = manifest
     _count(res)
 
 

@@ -15,6 +15,7 @@ over by the differ.
 from __future__ import annotations
 
 import gc
+import struct
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
 DIRTY_SIZE = -1
 
 RawEntry = tuple[int, int, int, int, int, bytes, int]
+# An entry packed: size, mtime_ns, ctime_ns, ino, dev, digest, recorded_ns.
+# The index's file table stores its records in this layout
+# (ctindex/store/filetable.py), and a rebuild's workers send theirs back in it.
+RECORD = struct.Struct("<qqqQQ16sq")
 
 
 class Entry(NamedTuple):
@@ -58,6 +63,35 @@ class TableSource(Protocol):
 
     def materialize(self) -> dict[str, RawEntry]: ...  # the whole table as a dict
     def native(self) -> NativeTable | None: ...  # the same table for the native scan
+
+
+class PackedTable:
+    """A TableSource kept as it was read: `keys` sorted, and their entries
+    packed (RECORD) in that order. A rebuild's table of every file is made
+    this way (ctindex/reconciler/capture.py complete()) and written out as the
+    file table without a tuple per file ever being built
+    (ctindex/store/filetable.py encode_manifest)."""
+
+    def __init__(self, keys: list[str], records: bytes) -> None:
+        if len(records) != len(keys) * RECORD.size:
+            raise ValueError("packed table: keys and records disagree")
+        self.keys = keys
+        self.records = records
+        self._blob: bytes | None = None
+
+    def blob(self) -> bytes:
+        """The keys NUL-joined (UTF-8, surrogate escapes kept)."""
+        if self._blob is None:
+            self._blob = "\0".join(self.keys).encode("utf-8", "surrogateescape")
+        return self._blob
+
+    def materialize(self) -> dict[str, RawEntry]:
+        return dict(zip(self.keys, RECORD.iter_unpack(self.records), strict=True))
+
+    def native(self) -> NativeTable | None:
+        from ctindex.reconciler.native import build_table
+
+        return build_table(self.records, self.blob(), len(self.keys))
 
 
 class Manifest(Mapping[str, Entry]):
@@ -154,6 +188,11 @@ class Manifest(Mapping[str, Entry]):
         if self._sorted is None:
             self._sorted = sorted(self.raw())
         return self._sorted
+
+    def packed(self) -> PackedTable | None:
+        """The packed table this manifest was made from, if it was
+        (ctindex/store/filetable.py then writes it out as it is)."""
+        return self._source if isinstance(self._source, PackedTable) else None
 
     def known_sorted_keys(self) -> list[str] | None:
         """The sorted key list if already computed (no sorting cost)."""

@@ -23,12 +23,16 @@ digest hex, recorded_ns], or null for a key removed since the base.
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from ctindex.policy.project import key_under_any, key_within
+from ctindex.reconciler.manifest import RECORD
 from ctindex.store.durable import IndexCorrupt, read_all
 
 if TYPE_CHECKING:
@@ -41,7 +45,8 @@ MAGIC = b"CTFILES\x00"
 VERSION = 1
 DELTA_MAX = 256  # keys in the inline delta before the base is rewritten
 _HEAD = struct.Struct("<8sIIQ")
-_RECORD = struct.Struct("<qqqQQ16sq")
+_RECORD = RECORD  # the reconciler's packed entry is this format's record
+_SIZE = struct.Struct(f"<q{RECORD.size - 8}x")  # a record's size field alone
 _TRAILER = 16
 
 # One file-table entry is the reconciler's RawEntry (ctindex/reconciler/manifest.py):
@@ -67,6 +72,45 @@ def _xxh3(data: bytes | memoryview) -> bytes:
     import xxhash  # lazy: only writers and reconciling readers pay for it
 
     return xxhash.xxh3_128_digest(data)
+
+
+def encode_manifest(m: Manifest) -> list[bytes]:
+    """`encode_base` of a whole table, as the chunks of the file. One kept
+    packed (a rebuild's: ctindex/reconciler/manifest.py PackedTable) is written
+    from its records and keys as they are: no tuple per file, and no copy
+    of the whole file joined in memory."""
+    packed = m.packed()
+    if packed is None:
+        return [encode_base(m.raw())]
+    import xxhash
+
+    lengths = (
+        len(k) + 1 if k.isascii() else len(k.encode("utf-8", "surrogateescape")) + 1
+        for k in packed.keys
+    )
+    offs = array("I", [0])
+    offs.extend(accumulate(lengths))
+    if sys.byteorder != "little":  # pragma: no cover - the format is little-endian
+        offs.byteswap()
+    blob = packed.blob()
+    chunks = [
+        _HEAD.pack(MAGIC, VERSION, len(packed.keys), len(blob)),
+        packed.records,
+        offs.tobytes(),
+        blob,
+    ]
+    digest = xxhash.xxh3_128()
+    for chunk in chunks:
+        digest.update(chunk)
+    return [*chunks, digest.digest()]
+
+
+def source_bytes(m: Manifest) -> int:
+    """Total size of the files a table records (a dirty entry counts none)."""
+    packed = m.packed()
+    if packed is None:
+        return sum(e[0] for e in m.raw().values() if e[0] > 0)
+    return sum(n for (n,) in _SIZE.iter_unpack(packed.records) if n > 0)
 
 
 def encode_base(raw: Mapping[str, RawEntry]) -> bytes:
@@ -328,7 +372,7 @@ def newly_trusted(previous: Manifest, res: ReconcileResult) -> bool:
 class TableUpdate(NamedTuple):
     """How a generation records a pass's file table (docs/format.md)."""
 
-    base: bytes | None  # a new base file, or None: keep the base
+    base: list[bytes] | None  # a new base file (its chunks), or None: keep the base
     delta: DeltaJSON | None  # the new inline delta (JSON form), or None: none
     source_bytes: int  # total size of the files the table records
 
@@ -348,9 +392,9 @@ def table_update(
     def size(e: RawEntry | None) -> int:
         return e[0] if e is not None and e[0] > 0 else 0
 
-    new = res.manifest.raw()
     if base is None or previous is None:
-        return TableUpdate(encode_base(new), None, sum(map(size, new.values())))
+        return TableUpdate(encode_manifest(res.manifest), None, source_bytes(res.manifest))
+    new = res.manifest.raw()
     old = previous.raw()
     change = changes(old, new)
     source = base.source_bytes + sum(size(new.get(k)) - size(old.get(k)) for k in change)
@@ -365,4 +409,4 @@ def table_update(
             else:
                 full[k] = e
         new = full
-    return TableUpdate(encode_base(new), None, sum(map(size, new.values())))
+    return TableUpdate([encode_base(new)], None, sum(map(size, new.values())))

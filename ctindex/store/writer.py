@@ -223,7 +223,7 @@ class StoreWriter:
     def commit(
         self,
         *,
-        files_table: bytes | None,
+        files_table: list[bytes] | None,
         meta: dict[str, Any],
         diag: tuple[dict[str, str], dict[str, str]] | None,
         progress: Callable[[int, int], None] | None = None,
@@ -297,7 +297,7 @@ def republish(
     index_dir: Path,
     base: StoreManifest,
     *,
-    files_table: bytes | None,
+    files_table: list[bytes] | None,
     files_delta: DeltaJSON,
     reconcile: JSONObject,
 ) -> StoreManifest:

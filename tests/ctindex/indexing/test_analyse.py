@@ -103,8 +103,8 @@ def test_a_streamed_worker_segment_is_the_segment_of_its_documents(
     contents[keys[3]] = b"\xff"  # a file the provider refuses, inside a batch
     targets = analyse.targets_of(plan, keys)
     monkeypatch.setattr(analyse, "BATCH_DOCS", 5)
-    monkeypatch.setattr(analyse, "_JOB", analyse._Job(contents, targets, tmp_path, os.getpid()))
-    got = analyse._build_part(analyse._Part("streamed.seg", keys))
+    monkeypatch.setattr(analyse, "_JOB", analyse._Job(contents, plan, tmp_path, os.getpid()))
+    got = analyse._build_part(analyse._Part("streamed.seg", keys, 0))
     diagnostics = analyse.Diagnostics({}, {})
     docs = [
         (targets[k].provider, d)
@@ -237,3 +237,18 @@ def test_rebuild_reading_in_its_workers_equals_reading_in_the_pass(
         captured.errors,
         captured.documents,
     )
+
+
+def test_a_workers_shipped_keys_become_the_parents_own_strings() -> None:
+    """What a worker read comes back with new strings for its keys; the
+    parent swaps in its own (the same keys, in order), or keeps what was
+    sent when they are not its keys."""
+    from ctindex.reconciler.capture import Shipment
+
+    mine = [f"kb/{n}.md" for n in range(6)]
+    sent = [f"kb/{n}.md" for n in (1, 2, 5)]
+    built = analyse._Built("s.seg", None, analyse.Diagnostics({}, {}), Shipment(sent, b"", 0, []))  # type: ignore[arg-type]
+    got = analyse._own_keys(built, mine).shipment.keys
+    assert got == sent and all(a is mine[n] for a, n in zip(got, (1, 2, 5), strict=True))
+    stranger = built._replace(shipment=Shipment(["kb/9.md"], b"", 0, []))
+    assert analyse._own_keys(stranger, mine) is stranger
