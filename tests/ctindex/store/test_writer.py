@@ -313,3 +313,29 @@ def test_ranking_terms_do_not_widen_the_token_streams(tmp_path: Path) -> None:
         assert 5 in seg.phrase_docs(range(seg.ndocs), want, native_rank.phrase_scan())
     finally:
         seg.close()
+
+
+def test_locating_many_keys_reads_the_keys_section_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer locates each changed key by bisecting the sorted keys; the
+    section is read and checked once per segment, not once per key (an
+    update changing every file was quadratic)."""
+    from ctindex.store.segment import S_KEYS
+
+    docs = [make_doc(f"k{i:03d}.md", f"doc {i}") for i in range(200)]
+    path = tmp_path / "k.seg"
+    build_segment(path, [build_input(d) for d in docs], okf.SEP)
+    seg = Segment(path)
+    reads: list[int] = []
+    real = Segment._section
+
+    def counted(self: Segment, idx: int) -> bytes:
+        reads.append(idx)
+        return real(self, idx)
+
+    monkeypatch.setattr(Segment, "_section", counted)
+    assert [seg.find(f"k{i:03d}.md") for i in range(200)] == list(range(200))
+    assert seg.find("k.md") is None and seg.find("zzz") is None
+    assert reads.count(S_KEYS) == 1
+    seg.close()
