@@ -3,8 +3,10 @@ write (write side; the transaction around it is ctindex/indexing/transaction.py)
 
 Each key is parsed by the provider of the scope that decided it, looked up
 by id in the registry (ctindex/providers/__init__.py). Large batches are
-parsed and written as one segment per forked worker: the file contents are
-shared with the children, not pickled.
+cut into parts that fit the build budget (ctindex/store/budget.py) and written
+as one segment per part, by forked workers where the platform ends them
+with their parent: the file contents are shared with the children, not
+pickled.
 
 The bytes come either captured by the pass (`contents`: an update's reads,
 which decided its renames and changes) or still to read (`Reads`: a
