@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_right
+from collections.abc import Iterable
 from functools import lru_cache
 
 # Where combining marks are (Unicode 15.1 and earlier): the BMP, plane 1 and
@@ -131,3 +132,28 @@ class FoldedText:
         while stop < len(src) and not src[stop].isascii() and not fold_run(src[stop]):
             stop += 1
         return self._origin(start, False), stop
+
+    def origins(self, spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+        """`origin` of each of `spans`, from one map of every folded
+        position to its origin (built once, a slice a segment): a snippet
+        maps every word of a text, and a bisect per end was most of that."""
+        at = self._position_origins()
+        src = self._source
+        n = len(src)
+        out: list[tuple[int, int]] = []
+        for start, end in spans:
+            stop = at[end - 1] + 1
+            while stop < n and not src[stop].isascii() and not fold_run(src[stop]):
+                stop += 1
+            out.append((at[start], stop))
+        return out
+
+    def _position_origins(self) -> list[int]:
+        """For each position of the folded text, where it came from."""
+        at: list[int] = []
+        bounds = [*self._folded_at, len(self.text)]
+        for k, ascii_run in enumerate(self._ascii):
+            length = bounds[k + 1] - bounds[k]
+            origin = self._origin_at[k]
+            at.extend(range(origin, origin + length) if ascii_run else [origin] * length)
+        return at

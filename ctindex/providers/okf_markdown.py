@@ -311,8 +311,9 @@ def _folded_spans(text: str) -> Iterator[tuple[int, int, str]]:
     matches = list(WORD_RE.finditer(folded.text))
     _stem_words(m.group() for m in matches)
     cache = _CACHE
-    for m in matches:
-        yield (*folded.origin(m.start(), m.end()), cache[m.group()])
+    spans = folded.origins(m.span() for m in matches)
+    for (start, end), m in zip(spans, matches, strict=True):
+        yield start, end, cache[m.group()]
 
 
 def normalize_term(word: str) -> str:

@@ -72,6 +72,9 @@ def test_folded_text_maps_each_word_back_to_where_it_came_from(text: str) -> Non
         assert 0 <= start < end <= len(text) and (start, end) >= last
         assert m.group() in fold(text[start:end])
         last = (start, end)
+    # All at once (what a snippet uses): the same spans.
+    spans = [m.span() for m in WORD.finditer(folded.text)]
+    assert folded.origins(spans) == [folded.origin(*span) for span in spans]
 
 
 @settings(max_examples=200, deadline=None)
