@@ -191,8 +191,9 @@ class ParallelWalker(Walker):
         self.walked.update(fresh)
         self._walk_all([_Listed(None, r, 0) for r in fresh])
 
-    def _walk_open(self, fd: int, key: str, depth: int) -> None:
-        """Walk the subtree of the open folder fd (ownership of fd passes here)."""
+    def _walk_open(self, fd: int, key: str, depth: int, whole: bool = False) -> None:
+        """Walk the subtree of the open folder fd (ownership of fd passes
+        here); its own threads, whether `whole` or not."""
         if key in self.walked:
             self.ops.close(fd)
             return

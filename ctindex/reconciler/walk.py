@@ -23,12 +23,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from ctindex.reconciler import path_folders
+from ctindex.reconciler import path_folders, scan_ahead
 from ctindex.reconciler.manifest import RawEntry
 from ctindex.reconciler.native import CODE_DIRHINT, CODE_DONE, CODE_LINKED, NativeTable, encode_key
 from ctindex.reconciler.oserr import DENIED, GONE
 from ctindex.reconciler.platform_features import has_dir_fd
 from ctindex.reconciler.report import PassMetrics, WalkReport
+from ctindex.reconciler.scan_ahead import Ahead, ScanAhead
 
 StatFn = Callable[[str], os.stat_result]
 # on_files(parent_fd, [(name, key, st), ...]): the accepted regular files of one folder,
@@ -240,10 +241,11 @@ class Walker:
             self.fail(root, exc, is_dir=True)
 
     # -- listing ----------------------------------------------------------------
-    def _scan(self, fd: int, key: str) -> list[str]:
-        """List one open folder: dispatch files, return the names of folders to descend."""
+    def _scan(self, fd: int, key: str, ahead: Ahead | None = None) -> list[str]:
+        """List one open folder: dispatch files, return the names of folders
+        to descend. `ahead`: the folder as ScanAhead opened (and maybe scanned) it."""
         if self.native is not None:
-            return self._scan_native(fd, key, self.native)
+            return self._scan_native(fd, key, self.native, ahead)
         m = self.metrics
         m.dirs_visited += 1
         try:
@@ -314,7 +316,7 @@ class Walker:
             self.on_files(fd, files)
         return subdirs
 
-    def _scan_native(self, fd: int, key: str, nat: NativeScan) -> list[str]:
+    def _scan_native(self, fd: int, key: str, nat: NativeScan, ahead: Ahead | None) -> list[str]:
         """_scan with the listing, stat and unchanged check done in C: only
         folders, files that differ, failed stats and trusted files Python must
         report (a non-ASCII name, more than one link) come back, in listing
@@ -322,9 +324,14 @@ class Walker:
         m = self.metrics
         m.dirs_visited += 1
         try:
-            entries, trusted, symlinks, other, pending = nat.table.scan(
-                fd, encode_key(key), nat.seen, nat.granularity_ns
-            )
+            if ahead is not None and ahead.error is not None:
+                raise ahead.error
+            if ahead is not None and ahead.result is not None:
+                entries, trusted, symlinks, other, pending = ahead.result
+            else:
+                entries, trusted, symlinks, other, pending = nat.table.scan(
+                    fd, encode_key(key), nat.seen, nat.granularity_ns
+                )
         except OSError as exc:
             self.fail(key, exc, is_dir=True)
             return []
@@ -375,16 +382,33 @@ class Walker:
             self.on_files(fd, files)
         return subdirs
 
-    def _walk_open(self, fd: int, key: str, depth: int) -> None:
-        """Walk the subtree of the open folder fd (ownership of fd passes here)."""
+    def _walk_open(self, fd: int, key: str, depth: int, whole: bool = False) -> None:
+        """Walk the subtree of the open folder fd (ownership of fd passes
+        here). `whole`: a root's whole walk, worth scanning ahead on a
+        second thread (ctindex/reconciler/scan_ahead.py); a narrowed walk's
+        few folders are not."""
         if key in self.walked:
             self.ops.close(fd)
             return
         self.walked.add(key)
-        stack: list[tuple[int, str, int, list[str]]] = []
+        ahead = (
+            ScanAhead(
+                self.native.table,
+                self.native.seen,
+                self.native.granularity_ns,
+                self._open_ahead,
+                self.ops.close,
+            )
+            if whole and self.native is not None and scan_ahead.ENABLED
+            else None
+        )
+        # A folder is on the stack (so closed on the way out) before it is
+        # scanned: a scan that raises (an interrupt in on_files) leaks nothing.
+        stack: list[tuple[int, str, int, list[str]]] = [(fd, key, depth, [])]
         try:
             subdirs = self._scan(fd, key)
-            stack.append((fd, key, depth, subdirs[::-1]))
+            stack[-1][3].extend(reversed(subdirs))
+            self._offer(ahead, fd, key, depth, subdirs)
             while stack:
                 pfd, pkey, pdepth, todo = stack[-1]
                 if not todo:
@@ -399,14 +423,40 @@ class Walker:
                     self.report.too_deep.add(ckey)
                     self.keep(ckey)
                     continue
-                cfd = self._open_dir(pfd, name, ckey)
+                got = ahead.take(ckey) if ahead is not None else None
+                if got is None:
+                    cfd = self._open_dir(pfd, name, ckey)
+                elif got.fd is None:
+                    assert got.error is not None  # reported here, where it always was
+                    self.fail(ckey, got.error, is_dir=True)
+                    cfd = None
+                else:
+                    cfd = got.fd
                 if cfd is None:
                     continue
                 self.walked.add(ckey)
-                stack.append((cfd, ckey, pdepth + 1, self._scan(cfd, ckey)[::-1]))
+                stack.append((cfd, ckey, pdepth + 1, []))
+                subdirs = self._scan(cfd, ckey, got)
+                stack[-1][3].extend(reversed(subdirs))
+                self._offer(ahead, cfd, ckey, pdepth + 1, subdirs)
         finally:
+            if ahead is not None:
+                ahead.close()
             for sfd, *_ in stack:
                 self.ops.close(sfd)
+
+    def _open_ahead(self, name: str, parent_fd: int) -> int:
+        return self.ops.open(name, DIR_FLAGS, dir_fd=parent_fd)
+
+    def _offer(
+        self, ahead: ScanAhead | None, fd: int, key: str, depth: int, subdirs: list[str]
+    ) -> None:
+        """Hand the sub-folders the walk will enter next to the scan ahead
+        (those it would open: not walked already, not too deep)."""
+        if ahead is None or depth + 1 > self.max_depth:
+            return
+        children = [(name, join_key(key, name)) for name in subdirs]
+        ahead.offer(fd, [(name, ckey) for name, ckey in children if ckey not in self.walked])
 
     # -- entry points -----------------------------------------------------------
     def walk_roots(self, roots: Sequence[str]) -> None:
@@ -420,7 +470,7 @@ class Walker:
             return
         fd = self._open_root(root)
         if fd is not None:
-            self._walk_open(fd, root, 0)
+            self._walk_open(fd, root, 0, whole=True)
 
     def walk_path(self, root: str, key: str) -> None:
         """Narrowed walk: only `key` (a file or a folder subtree) strictly under `root`.
