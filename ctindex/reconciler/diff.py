@@ -336,8 +336,17 @@ class _Pass:
                 k = raw_key.decode("utf-8", "surrogateescape")
                 if k not in known and not (kept and carried(k)):
                     gone.append(k)
+        packed = self.previous.packed() if updates or gone else None
         if not updates and not gone:
             res.manifest = self.previous  # immutable: the same table, still packed
+        elif packed is not None:
+            # The previous table edited where this pass found changes: no
+            # tuple for each of the files it trusted (a daemon's audit of a
+            # million files with a few changed ones).
+            edits: dict[str, RawEntry | None] = dict(updates)
+            edits.update((k, None) for k in gone)
+            table = packed.edited(edits)
+            res.manifest = Manifest(source=table, _sorted_keys=table.keys)
         else:
             new = dict(self.previous.raw())
             new.update(updates)

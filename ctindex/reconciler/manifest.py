@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import struct
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -68,16 +69,62 @@ class TableSource(Protocol):
 class PackedTable:
     """A TableSource kept as it was read: `keys` sorted, and their entries
     packed (RECORD) in that order. A rebuild's table of every file is made
-    this way (ctindex/reconciler/capture.py complete()) and written out as the
-    file table without a tuple per file ever being built
-    (ctindex/store/filetable.py encode_manifest)."""
+    this way (ctindex/reconciler/capture.py complete()), and so is a full
+    pass's new table from the previous one (`edited`); either is written out
+    as the file table without a tuple per file ever being built
+    (ctindex/store/filetable.py encode_manifest).
 
-    def __init__(self, keys: list[str], records: bytes) -> None:
+    `parent` and `edits`: the table this one was made from by `edited`, and
+    the edits made (key -> entry, None for a key removed): what a writer
+    records as the difference, without comparing the two tables."""
+
+    def __init__(
+        self,
+        keys: list[str],
+        records: bytes,
+        parent: PackedTable | None = None,
+        edits: dict[str, RawEntry | None] | None = None,
+    ) -> None:
         if len(records) != len(keys) * RECORD.size:
             raise ValueError("packed table: keys and records disagree")
         self.keys = keys
         self.records = records
+        self.parent = parent
+        self.edits = edits
         self._blob: bytes | None = None
+
+    def get(self, key: str) -> RawEntry | None:
+        """One entry, by bisecting the keys."""
+        i = bisect_left(self.keys, key)
+        if i < len(self.keys) and self.keys[i] == key:
+            return RECORD.unpack_from(self.records, i * RECORD.size)
+        return None
+
+    def edited(self, edits: dict[str, RawEntry | None]) -> PackedTable:
+        """This table with `edits` made: each key set to its entry (inserted
+        in order when new), or removed where the entry is None. The runs
+        between edits are copied as they are: a pass that changed a few
+        files of a million builds no tuple for the others."""
+        size, keys = RECORD.size, self.keys
+        recs = memoryview(self.records)
+        at_key = sorted((bisect_left(keys, k), k) for k in edits)
+        out_keys: list[str] = []
+        parts: list[bytes | memoryview] = []
+        at = 0
+        for i, key in at_key:
+            if i > at:
+                out_keys.extend(keys[at:i])
+                parts.append(recs[at * size : i * size])
+                at = i
+            if at < len(keys) and keys[at] == key:
+                at += 1  # replaced or removed
+            entry = edits[key]
+            if entry is not None:
+                out_keys.append(key)
+                parts.append(RECORD.pack(*entry))
+        out_keys.extend(keys[at:])
+        parts.append(recs[at * size :])
+        return PackedTable(out_keys, b"".join(parts), self, edits)
 
     def blob(self) -> bytes:
         """The keys NUL-joined (UTF-8, surrogate escapes kept)."""
@@ -100,7 +147,7 @@ class Manifest(Mapping[str, Entry]):
     Built from a TableSource, the dict is materialized on first use; the
     answers are the same either way."""
 
-    __slots__ = ("_native", "_raw", "_sorted", "_source")
+    __slots__ = ("_native", "_packed", "_raw", "_sorted", "_source")
 
     def __init__(
         self,
@@ -115,6 +162,7 @@ class Manifest(Mapping[str, Entry]):
         self._sorted: list[str] | None = _sorted_keys
         self._source = source
         self._native: list[NativeTable | None] = []  # decided on first use
+        self._packed: list[PackedTable | None] = []  # likewise
 
     @classmethod
     def from_entries(cls, entries: Mapping[str, Entry] | Iterable[tuple[str, Entry]]) -> Manifest:
@@ -190,9 +238,19 @@ class Manifest(Mapping[str, Entry]):
         return self._sorted
 
     def packed(self) -> PackedTable | None:
-        """The packed table this manifest was made from, if it was
-        (ctindex/store/filetable.py then writes it out as it is)."""
-        return self._source if isinstance(self._source, PackedTable) else None
+        """The table as a PackedTable, when it was made from one or from a
+        source that can give one (the store's file table: `packed()`), and
+        no dict was built first (ctindex/store/filetable.py then writes it
+        out as it is)."""
+        if not self._packed:
+            source = self._source
+            if isinstance(source, PackedTable):
+                self._packed.append(source)
+            elif source is not None and self._raw is None and hasattr(source, "packed"):
+                self._packed.append(source.packed())
+            else:
+                self._packed.append(None)
+        return self._packed[0]
 
     def known_sorted_keys(self) -> list[str] | None:
         """The sorted key list if already computed (no sorting cost)."""

@@ -37,6 +37,7 @@ from ctindex.store.durable import IndexCorrupt, read_all
 
 if TYPE_CHECKING:
     from ctindex.reconciler import Fingerprint, Manifest, ReconcileResult
+    from ctindex.reconciler.manifest import PackedTable
     from ctindex.reconciler.manifest import RawEntry as RawEntry
     from ctindex.reconciler.native import NativeTable
     from ctindex.store.generation import StoreManifest
@@ -203,6 +204,19 @@ class _FullTable:
         if base.count and nuls != base.count - 1:
             raise IndexCorrupt("file table key count mismatch")
         self.base, self.delta = base, delta
+
+    def packed(self) -> PackedTable:
+        """The base's keys and records as they are, the delta applied."""
+        from ctindex.reconciler.manifest import PackedTable
+
+        b = self.base
+        keys = (
+            b._data[b._blob : -_TRAILER].decode("utf-8", "surrogateescape").split("\0")
+            if b.count
+            else []
+        )
+        table = PackedTable(keys, b._data[b._rec : b._offs])
+        return table.edited(dict(self.delta)) if self.delta else table
 
     def materialize(self) -> dict[str, RawEntry]:
         raw = self.base.everything()
@@ -393,6 +407,20 @@ def table_update(
         return e[0] if e is not None and e[0] > 0 else 0
 
     if base is None or previous is None:
+        return TableUpdate(encode_manifest(res.manifest), None, source_bytes(res.manifest))
+    packed = res.manifest.packed()
+    if not partial and packed is not None and packed.parent is previous.packed():
+        # A full pass that edited the previous packed table: the edits are
+        # the change (less those that set an entry to what it was), and
+        # neither table is made a dict.
+        before = packed.parent
+        assert before is not None and packed.edits is not None
+        olds = {k: before.get(k) for k in packed.edits}
+        change = {k: e for k, e in packed.edits.items() if olds[k] != e}
+        source = base.source_bytes + sum(size(e) - size(olds[k]) for k, e in change.items())
+        merged = merge(delta_from_json(base.files_delta), change)
+        if len(merged) <= DELTA_MAX:
+            return TableUpdate(None, delta_to_json(merged), source)
         return TableUpdate(encode_manifest(res.manifest), None, source_bytes(res.manifest))
     new = res.manifest.raw()
     old = previous.raw()
