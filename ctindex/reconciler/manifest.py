@@ -238,10 +238,10 @@ class Manifest(Mapping[str, Entry]):
         return self._sorted
 
     def packed(self) -> PackedTable | None:
-        """The table as a PackedTable, when it was made from one or from a
-        source that can give one (the store's file table: `packed()`), and
-        no dict was built first (ctindex/store/filetable.py then writes it
-        out as it is)."""
+        """The table as a PackedTable: the one it was made from, or one its
+        source can give (the store's file table: `packed()`) while no dict
+        was built from it. ctindex/store/filetable.py writes a packed table out
+        as it is; a full pass edits it (ctindex/reconciler/diff.py)."""
         if not self._packed:
             source = self._source
             if isinstance(source, PackedTable):

@@ -77,9 +77,10 @@ def _xxh3(data: bytes | memoryview) -> bytes:
 
 def encode_manifest(m: Manifest) -> list[bytes]:
     """`encode_base` of a whole table, as the chunks of the file. One kept
-    packed (a rebuild's: ctindex/reconciler/manifest.py PackedTable) is written
-    from its records and keys as they are: no tuple per file, and no copy
-    of the whole file joined in memory."""
+    packed (ctindex/reconciler/manifest.py PackedTable: a rebuild's, or a full
+    pass's edit of the previous table) is written from its records and keys
+    as they are: no tuple per file, and no copy of the whole file joined in
+    memory."""
     packed = m.packed()
     if packed is None:
         return [encode_base(m.raw())]
@@ -205,8 +206,12 @@ class _FullTable:
             raise IndexCorrupt("file table key count mismatch")
         self.base, self.delta = base, delta
 
-    def packed(self) -> PackedTable:
-        """The base's keys and records as they are, the delta applied."""
+    def packed(self) -> PackedTable | None:
+        """The base's keys and records as they are, the delta applied; None
+        for a base whose keys are not in order (ctindex writes them sorted:
+        editing by bisection needs that, so such a table is made a dict)."""
+        from itertools import pairwise
+
         from ctindex.reconciler.manifest import PackedTable
 
         b = self.base
@@ -215,6 +220,8 @@ class _FullTable:
             if b.count
             else []
         )
+        if not all(a < z for a, z in pairwise(keys)):
+            return None
         table = PackedTable(keys, b._data[b._rec : b._offs])
         return table.edited(dict(self.delta)) if self.delta else table
 

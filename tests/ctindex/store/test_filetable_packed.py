@@ -85,3 +85,25 @@ def test_the_packed_path_records_the_table_as_the_dict_path_does(
         assert got.delta == want.delta and got.source_bytes == want.source_bytes
         as_bytes = [None if t.base is None else b"".join(t.base) for t in (got, want)]
         assert as_bytes[0] == as_bytes[1]
+
+
+def test_a_base_whose_keys_are_out_of_order_is_not_edited_packed(tmp_path: Path) -> None:
+    """ctindex writes a base's keys sorted; one that is not (not written by
+    ctindex, its checksum intact) is made a dict, never bisected."""
+    import struct
+
+    keys = ["b.md", "a.md"]
+    entries = [(1, 2, 3, 4, 5, bytes(16), 6), (7, 8, 9, 10, 11, bytes(16), 12)]
+    encoded = [k.encode() for k in keys]
+    offs = [0, len(encoded[0]) + 1, len(encoded[0]) + len(encoded[1]) + 2]
+    blob = b"\0".join(encoded)
+    body = (
+        filetable._HEAD.pack(filetable.MAGIC, filetable.VERSION, len(keys), len(blob))
+        + b"".join(filetable._RECORD.pack(*e) for e in entries)
+        + struct.pack("<3I", *offs)
+        + blob
+    )
+    (tmp_path / "files.bin").write_bytes(body + filetable._xxh3(body))
+    m = filetable.load(tmp_path, "files.bin", {})
+    assert m.packed() is None
+    assert m.raw() == dict(zip(keys, entries, strict=True))
