@@ -44,10 +44,13 @@ if TYPE_CHECKING:
 MAX_MESSAGE = 300  # characters kept of one provider error / warning
 PARALLEL_MIN_DOCS = 4000  # below this, forking costs more than it saves
 MAX_WORKERS = 4
-# A worker parses and analyses this many documents before adding them to its
-# segment: a provider's batch (its new words stemmed in one call), and little
-# memory.
+# A worker parses and analyses this many documents, or this many bytes of
+# them, before adding them to its segment: a provider's batch (its new words
+# stemmed in one call). The bytes bound it for large documents, whose token
+# lists cost about 2 bytes more per byte of text while a batch is analysed
+# (docs/decisions/build-memory.md); 512 small pages are far below it.
 BATCH_DOCS = 512
+BATCH_BYTES = 1 << 20
 
 
 class Target(NamedTuple):
@@ -424,9 +427,9 @@ def _build_part(part: _Part) -> _Built:
     src = _Source(job.source)  # a worker reads with its own descriptors
     targets = targets_of(job.plan, part.keys)
     try:
-        for start in range(0, len(part.keys), BATCH_DOCS):
+        for start, end in _batches(part, job.source):
             docs: list[tuple[str, Document]] = []
-            keys = part.keys[start : start + BATCH_DOCS]
+            keys = part.keys[start:end]
             for key, data in zip(keys, src.batch(keys, part.start + start), strict=True):
                 doc = None if data is None else _parsed(key, data, targets[key], diagnostics)
                 if doc is not None:
@@ -437,6 +440,25 @@ def _build_part(part: _Part) -> _Built:
         src.close()
     info = builder.finish(job.index_dir / part.name, fault_point="mid-segment")
     return _Built(part.name, info, diagnostics, src.shipment())
+
+
+def _batches(part: _Part, source: Mapping[str, bytes] | Reads) -> Iterator[tuple[int, int]]:
+    """[start, end) of each batch of `part.keys`: at most BATCH_DOCS keys
+    and, past its first key, at most BATCH_BYTES of their files."""
+    start = 0
+    while start < len(part.keys):
+        end, size = start, 0
+        while end < len(part.keys) and end - start < BATCH_DOCS:
+            if isinstance(source, Reads):
+                add = source.pending.size(part.start + end)
+            else:
+                add = len(source[part.keys[end]])
+            if end > start and size + add > BATCH_BYTES:
+                break
+            size += add
+            end += 1
+        yield start, end
+        start = end
 
 
 def _fed(docs: list[tuple[str, Document]]) -> Iterator[tuple[Document, Feed]]:

@@ -7,11 +7,11 @@ builds one segment per part: a rebuild of a million documents writes more
 segments, never a bigger process (docs/architecture.md, "Memory").
 
 The estimate is linear in a part's documents and their bytes. Its two
-factors are measured (docs/decisions/build-memory.md): a segment builder
-fed the tldr pages peaked at about 2.2 KB per document of ~470 bytes, and
-larger documents cost about 2.5 bytes per byte (postings, token streams,
-compressed text). The factors below are above both, so a part's real peak
-stays under its share of the budget.
+factors are measured (docs/decisions/build-memory.md): a segment builder fed
+the tldr pages (~470 bytes each) peaked at about 2.2 KB a document, and fed
+pages of 19 KB and 58 KB, at 3.7 and 4.0 bytes per byte of text (postings,
+token streams, compressed text, and the batch being analysed). The
+estimate is at or above each.
 """
 
 from __future__ import annotations
@@ -19,9 +19,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from ctindex.policy.config import INT_SETTINGS
+
 PER_DOC = 1536  # bytes a builder holds per document, besides its text
-PER_BYTE = 3  # bytes a builder holds per byte of document text
-DEFAULT_BYTES = 256 << 20  # the `max_build_memory_bytes` setting's default
+PER_BYTE = 4  # bytes a builder holds per byte of document text
+
+
+def _default_bytes() -> int:
+    default = INT_SETTINGS["max_build_memory_bytes"][0]
+    assert default is not None
+    return default
+
+
+DEFAULT_BYTES = _default_bytes()  # the `max_build_memory_bytes` setting's default
 # A part holds at least this many documents (or what is left): a budget so
 # small that every document became its own segment would help nobody.
 MIN_PART_DOCS = 64

@@ -88,11 +88,13 @@ def test_a_rebuild_over_its_memory_budget_spills_segments_with_the_same_answers(
     ]
 
 
+@pytest.mark.parametrize("batch_bytes", [1 << 20, 2000])
 def test_a_streamed_worker_segment_is_the_segment_of_its_documents(
-    bundles_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    bundles_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_bytes: int
 ) -> None:
-    """A worker adds its documents batch by batch (`_build_part`); the file
-    is byte for byte `build_segment` of the same documents, given at once."""
+    """A worker adds its documents batch by batch (`_build_part`), batches
+    bounded by documents or by bytes; the file is byte for byte
+    `build_segment` of the same documents, given at once."""
     from ctindex.providers.fields import SEP
     from ctindex.store.segment_build import build_segment
 
@@ -103,6 +105,7 @@ def test_a_streamed_worker_segment_is_the_segment_of_its_documents(
     contents[keys[3]] = b"\xff"  # a file the provider refuses, inside a batch
     targets = analyse.targets_of(plan, keys)
     monkeypatch.setattr(analyse, "BATCH_DOCS", 5)
+    monkeypatch.setattr(analyse, "BATCH_BYTES", batch_bytes)
     monkeypatch.setattr(analyse, "_JOB", analyse._Job(contents, plan, tmp_path, os.getpid()))
     got = analyse._build_part(analyse._Part("streamed.seg", keys, 0))
     diagnostics = analyse.Diagnostics({}, {})
@@ -252,3 +255,38 @@ def test_a_workers_shipped_keys_become_the_parents_own_strings() -> None:
     assert got == sent and all(a is mine[n] for a, n in zip(got, (1, 2, 5), strict=True))
     stranger = built._replace(shipment=Shipment(["kb/9.md"], b"", 0, []))
     assert analyse._own_keys(stranger, mine) is stranger
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 5000), max_size=60),
+    start=st.integers(0, 20),
+    most_docs=st.integers(1, 9),
+    most_bytes=st.integers(1, 8000),
+)
+def test_batches_cover_the_part_within_both_bounds(
+    sizes: list[int], start: int, most_docs: int, most_bytes: int
+) -> None:
+    from ctindex.reconciler.pending import PendingReads
+    from tests.ctindex.reconciler.fakes import with_fields
+
+    st_ = os.lstat(".")
+    reads = PendingReads()
+    for n in range(start):
+        reads.add(f"before{n:02d}", with_fields(st_, st_size=0))
+    keys = [f"k{n:03d}" for n in range(len(sizes))]
+    for key, size in zip(keys, sizes, strict=True):
+        reads.add(key, with_fields(st_, st_size=size))
+    old = analyse.BATCH_DOCS, analyse.BATCH_BYTES
+    analyse.BATCH_DOCS, analyse.BATCH_BYTES = most_docs, most_bytes
+    try:
+        part = analyse._Part("p.seg", keys, start)
+        from_reads = list(analyse._batches(part, analyse.Reads("/", reads)))
+        contents = {k: b"x" * n for k, n in zip(keys, sizes, strict=True)}
+        assert list(analyse._batches(part, contents)) == from_reads
+    finally:
+        analyse.BATCH_DOCS, analyse.BATCH_BYTES = old
+    assert [i for a, b in from_reads for i in range(a, b)] == list(range(len(keys)))
+    for a, b in from_reads:
+        assert 0 < b - a <= most_docs
+        assert b - a == 1 or sum(sizes[a:b]) <= most_bytes
