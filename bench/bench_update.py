@@ -85,7 +85,9 @@ def settle(root: Path, env: dict[str, str]) -> None:
     the rebuild read too close to their stamps and records them."""
     time.sleep(DEFAULT_GRANULARITY_NS / 1e9 + 0.2)
     for _ in range(2):
-        subprocess.run(_ctindex(root, "update"), stdout=subprocess.DEVNULL, check=True, env=env)
+        # Its notes ("only file metadata changed") are expected here; a
+        # failure still raises, with them in the error.
+        subprocess.run(_ctindex(root, "update"), capture_output=True, check=True, env=env)
 
 
 def run() -> str:
