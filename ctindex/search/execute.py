@@ -212,7 +212,7 @@ def search_snapshot(snap: Snapshot, node: Node, limit: int, want_keys: bool = Fa
         node,
         limit,
         fetch=lambda i, d: parts[i].seg.stored(d),
-        paths=lambda i: parts[i].seg.keys(),
+        paths=lambda i: parts[i].seg.key_view(),
         want_keys=want_keys,
     )
     return Outcome(results, total, snap.generation, keys, notes, tuple(snap.manifest.scopes))

@@ -10,6 +10,7 @@ import random
 from array import array
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -141,3 +142,26 @@ def test_the_closest_expansions_are_the_first_by_length_then_term(found: set[str
     """The bounded ordering keeps what ordering every expansion would."""
     want = sorted(found, key=lambda t: (len(t), t))[: matcher.PREFIX_CAP]
     assert matcher._closest(found) == want
+
+
+def test_a_one_shot_query_decodes_only_the_keys_of_its_results(
+    bundles_project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh snapshot's query names its results by the keys it decodes
+    one at a time (`Segment.key_view`), not by decoding every key of every
+    segment (`Segment.keys`); the answer is the same."""
+    from ctindex.search.execute import search_index
+    from ctindex.search.query import parse_query
+    from ctindex.store.segment_read import Segment
+
+    proj = Project.at(bundles_project)
+    update(proj, load_plan(proj))
+    queries = ["bigquery", "events OR sessions", "table*", "type:Table"]
+    want = [search_index(proj.index_dir, parse_query(q), 5, want_keys=True) for q in queries]
+
+    def every_key(self: Segment) -> list[str]:
+        raise AssertionError("a query decoded every key of a segment")
+
+    monkeypatch.setattr(Segment, "keys", every_key)
+    got = [search_index(proj.index_dir, parse_query(q), 5, want_keys=True) for q in queries]
+    assert got == want and all(o.results for o in got)
