@@ -9,6 +9,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 
 from ctindex.providers.fields import FIELD_TERM
 from ctindex.search import native_rank
+from ctindex.store.segment import NFIELDS
 from ctindex.store.segment_read import PrefixRun, Segment
 from ctindex.store.snapshot import SegmentView
 
@@ -223,7 +224,7 @@ class SegmentPartition:
 
     def field_length_sums(self) -> list[int]:
         if self._flen_sums is None:
-            self._flen_sums = _field_length_sums(self.seg, self.deleted)
+            self._flen_sums = _field_length_sums(self.seg, self.deleted, self.ref.field_sums)
         return self._flen_sums
 
     def terms_with_prefix(self, prefix: str) -> list[str]:
@@ -245,14 +246,27 @@ _SUMS: weakref.WeakKeyDictionary[Segment, tuple[frozenset[int], list[int]]] = (
 )
 
 
-def _field_length_sums(seg: Segment, deleted: Collection[int]) -> list[int]:
+def _field_length_sums(
+    seg: Segment, deleted: Collection[int], recorded: list[int] | None
+) -> list[int]:
     """Raw token counts per field summed over the live documents
-    (tombstoned documents are no part of the statistics)."""
+    (tombstoned documents are no part of the statistics). `recorded`: the
+    sums over every document, as the manifest records them (SegmentRef
+    field_sums): then only the tombstoned documents' lengths are read, and
+    none while there are none (a one-shot query over 153,604 documents
+    summed 600,000 lengths, ~2.5 ms)."""
+    if recorded is not None and len(recorded) == NFIELDS and not deleted:
+        return list(recorded)
     held = _SUMS.get(seg)
     if held is not None and held[0] == deleted:
         return held[1]
     flens = seg.field_lengths()
-    sums = [sum(f) - sum(f[d] for d in deleted) for f in flens]
+    if recorded is not None and len(recorded) == NFIELDS:
+        sums = [
+            total - sum(f[d] for d in deleted) for total, f in zip(recorded, flens, strict=True)
+        ]
+    else:
+        sums = [sum(f) - sum(f[d] for d in deleted) for f in flens]
     _SUMS[seg] = (frozenset(deleted), sums)
     return sums
 

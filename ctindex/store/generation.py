@@ -66,6 +66,7 @@ class SegmentRef:
         length_sum: int = 0,
         size: int = 0,
         head: int = 0,
+        field_sums: list[int] | None = None,
     ) -> None:
         self.name = name
         self.ndocs = ndocs  # documents stored in the segment file
@@ -76,6 +77,11 @@ class SegmentRef:
         # the checksum its header carries (0: not recorded); the header covers
         # every section's checksum, so another segment under this name fails it
         self.head = head
+        # Raw token counts per field summed over every document in the file,
+        # tombstoned ones included: a query subtracts those it must, and
+        # reads no field lengths at all while there are none. None: a
+        # manifest written before it was recorded (then they are summed).
+        self.field_sums = field_sums
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SegmentRef) and vars(self) == vars(other)

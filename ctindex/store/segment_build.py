@@ -67,6 +67,7 @@ class SegmentInfo(NamedTuple):
     length_sum: int
     size: int
     head: int  # the header's own checksum (SegmentRef.head)
+    field_sums: tuple[int, ...] = ()  # per field, over every document (SegmentRef.field_sums)
 
 
 # Record blocks are zstd frames at level 1 (docs/decisions/native.md, "The
@@ -236,7 +237,13 @@ class SegmentBuilder:
         head_crc = crc(head)
         head += struct.pack("<I", head_crc)
         size = write_new(path, [head, *sections], fault_point=fault_point)
-        return SegmentInfo(ndocs=ndocs, length_sum=sum(self._lengths), size=size, head=head_crc)
+        return SegmentInfo(
+            ndocs=ndocs,
+            length_sum=sum(self._lengths),
+            size=size,
+            head=head_crc,
+            field_sums=tuple(sum(self._flens[f::NFIELDS]) for f in range(NFIELDS)),
+        )
 
 
 def build_segment(

@@ -371,7 +371,12 @@ def _key(item: BuildInput) -> str:
 
 def _ref(name: str, info: SegmentInfo) -> SegmentRef:
     return SegmentRef(
-        name=name, ndocs=info.ndocs, length_sum=info.length_sum, size=info.size, head=info.head
+        name=name,
+        ndocs=info.ndocs,
+        length_sum=info.length_sum,
+        size=info.size,
+        head=info.head,
+        field_sums=list(info.field_sums) or None,
     )
 
 

@@ -165,3 +165,47 @@ def test_a_one_shot_query_decodes_only_the_keys_of_its_results(
     monkeypatch.setattr(Segment, "keys", every_key)
     got = [search_index(proj.index_dir, parse_query(q), 5, want_keys=True) for q in queries]
     assert got == want and all(o.results for o in got)
+
+
+def test_recorded_field_sums_rank_as_summed_lengths_do(bundles_project: Path) -> None:
+    """The per-field length sums a manifest records (SegmentRef.field_sums)
+    give every query the scores that summing the lengths gives, with
+    tombstones and without; without tombstones nothing is summed."""
+    from ctindex.search.execute import search_snapshot
+    from ctindex.search.query import parse_query
+    from ctindex.store.segment_read import Segment
+
+    proj = Project.at(bundles_project)
+    update(proj, load_plan(proj))
+    queries = [parse_query(q) for q in ("bigquery", "events OR sessions", "user id", "table*")]
+
+    def both() -> tuple[list[object], list[object]]:
+        def work(snap: Snapshot) -> tuple[list[object], list[object]]:
+            assert all(v.ref.field_sums is not None for v in snap.views)
+            recorded = [search_snapshot(snap, q, 10) for q in queries]
+            for v in snap.views:
+                v.ref.field_sums = None  # as a manifest written before them
+            summed = [search_snapshot(snap, q, 10) for q in queries]
+            return recorded, summed
+
+        return with_snapshot(proj.index_dir, work)
+
+    recorded, summed = both()
+    assert recorded == summed
+    # Without tombstones the recorded sums are the answer: no length is summed.
+    from ctindex.search.index_partition import _field_length_sums
+
+    class NoLengths(Segment):
+        def __init__(self) -> None:  # never opened: only asked for its lengths
+            pass
+
+        def field_lengths(self) -> list[array[int]]:
+            raise AssertionError("field lengths summed without tombstones")
+
+    assert _field_length_sums(NoLengths(), (), [1, 2, 3, 4]) == [1, 2, 3, 4]
+    # A tombstone: the recorded sums less the removed document's lengths.
+    gone = next(p for p in sorted(bundles_project.rglob("*.md")) if "tables" in p.parts)
+    gone.unlink()
+    update(proj, load_plan(proj))
+    recorded, summed = both()
+    assert recorded == summed
