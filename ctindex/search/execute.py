@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -76,19 +76,18 @@ def _finish(
     node: Node,
     limit: int,
     fetch: Callable[[int, int], StoredDoc],
-    paths: Callable[[int], Sequence[str]],
+    key: Callable[[int, int], str],
     want_keys: bool,
 ) -> tuple[list[Result], frozenset[str], int, tuple[str, ...]]:
     """The first `limit` matches of `ranking`, with their snippets: `fetch`
-    (partition, document) reads one's stored record, `paths(partition)`
-    are its documents' paths by id (asked only of a partition with a
-    candidate: a segment reads its paths whole the first time)."""
+    (partition, document) reads one's stored record, `key(partition,
+    document)` its path (a segment decodes only the paths asked for)."""
     scores, tiers = ranking.scores, ranking.tiers
     terms = set(matcher.scoring_terms(node))
     prefixes = tuple(f for c in matcher.prefix_clauses(node) for f in c.forms)
     total = sum(map(len, scores))
     keys = (
-        frozenset(p for i, sc in enumerate(scores) if sc for p in map(paths(i).__getitem__, sc))
+        frozenset(key(i, d) for i, sc in enumerate(scores) for d in sc)
         if want_keys
         else frozenset()
     )
@@ -117,15 +116,13 @@ def _finish(
                 -tier.get(d, 0),
                 -round(sc[d], 4),
                 titles.get((i, d), ""),
-                keys_of[d],
+                key(i, d),
                 i,
                 d,
             )
             for i, (docs, sc, tier) in enumerate(
                 zip(matcher.leaders(scores, tiers, limit, margin=1e-4), scores, tiers, strict=True)
             )
-            if docs
-            for keys_of in (paths(i),)
             for d in docs
         ),
     )
@@ -212,7 +209,7 @@ def search_snapshot(snap: Snapshot, node: Node, limit: int, want_keys: bool = Fa
         node,
         limit,
         fetch=lambda i, d: parts[i].seg.stored(d),
-        paths=lambda i: parts[i].seg.key_view(),
+        key=lambda i, d: parts[i].key(d),
         want_keys=want_keys,
     )
     return Outcome(results, total, snap.generation, keys, notes, tuple(snap.manifest.scopes))
@@ -240,7 +237,7 @@ def search_direct(
         node,
         limit,
         fetch=fetch,
-        paths=lambda _part: [d.key for d in part.docs],
+        key=lambda _part, d: part.key(d),
         want_keys=want_keys,
     )
     note = unread_note(unread)

@@ -200,7 +200,7 @@ class SegmentPartition:
         return self.seg.sep_rank
 
     def path_prefix(self, prefix: str) -> set[int]:
-        keys = self.seg.keys()  # sorted: the matches are one contiguous run
+        keys = self.seg.key_view()  # sorted: the matches are one contiguous run
         start = bisect_left(keys, prefix)
         out: set[int] = set()
         for d in range(start, len(keys)):
@@ -211,7 +211,7 @@ class SegmentPartition:
         return out
 
     def key(self, doc: int) -> str:
-        return self.seg.keys()[doc]
+        return self.seg.key_view()[doc]
 
     def lengths(self) -> array[int]:
         return self.seg.lengths()
@@ -252,21 +252,19 @@ def _field_length_sums(
     """Raw token counts per field summed over the live documents
     (tombstoned documents are no part of the statistics). `recorded`: the
     sums over every document, as the manifest records them (SegmentRef
-    field_sums): then only the tombstoned documents' lengths are read, and
+    field_sums): then only the tombstoned documents' lengths are summed, and
     none while there are none (a one-shot query over 153,604 documents
     summed 600,000 lengths, ~2.5 ms)."""
-    if recorded is not None and len(recorded) == NFIELDS and not deleted:
+    if recorded is not None and len(recorded) != NFIELDS:
+        recorded = None  # not this format's fields: summed instead
+    if recorded is not None and not deleted:
         return list(recorded)
     held = _SUMS.get(seg)
     if held is not None and held[0] == deleted:
         return held[1]
     flens = seg.field_lengths()
-    if recorded is not None and len(recorded) == NFIELDS:
-        sums = [
-            total - sum(f[d] for d in deleted) for total, f in zip(recorded, flens, strict=True)
-        ]
-    else:
-        sums = [sum(f) - sum(f[d] for d in deleted) for f in flens]
+    totals = recorded if recorded is not None else [sum(f) for f in flens]
+    sums = [total - sum(f[d] for d in deleted) for total, f in zip(totals, flens, strict=True)]
     _SUMS[seg] = (frozenset(deleted), sums)
     return sums
 

@@ -149,14 +149,16 @@ def _decompress(blob: bytes) -> bytes:
 
 class _KeyView(Sequence[str]):
     """The keys section as a lazily decoded sequence (for bisect, and for
-    the few keys a query's results need)."""
+    the few keys a query's results need), and the one reader of its
+    layout: offsets, then the keys' bytes."""
 
-    __slots__ = ("_blob", "_n", "_offs")
+    __slots__ = ("_at", "_data", "_n", "_offs")
 
     def __init__(self, data: bytes, ndocs: int) -> None:
         self._n = ndocs
         self._offs = from_le("I", data[: 4 * (ndocs + 1)])
-        self._blob = memoryview(data)[4 * (ndocs + 1) :]
+        self._data = data
+        self._at = 4 * (ndocs + 1)  # where the keys' bytes begin
 
     def __len__(self) -> int:
         return self._n
@@ -170,9 +172,15 @@ class _KeyView(Sequence[str]):
             return [self[j] for j in range(*i.indices(self._n))]
         if not 0 <= i < self._n:
             raise IndexError(i)
-        return bytes(self._blob[self._offs[i] : self._offs[i + 1]]).decode(
-            "utf-8", "surrogateescape"
-        )
+        at, offs = self._at, self._offs
+        return self._data[at + offs[i] : at + offs[i + 1]].decode("utf-8", "surrogateescape")
+
+    def decoded(self) -> list[str]:
+        """Every key, in doc id order."""
+        blob, offs = self._data[self._at :], self._offs
+        return [
+            blob[offs[i] : offs[i + 1]].decode("utf-8", "surrogateescape") for i in range(self._n)
+        ]
 
 
 class PrefixRun(NamedTuple):
@@ -489,13 +497,9 @@ class Segment:
 
     def keys(self) -> list[str]:
         if self._keys is None:
-            data = self._section(S_KEYS)
-            offs = from_le("I", data[: 4 * (self.ndocs + 1)])
-            blob = data[4 * (self.ndocs + 1) :]
-            self._keys = [
-                blob[offs[i] : offs[i + 1]].decode("utf-8", "surrogateescape")
-                for i in range(self.ndocs)
-            ]
+            view = self._key_view or _KeyView(self._section(S_KEYS), self.ndocs)
+            self._keys = view.decoded()
+            self._key_view = None  # the list answers from now on
         return self._keys
 
     def key_view(self) -> Sequence[str]:
