@@ -32,12 +32,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from ctindex.policy.project import key_under_any, key_within
-from ctindex.reconciler.manifest import RECORD
+from ctindex.reconciler.manifest import RECORD, PackedTable
 from ctindex.store.durable import IndexCorrupt, read_all
 
 if TYPE_CHECKING:
     from ctindex.reconciler import Fingerprint, Manifest, ReconcileResult
-    from ctindex.reconciler.manifest import PackedTable
     from ctindex.reconciler.manifest import RawEntry as RawEntry
     from ctindex.reconciler.native import NativeTable
     from ctindex.store.generation import StoreManifest
@@ -76,14 +75,27 @@ def _xxh3(data: bytes | memoryview) -> bytes:
 
 
 def encode_manifest(m: Manifest) -> list[bytes]:
-    """`encode_base` of a whole table, as the chunks of the file. One kept
-    packed (ctindex/reconciler/manifest.py PackedTable: a rebuild's, or a full
+    """A whole table as the chunks of its base file. One kept packed
+    (ctindex/reconciler/manifest.py PackedTable: a rebuild's, or a full
     pass's edit of the previous table) is written from its records and keys
     as they are: no tuple per file, and no copy of the whole file joined in
     memory."""
     packed = m.packed()
-    if packed is None:
-        return [encode_base(m.raw())]
+    return _encode(packed if packed is not None else _packed(m.raw()))
+
+
+def encode_base(raw: Mapping[str, RawEntry]) -> bytes:
+    return b"".join(_encode(_packed(raw)))
+
+
+def _packed(raw: Mapping[str, RawEntry]) -> PackedTable:
+    keys = sorted(raw)
+    pack = _RECORD.pack
+    return PackedTable(keys, b"".join([pack(*raw[k]) for k in keys]))
+
+
+def _encode(packed: PackedTable) -> list[bytes]:
+    """The base file's layout (the module's docstring), the one writer of it."""
     import xxhash
 
     lengths = (
@@ -113,25 +125,6 @@ def source_bytes(m: Manifest) -> int:
     if packed is None:
         return sum(e[0] for e in m.raw().values() if e[0] > 0)
     return sum(n for (n,) in _SIZE.iter_unpack(packed.records) if n > 0)
-
-
-def encode_base(raw: Mapping[str, RawEntry]) -> bytes:
-    keys = sorted(raw)
-    encoded = [k.encode("utf-8", "surrogateescape") for k in keys]
-    offs = [0]
-    for e in encoded:
-        offs.append(offs[-1] + len(e) + 1)
-    blob = b"\0".join(encoded)
-    pack = _RECORD.pack
-    body = b"".join(
-        [
-            _HEAD.pack(MAGIC, VERSION, len(keys), len(blob)),
-            *(pack(*raw[k]) for k in keys),
-            struct.pack(f"<{len(offs)}I", *offs),
-            blob,
-        ]
-    )
-    return body + _xxh3(body)
 
 
 class BaseTable:
@@ -211,8 +204,6 @@ class _FullTable:
         for a base whose keys are not in order (ctindex writes them sorted:
         editing by bisection needs that, so such a table is made a dict)."""
         from itertools import pairwise
-
-        from ctindex.reconciler.manifest import PackedTable
 
         b = self.base
         keys = (

@@ -79,7 +79,7 @@ class SegmentRef:
         self.head = head
         # Raw token counts per field summed over every document in the file,
         # tombstoned ones included: a query subtracts those it must, and
-        # reads no field lengths at all while there are none. None: a
+        # sums no field lengths while there are none. None: a
         # manifest written before it was recorded (then they are summed).
         self.field_sums = field_sums
 
