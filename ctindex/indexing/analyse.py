@@ -232,7 +232,8 @@ def add_documents(
     workers = _workers(len(keys))
     budget = (budget or BuildBudget()).with_builders(workers)
     even = -(-len(keys) // workers)  # every worker gets a part, at least
-    parts = list(budget.parts(zip(keys, _sizes(source, keys), strict=True), max_docs=even))
+    sized = ((key, _size(source, key, at)) for at, key in enumerate(keys))
+    parts = list(budget.parts(sized, max_docs=even))
     if workers > 1 or len(parts) > 1:
         out = Added(Diagnostics({}, {}), [])
         for built in _build_parts(
@@ -262,11 +263,10 @@ def add_documents(
     return Added(diagnostics, [src.shipment()] if src.reads is not None else [])
 
 
-def _sizes(source: Mapping[str, bytes] | Reads, keys: list[str]) -> Iterator[int]:
-    """The bytes of each key's file: read already, or as the walk saw it."""
-    if isinstance(source, Reads):
-        return map(source.pending.size, range(len(keys)))
-    return (len(source[key]) for key in keys)
+def _size(source: Mapping[str, bytes] | Reads, key: str, at: int) -> int:
+    """The bytes of `key`'s file, the `at`-th of the pass's sorted keys:
+    read already, or as the walk saw it."""
+    return source.pending.size(at) if isinstance(source, Reads) else len(source[key])
 
 
 def _parsed(key: str, data: bytes, target: Target, diagnostics: Diagnostics) -> Document | None:
@@ -449,10 +449,7 @@ def _batches(part: _Part, source: Mapping[str, bytes] | Reads) -> Iterator[tuple
     while start < len(part.keys):
         end, size = start, 0
         while end < len(part.keys) and end - start < BATCH_DOCS:
-            if isinstance(source, Reads):
-                add = source.pending.size(part.start + end)
-            else:
-                add = len(source[part.keys[end]])
+            add = _size(source, part.keys[end], part.start + end)
             if end > start and size + add > BATCH_BYTES:
                 break
             size += add

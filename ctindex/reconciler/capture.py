@@ -307,11 +307,12 @@ def complete(result: ReconcileResult, shipments: Iterable[Shipment]) -> None:
     res.pending = PendingReads()
     runs.sort(key=lambda s: s.keys[0])
     keys = [k for s in runs for k in s.keys]
+    records = b"".join(s.packed for s in runs)
     if not loose and all(a < b for a, b in itertools.pairwise(keys)):
-        table = PackedTable(keys, b"".join(s.packed for s in runs))
+        table = PackedTable(keys, records)
         finish_fresh(res, Manifest(source=table, _sorted_keys=keys), keys)
         return
-    entries = dict(zip(keys, _ENTRY.iter_unpack(b"".join(s.packed for s in runs)), strict=True))
+    entries = dict(zip(keys, _ENTRY.iter_unpack(records), strict=True))
     entries.update(loose)
     keys = sorted(entries)
     finish_fresh(res, Manifest(entries, list(keys)), keys)

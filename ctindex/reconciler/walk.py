@@ -455,7 +455,7 @@ class Walker:
         (those it would open: not walked already, not too deep)."""
         if ahead is None or depth + 1 > self.max_depth:
             return
-        children = [(name, join_key(key, name)) for name in subdirs]
+        children = ((name, join_key(key, name)) for name in subdirs)
         ahead.offer(fd, [(name, ckey) for name, ckey in children if ckey not in self.walked])
 
     # -- entry points -----------------------------------------------------------
